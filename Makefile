@@ -1,0 +1,36 @@
+# Set-up is part of each target: a fresh clone needs only `make demo` or `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: demo test test-fast figures bench lint clean
+
+$(BIN)/.installed: pyproject.toml constraints.txt
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -c constraints.txt -e ".[dev,torch]"
+	touch $@
+
+demo: $(BIN)/.installed
+	$(BIN)/python -m simulator demo
+
+test: $(BIN)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/python -m pytest -n 2 -q
+
+test-fast: $(BIN)/.installed
+	$(BIN)/python -m pytest -n 2 -q -m "not slow"
+
+figures: $(BIN)/.installed
+	$(BIN)/python -m simulator figures
+
+bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/engine_throughput.py
+
+lint: $(BIN)/.installed
+	$(BIN)/ruff check --fix .
+	$(BIN)/ruff format .
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

@@ -1,0 +1,306 @@
+"""Device: the only thing a rank program sees.
+
+A device has a rank, a private memory of named arrays, a clock, and point-to-point messaging with
+the torch.distributed names (``send``/``recv``/``isend``/``irecv``/``wait``). Blocking calls suspend
+the program (a greenlet) until the engine's simulated clock says the call completes.
+
+Nothing crosses between devices except messages: a payload is copied when it is sent and handed to
+the receiver read-only, so neither side can change what the other holds.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .errors import ContractError, SimulationError
+from .trace import Message, Op
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+class Request:
+    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known."""
+
+    __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index")
+
+    def __init__(self, kind, owner, peer, tag, msg=None, done=None, shape=None, dtype=None, name=None, index=None):
+        self.kind = kind
+        self.owner = owner
+        self.peer = peer
+        self.tag = tag
+        self.msg = msg
+        self.done = done
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.index = index
+
+    def describe(self) -> str:
+        if self.kind == "send":
+            return f"send(dst={self.peer}, tag={self.tag})"
+        return f"recv(src={self.peer}, tag={self.tag})"
+
+    def __repr__(self) -> str:
+        state = "pending" if self.done is None else f"done at {self.done:.3g} s"
+        return f"<Request device {self.owner} {self.describe()} {state}>"
+
+
+def freeze(value: Any) -> np.ndarray:
+    """A read-only copy of ``value``: what a message carries."""
+    arr = np.array(value)
+    arr.setflags(write=False)
+    return arr
+
+
+class Device:
+    """One simulated device. Rank programs call only these methods."""
+
+    def __init__(self, engine: Engine, rank: int) -> None:
+        self._engine = engine
+        self.rank = rank
+        self.world_size = engine.world_size
+        self.clock = 0.0
+        self._memory: dict[str, Any] = {}
+        self._blocked: Request | None = None
+        self._done = False
+
+    def __repr__(self) -> str:
+        return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
+
+    # ---- memory -------------------------------------------------------------------------------
+    @property
+    def memory(self) -> Mapping[str, Any]:
+        """This device's named values (read-only view)."""
+        return MappingProxyType(self._memory)
+
+    def hold(self, name: str, value: Any, *, index: Any = None, doc: str | None = None) -> np.ndarray:
+        """Place a value in this device's memory under ``name`` (an input, a weight, a shard)."""
+        arr = freeze(value)
+        self._record_memory("hold", name, arr, index, doc)
+        return arr
+
+    def free(self, name: str) -> None:
+        """Drop a named value from memory."""
+        if name not in self._memory:
+            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
+        self._record_memory("free", name, None, None, None)
+
+    def _record_memory(self, kind, name, arr, index, doc) -> None:
+        eng = self._engine
+        t = self.clock
+        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc)
+        eng.trace.events.append((kind, op))
+        if arr is None:
+            del self._memory[name]
+        else:
+            self._memory[name] = arr
+
+    # ---- compute ------------------------------------------------------------------------------
+    def compute(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *inputs: Any,
+        flops: float | None = None,
+        seconds: float | None = None,
+        index: Any = None,
+        doc: str | None = None,
+        keep: bool = True,
+    ) -> Any:
+        """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
+
+        flops:   work for the cost model (default: one operation per output element)
+        seconds: a fixed duration instead of flops
+        index:   which part of the single-device value ``name`` this computes (for the checker)
+        keep:    store the output in memory under ``name``
+        """
+        eng = self._engine
+        out = fn(*inputs)
+        if isinstance(out, np.ndarray) and out.flags.writeable:
+            out.setflags(write=False)
+        if seconds is None:
+            if flops is None:
+                flops = np.size(out) if isinstance(out, np.ndarray) else 1
+            seconds = eng.cost.compute_time(flops)
+        t0 = self.clock
+        if eng.keep_payloads:
+            ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc)
+        else:
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc)
+        eng.trace.ops.append(op)
+        eng.trace.events.append(("op", op))
+        if keep:
+            self._memory[name] = out
+        if seconds > 0:
+            self._advance(t0 + seconds)
+        return out
+
+    # ---- point-to-point -----------------------------------------------------------------------
+    def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
+        """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
+        sreq = self._post_send(value, dst, tag, label)
+        if sreq is None:  # eager: already complete
+            sreq = Request("send", self.rank, dst, tag, done=self.clock)
+        return sreq
+
+    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
+        """Send a copy of ``value`` to device ``dst``.
+
+        Eager mode: returns at once (the message is buffered; the link carries it when free).
+        Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
+        """
+        sreq = self._post_send(value, dst, tag, label)
+        if sreq is not None:
+            self.wait(sreq)
+
+    def _post_send(self, value, dst, tag, label) -> Request | None:
+        """Record and route a message; returns the pending send Request, or None if already complete."""
+        eng = self._engine
+        if dst == self.rank or not 0 <= dst < self.world_size:
+            self._bad_peer(dst, "send", "dst")
+        payload = np.array(value)
+        payload.setflags(write=False)
+        t = self.clock
+        msg = Message(len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label)
+        eng._messages.append(msg)
+        eng._events.append(("send", msg))
+        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            sreq = Request("send", self.rank, dst, tag, msg)
+        else:  # buffered: the send completes at once, the link carries the bytes when it is free
+            msg.t_start, _, msg.t_arrive = eng.net.transfer(self.rank, dst, msg.nbytes, t)
+            sreq = None
+        key = (self.rank, dst, tag)
+        posted = eng._posted.get(key)
+        if posted:
+            eng._match(msg, sreq, posted.popleft(), t)
+        else:
+            box = eng._mail.get(key)
+            if box is None:
+                box = eng._mail[key] = deque()
+            box.append((msg, sreq))
+        return sreq
+
+    def irecv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> Request:
+        """Post a receive from device ``src``; ``wait`` on the Request returns the payload.
+
+        shape, dtype: the contract, what the receiver expects (checked when the message arrives)
+        name:         what the message carries in the model (stored in memory under it; checked)
+        index:        which part of the single-device value ``name`` it carries (a shard)
+        """
+        eng = self._engine
+        shape, dtype = self._contract(src, tag, shape, dtype)
+        rreq = Request("recv", self.rank, src, tag, shape=shape, dtype=dtype, name=name, index=index)
+        key = (src, self.rank, tag)
+        box = eng._mail.get(key)
+        if box:
+            msg, sreq = box.popleft()
+            eng._match(msg, sreq, rreq, self.clock)
+        else:
+            posted = eng._posted.get(key)
+            if posted is None:
+                posted = eng._posted[key] = deque()
+            posted.append(rreq)
+        return rreq
+
+    def recv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> np.ndarray:
+        """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
+        box = self._engine._mail.get((src, self.rank, tag))
+        if box and box[0][1] is None:  # fast path: an eager message is already on its way
+            shape, dtype = self._contract(src, tag, shape, dtype)
+            msg = box.popleft()[0]
+            if msg.t_arrive > self.clock:
+                self._advance(msg.t_arrive)
+            return self._deliver(msg, shape, dtype, name, index)
+        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    def wait(self, req: Request) -> np.ndarray | None:
+        """Block until ``req`` completes. A receive returns its payload; a send returns None."""
+        if req.owner != self.rank:
+            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        if req.done is None:
+            self._blocked = req
+            self._engine._give_way()
+            self._blocked = None
+        elif req.done > self.clock:
+            self._advance(req.done)
+        if req.kind == "send":
+            return None
+        if req.msg.t_recv is not None:
+            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.msg.id}")
+        return self._deliver(req.msg, req.shape, req.dtype, req.name, req.index)
+
+    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+        """Validate a receive's peer and normalise its declared contract."""
+        if src == self.rank or not 0 <= src < self.world_size:
+            self._bad_peer(src, "recv", "src")
+        if shape is not None:
+            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+        if self._engine.strict and (shape is None or dtype is None):
+            raise ContractError(
+                f"strict mode: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
+                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
+            )
+        return shape, dtype
+
+    def _deliver(self, msg: Message, shape, dtype, name, index) -> np.ndarray:
+        """The receive completes now: check the contract, record it, hand over the payload."""
+        payload = msg.payload
+        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+            declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+            raise ContractError(
+                f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
+                f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
+                f"Make the sender send what the receiver declares, or fix the declaration."
+            )
+        eng = self._engine
+        msg.t_recv = self.clock
+        msg.name = name
+        msg.index = index
+        eng._events.append(("recv", msg))
+        if name is not None:
+            self._memory[name] = payload
+        if not eng.keep_payloads:
+            msg.payload = None
+        return payload
+
+    # ---- clock --------------------------------------------------------------------------------
+    def _advance(self, t: float) -> None:
+        """Move this device's clock to t, letting any device with an earlier event go first."""
+        self.clock = t
+        eng = self._engine
+        heap = eng._heap
+        if heap and heap[0][0] < t:
+            eng._push(t, self.rank)
+            eng._give_way()
+
+    def _bad_peer(self, peer: Any, op: str, arg: str) -> None:
+        if peer == self.rank:
+            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
+        raise ValueError(f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}")

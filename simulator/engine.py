@@ -1,0 +1,295 @@
+"""The engine: runs one rank program per device, deterministically, on a simulated clock.
+
+Each device runs its program as a greenlet (a cooperative coroutine), so programs are written in the
+blocking style of torch.distributed. The scheduler is a heap of (time, sequence, rank): it resumes
+the device with the earliest pending event; a running device keeps going until it blocks or its clock
+passes another device's next event. So every link is booked, and every event recorded, in simulated
+time order, and the same program with the same inputs gives the same trace, event for event.
+
+When the heap is empty but some devices have not finished, they are all blocked: a deadlock, reported
+with what each waits for and the cycle of waiting devices. Nothing here is global: each ``World.run``
+builds its own engine, so two simulations can run side by side in one process.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from heapq import heappop, heappush
+from typing import Any
+
+from greenlet import GreenletExit, getcurrent, greenlet
+
+from .cost import CostModel
+from .device import Device, Request
+from .errors import DeadlockError, RankError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .trace import Message, Trace
+
+SEND_MODES = ("eager", "rendezvous")
+LEFTOVER_POLICIES = ("warn", "error", "ignore")
+
+
+@dataclass(frozen=True)
+class World:
+    """A set of simulated devices and the rules they run under.
+
+    size:          number of devices (ranks 0..size-1)
+    cost:          the cost model (latency, bandwidth, FLOP/s)
+    send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
+                   cannot start until the matching receive is posted: two sends facing each other
+                   deadlock, as with large messages in MPI or NCCL)
+    strict:        every recv must declare its contract (shape and dtype)
+    keep_payloads: keep every message payload and op input/output in the trace (for the checker and
+                   stepping); turn off for large runs to record metadata only
+    leftovers:     what to do with messages nobody received: "warn", "error" or "ignore"
+    """
+
+    size: int
+    cost: CostModel = field(default_factory=CostModel)
+    send_mode: str = "eager"
+    strict: bool = False
+    keep_payloads: bool = True
+    leftovers: str = "warn"
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.size, int) or self.size < 1:
+            raise ValueError(f"World(size={self.size!r}): size must be a positive number of devices")
+        if self.send_mode not in SEND_MODES:
+            raise ValueError(f"World(send_mode={self.send_mode!r}): choose one of {SEND_MODES}")
+        if self.leftovers not in LEFTOVER_POLICIES:
+            raise ValueError(f"World(leftovers={self.leftovers!r}): choose one of {LEFTOVER_POLICIES}")
+
+    def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
+        """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
+        return Engine(self, program, args, kwargs)
+
+    def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
+        """Run ``program(device, *args, **kwargs)`` on every device to the end."""
+        return self.start(program, *args, **kwargs).finish()
+
+
+@dataclass
+class RunResult:
+    """What a finished run returns: each device's return value, and the trace."""
+
+    outputs: list[Any]
+    trace: Trace
+    world: World
+
+    @property
+    def time(self) -> float:
+        """Simulated seconds from the start to the last event."""
+        return self.trace.end_time
+
+
+class Engine:
+    """One run in progress: the devices, the event heap, the mailboxes and the link state."""
+
+    def __init__(self, world: World, program: Callable[..., Any], args: tuple, kwargs: dict) -> None:
+        self.world = world
+        self.world_size = world.size
+        self.cost = world.cost
+        self.rendezvous = world.send_mode == "rendezvous"
+        self.strict = world.strict
+        self.keep_payloads = world.keep_payloads
+        self.net = world.cost.network(world.size)
+        self.trace = Trace(world.size)
+        self._events = self.trace.events  # hot-path aliases
+        self._messages = self.trace.messages
+        self.outputs: list[Any] = [None] * world.size
+        self.devices = [Device(self, r) for r in range(world.size)]
+        self._heap: list[tuple[float, int, int]] = []
+        self._seq = 0
+        self._op_ids = 0
+        self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
+        self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
+        self._failure: tuple[int, BaseException] | None = None
+        self._unfinished = world.size
+        self._direct = False
+        self._sched = getcurrent()
+        self._greenlets = [greenlet(self._body(dev, program, args, kwargs)) for dev in self.devices]
+        for r in range(world.size):
+            self._push(0.0, r)
+
+    # ---- running ------------------------------------------------------------------------------
+    def _body(self, dev: Device, program, args, kwargs) -> Callable[[], None]:
+        def run() -> None:
+            try:
+                self.outputs[dev.rank] = program(dev, *args, **kwargs)
+            except GreenletExit:
+                raise
+            except BaseException as exc:  # reported by the scheduler, with the rank
+                self._failure = (dev.rank, exc)
+            dev._done = True
+            self._unfinished -= 1
+
+        return run
+
+    @property
+    def finished(self) -> bool:
+        return self._unfinished == 0
+
+    def _push(self, t: float, rank: int) -> None:
+        self._seq += 1
+        heappush(self._heap, (t, self._seq, rank))
+
+    def _next_op_id(self) -> int:
+        self._op_ids += 1
+        return self._op_ids - 1
+
+    def _match(self, msg: Message, sreq: Request, rreq: Request, t: float) -> None:
+        """Pair a message with the receive that takes it; wake whoever waits on either."""
+        if msg.t_start is None:  # rendezvous: the transfer starts only now that both sides are ready
+            start = t if t > msg.t_send else msg.t_send
+            msg.t_start, sreq.done, msg.t_arrive = self.net.transfer(msg.src, msg.dst, msg.nbytes, start)
+            self._wake(sreq)
+        rreq.msg = msg
+        rreq.done = msg.t_arrive
+        self._wake(rreq)
+
+    def _wake(self, req: Request) -> None:
+        dev = self.devices[req.owner]
+        if dev._blocked is req:
+            t = req.done
+            self._push(t if t > dev.clock else dev.clock, dev.rank)
+
+    def _give_way(self) -> None:
+        """Called by a device that blocks or yields: resume the next device in time order.
+
+        When running to the end, switch straight to that device (one switch instead of two); when
+        stepping, return to the scheduler so each step stops promptly.
+        """
+        heap = self._heap
+        if self._direct and heap:
+            t, _, rank = heap[0]
+            g = self._greenlets[rank]
+            if g:  # started (a new greenlet must start from the scheduler, or stacks would nest)
+                heappop(heap)
+                dev = self.devices[rank]
+                if t > dev.clock:
+                    dev.clock = t
+                if g is not getcurrent():
+                    g.switch()
+                return
+        self._sched.switch()
+
+    def _tick(self) -> None:
+        """Resume the device with the earliest pending event until it blocks or yields."""
+        t, _, rank = heappop(self._heap)
+        dev = self.devices[rank]
+        if t > dev.clock:
+            dev.clock = t
+        self._sched = current = getcurrent()
+        g = self._greenlets[rank]
+        if g.parent is not current:
+            g.parent = current
+        g.switch()
+        if self._failure is not None:
+            rank, exc = self._failure
+            self._failure = None
+            self.close()
+            raise RankError(rank, exc) from exc
+
+    def step(self) -> bool:
+        """Run until at least one more event is in the trace. Returns False once the run is over."""
+        n = len(self.trace.events)
+        while len(self.trace.events) == n:
+            if not self._heap:
+                if self._unfinished:
+                    self._raise_deadlock()
+                return False
+            self._tick()
+        return True
+
+    def events(self) -> Iterator[tuple[str, Any]]:
+        """Advance the run event by event, yielding each new (kind, record) as it happens."""
+        i = 0
+        while True:
+            while i < len(self.trace.events):
+                yield self.trace.events[i]
+                i += 1
+            if not self.step() and i >= len(self.trace.events):
+                return
+
+    def finish(self) -> RunResult:
+        """Run to the end; report leftovers; return the result."""
+        heap = self._heap
+        tick = self._tick
+        self._direct = True
+        while heap:
+            tick()
+        if self._unfinished:
+            self._raise_deadlock()
+        self._report_leftovers()
+        return RunResult(self.outputs, self.trace, self.world)
+
+    def close(self) -> None:
+        """Abandon the run: end every device's greenlet."""
+        for g in self._greenlets:
+            if g and not g.dead:
+                g.parent = getcurrent()
+                g.throw(GreenletExit)
+        self._heap.clear()
+
+    # ---- errors -------------------------------------------------------------------------------
+    def _raise_deadlock(self) -> None:
+        blocked: dict[int, str] = {}
+        waits_for: dict[int, int] = {}
+        for dev in self.devices:
+            if dev._done:
+                continue
+            req = dev._blocked
+            if req is None:  # cannot happen: a live device off the heap is blocked on something
+                blocked[dev.rank] = "not blocked (engine error)"
+                continue
+            peer_state = " (which has finished)" if self.devices[req.peer]._done else ""
+            blocked[dev.rank] = f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
+            waits_for[dev.rank] = req.peer
+        cycle = _find_cycle(waits_for)
+        lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
+        lines += [f"  device {r} is blocked in {what}" for r, what in blocked.items()]
+        if cycle:
+            lines.append("  wait-for cycle: " + " -> ".join(f"device {r}" for r in cycle + cycle[:1]))
+            if self.rendezvous and any(self.devices[r]._blocked.kind == "send" for r in cycle):
+                lines.append(
+                    "  with rendezvous sends, a send waits for its matching recv: let one side "
+                    "receive first, or use isend/irecv and wait on both"
+                )
+        else:
+            lines.append("  no cycle: some device waits for a device that has finished or never sends")
+        self.close()
+        raise DeadlockError("\n".join(lines), blocked, cycle)
+
+    def _report_leftovers(self) -> None:
+        policy = self.world.leftovers
+        if policy == "ignore":
+            return
+        left = [m for box in self._mail.values() for m, _ in box]
+        if not left:
+            return
+        left.sort(key=lambda m: m.id)
+        shown = "\n".join(f"  {m.describe()}" for m in left[:10])
+        more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
+        text = (
+            f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
+            "  add the matching recv on the destination, or drop the send"
+        )
+        if policy == "error":
+            raise UnreceivedMessagesError(text)
+        warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
+
+
+def _find_cycle(waits_for: dict[int, int]) -> list[int] | None:
+    """The first cycle in a graph where each node waits for exactly one other, from the lowest rank."""
+    for start in sorted(waits_for):
+        path: list[int] = []
+        seen: dict[int, int] = {}
+        node = start
+        while node in waits_for and node not in seen:
+            seen[node] = len(path)
+            path.append(node)
+            node = waits_for[node]
+        if node in seen:
+            return path[seen[node] :]
+    return None

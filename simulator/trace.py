@@ -1,0 +1,192 @@
+"""What happened in a run: messages, ops, and the event log that orders them.
+
+A ``Trace`` is the whole record of a run. Its ``events`` list holds ``(kind, record)`` pairs in the
+order the engine processed them, which is simulated-time order:
+
+- ``("send", Message)``   a message left its source
+- ``("recv", Message)``   a receive completed: the payload is now in the destination's hands
+- ``("op", Op)``          a compute step ran on a device
+- ``("hold", Op)``        a value was placed in a device's memory (an input, a weight)
+- ``("free", Op)``        a value was dropped from a device's memory
+
+Records are plain slotted objects (cheap to make by the million); ``signature()`` turns a trace into
+comparable tuples so determinism can be asserted event for event.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+
+class Message:
+    """One message between two devices. Times are simulated seconds.
+
+    t_send: the sender posted it; t_start: its first byte entered the link; t_arrive: its last byte
+    reached the destination; t_recv: the receiver's wait completed (None while unreceived).
+    ``name`` is what the receiver said the message carries (its role in the model), for the checker.
+    """
+
+    __slots__ = (
+        "id",
+        "src",
+        "dst",
+        "tag",
+        "shape",
+        "dtype",
+        "nbytes",
+        "t_send",
+        "t_start",
+        "t_arrive",
+        "t_recv",
+        "payload",
+        "name",
+        "index",
+        "label",
+    )
+
+    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label):
+        self.id = id
+        self.src = src
+        self.dst = dst
+        self.tag = tag
+        self.shape = shape
+        self.dtype = dtype
+        self.nbytes = nbytes
+        self.t_send = t_send
+        self.t_start = None
+        self.t_arrive = None
+        self.t_recv = None
+        self.payload = payload
+        self.name = None
+        self.index = None
+        self.label = label
+
+    def signature(self) -> tuple:
+        return (
+            "msg",
+            self.id,
+            self.src,
+            self.dst,
+            self.tag,
+            self.shape,
+            str(self.dtype),
+            self.nbytes,
+            self.t_send,
+            self.t_start,
+            self.t_arrive,
+            self.t_recv,
+            self.name,
+            self.label,
+        )
+
+    def describe(self) -> str:
+        what = f" carrying {self.name}" if self.name else ""
+        return (
+            f"message #{self.id} from device {self.src} to device {self.dst} (tag {self.tag})"
+            f"{what}: {_sig(self.shape, self.dtype)}, {self.nbytes} bytes"
+        )
+
+    def __repr__(self) -> str:
+        return f"<Message {self.describe()}>"
+
+
+class Op:
+    """A compute step (or a hold/free of a named value) on one device.
+
+    ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
+    single-device value ``name`` this device computes (a shard), or None for the whole value.
+    """
+
+    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc")
+
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc):
+        self.id = id
+        self.rank = rank
+        self.name = name
+        self.t_start = t_start
+        self.t_end = t_end
+        self.flops = flops
+        self.inputs = inputs
+        self.output = output
+        self.index = index
+        self.doc = doc
+
+    def signature(self) -> tuple:
+        return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)
+
+    def __repr__(self) -> str:
+        return f"<Op #{self.id} {self.name!r} on device {self.rank} [{self.t_start:.3g}, {self.t_end:.3g}] s>"
+
+
+class Trace:
+    """The record of one run: every message and op, in processing order."""
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+        self.events: list[tuple[str, Any]] = []
+        self.messages: list[Message] = []
+        self.ops: list[Op] = []
+
+    def __len__(self) -> int:
+        return len(self.events)
+
+    def __iter__(self) -> Iterator[tuple[str, Any]]:
+        return iter(self.events)
+
+    def signature(self) -> list[tuple]:
+        """Every event as comparable plain data: two identical runs give equal signatures."""
+        return [(kind, *rec.signature()) for kind, rec in self.events]
+
+    @property
+    def end_time(self) -> float:
+        """The simulated time at which the last device finished its last event."""
+        t = 0.0
+        for m in self.messages:
+            t = max(t, m.t_recv if m.t_recv is not None else m.t_arrive or 0.0)
+        for op in self.ops:
+            t = max(t, op.t_end)
+        return t
+
+    def unreceived(self) -> list[Message]:
+        return [m for m in self.messages if m.t_recv is None]
+
+    def log(self) -> list[str]:
+        """One readable line per event, e.g. ``t=1.000us  device 0 -> 1  msg #0 A (1,) float64``."""
+        return [format_event(kind, rec) for kind, rec in self.events]
+
+
+def format_event(kind: str, rec: Any) -> str:
+    if kind == "send":
+        return (
+            f"t={_us(rec.t_send)}  send  device {rec.src} -> {rec.dst}  msg #{rec.id} tag {rec.tag} "
+            f"{_sig(rec.shape, rec.dtype)}{_value(rec.payload)}"
+        )
+    if kind == "recv":
+        name = f" as {rec.name}" if rec.name else ""
+        return (
+            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
+            f"{_value(rec.payload)}"
+        )
+    if kind == "op":
+        return (
+            f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
+            f"{_value(rec.output)}  ({_us(rec.t_end - rec.t_start)})"
+        )
+    return f"t={_us(rec.t_start)}  {kind:<5} device {rec.rank}  {rec.name}{_value(rec.output)}"
+
+
+def _us(t: float) -> str:
+    return f"{t * 1e6:.3f}us"
+
+
+def _sig(shape, dtype) -> str:
+    return f"{tuple(shape)} {np.dtype(dtype).name}"
+
+
+def _value(x) -> str:
+    if isinstance(x, np.ndarray) and x.size <= 8:
+        return " = " + np.array2string(x, separator=", ")
+    return ""
