@@ -1,0 +1,438 @@
+"""TorchDevice: the simulator's Device API over torch.distributed, for one real rank process.
+
+A rank program written for ``simulator.device.Device`` runs unchanged on a ``TorchDevice``: the same
+``rank``, ``world_size``, ``clock``, ``memory``, ``hold``/``free``/``compute``, ``send``/``recv``/
+``isend``/``irecv``/``wait``, with the same arguments. Compute stays NumPy; tensors exist only at the
+boundary (a payload becomes a torch byte tensor just before it is sent, and a NumPy view right after
+it is received). What differs:
+
+- ``clock`` is measured: seconds since a start common to all ranks (see ``worker.common_epoch``).
+- Messages travel as an optional header, then the payload bytes (see ``wire``); the header lets a
+  recv leave shape and dtype undeclared and lets the receiver check its declared contract.
+- ``send_mode="eager"`` (the default, as in the simulator) makes ``send`` return at once: the transfer
+  is an ``isend`` kept in flight (gloo itself only completes a send once the receiver has posted its
+  recv). ``"rendezvous"`` makes ``send`` wait for that, as the simulator's rendezvous mode does.
+- Every wait has a timeout: a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
+- Tags must be non-negative ints, and NCCL matches messages by order per pair of ranks, not by tag.
+- ``compute(..., seconds=...)`` is a modelling directive of the simulator; here the measured time of
+  ``fn`` is what the trace records.
+
+Everything the device does is recorded (``recording.RankRecord``); the launcher merges the records of
+all ranks into one ``Trace``.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Mapping
+from datetime import timedelta
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..device import freeze
+from ..errors import ContractError, SimulationError
+from ..trace import Message, Op
+from .errors import CommError, CommTimeoutError
+from .recording import OpRecord, RankRecord, RecvRecord, SendRecord
+from .wire import (
+    HEADER_LEN,
+    as_bytes,
+    check_tag,
+    decode_header,
+    encode_header,
+    from_bytes,
+    header_tag,
+    nbytes_of,
+    payload_tag,
+)
+
+SEND_MODES = ("eager", "rendezvous")
+
+
+class TorchRequest:
+    """A pending send or receive on a TorchDevice; ``wait`` on it (as with ``simulator.device.Request``)."""
+
+    __slots__ = (
+        "kind",
+        "owner",
+        "peer",
+        "tag",
+        "seq",
+        "works",
+        "tensors",
+        "shape",
+        "dtype",
+        "name",
+        "index",
+        "t_post",
+        "header",
+        "buffer",
+        "state",
+    )
+
+    def __init__(self, kind, owner, peer, tag, seq, shape=None, dtype=None, name=None, index=None, t_post=0.0):
+        self.kind = kind
+        self.owner = owner
+        self.peer = peer
+        self.tag = tag
+        self.seq = seq
+        self.works: list[Any] = []
+        self.tensors: list[Any] = []  # kept alive until the transfer completes
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.index = index
+        self.t_post = t_post
+        self.header = None  # recv: the header buffer while its payload recv is not yet posted
+        self.buffer = None  # recv: the payload buffer
+        self.state = "posted"  # -> "payload-posted" (recv) -> "done"
+
+    def describe(self) -> str:
+        if self.kind == "send":
+            return f"send(dst={self.peer}, tag={self.tag})"
+        return f"recv(src={self.peer}, tag={self.tag})"
+
+    def __repr__(self) -> str:
+        return f"<TorchRequest device {self.owner} {self.describe()} {self.state}>"
+
+
+class TorchDevice:
+    """One real rank. Rank programs call only the methods that ``simulator.device.Device`` has.
+
+    rank, world_size: this process's place in the default process group
+    device:           where tensors live at the boundary (cpu for gloo, cuda:i for nccl)
+    timeout:          seconds any single wait may take before it becomes a CommTimeoutError
+    epoch:            the perf_counter value that is t = 0 on every rank
+    headers:          send a shape/dtype header before each payload (see ``wire``)
+    ordered_headers:  read each header as soon as its recv is posted (needed where the transport
+                      matches by order, not by tag: NCCL)
+    collectives:      "native" (torch.distributed's own) or "messages" (the simulator's algorithms,
+                      message by message, for a one-to-one comparison with a simulation)
+    """
+
+    def __init__(
+        self,
+        rank: int,
+        world_size: int,
+        *,
+        device: Any = "cpu",
+        timeout: float = 30.0,
+        epoch: float | None = None,
+        keep_payloads: bool = True,
+        send_mode: str = "eager",
+        strict: bool = False,
+        headers: bool = True,
+        ordered_headers: bool = False,
+        collectives: str = "native",
+    ) -> None:
+        if send_mode not in SEND_MODES:
+            raise ValueError(f"TorchDevice(send_mode={send_mode!r}): choose one of {SEND_MODES}")
+        self.rank = rank
+        self.world_size = world_size
+        self.device = torch.device(device)
+        self.timeout = float(timeout)
+        self._wait_timeout = timedelta(seconds=self.timeout)
+        self._epoch = time.perf_counter() if epoch is None else epoch
+        self.keep_payloads = keep_payloads
+        self.send_mode = send_mode
+        self.strict = strict
+        self.headers = headers
+        self.ordered_headers = ordered_headers
+        self.collectives = collectives
+        self.record = RankRecord(rank)
+        self._memory: dict[str, Any] = {}
+        self._send_seq: dict[tuple[int, int], int] = {}
+        self._recv_seq: dict[tuple[int, int], int] = {}
+        self._unheaded: dict[tuple[int, int], deque[TorchRequest]] = {}  # recvs whose header is unread
+        self._in_flight: list[TorchRequest] = []  # eager sends not yet known complete
+        self._open_recvs: set[TorchRequest] = set()  # posted, not yet waited
+
+    def __repr__(self) -> str:
+        return f"<TorchDevice {self.rank}/{self.world_size} {self.device} t={self.clock:.3g}s>"
+
+    @property
+    def clock(self) -> float:
+        """Measured seconds since the common start."""
+        return time.perf_counter() - self._epoch
+
+    # ---- memory -------------------------------------------------------------------------------
+    @property
+    def memory(self) -> Mapping[str, Any]:
+        """This device's named values (read-only view)."""
+        return MappingProxyType(self._memory)
+
+    def hold(self, name: str, value: Any, *, index: Any = None, doc: str | None = None) -> np.ndarray:
+        """Place a value in this device's memory under ``name`` (an input, a weight, a shard)."""
+        arr = freeze(value)
+        self._record_memory("hold", name, arr, index, doc)
+        return arr
+
+    def free(self, name: str) -> None:
+        """Drop a named value from memory."""
+        if name not in self._memory:
+            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
+        self._record_memory("free", name, None, None, None)
+
+    def _record_memory(self, kind, name, arr, index, doc) -> None:
+        t = self.clock
+        op = Op(None, self.rank, name, t, t, 0, None, arr if self.keep_payloads else None, index, doc)
+        self.record.ops.append(OpRecord(kind, op, self.record.next_order()))
+        if arr is None:
+            del self._memory[name]
+        else:
+            self._memory[name] = arr
+
+    # ---- compute ------------------------------------------------------------------------------
+    def compute(
+        self,
+        name: str,
+        fn: Callable[..., Any],
+        *inputs: Any,
+        flops: float | None = None,
+        seconds: float | None = None,
+        index: Any = None,
+        doc: str | None = None,
+        keep: bool = True,
+    ) -> Any:
+        """Run ``fn(*inputs)`` as the op ``name`` and record its measured duration.
+
+        Arguments as for ``Device.compute``; ``seconds`` (a simulated duration) is accepted and ignored.
+        """
+        t0 = self.clock
+        out = fn(*inputs)
+        t1 = self.clock
+        if isinstance(out, np.ndarray) and out.flags.writeable:
+            out.setflags(write=False)
+        if flops is None:
+            flops = np.size(out) if isinstance(out, np.ndarray) else 1
+        if self.keep_payloads:
+            ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
+            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc)
+        else:
+            op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc)
+        self.record.ops.append(OpRecord("op", op, self.record.next_order()))
+        if keep:
+            self._memory[name] = out
+        return out
+
+    # ---- point-to-point -----------------------------------------------------------------------
+    def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> TorchRequest:
+        """Start sending a copy of ``value`` to rank ``dst``; returns a request to ``wait`` on."""
+        t = self.clock
+        tag = check_tag(tag, self.rank, "send")
+        self._check_peer(dst, "send", "dst")
+        payload = np.array(value, order="C")  # the copy the message carries (the program may reuse value)
+        seq = self._next(self._send_seq, (dst, tag))
+        req = TorchRequest("send", self.rank, dst, tag, seq, t_post=t)
+        try:
+            if self.headers:
+                head = self._to_device(torch.from_numpy(encode_header(payload, self.rank)))
+                req.tensors.append(head)
+                req.works.append(dist.isend(head, dst, tag=header_tag(tag)))
+            if payload.nbytes:
+                body = self._to_device(torch.from_numpy(as_bytes(payload)))
+                req.tensors.append(body)
+                req.works.append(dist.isend(body, dst, tag=payload_tag(tag)))
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        payload.setflags(write=False)
+        msg = Message(None, self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, None, label)
+        if self.keep_payloads:
+            msg.payload = payload
+        self.record.sends.append(SendRecord(msg, seq, self.record.next_order()))
+        return req
+
+    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
+        """Send a copy of ``value`` to rank ``dst`` (eager: return at once; rendezvous: once received)."""
+        req = self.isend(value, dst, tag, label=label)
+        if self.send_mode == "rendezvous":
+            self.wait(req)
+        else:
+            self._in_flight.append(req)
+            if len(self._in_flight) > 64:
+                self._in_flight = [r for r in self._in_flight if not _all_completed(r)]
+
+    def irecv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> TorchRequest:
+        """Post a receive from rank ``src``; ``wait`` on the request returns the payload (see ``Device.irecv``)."""
+        t = self.clock
+        tag = check_tag(tag, self.rank, "recv")
+        self._check_peer(src, "recv", "src")
+        shape, dtype = self._contract(src, tag, shape, dtype)
+        seq = self._next(self._recv_seq, (src, tag))
+        req = TorchRequest("recv", self.rank, src, tag, seq, shape, dtype, name, index, t_post=t)
+        try:
+            if self.headers:
+                req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
+                req.works.append(dist.irecv(req.header, src, tag=header_tag(tag)))
+                self._unheaded.setdefault((src, tag), deque()).append(req)
+                if self.ordered_headers:
+                    self._read_headers(src, tag, upto=req)
+            else:
+                self._post_payload(req, shape, dtype)
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        self._open_recvs.add(req)
+        return req
+
+    def recv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> np.ndarray:
+        """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
+        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    def wait(self, req: TorchRequest) -> np.ndarray | None:
+        """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""
+        if req.owner != self.rank:
+            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        if req.kind == "send":
+            self._finish_works(req)
+            req.state = "done"
+            return None
+        if req.state == "done":
+            raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
+        if req.state == "posted":  # its header (and those before it on the channel) must be read first
+            self._read_headers(req.peer, req.tag, upto=req)
+        self._finish_works(req)
+        payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
+        t = self.clock
+        req.state = "done"
+        req.tensors.clear()
+        self._open_recvs.discard(req)
+        self.record.recvs.append(
+            RecvRecord(
+                req.peer, self.rank, req.tag, req.seq, req.t_post, t, req.name, req.index, self.record.next_order()
+            )
+        )
+        if req.name is not None:
+            self._memory[req.name] = payload
+        return payload
+
+    # ---- end of a run -------------------------------------------------------------------------
+    def open_receives(self) -> int:
+        """How many receives were posted but never waited on (they would swallow a later message)."""
+        return len(self._open_recvs)
+
+    def settle(self, timeout: float) -> bool:
+        """Wait for the eager sends still in flight; False if some never completed (never received)."""
+        deadline = time.perf_counter() + timeout
+        for req in self._in_flight:
+            while not _all_completed(req):
+                if time.perf_counter() > deadline:
+                    return False
+                time.sleep(0.001)
+        self._in_flight.clear()
+        return True
+
+    # ---- internals ----------------------------------------------------------------------------
+    def _read_headers(self, src: int, tag: int, upto: TorchRequest) -> None:
+        """Read, in channel order, the headers of the receives up to ``upto``, and post their payload recvs."""
+        pending = self._unheaded[(src, tag)]
+        while pending:
+            req = pending.popleft()
+            self._finish_works(req)
+            shape, dtype = decode_header(self._from_device(req.header))
+            req.header = None
+            self._check_contract(req, shape, dtype)
+            self._post_payload(req, shape, dtype)
+            if req is upto:
+                return
+
+    def _post_payload(self, req: TorchRequest, shape, dtype) -> None:
+        req.shape, req.dtype = shape, dtype
+        req.buffer = torch.empty(nbytes_of(shape, dtype), dtype=torch.uint8, device=self.device)
+        req.works = [dist.irecv(req.buffer, req.peer, tag=payload_tag(req.tag))] if req.buffer.numel() else []
+        req.state = "payload-posted"
+
+    def _finish_works(self, req: TorchRequest) -> None:
+        try:
+            for work in req.works:
+                work.wait(self._wait_timeout)
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        req.works = []
+
+    def _comm_error(self, exc: RuntimeError, req: TorchRequest) -> SimulationError:
+        text = str(exc)
+        if "timed out" in text.lower() or "timeout" in text.lower():
+            sender = "never sent a matching message" if req.kind == "recv" else "never posted the matching recv"
+            return CommTimeoutError(
+                f"device {self.rank}: {req.describe()} did not complete within {self.timeout:g} s: "
+                f"device {req.peer} {sender} (a hang). torch.distributed said: {text.splitlines()[0]}"
+            )
+        return CommError(
+            f"device {self.rank}: {req.describe()} failed; device {req.peer} may have failed or exited first. "
+            f"torch.distributed said: {text.splitlines()[0] if text else type(exc).__name__}"
+        )
+
+    def _check_contract(self, req: TorchRequest, shape, dtype) -> None:
+        declared_shape, declared_dtype = req.shape, req.dtype
+        if (declared_shape is not None and declared_shape != shape) or (
+            declared_dtype is not None and declared_dtype != dtype
+        ):
+            declared = (
+                f"{declared_shape if declared_shape is not None else 'any shape'} "
+                f"{declared_dtype.name if declared_dtype is not None else 'any dtype'}"
+            )
+            raise ContractError(
+                f"contract violated on message {req.seq} of channel {req.peer}->{self.rank} (tag {req.tag}): "
+                f"device {self.rank} declared {declared}, device {req.peer} sent {shape} {dtype.name}. "
+                f"Make the sender send what the receiver declares, or fix the declaration."
+            )
+
+    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+        if shape is not None:
+            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+        if (self.strict or not self.headers) and (shape is None or dtype is None):
+            why = "strict mode" if self.strict else "with headers off (headers=False)"
+            raise ContractError(
+                f"{why}: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
+                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
+            )
+        return shape, dtype
+
+    def _check_peer(self, peer: Any, op: str, arg: str) -> None:
+        if peer == self.rank:
+            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
+        if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.world_size:
+            raise ValueError(
+                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+            )
+
+    @staticmethod
+    def _next(counters: dict, key) -> int:
+        n = counters.get(key, 0)
+        counters[key] = n + 1
+        return n
+
+    def _to_device(self, t: torch.Tensor) -> torch.Tensor:
+        return t if self.device.type == "cpu" else t.to(self.device)
+
+    def _from_device(self, t: torch.Tensor) -> np.ndarray:
+        return t.numpy() if self.device.type == "cpu" else t.cpu().numpy()
+
+
+def _all_completed(req: TorchRequest) -> bool:
+    return all(w.is_completed() for w in req.works)

@@ -1,0 +1,158 @@
+"""The body of one rank process started by ``launch.TorchWorld``: join the group, then run jobs.
+
+The process talks to its launcher over a pipe, in this protocol (launcher -> worker, then back):
+
+    ("run", program, args, kwargs)  ->  ("done", output, record, open_receives)  or  ("error", report)
+    ("close",)                      ->  the process leaves its loop, destroys the group and exits
+
+Before each run the ranks agree on a common start (``common_epoch``); after a run a worker waits
+for its eager sends still in flight only when the next command comes, so that a peer still receiving
+never sees this process vanish. A worker that fails reports and then waits for the launcher's
+command instead of exiting, so its peers' connections stay open until the launcher tears the world
+down (a peer would otherwise report a confusing "connection reset" before the real error arrives).
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+import traceback
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+import torch
+import torch.distributed as dist
+
+from .errors import CommError, CommTimeoutError
+from .torch import TorchDevice
+
+# How much a failure report says about the root cause: a program's own error beats a timeout, and a
+# timeout beats a failed transfer (usually the echo of a peer that failed first).
+PRIORITY = {CommError: 0, CommTimeoutError: 1}
+PROGRAM_ERROR = 2
+
+
+@dataclass(frozen=True)
+class WorkerConfig:
+    """What every rank process needs to join the group and build its device."""
+
+    world_size: int
+    backend: str
+    store_host: str
+    store_port: int
+    timeout: float
+    device_options: dict[str, Any]
+
+
+@dataclass
+class ErrorReport:
+    rank: int
+    exc_type: str
+    message: str
+    traceback: str
+    priority: int
+    timeout: bool
+    t: float  # time.time() of the failure, to order reports from different processes
+
+
+def report_of(rank: int, exc: BaseException) -> ErrorReport:
+    priority = next((p for cls, p in PRIORITY.items() if isinstance(exc, cls)), PROGRAM_ERROR)
+    return ErrorReport(
+        rank,
+        type(exc).__name__,
+        str(exc),
+        "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)),
+        priority,
+        isinstance(exc, TimeoutError),
+        time.time(),
+    )
+
+
+def loopback_interface() -> str | None:
+    """The name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), if any."""
+    try:
+        names = [name for _, name in socket.if_nameindex()]
+    except OSError:
+        return None
+    return next((n for n in names if n in ("lo", "lo0")), None)
+
+
+def main(rank: int, config: WorkerConfig, conn: Any) -> None:
+    """Entry point of a rank process (``multiprocessing`` target)."""
+    lo = loopback_interface()
+    if lo is not None:  # gloo binds to this interface: stay on 127.0.0.1
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", lo)
+    torch.set_num_threads(1)  # several ranks share the machine's cores; NumPy does the compute
+    try:
+        try:
+            device = join_group(rank, config)
+        except BaseException as exc:
+            conn.send(("error", report_of(rank, exc)))
+            return
+        conn.send(("ready", socket.gethostname()))
+        serve(rank, config, device, conn)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+        conn.close()
+
+
+def join_group(rank: int, config: WorkerConfig) -> torch.device:
+    """Connect to the launcher's store and initialise the default process group."""
+    timeout = timedelta(seconds=config.timeout)
+    store = dist.TCPStore(config.store_host, config.store_port, is_master=False, timeout=timeout)
+    device = torch.device("cpu")
+    if config.backend == "nccl":
+        device = torch.device("cuda", rank % torch.cuda.device_count())
+        torch.cuda.set_device(device)
+    dist.init_process_group(config.backend, store=store, rank=rank, world_size=config.world_size, timeout=timeout)
+    return device
+
+
+def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> None:
+    """Run jobs until told to close."""
+    same_host = len(set(all_gather_objects(socket.gethostname(), config.world_size))) == 1
+    dev: TorchDevice | None = None
+    while True:
+        command = conn.recv()
+        if dev is not None:  # the previous run's eager sends were all received; let them finish
+            dev.settle(config.timeout)
+            dev = None
+        if command[0] == "close":
+            return
+        _, program, args, kwargs = command
+        try:
+            epoch = common_epoch(device, same_host)
+            dev = TorchDevice(
+                rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, **config.device_options
+            )
+            output = program(dev, *args, **kwargs)
+            conn.send(("done", output, dev.record, dev.open_receives()))
+        except BaseException as exc:
+            dev = None
+            conn.send(("error", report_of(rank, exc)))
+
+
+def all_gather_objects(obj: Any, world_size: int) -> list[Any]:
+    out: list[Any] = [None] * world_size
+    dist.all_gather_object(out, obj)
+    return out
+
+
+def common_epoch(device: torch.device, same_host: bool) -> float:
+    """The perf_counter value that is t = 0 for this run, on every rank.
+
+    On one machine perf_counter reads the same system-wide monotonic clock in every process (Linux
+    CLOCK_MONOTONIC), so the ranks agree on the latest of their arrival times at a barrier: measured
+    times are then directly comparable across ranks. On several machines the clocks are unrelated;
+    each rank takes its own time right after a barrier (off by the barrier's skew, tens of microseconds).
+    """
+    dist.barrier()
+    now = time.perf_counter()
+    if not same_host:
+        return now
+    t = torch.tensor([now], dtype=torch.float64, device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return float(t.item())
