@@ -23,7 +23,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 
 from .cost import CostModel
 from .device import Device, Request
-from .errors import DeadlockError, RankError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .errors import DeadlockError, RankError, SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -189,6 +189,8 @@ class Engine:
             rank, exc = self._failure
             self._failure = None
             self.close()
+            if isinstance(exc, SimulationError):  # already names the devices involved
+                raise exc
             raise RankError(rank, exc) from exc
 
     def step(self) -> bool:
@@ -244,7 +246,9 @@ class Engine:
                 blocked[dev.rank] = "not blocked (engine error)"
                 continue
             peer_state = " (which has finished)" if self.devices[req.peer]._done else ""
-            blocked[dev.rank] = f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
+            blocked[dev.rank] = (
+                f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
+            )
             waits_for[dev.rank] = req.peer
         cycle = _find_cycle(waits_for)
         lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]

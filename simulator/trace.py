@@ -98,11 +98,12 @@ class Op:
 
     ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
     single-device value ``name`` this device computes (a shard), or None for the whole value.
+    ``keep`` says whether the output stays in the device's memory under ``name``.
     """
 
-    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc")
+    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep")
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc):
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True):
         self.id = id
         self.rank = rank
         self.name = name
@@ -113,6 +114,7 @@ class Op:
         self.output = output
         self.index = index
         self.doc = doc
+        self.keep = keep
 
     def signature(self) -> tuple:
         return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)
@@ -166,10 +168,7 @@ def format_event(kind: str, rec: Any) -> str:
         )
     if kind == "recv":
         name = f" as {rec.name}" if rec.name else ""
-        return (
-            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
-            f"{_value(rec.payload)}"
-        )
+        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
     if kind == "op":
         return (
             f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
