@@ -47,7 +47,7 @@ class Message:
         "label",
     )
 
-    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label):
+    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label, t_start=None, t_arrive=None):
         self.id = id
         self.src = src
         self.dst = dst
@@ -56,8 +56,8 @@ class Message:
         self.dtype = dtype
         self.nbytes = nbytes
         self.t_send = t_send
-        self.t_start = None
-        self.t_arrive = None
+        self.t_start = t_start
+        self.t_arrive = t_arrive
         self.t_recv = None
         self.payload = payload
         self.name = None
@@ -98,11 +98,12 @@ class Op:
 
     ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
     single-device value ``name`` this device computes (a shard), or None for the whole value.
+    ``keep`` says whether the output stays in the device's memory under ``name``.
     """
 
-    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc")
+    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep")
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc):
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True):
         self.id = id
         self.rank = rank
         self.name = name
@@ -113,6 +114,7 @@ class Op:
         self.output = output
         self.index = index
         self.doc = doc
+        self.keep = keep
 
     def signature(self) -> tuple:
         return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)
@@ -166,10 +168,7 @@ def format_event(kind: str, rec: Any) -> str:
         )
     if kind == "recv":
         name = f" as {rec.name}" if rec.name else ""
-        return (
-            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
-            f"{_value(rec.payload)}"
-        )
+        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
     if kind == "op":
         return (
             f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
