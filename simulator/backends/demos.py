@@ -62,6 +62,15 @@ def recv_never_sent(dev: Device, waiting_rank: int = 1) -> None:
         dev.recv(0, tag=5, shape=(1,), dtype=np.float64)
 
 
+def exit_abruptly(dev: Device, bad_rank: int = 1) -> None:
+    """Rank ``bad_rank``'s process dies without a word (as on a crash or an out-of-memory kill)."""
+    import os
+
+    if dev.rank == bad_rank:
+        os._exit(3)
+    dev.recv(bad_rank, shape=(), dtype=np.float64)
+
+
 def send_unreceived(dev: Device) -> None:
     """Rank 0 sends a message nobody receives: the run reports it as a leftover."""
     if dev.rank == 0:

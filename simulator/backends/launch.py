@@ -34,6 +34,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from ..engine import World
 from ..errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from ..trace import Trace
 from .errors import RankTimeoutError, RemoteRankError
@@ -143,7 +144,7 @@ class TorchWorld:
         self._store = dist.TCPStore(
             "127.0.0.1", 0, None, True, timeout=timedelta(seconds=self.start_timeout), wait_for_workers=False
         )
-        config = WorkerConfig(self.size, self.backend, "127.0.0.1", self._store.port, self.timeout, self.device_options)
+        config = WorkerConfig(self.size, self.backend, "127.0.0.1", self._store.port, self.timeout)
         ctx = mp.get_context("spawn")
         try:
             for rank in range(self.size):
@@ -180,9 +181,26 @@ class TorchWorld:
     # ---- running ------------------------------------------------------------------------------
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> TorchRunResult:
         """Run ``program(device, *args, **kwargs)`` on every rank; return outputs and the merged trace."""
+        return self._run(program, args, kwargs, self.device_options, self.leftovers)
+
+    def run_like(self, world: World, program: Callable[..., Any], *args: Any, **kwargs: Any) -> TorchRunResult:
+        """Run under the rules of a simulator ``World`` (its send mode, strictness, payloads, leftovers).
+
+        The way to run a simulated program unchanged on real processes: ``run_like(sim_world, program, x)``.
+        """
+        if world.size != self.size:
+            raise ValueError(
+                f"run_like: the simulator world has {world.size} devices, this TorchWorld {self.size} ranks"
+            )
+        options = dict(
+            self.device_options, send_mode=world.send_mode, strict=world.strict, keep_payloads=world.keep_payloads
+        )
+        return self._run(program, args, kwargs, options, world.leftovers)
+
+    def _run(self, program, args, kwargs, options: dict[str, Any], leftovers: str) -> TorchRunResult:
         self.start()
         for conn in self._conns:
-            conn.send(("run", program, args, kwargs))
+            conn.send(("run", program, args, kwargs, options))
         replies = self._collect(("done",), self.run_timeout, f"finish {getattr(program, '__name__', program)}")
         trace = merge(self.size, [reply[2] for reply in replies])
         open_receives = {rank: reply[3] for rank, reply in enumerate(replies) if reply[3]}
@@ -191,7 +209,7 @@ class TorchWorld:
             # A message still in flight, or a posted receive never waited on, would be matched by the
             # next run's traffic: start the next run on fresh processes.
             self.close()
-        self._report_leftovers(left, open_receives)
+        _report_leftovers(leftovers, left, open_receives)
         return TorchRunResult([reply[1] for reply in replies], trace, self)
 
     def _collect(self, expected: tuple[str, ...], timeout: float | None, what: str) -> list[tuple]:
@@ -252,7 +270,7 @@ class TorchWorld:
         if others:
             note += f"; device(s) {', '.join(map(str, others))} failed after it"
         cls = RankTimeoutError if root.timeout else RemoteRankError
-        raise cls(root.rank, root.exc_type, root.message, root.traceback, note)
+        raise cls(root.rank, root.exc_type, root.message, root.traceback, note) from root.exception()
 
     def _fail_dead(self, rank: int, exitcode: int | None, replies: dict[int, tuple]) -> None:
         self.close()
@@ -263,21 +281,6 @@ class TorchWorld:
             "",
             _progress(replies, self.size),
         )
-
-    def _report_leftovers(self, left: list, open_receives: dict[int, int]) -> None:
-        if self.leftovers == "ignore" or not (left or open_receives):
-            return
-        lines = [f"  {m.describe()}" for m in left[:10]]
-        if len(left) > 10:
-            lines.append(f"  ... and {len(left) - 10} more")
-        lines += [f"  device {r} posted {n} receive(s) it never waited on" for r, n in open_receives.items()]
-        text = (
-            f"{len(left)} message(s) were sent but never received:\n" + "\n".join(lines) + "\n"
-            "  add the matching recv (and wait) on the destination, or drop the send"
-        )
-        if self.leftovers == "error":
-            raise UnreceivedMessagesError(text)
-        warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
 
     def _check_backend(self) -> None:
         if not dist.is_available():
@@ -318,3 +321,19 @@ def _progress(replies: dict[int, tuple], size: int) -> str:
     if not done:
         return "no device had finished"
     return f"device(s) {', '.join(map(str, done))} had finished; {size - len(done)} had not"
+
+
+def _report_leftovers(policy: str, left: list, open_receives: dict[int, int]) -> None:
+    if policy == "ignore" or not (left or open_receives):
+        return
+    lines = [f"  {m.describe()}" for m in left[:10]]
+    if len(left) > 10:
+        lines.append(f"  ... and {len(left) - 10} more")
+    lines += [f"  device {r} posted {n} receive(s) it never waited on" for r, n in open_receives.items()]
+    text = (
+        f"{len(left)} message(s) were sent but never received:\n" + "\n".join(lines) + "\n"
+        "  add the matching recv (and wait) on the destination, or drop the send"
+    )
+    if policy == "error":
+        raise UnreceivedMessagesError(text)
+    warnings.warn(text, UnreceivedMessagesWarning, stacklevel=4)

@@ -212,9 +212,9 @@ class TorchDevice:
             flops = np.size(out) if isinstance(out, np.ndarray) else 1
         if self.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc)
+            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep)
         else:
-            op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc)
+            op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc, keep)
         self.record.ops.append(OpRecord("op", op, self.record.next_order()))
         if keep:
             self._memory[name] = out
@@ -253,9 +253,7 @@ class TorchDevice:
         if self.send_mode == "rendezvous":
             self.wait(req)
         else:
-            self._in_flight.append(req)
-            if len(self._in_flight) > 64:
-                self._in_flight = [r for r in self._in_flight if not _all_completed(r)]
+            self._in_flight.append(req)  # its buffer lives until the run ends, as in a buffered send
 
     def irecv(
         self,
@@ -333,16 +331,11 @@ class TorchDevice:
         """How many receives were posted but never waited on (they would swallow a later message)."""
         return len(self._open_recvs)
 
-    def settle(self, timeout: float) -> bool:
-        """Wait for the eager sends still in flight; False if some never completed (never received)."""
-        deadline = time.perf_counter() + timeout
+    def settle(self) -> None:
+        """Wait for the eager sends still in flight (gloo marks a send complete only once waited on)."""
         for req in self._in_flight:
-            while not _all_completed(req):
-                if time.perf_counter() > deadline:
-                    return False
-                time.sleep(0.001)
+            self._finish_works(req)
         self._in_flight.clear()
-        return True
 
     # ---- internals ----------------------------------------------------------------------------
     def _read_headers(self, src: int, tag: int, upto: TorchRequest) -> None:
@@ -432,7 +425,3 @@ class TorchDevice:
 
     def _from_device(self, t: torch.Tensor) -> np.ndarray:
         return t.numpy() if self.device.type == "cpu" else t.cpu().numpy()
-
-
-def _all_completed(req: TorchRequest) -> bool:
-    return all(w.is_completed() for w in req.works)

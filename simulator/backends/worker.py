@@ -2,7 +2,7 @@
 
 The process talks to its launcher over a pipe, in this protocol (launcher -> worker, then back):
 
-    ("run", program, args, kwargs)  ->  ("done", output, record, open_receives)  or  ("error", report)
+    ("run", program, args, kwargs, options)  ->  ("done", output, record, open_receives)  or  ("error", report)
     ("close",)                      ->  the process leaves its loop, destroys the group and exits
 
 Before each run the ranks agree on a common start (``common_epoch``); after a run a worker waits
@@ -15,6 +15,7 @@ down (a peer would otherwise report a confusing "connection reset" before the re
 from __future__ import annotations
 
 import os
+import pickle
 import socket
 import time
 import traceback
@@ -43,7 +44,6 @@ class WorkerConfig:
     store_host: str
     store_port: int
     timeout: float
-    device_options: dict[str, Any]
 
 
 @dataclass
@@ -55,6 +55,16 @@ class ErrorReport:
     priority: int
     timeout: bool
     t: float  # time.time() of the failure, to order reports from different processes
+    pickled: bytes | None  # the exception itself, when it pickles (to chain it as the cause)
+
+    def exception(self) -> BaseException | None:
+        """The original exception, rebuilt in this process (None if it cannot be)."""
+        if self.pickled is None:
+            return None
+        try:
+            return pickle.loads(self.pickled)
+        except Exception:  # e.g. an exception class whose __init__ takes other arguments
+            return None
 
 
 def report_of(rank: int, exc: BaseException) -> ErrorReport:
@@ -67,7 +77,15 @@ def report_of(rank: int, exc: BaseException) -> ErrorReport:
         priority,
         isinstance(exc, TimeoutError),
         time.time(),
+        _pickled(exc),
     )
+
+
+def _pickled(exc: BaseException) -> bytes | None:
+    try:
+        return pickle.dumps(exc)
+    except Exception:
+        return None
 
 
 def loopback_interface() -> str | None:
@@ -117,17 +135,15 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
     dev: TorchDevice | None = None
     while True:
         command = conn.recv()
-        if dev is not None:  # the previous run's eager sends were all received; let them finish
-            dev.settle(config.timeout)
-            dev = None
         if command[0] == "close":
             return
-        _, program, args, kwargs = command
+        _, program, args, kwargs, options = command
         try:
+            if dev is not None:  # the previous run's eager sends were all received: let them complete
+                dev.settle()
+                dev = None
             epoch = common_epoch(device, same_host)
-            dev = TorchDevice(
-                rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, **config.device_options
-            )
+            dev = TorchDevice(rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, **options)
             output = program(dev, *args, **kwargs)
             conn.send(("done", output, dev.record, dev.open_receives()))
         except BaseException as exc:
