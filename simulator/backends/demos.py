@@ -6,6 +6,8 @@ processes can import them: ``multiprocessing`` with ``spawn`` sends a function b
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from ..device import Device
@@ -75,3 +77,67 @@ def send_unreceived(dev: Device) -> None:
     """Rank 0 sends a message nobody receives: the run reports it as a leftover."""
     if dev.rank == 0:
         dev.send(np.ones(3), 1, tag=2)
+
+
+def collectives_tour(dev: Device) -> dict[str, Any]:
+    """Every collective once, on integer-valued data (so any backend must agree bit for bit).
+
+    Uneven pieces on purpose (torch.chunk's rule gives trailing chunks fewer rows), a subgroup of the
+    even ranks, and a broadcast whose receivers declare nothing.
+    """
+    r, p = dev.rank, dev.world_size
+    x = np.arange(10, dtype=np.int64).reshape(5, 2) * (r + 1)
+    out: dict[str, Any] = {}
+    out["all_reduce"] = dev.all_reduce(x)
+    out["all_reduce_max"] = dev.all_reduce(x, op="max")
+    out["reduce_scatter"] = dev.reduce_scatter(x, axis=0)
+    out["all_gather"] = dev.all_gather(x[: r + 1], axis=0, shapes=[(k + 1, 2) for k in range(p)])
+    out["broadcast"] = dev.broadcast(x if r == p - 1 else None, src=p - 1)
+    out["reduce"] = dev.reduce(x, dst=0)
+    chunks = [np.full((k + 1,), 10 * r + k) for k in range(p)] if r == 0 else None
+    out["scatter"] = dev.scatter(chunks, src=0)
+    out["gather"] = dev.gather(np.full((2,), r), dst=1)
+    out["all_to_all"] = dev.all_to_all([np.full((j + 1,), 100 * r + j) for j in range(p)])
+    evens = list(range(0, p, 2))
+    if r in evens:
+        out["evens_all_reduce"] = dev.all_reduce(np.array([r, 1]), group=evens)
+    dev.barrier()
+    return out
+
+
+def expected_collectives_tour(p: int) -> list[dict[str, Any]]:
+    """What ``collectives_tour`` must return on each of p ranks, computed with NumPy on one device."""
+    xs = [np.arange(10, dtype=np.int64).reshape(5, 2) * (r + 1) for r in range(p)]
+    total = sum(xs)
+    c = -(-5 // p)
+    bounds = [min(i * c, 5) for i in range(p + 1)]
+    evens = list(range(0, p, 2))
+    out = []
+    for r in range(p):
+        e: dict[str, Any] = {
+            "all_reduce": total,
+            "all_reduce_max": xs[-1],
+            "reduce_scatter": total[bounds[r] : bounds[r + 1]],
+            "all_gather": np.concatenate([xs[k][: k + 1] for k in range(p)], axis=0),
+            "broadcast": xs[-1],
+            "reduce": total if r == 0 else None,
+            "scatter": np.full((r + 1,), r),
+            "gather": [np.full((2,), k) for k in range(p)] if r == 1 else None,
+            "all_to_all": [np.full((r + 1,), 100 * k + r) for k in range(p)],
+        }
+        if r in evens:
+            e["evens_all_reduce"] = np.array([sum(evens), len(evens)])
+        out.append(e)
+    return out
+
+
+def named_all_reduce(dev: Device, x: np.ndarray) -> np.ndarray:
+    """Each rank holds (rank + 1) * x as its partial; all_reduce names the sum "total" for the checker."""
+    part = dev.compute(f"part{dev.rank}", lambda v: v * (dev.rank + 1), x)
+    return dev.all_reduce(part, name="total")
+
+
+def named_all_reduce_reference(dev: Device, x: np.ndarray, p: int) -> np.ndarray:
+    """``named_all_reduce`` on one device: every partial, then their sum."""
+    parts = [dev.compute(f"part{r}", lambda v, r=r: v * (r + 1), x) for r in range(p)]
+    return dev.compute("total", lambda *ps: sum(ps), *parts)

@@ -23,6 +23,7 @@ all ranks into one ``Trace``.
 
 from __future__ import annotations
 
+import importlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
@@ -52,6 +53,8 @@ from .wire import (
 )
 
 SEND_MODES = ("eager", "rendezvous")
+# Where dev.all_reduce and its siblings go: torch.distributed's own, or the simulator's message algorithms.
+COLLECTIVES = {"native": "simulator.backends.native", "messages": "simulator.collectives"}
 
 
 class TorchRequest:
@@ -113,6 +116,7 @@ class TorchDevice:
                       matches by order, not by tag: NCCL)
     collectives:      "native" (torch.distributed's own) or "messages" (the simulator's algorithms,
                       message by message, for a one-to-one comparison with a simulation)
+    groups:           a cache of torch process groups for subgroups, kept across runs by the process
     """
 
     def __init__(
@@ -129,6 +133,7 @@ class TorchDevice:
         headers: bool = True,
         ordered_headers: bool = False,
         collectives: str = "native",
+        groups: dict[tuple[int, ...], Any] | None = None,
     ) -> None:
         if send_mode not in SEND_MODES:
             raise ValueError(f"TorchDevice(send_mode={send_mode!r}): choose one of {SEND_MODES}")
@@ -143,7 +148,11 @@ class TorchDevice:
         self.strict = strict
         self.headers = headers
         self.ordered_headers = ordered_headers
+        if collectives not in COLLECTIVES:
+            raise ValueError(f"TorchDevice(collectives={collectives!r}): choose one of {tuple(COLLECTIVES)}")
         self.collectives = collectives
+        self._collectives = importlib.import_module(COLLECTIVES[collectives])
+        self._groups = {} if groups is None else groups  # ranks -> torch process group (kept by the process)
         self.record = RankRecord(rank)
         self._memory: dict[str, Any] = {}
         self._send_seq: dict[tuple[int, int], int] = {}
@@ -326,6 +335,100 @@ class TorchDevice:
             self._memory[req.name] = payload
         return payload
 
+    # ---- collectives (the names and arguments of simulator.collectives) ----------------------------
+    def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None):
+        """Every member ends with the reduction of all members' ``x`` (see ``simulator.collectives``)."""
+        return self._collectives.all_reduce(self, x, op, group, algorithm, name=name, partials=partials)
+
+    def reduce_scatter(
+        self, x, op="sum", group=None, algorithm="ring", *, axis=0, name=None, partials=None, indices=None
+    ):
+        """Member j ends with the reduction of every member's block j."""
+        return self._collectives.reduce_scatter(
+            self, x, op, group, algorithm, axis=axis, name=name, partials=partials, indices=indices
+        )
+
+    def all_gather(self, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None):
+        """Every member ends with every member's ``x`` (a list, or concatenated along ``axis``)."""
+        return self._collectives.all_gather(
+            self, x, group, algorithm, axis=axis, shapes=shapes, name=name, indices=indices
+        )
+
+    def broadcast(self, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None):
+        """Every member ends with ``src``'s ``x``."""
+        return self._collectives.broadcast(self, x, src, group, algorithm, shape=shape, dtype=dtype, name=name)
+
+    def reduce(self, x, dst, op="sum", group=None, algorithm="tree", *, name=None, partials=None):
+        """Device ``dst`` ends with the reduction of every member's ``x``."""
+        return self._collectives.reduce(self, x, dst, op, group, algorithm, name=name, partials=partials)
+
+    def scatter(self, chunks, src, group=None, algorithm="direct", *, shape=None, dtype=None, name=None, indices=None):
+        """Member m ends with ``chunks[m]`` from ``src``."""
+        return self._collectives.scatter(
+            self, chunks, src, group, algorithm, shape=shape, dtype=dtype, name=name, indices=indices
+        )
+
+    def gather(self, x, dst, group=None, algorithm="direct", *, shapes=None, name=None, indices=None):
+        """Device ``dst`` ends with every member's ``x``."""
+        return self._collectives.gather(self, x, dst, group, algorithm, shapes=shapes, name=name, indices=indices)
+
+    def all_to_all(self, chunks, group=None, algorithm="direct", *, shapes=None):
+        """Member m sends ``chunks[j]`` to member j and ends with what every member sent it."""
+        return self._collectives.all_to_all(self, chunks, group, algorithm, shapes=shapes)
+
+    def barrier(self, group=None, algorithm="dissemination"):
+        """No member leaves before every member has arrived."""
+        return self._collectives.barrier(self, group, algorithm)
+
+    # ---- what native collectives need (see ``native``) ---------------------------------------
+    def process_group(self, ranks: tuple[int, ...]) -> Any:
+        """The torch process group of these ranks, created by its members on first use."""
+        pg = self._groups.get(ranks)
+        if pg is None:
+            pg = self.native(lambda: dist.new_group(list(ranks), use_local_synchronization=True), "new_group")
+            self._groups[ranks] = pg
+        return pg
+
+    def tensor(self, arr: np.ndarray) -> torch.Tensor:
+        """A writable NumPy array as a torch tensor on this rank's device (no copy on CPU)."""
+        return self._to_device(torch.from_numpy(arr))
+
+    def array(self, t: torch.Tensor) -> np.ndarray:
+        """A tensor's values as a NumPy array (no copy on CPU)."""
+        return self._from_device(t)
+
+    def native(self, call: Callable[[], Any], what: str) -> Any:
+        """Run one torch.distributed call, turning its failures into the simulator's errors."""
+        try:
+            return call()
+        except RuntimeError as exc:
+            raise self.comm_error(exc, what, "some member never joined it", "another member") from exc
+
+    def record_collective(self, kind: str, name: str | None, inputs: tuple, output: Any, t0: float, index: Any = None):
+        """Record a native collective as one op (named ``name`` for the checker, if given); returns output."""
+        if isinstance(output, np.ndarray) and output.flags.writeable:
+            output.setflags(write=False)
+        label = name if name is not None else f"{kind} (native)"
+        doc = f"torch.distributed.{kind} on {self.device.type} (native; its messages are not visible)"
+        t1 = self.clock
+        kept = (inputs, output) if self.keep_payloads else (None, None)
+        op = Op(None, self.rank, label, t0, t1, 0, kept[0], kept[1], index, doc, name is not None)
+        self.record.ops.append(OpRecord("op", op, self.record.next_order()))
+        if name is not None:
+            self._memory[name] = output
+        return output
+
+    def check_collective_contract(self, kind: str, src: int, shape, dtype, got_shape, got_dtype) -> None:
+        """A collective's declared shape/dtype against what the header says arrived."""
+        shape = None if shape is None else ((int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape))
+        dtype = None if dtype is None else np.dtype(dtype)
+        if (shape is not None and shape != got_shape) or (dtype is not None and dtype != got_dtype):
+            raise ContractError(
+                f"contract violated in {kind} from device {src} to device {self.rank}: device {self.rank} declared "
+                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}, "
+                f"device {src} sent {got_shape} {got_dtype.name}"
+            )
+
     # ---- end of a run -------------------------------------------------------------------------
     def open_receives(self) -> int:
         """How many receives were posted but never waited on (they would swallow a later message)."""
@@ -366,16 +469,20 @@ class TorchDevice:
         req.works = []
 
     def _comm_error(self, exc: RuntimeError, req: TorchRequest) -> SimulationError:
+        waits_for = "never sent a matching message" if req.kind == "recv" else "never posted the matching recv"
+        return self.comm_error(exc, req.describe(), f"device {req.peer} {waits_for}", f"device {req.peer}")
+
+    def comm_error(self, exc: RuntimeError, what: str, hang: str, peers: str) -> SimulationError:
+        """The simulator's error for a failed torch.distributed call: a timeout (a hang) or a failure."""
         text = str(exc)
+        first = text.splitlines()[0] if text else type(exc).__name__
         if "timed out" in text.lower() or "timeout" in text.lower():
-            sender = "never sent a matching message" if req.kind == "recv" else "never posted the matching recv"
             return CommTimeoutError(
-                f"device {self.rank}: {req.describe()} did not complete within {self.timeout:g} s: "
-                f"device {req.peer} {sender} (a hang). torch.distributed said: {text.splitlines()[0]}"
+                f"device {self.rank}: {what} did not complete within {self.timeout:g} s: {hang} (a hang). "
+                f"torch.distributed said: {first}"
             )
         return CommError(
-            f"device {self.rank}: {req.describe()} failed; device {req.peer} may have failed or exited first. "
-            f"torch.distributed said: {text.splitlines()[0] if text else type(exc).__name__}"
+            f"device {self.rank}: {what} failed; {peers} may have failed or exited first. torch.distributed said: {first}"
         )
 
     def _check_contract(self, req: TorchRequest, shape, dtype) -> None:

@@ -133,6 +133,7 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
     """Run jobs until told to close."""
     same_host = len(set(all_gather_objects(socket.gethostname(), config.world_size))) == 1
     dev: TorchDevice | None = None
+    groups: dict = {}  # process groups for subgroups, created once per process
     while True:
         command = conn.recv()
         if command[0] == "close":
@@ -143,7 +144,9 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
                 dev.settle()
                 dev = None
             epoch = common_epoch(device, same_host)
-            dev = TorchDevice(rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, **options)
+            dev = TorchDevice(
+                rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, groups=groups, **options
+            )
             output = program(dev, *args, **kwargs)
             conn.send(("done", output, dev.record, dev.open_receives()))
         except BaseException as exc:

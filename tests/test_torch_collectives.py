@@ -1,0 +1,53 @@
+"""Collectives on real gloo processes: torch.distributed's native ones behind the simulator's signatures."""
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+from simulator.backends import demos  # noqa: E402
+from simulator.backends.launch import TorchWorld  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.gloo]
+
+
+def assert_same(found, expected, where):
+    if isinstance(expected, list):
+        assert isinstance(found, list) and len(found) == len(expected), where
+        for k, (f, e) in enumerate(zip(found, expected)):
+            assert_same(f, e, f"{where}[{k}]")
+    elif expected is None:
+        assert found is None, where
+    else:  # integer data: bit for bit
+        assert found.dtype == expected.dtype and found.shape == expected.shape, where
+        np.testing.assert_array_equal(found, expected, err_msg=where)
+
+
+@pytest.fixture(scope="module")
+def world4():
+    with TorchWorld(4, "gloo", timeout=20) as w:
+        yield w
+
+
+def test_native_collectives_equal_numpy_on_one_device(world4):
+    result = world4.run(demos.collectives_tour)
+    for rank, (found, expected) in enumerate(zip(result.outputs, demos.expected_collectives_tour(4))):
+        assert found.keys() == expected.keys()
+        for key in expected:
+            assert_same(found[key], expected[key], f"device {rank} {key}")
+    # a native collective is one op per rank in the trace, with its measured duration; no messages
+    assert result.trace.messages == []
+    ops = [op for op in result.trace.ops if op.rank == 0]
+    assert [op.name for op in ops][:3] == ["all_reduce (native)", "all_reduce (native)", "reduce_scatter (native)"]
+    assert all(0 <= op.t_start <= op.t_end for op in ops)
+
+
+def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
+    from simulator.reference import Reference, check
+
+    result = world4.run(demos.named_all_reduce, np.arange(8.0))
+    assert [o.tolist() for o in result.outputs] == [(np.arange(8.0) * 10).tolist()] * 4
+    report = check(result.trace, Reference.of(demos.named_all_reduce_reference, np.arange(8.0), 4))
+    assert report.ok and report.checked == 4 * 3  # per rank: its part's input and output, and the total
+    wrong = check(result.trace, Reference.of(demos.named_all_reduce_reference, np.arange(8.0), 3))
+    assert not wrong.ok and wrong.first.name == "total" and wrong.first.where == "output"
