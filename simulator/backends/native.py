@@ -61,11 +61,12 @@ class Group:
 
 def all_reduce(dev, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None) -> np.ndarray:
     g, t0 = Group(dev, group), dev.clock
-    x = freeze(x)
-    t = dev.tensor(np.array(x))
-    dev.native(lambda: dist.all_reduce(t, op=_op(op), group=g.pg), "all_reduce")
-    out = _finish_avg(dev.array(t).reshape(x.shape), op, g.p)
-    return dev.record_collective("all_reduce", name, (x,), out, t0)
+    x = np.asarray(x)
+    out = dev.buffer(x.shape, x.dtype)  # torch reduces in place: into a copy, the caller's array stays intact
+    np.copyto(out, x)
+    dev.native(lambda: dist.all_reduce(dev.tensor(out), op=_op(op), group=g.pg), "all_reduce")
+    inputs = (freeze(x),) if dev.keep_payloads else ()
+    return dev.record_collective("all_reduce", name, inputs, _finish_avg(out, op, g.p), t0)
 
 
 def reduce_scatter(

@@ -27,6 +27,7 @@ import importlib
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from types import MappingProxyType
 from typing import Any
@@ -39,6 +40,7 @@ from ..device import freeze
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
+from .pool import BufferPool
 from .recording import OpRecord, RankRecord, RecvRecord, SendRecord
 from .wire import (
     HEADER_LEN,
@@ -55,6 +57,14 @@ from .wire import (
 SEND_MODES = ("eager", "rendezvous")
 # Where dev.all_reduce and its siblings go: torch.distributed's own, or the simulator's message algorithms.
 COLLECTIVES = {"native": "simulator.backends.native", "messages": "simulator.collectives"}
+
+
+@dataclass
+class RankResources:
+    """What a rank process keeps from one run to the next: torch groups of subgroups, large buffers."""
+
+    groups: dict[tuple[int, ...], Any] = field(default_factory=dict)
+    pool: BufferPool = field(default_factory=BufferPool)
 
 
 class TorchRequest:
@@ -116,7 +126,7 @@ class TorchDevice:
                       matches by order, not by tag: NCCL)
     collectives:      "native" (torch.distributed's own) or "messages" (the simulator's algorithms,
                       message by message, for a one-to-one comparison with a simulation)
-    groups:           a cache of torch process groups for subgroups, kept across runs by the process
+    resources:        what the rank process keeps across runs (process groups, large buffers)
     """
 
     def __init__(
@@ -133,7 +143,7 @@ class TorchDevice:
         headers: bool = True,
         ordered_headers: bool = False,
         collectives: str = "native",
-        groups: dict[tuple[int, ...], Any] | None = None,
+        resources: RankResources | None = None,
     ) -> None:
         if send_mode not in SEND_MODES:
             raise ValueError(f"TorchDevice(send_mode={send_mode!r}): choose one of {SEND_MODES}")
@@ -141,7 +151,7 @@ class TorchDevice:
         self.world_size = world_size
         self.device = torch.device(device)
         self.timeout = float(timeout)
-        self._wait_timeout = timedelta(seconds=self.timeout)
+        self.wait_timeout = timedelta(seconds=self.timeout)
         self._epoch = time.perf_counter() if epoch is None else epoch
         self.keep_payloads = keep_payloads
         self.send_mode = send_mode
@@ -152,7 +162,7 @@ class TorchDevice:
             raise ValueError(f"TorchDevice(collectives={collectives!r}): choose one of {tuple(COLLECTIVES)}")
         self.collectives = collectives
         self._collectives = importlib.import_module(COLLECTIVES[collectives])
-        self._groups = {} if groups is None else groups  # ranks -> torch process group (kept by the process)
+        self.resources = RankResources() if resources is None else resources
         self.record = RankRecord(rank)
         self._memory: dict[str, Any] = {}
         self._send_seq: dict[tuple[int, int], int] = {}
@@ -383,11 +393,16 @@ class TorchDevice:
     # ---- what native collectives need (see ``native``) ---------------------------------------
     def process_group(self, ranks: tuple[int, ...]) -> Any:
         """The torch process group of these ranks, created by its members on first use."""
-        pg = self._groups.get(ranks)
+        groups = self.resources.groups
+        pg = groups.get(ranks)
         if pg is None:
             pg = self.native(lambda: dist.new_group(list(ranks), use_local_synchronization=True), "new_group")
-            self._groups[ranks] = pg
+            groups[ranks] = pg
         return pg
+
+    def buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+        """A writable array for a collective's result (a reused buffer when large and unreferenced)."""
+        return self.resources.pool.take(shape, dtype)
 
     def tensor(self, arr: np.ndarray) -> torch.Tensor:
         """A writable NumPy array as a torch tensor on this rank's device (no copy on CPU)."""
@@ -463,7 +478,7 @@ class TorchDevice:
     def _finish_works(self, req: TorchRequest) -> None:
         try:
             for work in req.works:
-                work.wait(self._wait_timeout)
+                work.wait(self.wait_timeout)
         except RuntimeError as exc:
             raise self._comm_error(exc, req) from exc
         req.works = []

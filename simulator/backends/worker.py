@@ -27,7 +27,7 @@ import torch
 import torch.distributed as dist
 
 from .errors import CommError, CommTimeoutError
-from .torch import TorchDevice
+from .torch import RankResources, TorchDevice
 
 # How much a failure report says about the root cause: a program's own error beats a timeout, and a
 # timeout beats a failed transfer (usually the echo of a peer that failed first).
@@ -133,7 +133,7 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
     """Run jobs until told to close."""
     same_host = len(set(all_gather_objects(socket.gethostname(), config.world_size))) == 1
     dev: TorchDevice | None = None
-    groups: dict = {}  # process groups for subgroups, created once per process
+    resources = RankResources()  # process groups and buffers, kept across runs
     while True:
         command = conn.recv()
         if command[0] == "close":
@@ -145,7 +145,13 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
                 dev = None
             epoch = common_epoch(device, same_host)
             dev = TorchDevice(
-                rank, config.world_size, device=device, timeout=config.timeout, epoch=epoch, groups=groups, **options
+                rank,
+                config.world_size,
+                device=device,
+                timeout=config.timeout,
+                epoch=epoch,
+                resources=resources,
+                **options,
             )
             output = program(dev, *args, **kwargs)
             conn.send(("done", output, dev.record, dev.open_receives()))
