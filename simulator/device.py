@@ -51,6 +51,17 @@ class Request:
         return f"<Request device {self.owner} {self.describe()} {state}>"
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, (int, float, complex, np.generic)):
+        return np.asarray(value).nbytes
+    return 0
+
+
 def freeze(value: Any) -> np.ndarray:
     """A read-only copy of ``value``: what a message carries."""
     arr = np.array(value)
@@ -94,7 +105,10 @@ class Device:
     def _record_memory(self, kind, name, arr, index, doc) -> None:
         eng = self._engine
         t = self.clock
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc)
+        nbytes = 0 if arr is None else arr.nbytes
+        op = Op(
+            eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc, nbytes
+        )
         eng.trace.events.append((kind, op))
         if arr is None:
             del self._memory[name]
@@ -129,11 +143,12 @@ class Device:
                 flops = np.size(out) if isinstance(out, np.ndarray) else 1
             seconds = eng.cost.compute_time(flops)
         t0 = self.clock
+        nbytes = _nbytes(out) if keep else 0
         if eng.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, nbytes)
         else:
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, nbytes)
         eng.trace.ops.append(op)
         eng.trace.events.append(("op", op))
         if keep:
@@ -168,7 +183,9 @@ class Device:
         payload = np.array(value)
         payload.setflags(write=False)
         t = self.clock
-        msg = Message(len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label)
+        msg = Message(
+            len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label
+        )
         eng._messages.append(msg)
         eng._events.append(("send", msg))
         if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
@@ -273,7 +290,9 @@ class Device:
         """The receive completes now: check the contract, record it, hand over the payload."""
         payload = msg.payload
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
-            declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+            declared = (
+                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+            )
             raise ContractError(
                 f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
                 f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
@@ -303,4 +322,6 @@ class Device:
     def _bad_peer(self, peer: Any, op: str, arg: str) -> None:
         if peer == self.rank:
             raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        raise ValueError(f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}")
+        raise ValueError(
+            f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+        )

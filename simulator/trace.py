@@ -98,11 +98,13 @@ class Op:
 
     ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
     single-device value ``name`` this device computes (a shard), or None for the whole value.
+    ``nbytes`` is how many bytes the record places in the device's memory under ``name`` (0 for a
+    free, and for an op whose output is not kept), known even when payloads are not kept.
     """
 
-    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc")
+    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "nbytes")
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc):
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, nbytes=0):
         self.id = id
         self.rank = rank
         self.name = name
@@ -113,6 +115,7 @@ class Op:
         self.output = output
         self.index = index
         self.doc = doc
+        self.nbytes = nbytes
 
     def signature(self) -> tuple:
         return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)
@@ -166,10 +169,7 @@ def format_event(kind: str, rec: Any) -> str:
         )
     if kind == "recv":
         name = f" as {rec.name}" if rec.name else ""
-        return (
-            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
-            f"{_value(rec.payload)}"
-        )
+        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
     if kind == "op":
         return (
             f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
