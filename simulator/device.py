@@ -106,9 +106,7 @@ class Device:
         eng = self._engine
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        op = Op(
-            eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc, nbytes
-        )
+        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc, nbytes)
         eng.trace.events.append((kind, op))
         if arr is None:
             del self._memory[name]
@@ -183,9 +181,7 @@ class Device:
         payload = np.array(value)
         payload.setflags(write=False)
         t = self.clock
-        msg = Message(
-            len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label
-        )
+        msg = Message(len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label)
         eng._messages.append(msg)
         eng._events.append(("send", msg))
         if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
@@ -290,9 +286,7 @@ class Device:
         """The receive completes now: check the contract, record it, hand over the payload."""
         payload = msg.payload
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
-            declared = (
-                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
-            )
+            declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
             raise ContractError(
                 f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
                 f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
@@ -322,6 +316,4 @@ class Device:
     def _bad_peer(self, peer: Any, op: str, arg: str) -> None:
         if peer == self.rank:
             raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        raise ValueError(
-            f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
-        )
+        raise ValueError(f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}")

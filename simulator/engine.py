@@ -244,9 +244,7 @@ class Engine:
                 blocked[dev.rank] = "not blocked (engine error)"
                 continue
             peer_state = " (which has finished)" if self.devices[req.peer]._done else ""
-            blocked[dev.rank] = (
-                f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
-            )
+            blocked[dev.rank] = f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
             waits_for[dev.rank] = req.peer
         cycle = _find_cycle(waits_for)
         lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
