@@ -169,7 +169,10 @@ def format_event(kind: str, rec: Any) -> str:
         )
     if kind == "recv":
         name = f" as {rec.name}" if rec.name else ""
-        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
+        return (
+            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
+            f"{_value(rec.payload)}"
+        )
     if kind == "op":
         return (
             f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
