@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator import CostModel, RankError, World
+from simulator import CostModel, RankError, SimulationError, World
 from simulator.examples import seeds
 
 COST = CostModel(latency=2e-6, bandwidth=1e9, flops=1e9)
@@ -191,5 +191,5 @@ def test_waiting_twice_on_a_receive_is_an_error():
             dev.wait(req)
             dev.wait(req)
 
-    with pytest.raises(Exception, match="waited twice on the receive of message #0"):
+    with pytest.raises(SimulationError, match="waited twice on the receive of message #0"):
         World(2).run(program)
