@@ -29,7 +29,7 @@ class Request:
 
     __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index")
 
-    def __init__(self, kind, owner, peer, tag, msg=None, done=None, shape=None, dtype=None, name=None, index=None):
+    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None):
         self.kind = kind
         self.owner = owner
         self.peer = peer
@@ -106,7 +106,8 @@ class Device:
         eng = self._engine
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc, nbytes)
+        kept = arr if eng.keep_payloads else None
+        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes)
         eng.trace.events.append((kind, op))
         if arr is None:
             del self._memory[name]
@@ -144,9 +145,9 @@ class Device:
         nbytes = _nbytes(out) if keep else 0
         if eng.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, nbytes)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep, nbytes)
         else:
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, nbytes)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
         eng.trace.ops.append(op)
         eng.trace.events.append(("op", op))
         if keep:
@@ -160,7 +161,7 @@ class Device:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
         sreq = self._post_send(value, dst, tag, label)
         if sreq is None:  # eager: already complete
-            sreq = Request("send", self.rank, dst, tag, done=self.clock)
+            sreq = Request("send", self.rank, dst, tag, None, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
@@ -181,14 +182,28 @@ class Device:
         payload = np.array(value)
         payload.setflags(write=False)
         t = self.clock
-        msg = Message(len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label)
+        nbytes = payload.nbytes
+        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            start = arrive = None
+        else:  # buffered: the send completes at once, the link carries the bytes when it is free
+            start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
+        msg = Message(
+            len(eng._messages),
+            self.rank,
+            dst,
+            tag,
+            payload.shape,
+            payload.dtype,
+            nbytes,
+            t,
+            payload,
+            label,
+            start,
+            arrive,
+        )
         eng._messages.append(msg)
         eng._events.append(("send", msg))
-        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            sreq = Request("send", self.rank, dst, tag, msg)
-        else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            msg.t_start, _, msg.t_arrive = eng.net.transfer(self.rank, dst, msg.nbytes, t)
-            sreq = None
+        sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
         key = (self.rank, dst, tag)
         posted = eng._posted.get(key)
         if posted:
@@ -216,9 +231,15 @@ class Device:
         name:         what the message carries in the model (stored in memory under it; checked)
         index:        which part of the single-device value ``name`` it carries (a shard)
         """
+        return self._post_recv(src, tag, shape, dtype, name, index)
+
+    def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
         eng = self._engine
-        shape, dtype = self._contract(src, tag, shape, dtype)
-        rreq = Request("recv", self.rank, src, tag, shape=shape, dtype=dtype, name=name, index=index)
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        elif src == self.rank or not 0 <= src < self.world_size:
+            self._bad_peer(src, "recv", "src")
+        rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index)
         key = (src, self.rank, tag)
         box = eng._mail.get(key)
         if box:
@@ -244,12 +265,15 @@ class Device:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
         box = self._engine._mail.get((src, self.rank, tag))
         if box and box[0][1] is None:  # fast path: an eager message is already on its way
-            shape, dtype = self._contract(src, tag, shape, dtype)
+            if shape is not None or dtype is not None or self._engine.strict:
+                shape, dtype = self._contract(src, tag, shape, dtype)
+            elif src == self.rank or not 0 <= src < self.world_size:
+                self._bad_peer(src, "recv", "src")
             msg = box.popleft()[0]
             if msg.t_arrive > self.clock:
                 self._advance(msg.t_arrive)
             return self._deliver(msg, shape, dtype, name, index)
-        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+        return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""
@@ -286,7 +310,9 @@ class Device:
         """The receive completes now: check the contract, record it, hand over the payload."""
         payload = msg.payload
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
-            declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+            declared = (
+                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+            )
             raise ContractError(
                 f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
                 f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
@@ -316,4 +342,6 @@ class Device:
     def _bad_peer(self, peer: Any, op: str, arg: str) -> None:
         if peer == self.rank:
             raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        raise ValueError(f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}")
+        raise ValueError(
+            f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+        )

@@ -47,7 +47,7 @@ class Message:
         "label",
     )
 
-    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label):
+    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label, t_start=None, t_arrive=None):
         self.id = id
         self.src = src
         self.dst = dst
@@ -56,8 +56,8 @@ class Message:
         self.dtype = dtype
         self.nbytes = nbytes
         self.t_send = t_send
-        self.t_start = None
-        self.t_arrive = None
+        self.t_start = t_start
+        self.t_arrive = t_arrive
         self.t_recv = None
         self.payload = payload
         self.name = None
@@ -98,13 +98,16 @@ class Op:
 
     ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
     single-device value ``name`` this device computes (a shard), or None for the whole value.
-    ``nbytes`` is how many bytes the record places in the device's memory under ``name`` (0 for a
-    free, and for an op whose output is not kept), known even when payloads are not kept.
+    ``keep`` says whether the output stays in the device's memory under ``name``. ``nbytes`` is how
+    many bytes the record places in that memory (0 for a free, and for an op whose output is not
+    kept), known even when payloads are not kept.
     """
 
-    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "nbytes")
+    __slots__ = (
+        "id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep", "nbytes",
+    )  # fmt: skip
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, nbytes=0):
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True, nbytes=0):
         self.id = id
         self.rank = rank
         self.name = name
@@ -115,6 +118,7 @@ class Op:
         self.output = output
         self.index = index
         self.doc = doc
+        self.keep = keep
         self.nbytes = nbytes
 
     def signature(self) -> tuple:
@@ -169,10 +173,7 @@ def format_event(kind: str, rec: Any) -> str:
         )
     if kind == "recv":
         name = f" as {rec.name}" if rec.name else ""
-        return (
-            f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
-            f"{_value(rec.payload)}"
-        )
+        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
     if kind == "op":
         return (
             f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"

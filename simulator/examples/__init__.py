@@ -1,0 +1,27 @@
+"""The named scenarios, usable from Python (``get("split").run()``) and the command line."""
+
+from __future__ import annotations
+
+from ..scenario import Scenario
+from . import seeds
+
+_MODULES = (seeds,)  # each module lists its scenarios in SCENARIOS
+
+
+def all_scenarios() -> dict[str, Scenario]:
+    """Every scenario by name, in the order the modules list them."""
+    found: dict[str, Scenario] = {}
+    for module in _MODULES:
+        for s in module.SCENARIOS:
+            if s.name in found:
+                raise ValueError(f"two scenarios are named {s.name!r}; names must be unique")
+            found[s.name] = s
+    return found
+
+
+def get(name: str) -> Scenario:
+    """The scenario called ``name``; the error lists the valid names."""
+    scenarios = all_scenarios()
+    if name not in scenarios:
+        raise KeyError(f"no scenario named {name!r}; choose one of: {', '.join(scenarios)}")
+    return scenarios[name]

@@ -1,0 +1,95 @@
+"""Named scenarios: a world, a rank program, its inputs, and the single-device reference.
+
+A scenario is what a teacher runs in front of a class: ``run()`` replays it, checks it against the
+single-device model, and says in words what happened. Scenarios that are meant to fail (a deadlock,
+a broken contract) expect an error; their run captures it instead of raising.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .engine import RunResult, World
+from .errors import SimulationError
+from .reference import CheckReport, References, check
+
+EXPECTATIONS = ("match", "diverge", "error")
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """A runnable, checkable story.
+
+    expect: "match" (the check passes), "diverge" (the check points at a bug), or "error" (the run
+    itself stops with a SimulationError such as a deadlock or a contract violation).
+    """
+
+    name: str
+    title: str
+    story: str
+    world: World
+    program: Callable[..., Any]
+    args: tuple = ()
+    reference: Callable[[], References] | None = None
+    expect: str = "match"
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def __post_init__(self) -> None:
+        if self.expect not in EXPECTATIONS:
+            raise ValueError(f"Scenario {self.name!r}: expect must be one of {EXPECTATIONS}, got {self.expect!r}")
+
+    def start(self):
+        """A live run, to advance event by event (see ``simulator.stepper.Stepper``)."""
+        return self.world.start(self.program, *self.args)
+
+    def run(self) -> ScenarioRun:
+        try:
+            result = self.world.run(self.program, *self.args)
+        except SimulationError as exc:
+            if self.expect != "error":
+                raise
+            return ScenarioRun(self, None, None, exc)
+        report = check(result, self.reference()) if self.reference is not None else None
+        return ScenarioRun(self, result, report, None)
+
+
+@dataclass
+class ScenarioRun:
+    """The outcome of running a scenario: its result and check report, or the error it stopped with."""
+
+    scenario: Scenario
+    result: RunResult | None
+    report: CheckReport | None
+    error: SimulationError | None
+
+    @property
+    def as_expected(self) -> bool:
+        expect = self.scenario.expect
+        if expect == "error":
+            return self.error is not None
+        if self.report is None:
+            return expect == "match"
+        return self.report.ok == (expect == "match")
+
+    def summary(self) -> str:
+        if self.error is not None:
+            return f"stopped with {type(self.error).__name__}:\n{self.error}"
+        lines = [f"outputs: {_outputs(self.result.outputs)}", f"messages: {len(self.result.trace.messages)}"]
+        if self.report is not None:
+            lines.append(str(self.report))
+        return "\n".join(lines)
+
+
+def _outputs(outputs: list[Any]) -> str:
+    return ", ".join(f"device {r}: {_short(v)}" for r, v in enumerate(outputs))
+
+
+def _short(v: Any) -> str:
+    import numpy as np
+
+    if v is None:
+        return "-"
+    a = np.asarray(v)
+    return np.array2string(a, separator=", ") if a.size <= 8 else f"array{a.shape}"
