@@ -33,13 +33,17 @@ def text_timeline(
     cost: CostModel | None = None,
     legend: bool = True,
 ) -> str:
-    """Render a run as a text grid ``width`` slots wide (or with slots of ``dt`` seconds)."""
+    """Render a run as a text grid at most ``width`` slots wide, or with slots of ``dt`` seconds.
+
+    Without ``dt`` the slot length is the smallest round number (1, 2, 2.5 or 5 times a power of
+    ten) that fits the run into ``width`` slots.
+    """
     act = activity(run, cost)
     end = act.end_time
     if dt is None:
         if width < 1:
             raise ValueError(f"text_timeline(width={width}): give at least one column")
-        dt = end / width if end > 0 else 1.0
+        dt = nice_step(end / width) if end > 0 else 1.0
     elif not dt > 0:
         raise ValueError(f"text_timeline(dt={dt!r}): the slot length must be > 0 seconds")
     slots = max(1, math.ceil(end / dt - 1e-9)) if end > 0 else 1
@@ -76,6 +80,16 @@ def text_timeline(
             "'>' sending, '<' receiving, 'x' both, '.' idle"
         )
     return "\n".join(lines)
+
+
+def nice_step(raw: float) -> float:
+    """The smallest 1, 2, 2.5 or 5 times a power of ten that is >= raw (so the ruler reads well)."""
+    e = math.floor(math.log10(raw))
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        step = m * 10.0**e
+        if step >= raw * (1 - 1e-12):
+            return step
+    return 10.0 ** (e + 1)
 
 
 def _covered(t0: float, t1: float, dt: float, slots: int) -> range:

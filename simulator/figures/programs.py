@@ -69,28 +69,41 @@ def ring_pass(dev: Device, block: np.ndarray, steps: int, seconds: float) -> np.
 def stream_chunks(dev: Device, chunks: list[np.ndarray], seconds: float, overlap: bool) -> list[np.ndarray]:
     """Device 0 produces chunks and streams them to device 1, which consumes them.
 
-    overlap=False: a blocking send after each chunk (under rendezvous sends the producer waits for
-    the bytes to leave before producing the next). overlap=True: isend, produce the next chunk while
-    it travels, and wait only before reusing the buffer slot.
+    overlap=False: blocking ``send`` and ``recv``; under rendezvous sends a transfer starts only when
+    both sides are there, and each side waits for it. overlap=True: the producer ``isend``s and goes
+    on producing (waiting for a send only before starting the next), and the consumer keeps two
+    ``irecv`` posted ahead of what it consumes, so transfers run under compute.
+    Returns 3c - 1 for each chunk c on device 1.
     """
+    n = len(chunks)
     if dev.rank == 0:
         pending = None
         for i, c in enumerate(chunks):
             y = dev.compute(f"produce{i}", lambda c: 3 * c, c, seconds=seconds)
-            if overlap:
-                if pending is not None:
-                    dev.wait(pending)
-                pending = dev.isend(y, 1, tag=i)
-            else:
+            if not overlap:
                 dev.send(y, 1, tag=i)
+                continue
+            if pending is not None:
+                dev.wait(pending)
+            pending = dev.isend(y, 1, tag=i)
         if pending is not None:
             dev.wait(pending)
         return []
     shape, dtype = chunks[0].shape, chunks[0].dtype
-    return [
-        dev.compute(f"consume{i}", lambda y: y - 1, dev.recv(0, tag=i, shape=shape, dtype=dtype), seconds=seconds)
-        for i in range(len(chunks))
-    ]
+    out = []
+    if not overlap:
+        for i in range(n):
+            y = dev.recv(0, tag=i, shape=shape, dtype=dtype)
+            out.append(dev.compute(f"consume{i}", lambda y: y - 1, y, seconds=seconds))
+        return out
+    # two receives in flight (double buffering): the next transfer can start while one is consumed
+    reqs = [dev.irecv(0, tag=i, shape=shape, dtype=dtype) for i in range(min(2, n))]
+    for i in range(n):
+        y = dev.wait(reqs[i])
+        if i + 2 < n:
+            reqs.append(dev.irecv(0, tag=i + 2, shape=shape, dtype=dtype))
+        out.append(dev.compute(f"consume{i}", lambda y: y - 1, y, seconds=seconds))
+    return out
 
 
 def fan_out(dev: Device, shard: np.ndarray, targets: dict[int, list[int]], seconds: float) -> list[np.ndarray]:

@@ -28,7 +28,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import FancyArrowPatch, Patch
 
 from ..activity import Activity, activity, unpack
-from ..trace import Trace
+from ..trace import Message, Trace
 from .style import (
     ARROW_COLOR,
     CAPTION_COLOR,
@@ -53,6 +53,15 @@ COMPUTE = (-0.42, 0.08)
 SEND_BAND = (0.11, 0.24)
 RECV_BAND = (0.26, 0.39)
 MAX_FANCY_ARROWS = 400  # above this, arrows are drawn as one line collection with end marks
+MAX_MESSAGE_LABELS = 16  # label arrows only when there are this few messages
+
+
+def payload_label(m: Message) -> str:
+    """The value a message carries when it is small and the run kept it (a teaching run), else nothing."""
+    p = m.payload
+    if isinstance(p, np.ndarray) and 0 < p.size <= 4:
+        return ", ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v) for v in p.ravel().tolist())
+    return ""
 
 
 def plot_timeline(
@@ -64,6 +73,7 @@ def plot_timeline(
     color_key: Callable[[str], str] = family,
     label: Callable[[str], str] = str,
     arrows: bool = True,
+    message_label: Callable[[Message], str] | None = payload_label,
     legend: bool = True,
     caption: bool | str = True,
     t_max: float | None = None,
@@ -73,6 +83,8 @@ def plot_timeline(
 
     color_key: op name -> colour group (default: the name without digits)
     label:     op name -> text written in its box
+    message_label: message -> text by its arrow (default: the value it carries, when small), shown
+               when there are at most MAX_MESSAGE_LABELS messages; None for no labels
     caption:   True for the cost model's description, a string for your own, False for none
     t_max:     right end of the time axis (to compare several runs on one scale)
     """
@@ -85,7 +97,7 @@ def plot_timeline(
     else:
         fig = ax.figure
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
-    draw_timeline(ax, act, t_end, color_key=color_key, label=label, arrows=arrows)
+    draw_timeline(ax, act, t_end, color_key=color_key, label=label, arrows=arrows, message_label=message_label)
     if legend:
         _legend(ax, act, color_key)
     if title:
@@ -157,6 +169,7 @@ def draw_timeline(
     color_key: Callable[[str], str] = family,
     label: Callable[[str], str] = str,
     arrows: bool = True,
+    message_label: Callable[[Message], str] | None = None,
 ) -> None:
     """Draw an Activity into existing axes."""
     n = act.world_size
@@ -189,10 +202,14 @@ def draw_timeline(
             comm_faces.append(SEND_COLOR if s.track == "send" else RECV_COLOR)
     edge = 0.6 if len(boxes) < 600 else 0.0
     ax.add_collection(PolyCollection(boxes, facecolors=faces, edgecolors="white", linewidths=edge))
-    ax.add_collection(PolyCollection(comm_boxes, facecolors=comm_faces, edgecolors="none", linewidths=0))
+    # thin white edges keep back-to-back messages on one link apart
+    comm_edge = 0.6 if len(comm_boxes) < 600 else 0.0
+    ax.add_collection(PolyCollection(comm_boxes, facecolors=comm_faces, edgecolors="white", linewidths=comm_edge))
     _op_labels(ax, act, colors, color_key, label)
     if arrows:
         _arrows(ax, act)
+        if message_label is not None and len(act.messages) <= MAX_MESSAGE_LABELS:
+            _message_labels(ax, act, message_label)
     _utilization(ax, act)
 
 
@@ -243,6 +260,7 @@ def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
             fontsize=fontsize,
             color=text_color(colors[color_key(s.name)]),
             clip_on=True,
+            zorder=5,  # above the arrows
         )
 
 
@@ -270,6 +288,27 @@ def _arrows(ax: Axes, act: Activity) -> None:
     ax.scatter(arrivals[:, 0], arrivals[:, 1], s=6, marker="v", color=ARROW_COLOR, zorder=5, linewidths=0)
 
 
+def _message_labels(ax: Axes, act: Activity, message_label: Callable[[Message], str]) -> None:
+    for m in act.messages:
+        text = message_label(m)
+        if not text:
+            continue
+        y0 = m.src + (SEND_BAND[0] + SEND_BAND[1]) / 2
+        y1 = m.dst + (RECV_BAND[0] + RECV_BAND[1]) / 2
+        ax.text(
+            (m.t_start + m.t_arrive) / 2,
+            (y0 + y1) / 2,
+            text,
+            ha="center",
+            va="center",
+            fontsize=9,
+            fontweight="bold",
+            color=ARROW_COLOR,
+            zorder=6,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
+
+
 def _utilization(ax: Axes, act: Activity) -> None:
     if act.end_time <= 0:
         return
@@ -288,7 +327,7 @@ def _utilization(ax: Axes, act: Activity) -> None:
             fontsize=fontsize,
             color=CAPTION_COLOR,
         )
-    ax.text(1.005, -0.02, "busy", transform=ax.transAxes, ha="left", va="top", fontsize=fontsize, color=CAPTION_COLOR)
+    ax.text(1.005, 1.0, "busy", transform=ax.transAxes, ha="left", va="bottom", fontsize=fontsize, color=CAPTION_COLOR)
 
 
 def _legend(ax: Axes, act: Activity, color_key) -> None:
