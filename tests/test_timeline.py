@@ -294,3 +294,13 @@ def _root():
     from pathlib import Path
 
     return Path(__file__).resolve().parents[1]
+
+
+def test_timeline_command(capsys):
+    from simulator.__main__ import main
+
+    assert main(["timeline", "split", "--width", "40"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[1].startswith("device 0  A") and out[2].startswith("device 1  .") and "B" in out[2]
+    assert main(["timeline", "no-such-scenario"]) == 2
+    assert "no scenario named" in capsys.readouterr().err
