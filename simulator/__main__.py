@@ -88,6 +88,17 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    """Measure latency, bandwidth and compute speed on real torch.distributed ranks; write a cost model."""
+    try:
+        from .backends.calibrate import main_calibrate
+    except ImportError as exc:  # torch is an optional extra
+        print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
+        return 2
+    main_calibrate(args.ranks, args.backend, args.out, args.repeats)
+    return 0
+
+
 def _result(name: str):
     """The finished run of a named scenario, or None (with the reason on stderr)."""
     try:
@@ -178,6 +189,15 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument("--width", type=int, default=80, help="columns of the time axis (default: 80)"),
+        ),
+    ),
+    "calibrate": (
+        cmd_calibrate,
+        lambda p: (
+            p.add_argument("--ranks", type=int, default=2, help="ranks that ping-pong in pairs (default: 2)"),
+            p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
+            p.add_argument("--out", default="cost.json", help="cost model file to write (default: cost.json)"),
+            p.add_argument("--repeats", type=int, default=20, help="round trips per message size (default: 20)"),
         ),
     ),
 }

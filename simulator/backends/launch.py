@@ -114,6 +114,7 @@ class TorchWorld:
             "ordered_headers": backend == "nccl",  # NCCL matches by order per pair, not by tag
             "collectives": collectives,
         }
+        self.cost = None  # a real run has no cost model: figures draw each message over its measured flight
         self._procs: list[Any] = []
         self._conns: list[Any] = []
         self._store: Any = None

@@ -68,6 +68,7 @@ class RankRecord:
     recvs: list[RecvRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
     events: int = 0  # how many events this rank recorded (the next ``order``)
+    t_begin: float = 0.0  # when its program started (the merged trace's t = 0 is the earliest of these)
 
     def next_order(self) -> int:
         self.events += 1
@@ -75,8 +76,15 @@ class RankRecord:
 
 
 def merge(world_size: int, records: list[RankRecord]) -> Trace:
-    """One Trace from every rank's record; messages joined by channel and position."""
+    """One Trace from every rank's record; messages joined by channel and position.
+
+    Times are shifted so that t = 0 is when the first program started (the ranks' clocks share an
+    origin already; this removes the set-up before the programs, which is no part of the run).
+    """
     trace = Trace(world_size)
+    shift = min((r.t_begin for r in records), default=0.0)
+    if shift:
+        _shift(records, shift)
     sends = sorted((s for r in records for s in r.sends), key=lambda s: (s.message.t_send, s.message.src, s.order))
     by_channel: dict[tuple[int, int, int, int], Message] = {}
     for i, s in enumerate(sends):
@@ -111,3 +119,17 @@ def merge(world_size: int, records: list[RankRecord]) -> Trace:
     trace.events.extend((kind, rec) for *_, kind, rec in timed)
     trace.ops.extend(rec for kind, rec in trace.events if kind == "op")
     return trace
+
+
+def _shift(records: list[RankRecord], dt: float) -> None:
+    """Move every recorded time dt earlier (each record is shifted once, by the one rank that owns it)."""
+    for r in records:
+        r.t_begin -= dt
+        for s in r.sends:
+            s.message.t_send -= dt
+        for rv in r.recvs:
+            rv.t_post -= dt
+            rv.t_recv -= dt
+        for o in r.ops:
+            o.op.t_start -= dt
+            o.op.t_end -= dt

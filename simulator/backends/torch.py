@@ -36,7 +36,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..device import freeze
+from ..device import _nbytes, freeze
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
@@ -174,6 +174,10 @@ class TorchDevice:
     def __repr__(self) -> str:
         return f"<TorchDevice {self.rank}/{self.world_size} {self.device} t={self.clock:.3g}s>"
 
+    def start_clock(self, epoch: float) -> None:
+        """Make the perf_counter value ``epoch`` this device's t = 0 (before anything is recorded)."""
+        self._epoch = epoch
+
     @property
     def clock(self) -> float:
         """Measured seconds since the common start."""
@@ -199,7 +203,8 @@ class TorchDevice:
 
     def _record_memory(self, kind, name, arr, index, doc) -> None:
         t = self.clock
-        op = Op(None, self.rank, name, t, t, 0, None, arr if self.keep_payloads else None, index, doc)
+        nbytes = 0 if arr is None else arr.nbytes
+        op = Op(None, self.rank, name, t, t, 0, None, arr if self.keep_payloads else None, index, doc, True, nbytes)
         self.record.ops.append(OpRecord(kind, op, self.record.next_order()))
         if arr is None:
             del self._memory[name]
@@ -229,11 +234,12 @@ class TorchDevice:
             out.setflags(write=False)
         if flops is None:
             flops = np.size(out) if isinstance(out, np.ndarray) else 1
+        nbytes = _nbytes(out) if keep else 0
         if self.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep)
+            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep, nbytes)
         else:
-            op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc, keep)
+            op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc, keep, nbytes)
         self.record.ops.append(OpRecord("op", op, self.record.next_order()))
         if keep:
             self._memory[name] = out
@@ -427,7 +433,8 @@ class TorchDevice:
         doc = f"torch.distributed.{kind} on {self.device.type} (native; its messages are not visible)"
         t1 = self.clock
         kept = (inputs, output) if self.keep_payloads else (None, None)
-        op = Op(None, self.rank, label, t0, t1, 0, kept[0], kept[1], index, doc, name is not None)
+        nbytes = _nbytes(output) if name is not None else 0
+        op = Op(None, self.rank, label, t0, t1, 0, kept[0], kept[1], index, doc, name is not None, nbytes)
         self.record.ops.append(OpRecord("op", op, self.record.next_order()))
         if name is not None:
             self._memory[name] = output

@@ -76,16 +76,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     dist.init_process_group(args.backend, init_method="env://", timeout=timedelta(seconds=args.timeout))
     try:
         same_host = len(set(all_gather_objects(socket.gethostname(), world_size))) == 1
-        epoch = common_epoch(device, same_host)
         dev = TorchDevice(
             rank,
             world_size,
             device=device,
             timeout=args.timeout,
-            epoch=epoch,
             ordered_headers=args.backend == "nccl",
             **options,
         )
+        dev.start_clock(common_epoch(device, same_host))
+        dev.record.t_begin = dev.clock
         output = program(dev, *prog_args)
         gathered: list[Any] = [None] * world_size if rank == 0 else None
         dist.gather_object((output, dev.record), gathered, dst=0)

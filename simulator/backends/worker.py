@@ -143,16 +143,11 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
             if dev is not None:  # the previous run's eager sends were all received: let them complete
                 dev.settle()
                 dev = None
-            epoch = common_epoch(device, same_host)
             dev = TorchDevice(
-                rank,
-                config.world_size,
-                device=device,
-                timeout=config.timeout,
-                epoch=epoch,
-                resources=resources,
-                **options,
+                rank, config.world_size, device=device, timeout=config.timeout, resources=resources, **options
             )
+            dev.start_clock(common_epoch(device, same_host))  # t = 0 on every rank, right before the program
+            dev.record.t_begin = dev.clock
             output = program(dev, *args, **kwargs)
             conn.send(("done", output, dev.record, dev.open_receives()))
         except BaseException as exc:

@@ -20,6 +20,7 @@ _LAZY = {
     "chrome_trace": "chrome_trace",
     "write_chrome_trace": "chrome_trace",
     "save_figure": "style",
+    "plot_simulated_vs_measured": "measured",
 }
 
 __all__ = sorted(_LAZY)
