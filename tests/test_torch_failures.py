@@ -108,13 +108,13 @@ def test_bad_arguments_are_refused_before_anything_starts():
         TorchWorld(0)
 
 
-def test_strict_and_headerless_receives_need_a_contract():
-    def check(err):
-        assert isinstance(err.__cause__, ContractError) and err.rank == 1
-
+def test_headerless_receives_need_a_contract():
     with TorchWorld(2, timeout=5, headers=False) as w:
         # declared contracts work without headers
         assert w.run(seeds.split, np.array([3.0])).outputs[1].tolist() == [49.0]
-        with pytest.raises(RemoteRankError, match=r"with headers off \(headers=False\): device 1 posts recv") as info:
+        # both ranks post undeclared receives; whichever reports first is named
+        with pytest.raises(
+            RemoteRankError, match=r"with headers off \(headers=False\): device [01] posts recv"
+        ) as info:
             w.run(demos.exchange)
-        check(info.value)
+    assert isinstance(info.value.__cause__, ContractError)
