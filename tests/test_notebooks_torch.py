@@ -19,6 +19,8 @@ def test_torch_notebook_executes():
     assert "replicated on real processes: [[49.0], [81.0]] messages: 0" in text
     assert "torch backend: device 1 raised ContractError: contract violated" in text
     # PyTorch checks on both sides (stage 0 its outputs, stage 1 what it is told to receive); either may be first
-    assert re.search(r"PyTorch pipelining: device [01] raised PipeliningMetadataError: Stage [01] \w+\[0\]: shape mismatch", text)
+    assert re.search(
+        r"PyTorch pipelining: device [01] raised PipeliningMetadataError: Stage [01] \w+\[0\]: shape mismatch", text
+    )
     assert "one microbatch:  [49.]" in text and "two microbatches: [49. 81.]" in text
     assert "calibrated on 2 gloo ranks" in text
