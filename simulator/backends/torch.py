@@ -13,7 +13,9 @@ it is received). What differs:
   is an ``isend`` kept in flight (gloo itself only completes a send once the receiver has posted its
   recv). ``"rendezvous"`` makes ``send`` wait for that, as the simulator's rendezvous mode does.
 - Every wait has a timeout: a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
-- Tags must be non-negative ints, and NCCL matches messages by order per pair of ranks, not by tag.
+- Tags must be non-negative ints below 2**29, and NCCL matches messages by order per pair of ranks,
+  not by tag; so on NCCL an ``irecv`` reads its header at once (it returns once the sender has sent),
+  and programs that post several receives before any send deadlock there (a timeout, not a hang).
 - ``compute(..., seconds=...)`` is a modelling directive of the simulator; here the measured time of
   ``fn`` is what the trace records.
 
