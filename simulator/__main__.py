@@ -95,7 +95,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ImportError as exc:  # torch is an optional extra
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2
-    main_calibrate(args.ranks, args.backend, args.out, args.repeats)
+    main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern)
     return 0
 
 
@@ -198,6 +198,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
             p.add_argument("--out", default="cost.json", help="cost model file to write (default: cost.json)"),
             p.add_argument("--repeats", type=int, default=20, help="round trips per message size (default: 20)"),
+            p.add_argument(
+                "--pattern",
+                default="pingpong",
+                choices=("pingpong", "exchange"),
+                help="one direction at a time, or both partners at once (default: pingpong)",
+            ),
         ),
     ),
 }

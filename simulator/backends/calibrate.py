@@ -1,9 +1,10 @@
 """Calibration: measure latency, bandwidth and compute speed on the real backend; write a cost model.
 
 Ping-pong: ranks pair up (0 with 1, 2 with 3, ...); in each pair the even rank sends n bytes and the
-odd one sends them straight back, ``repeats`` times per size, all pairs at once (so a calibration
-on 4 ranks sees the machine as loaded as a 4-rank collective does). One-way time = median round
-trip / 2. The messages go through ``TorchDevice.send``/``recv``, header and NumPy conversion
+odd one sends them straight back, ``repeats`` times per size, all pairs at once. One-way time =
+median round trip / 2. Exchange (``pattern="exchange"``): both partners send at once, so every rank
+sends and receives at the same time, as in each step of a ring collective; on a machine whose
+cores are shared by the ranks this loaded bandwidth is what a collective sees. The messages go through ``TorchDevice.send``/``recv``, header and NumPy conversion
 included, so the model describes exactly what a simulated message stands for.
 
 Fit: alpha + n / B minimising the *relative* error over the sizes (plain least squares would let
@@ -52,9 +53,36 @@ def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3)
                 req = dev.isend(buf, partner, tag=1)
             dev.wait(req)  # already received (the reply came back), so this returns at once
             if i >= warmup:
-                trips.append(time.perf_counter() - t0)
-        out[n] = float(np.median(trips)) / 2
+                trips.append((time.perf_counter() - t0) / 2)
+        out[n] = float(np.median(trips))
     return out
+
+
+def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, float] | None:
+    """Rank program: like ``pingpong``, but both partners send at once (every link busy, as in a ring step).
+
+    The time of one exchange is the one-way time of a message while the links carry as much traffic
+    as a collective's steps put on them (the "Sendrecv" pattern of MPI benchmarks).
+    """
+    partner = dev.rank ^ 1
+    if partner >= dev.world_size:
+        return None
+    out = {}
+    for n in sizes:
+        buf = np.zeros(n, dtype=np.uint8)
+        times = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            req = dev.isend(buf, partner, tag=1)
+            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+            dev.wait(req)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out[n] = float(np.median(times))
+    return out
+
+
+PATTERNS = {"pingpong": pingpong, "exchange": exchange}
 
 
 def add_rate(dev: Device, sizes: tuple[int, ...] = ADD_SIZES, repeats: int = 20) -> float:
@@ -88,6 +116,7 @@ class Calibration:
 
     size: int
     backend: str
+    pattern: str
     one_way: dict[int, float]  # bytes -> median one-way seconds (pair of ranks 0 and 1)
     add_rates: list[float]  # per rank, elements added per second
     cost: CostModel
@@ -97,6 +126,7 @@ class Calibration:
         measured = {
             "ranks": self.size,
             "backend": self.backend,
+            "pattern": self.pattern,
             "one_way_seconds": {str(k): v for k, v in self.one_way.items()},
             "add_elements_per_second": self.add_rates,
             "fit_relative_error": {str(k): v for k, v in self.fit_error.items()},
@@ -106,7 +136,7 @@ class Calibration:
     def summary(self) -> str:
         c = self.cost
         lines = [
-            f"calibrated on {self.size} {self.backend} ranks: latency {c.latency * 1e6:.1f} us, "
+            f"calibrated on {self.size} {self.backend} ranks ({self.pattern}): latency {c.latency * 1e6:.1f} us, "
             f"bandwidth {c.bandwidth / 1e9:.3g} GB/s, compute {c.flops / 1e9:.3g} GFLOP/s (elementwise add)",
             "  bytes       measured one-way    model     error",
         ]
@@ -121,26 +151,32 @@ def calibrate(
     sizes: tuple[int, ...] = SIZES,
     repeats: int = 20,
     *,
+    pattern: str = "pingpong",
     world: TorchWorld | None = None,
     timeout: float = 60.0,
 ) -> Calibration:
-    """Measure on ``size`` real ranks (or on ``world``, if given) and fit a cost model."""
+    """Measure on ``size`` real ranks (or on ``world``, if given) and fit a cost model.
+
+    pattern: "pingpong" (one direction at a time) or "exchange" (both partners send at once).
+    """
+    if pattern not in PATTERNS:
+        raise ValueError(f"calibrate(pattern={pattern!r}): choose one of {tuple(PATTERNS)}")
     if world is None:
         with TorchWorld(size, backend, timeout=timeout, keep_payloads=False) as w:
-            return calibrate(size, backend, sizes, repeats, world=w)
+            return calibrate(size, backend, sizes, repeats, pattern=pattern, world=w)
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
-    one_way = world.run(pingpong, tuple(sizes), repeats).outputs[0]
+    one_way = world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs[0]
     rates = world.run(add_rate).outputs
     alpha, bandwidth = fit_alpha_beta(list(one_way), list(one_way.values()))
     cost = CostModel(latency=alpha, bandwidth=bandwidth, flops=float(np.median(rates)))
     error = {n: cost.message_time(n) / t - 1 for n, t in one_way.items()}
-    return Calibration(world.size, world.backend, one_way, [float(r) for r in rates], cost, error)
+    return Calibration(world.size, world.backend, pattern, one_way, [float(r) for r in rates], cost, error)
 
 
-def main_calibrate(size: int, backend: str, out: str | None, repeats: int) -> Calibration:
+def main_calibrate(size: int, backend: str, out: str | None, repeats: int, pattern: str = "pingpong") -> Calibration:
     """What ``python -m simulator calibrate`` runs: measure, print, write."""
-    cal = calibrate(size, backend, repeats=repeats)
+    cal = calibrate(size, backend, repeats=repeats, pattern=pattern)
     print(cal.summary())
     if out:
         print(f"wrote {cal.save(out)}")
