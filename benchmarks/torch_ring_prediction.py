@@ -25,14 +25,15 @@ def ring_all_reduce(dev, nbytes: int) -> None:
     dev.all_reduce(np.ones(nbytes // 8), algorithm="ring")
 
 
-def measure(ranks: int, mib: list[int], runs: int) -> list[tuple[int, int, float, float]]:
+def measure(ranks: int, mib: list[int], runs: int, pattern: str) -> list[tuple[int, int, float, float]]:
     from simulator import World
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     rows = []
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
-        cal = calibrate(world=world, sizes=(64 << 10, 256 << 10, 1 << 20, 4 << 20), repeats=15)
+        sizes = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
+        cal = calibrate(world=world, sizes=sizes, repeats=15, pattern=pattern)
         print(cal.summary())
         for m in mib:
             nbytes = m << 20
@@ -45,10 +46,11 @@ def measure(ranks: int, mib: list[int], runs: int) -> list[tuple[int, int, float
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--mib", type=int, nargs="+", default=[1, 4])
+    parser.add_argument("--mib", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--pattern", default="exchange", choices=("pingpong", "exchange"))
     args = parser.parse_args()
-    rows = [row for n in args.ranks for row in measure(n, args.mib, args.runs)]
+    rows = [row for n in args.ranks for row in measure(n, args.mib, args.runs, args.pattern)]
     print("\nring all-reduce, float64, gloo on this machine:")
     print("  ranks   size    predicted    measured   predicted/measured")
     for ranks, m, predicted, measured in rows:
