@@ -13,7 +13,7 @@ it is received). What differs:
   is an ``isend`` kept in flight (gloo itself only completes a send once the receiver has posted its
   recv). ``"rendezvous"`` makes ``send`` wait for that, as the simulator's rendezvous mode does.
 - Every wait has a timeout: a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
-- Tags must be non-negative ints below 2**29, and NCCL matches messages by order per pair of ranks,
+- Tags must be ints in 0 .. 2**31 - 1, and NCCL matches messages by order per pair of ranks,
   not by tag; so on NCCL an ``irecv`` reads its header at once (it returns once the sender has sent),
   and programs that post several receives before any send deadlock there (a timeout, not a hang).
 - ``compute(..., seconds=...)`` is a modelling directive of the simulator; here the measured time of
@@ -51,9 +51,7 @@ from .wire import (
     decode_header,
     encode_header,
     from_bytes,
-    header_tag,
     nbytes_of,
-    payload_tag,
 )
 
 SEND_MODES = ("eager", "rendezvous")
@@ -65,8 +63,14 @@ COLLECTIVES = {"native": "simulator.backends.native", "messages": "simulator.col
 class RankResources:
     """What a rank process keeps from one run to the next: torch groups of subgroups, large buffers."""
 
+    header_group: Any = None  # the process group headers travel on (see ``wire``); made by ``join``
     groups: dict[tuple[int, ...], Any] = field(default_factory=dict)
     pool: BufferPool = field(default_factory=BufferPool)
+
+    @classmethod
+    def join(cls, world_size: int) -> RankResources:
+        """Resources for a process that has just joined the default group (every rank must call this)."""
+        return cls(header_group=dist.new_group(list(range(world_size))))
 
 
 class TorchRequest:
@@ -165,6 +169,7 @@ class TorchDevice:
         self.collectives = collectives
         self._collectives = importlib.import_module(COLLECTIVES[collectives])
         self.resources = RankResources() if resources is None else resources
+        self._header_group = self.resources.header_group if headers else None
         self.record = RankRecord(rank)
         self._memory: dict[str, Any] = {}
         self._send_seq: dict[tuple[int, int], int] = {}
@@ -260,11 +265,11 @@ class TorchDevice:
             if self.headers:
                 head = self._to_device(torch.from_numpy(encode_header(payload, self.rank)))
                 req.tensors.append(head)
-                req.works.append(dist.isend(head, dst, tag=header_tag(tag)))
+                req.works.append(dist.isend(head, dst, group=self._header_group, tag=tag))
             if payload.nbytes:
                 body = self._to_device(torch.from_numpy(as_bytes(payload)))
                 req.tensors.append(body)
-                req.works.append(dist.isend(body, dst, tag=payload_tag(tag)))
+                req.works.append(dist.isend(body, dst, tag=tag))
         except RuntimeError as exc:
             raise self._comm_error(exc, req) from exc
         payload.setflags(write=False)
@@ -302,7 +307,7 @@ class TorchDevice:
         try:
             if self.headers:
                 req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
-                req.works.append(dist.irecv(req.header, src, tag=header_tag(tag)))
+                req.works.append(dist.irecv(req.header, src, group=self._header_group, tag=tag))
                 self._unheaded.setdefault((src, tag), deque()).append(req)
                 if self.ordered_headers:
                     self._read_headers(src, tag, upto=req)
@@ -481,7 +486,7 @@ class TorchDevice:
     def _post_payload(self, req: TorchRequest, shape, dtype) -> None:
         req.shape, req.dtype = shape, dtype
         req.buffer = torch.empty(nbytes_of(shape, dtype), dtype=torch.uint8, device=self.device)
-        req.works = [dist.irecv(req.buffer, req.peer, tag=payload_tag(req.tag))] if req.buffer.numel() else []
+        req.works = [dist.irecv(req.buffer, req.peer, tag=req.tag)] if req.buffer.numel() else []
         req.state = "payload-posted"
 
     def _finish_works(self, req: TorchRequest) -> None:

@@ -36,7 +36,7 @@ import torch.distributed as dist
 from ..examples import all_scenarios
 from ..reference import check
 from .recording import merge
-from .torch import TorchDevice
+from .torch import RankResources, TorchDevice
 from .worker import all_gather_objects, common_epoch
 
 
@@ -82,6 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             device=device,
             timeout=args.timeout,
             ordered_headers=args.backend == "nccl",
+            resources=RankResources.join(world_size),
             **options,
         )
         dev.start_clock(common_epoch(device, same_host))

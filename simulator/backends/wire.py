@@ -7,12 +7,9 @@ the dimensions), then the payload as raw bytes. The receiver reads the header fi
 its declared contract (the same ``ContractError`` as in the simulator), allocates, then receives the
 payload. With headers off, every recv must declare shape and dtype, and nothing can check them.
 
-Headers and payloads use separate tags (``2 * t`` and ``2 * t + 1``) so that several messages on
-one channel cannot get a header matched with a payload. torch.distributed tags are 32-bit signed
-ints, so ``t`` must stay below 2**30: user tags must be below 2**29 (``USER_TAG_LIMIT``), and tags at
-or above 2**30 (the range ``simulator.collectives`` uses for its own messages) are folded into
-[2**29, 2**30) modulo 2**29, which keeps the group checksum and the low 13 bits of the call count
-that those tags encode. Payloads travel as bytes (uint8), so any
+Headers travel on a process group of their own (the same ranks, a second communicator), with the
+message's own tag: so several messages on one channel can never get a header matched with a
+payload, and every tag torch accepts (0 to 2**31 - 1) stays available to programs. Payloads travel as bytes (uint8), so any
 NumPy dtype crosses, whatever the transport supports. This module needs only NumPy.
 """
 
@@ -46,33 +43,15 @@ DTYPES: tuple[np.dtype, ...] = tuple(
 _CODES = {d: i for i, d in enumerate(DTYPES)}
 
 
-USER_TAG_LIMIT = 1 << 29
-_FOLD_FROM = 1 << 30
-
-
-def header_tag(tag: int) -> int:
-    return 2 * _fold(tag)
-
-
-def payload_tag(tag: int) -> int:
-    return 2 * _fold(tag) + 1
-
-
-def _fold(tag: int) -> int:
-    return tag if tag < USER_TAG_LIMIT else USER_TAG_LIMIT + (tag - _FOLD_FROM) % USER_TAG_LIMIT
+TAG_LIMIT = 1 << 31  # torch.distributed tags are C ints
 
 
 def check_tag(tag: object, rank: int, op: str) -> int:
     """torch.distributed tags are non-negative 32-bit ints; say so clearly for anything else."""
-    if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)) or tag < 0:
+    if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)) or not 0 <= tag < TAG_LIMIT:
         raise TypeError(
-            f"device {rank}: {op}(tag={tag!r}): the torch backend needs a non-negative int tag "
+            f"device {rank}: {op}(tag={tag!r}): the torch backend needs an int tag in 0 .. 2**31 - 1 "
             f"(the simulator accepts any hashable tag, torch.distributed does not); use e.g. tag=0, 1, 2"
-        )
-    if USER_TAG_LIMIT <= tag < _FOLD_FROM or tag >= 1 << 31:
-        raise ValueError(
-            f"device {rank}: {op}(tag={tag}): tags on the torch backend must be below 2**29 "
-            f"(2**30 and above are reserved for the collectives' own messages)"
         )
     return int(tag)
 

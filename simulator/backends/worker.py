@@ -133,7 +133,7 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
     """Run jobs until told to close."""
     same_host = len(set(all_gather_objects(socket.gethostname(), config.world_size))) == 1
     dev: TorchDevice | None = None
-    resources = RankResources()  # process groups and buffers, kept across runs
+    resources = RankResources.join(config.world_size)  # process groups and buffers, kept across runs
     while True:
         command = conn.recv()
         if command[0] == "close":
