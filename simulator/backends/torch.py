@@ -92,6 +92,7 @@ class TorchRequest:
         "header",
         "buffer",
         "state",
+        "t_done",
     )
 
     def __init__(self, kind, owner, peer, tag, seq, shape=None, dtype=None, name=None, index=None, t_post=0.0):
@@ -110,6 +111,17 @@ class TorchRequest:
         self.header = None  # recv: the header buffer while its payload recv is not yet posted
         self.buffer = None  # recv: the payload buffer
         self.state = "posted"  # -> "payload-posted" (recv) -> "done"
+        self.t_done: float | None = None
+
+    @property
+    def done(self) -> float | None:
+        """When the request completed (this device's clock), or None if not known to be complete.
+
+        As ``simulator.device.Request.done``, for programs that test before they wait. torch gives no
+        reliable test (gloo marks a request complete only once it is waited on), so here a request is
+        done once waited on, and an eager send is done at once, as in the simulator.
+        """
+        return self.t_done
 
     def describe(self) -> str:
         if self.kind == "send":
@@ -285,6 +297,7 @@ class TorchDevice:
         if self.send_mode == "rendezvous":
             self.wait(req)
         else:
+            req.t_done = req.t_post  # eager: complete at once for the program, as in the simulator
             self._in_flight.append(req)  # its buffer lives until the run ends, as in a buffered send
 
     def irecv(
@@ -338,6 +351,8 @@ class TorchDevice:
         if req.kind == "send":
             self._finish_works(req)
             req.state = "done"
+            if req.t_done is None:
+                req.t_done = self.clock
             return None
         if req.state == "done":
             raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
@@ -345,7 +360,7 @@ class TorchDevice:
             self._read_headers(req.peer, req.tag, upto=req)
         self._finish_works(req)
         payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
-        t = self.clock
+        t = req.t_done = self.clock
         req.state = "done"
         req.tensors.clear()
         self._open_recvs.discard(req)
