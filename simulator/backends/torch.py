@@ -284,6 +284,9 @@ class TorchDevice:
                 req.works.append(dist.isend(body, dst, tag=tag))
         except RuntimeError as exc:
             raise self._comm_error(exc, req) from exc
+        if self.send_mode == "eager":  # complete at once for the program, as in the simulator; the
+            req.t_done = t  # transfer completes when the receiver takes it (gloo sends are rendezvous)
+            self._in_flight.append(req)  # so its buffer lives until the run ends
         payload.setflags(write=False)
         msg = Message(None, self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, None, label)
         if self.keep_payloads:
@@ -293,12 +296,7 @@ class TorchDevice:
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
         """Send a copy of ``value`` to rank ``dst`` (eager: return at once; rendezvous: once received)."""
-        req = self.isend(value, dst, tag, label=label)
-        if self.send_mode == "rendezvous":
-            self.wait(req)
-        else:
-            req.t_done = req.t_post  # eager: complete at once for the program, as in the simulator
-            self._in_flight.append(req)  # its buffer lives until the run ends, as in a buffered send
+        self.wait(self.isend(value, dst, tag, label=label))
 
     def irecv(
         self,
@@ -349,11 +347,11 @@ class TorchDevice:
         if req.owner != self.rank:
             raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
         if req.kind == "send":
-            self._finish_works(req)
-            req.state = "done"
-            if req.t_done is None:
+            if self.send_mode == "rendezvous" and req.state != "done":
+                self._finish_works(req)
+                req.state = "done"
                 req.t_done = self.clock
-            return None
+            return None  # eager: already complete for the program (see isend)
         if req.state == "done":
             raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
         if req.state == "posted":  # its header (and those before it on the channel) must be read first
@@ -479,7 +477,7 @@ class TorchDevice:
         return len(self._open_recvs)
 
     def settle(self) -> None:
-        """Wait for the eager sends still in flight (gloo marks a send complete only once waited on)."""
+        """Wait for the eager sends' transfers (call once every receive of the run has completed)."""
         for req in self._in_flight:
             self._finish_works(req)
         self._in_flight.clear()
