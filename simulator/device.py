@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .collectives import CollectiveMethods
 from .errors import ContractError, SimulationError
 from .trace import Message, Op
 
@@ -58,8 +59,9 @@ def freeze(value: Any) -> np.ndarray:
     return arr
 
 
-class Device:
-    """One simulated device. Rank programs call only these methods."""
+class Device(CollectiveMethods):
+    """One simulated device. Rank programs call only these methods (the collectives come from
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
 
     def __init__(self, engine: Engine, rank: int) -> None:
         self._engine = engine
