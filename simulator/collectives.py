@@ -664,13 +664,15 @@ def all_gather(
     shapes: Sequence[tuple[int, ...]] | None = None,
     name: str | None = None,
     indices: Sequence[Any] | None = None,
+    index: Any = None,
 ) -> list[np.ndarray] | np.ndarray:
     """Every member ends with every member's ``x``: a list in member order, or concatenated along ``axis``.
 
     shapes:  each member's piece shape (default: all like this member's; a member whose piece differs
              then breaks the declared contract, as with torch, which needs equal sizes)
     name:    the reference value the pieces are parts of; indices: each piece's index into it (default,
-             with ``axis``: its slice along the axis)
+             with ``axis``: its slice along the axis); index: the concatenation's index into it (default:
+             the whole value)
     """
     c = _Call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
@@ -698,7 +700,7 @@ def all_gather(
     if axis is None:
         return pieces
     whole = np.concatenate(pieces, axis=axis)
-    return c.result(whole)
+    return c.result(whole, index)
 
 
 def broadcast(
@@ -859,9 +861,11 @@ class CollectiveMethods:
         """See ``simulator.collectives.reduce_scatter``."""
         return reduce_scatter(self, x, op, group, algorithm, axis=axis, name=name, partials=partials, indices=indices)
 
-    def all_gather(self, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None):
+    def all_gather(
+        self, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None, index=None
+    ):
         """See ``simulator.collectives.all_gather``."""
-        return all_gather(self, x, group, algorithm, axis=axis, shapes=shapes, name=name, indices=indices)
+        return all_gather(self, x, group, algorithm, axis=axis, shapes=shapes, name=name, indices=indices, index=index)
 
     def broadcast(self, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None):
         """See ``simulator.collectives.broadcast``."""
