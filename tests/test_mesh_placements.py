@@ -43,7 +43,7 @@ def test_mesh_of_any_ranks_and_its_errors():
 
 
 def test_short_forms():
-    assert S(1) == Shard(1) and R == Replicate() and P == Partial("sum")
+    assert S(1) == Shard(1) and Replicate() == R and Partial("sum") == P
     assert repr(S(0)) == "S(0)" and repr(R) == "R" and repr(P) == "P" and repr(Partial("max")) == "P(max)"
     with pytest.raises(ValueError, match="choose one of"):
         Partial("mean")
