@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .collectives import CollectiveMethods
 from .errors import ContractError, SimulationError
 from .trace import Message, Op
 
@@ -29,7 +30,7 @@ class Request:
 
     __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index")
 
-    def __init__(self, kind, owner, peer, tag, msg=None, done=None, shape=None, dtype=None, name=None, index=None):
+    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None):
         self.kind = kind
         self.owner = owner
         self.peer = peer
@@ -58,8 +59,9 @@ def freeze(value: Any) -> np.ndarray:
     return arr
 
 
-class Device:
-    """One simulated device. Rank programs call only these methods."""
+class Device(CollectiveMethods):
+    """One simulated device. Rank programs call only these methods (the collectives come from
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
 
     def __init__(self, engine: Engine, rank: int) -> None:
         self._engine = engine
@@ -147,7 +149,7 @@ class Device:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
         sreq = self._post_send(value, dst, tag, label)
         if sreq is None:  # eager: already complete
-            sreq = Request("send", self.rank, dst, tag, done=self.clock)
+            sreq = Request("send", self.rank, dst, tag, None, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
@@ -168,16 +170,28 @@ class Device:
         payload = np.array(value)
         payload.setflags(write=False)
         t = self.clock
+        nbytes = payload.nbytes
+        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            start = arrive = None
+        else:  # buffered: the send completes at once, the link carries the bytes when it is free
+            start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
         msg = Message(
-            len(eng._messages), self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, payload, label
+            len(eng._messages),
+            self.rank,
+            dst,
+            tag,
+            payload.shape,
+            payload.dtype,
+            nbytes,
+            t,
+            payload,
+            label,
+            start,
+            arrive,
         )
         eng._messages.append(msg)
         eng._events.append(("send", msg))
-        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            sreq = Request("send", self.rank, dst, tag, msg)
-        else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            msg.t_start, _, msg.t_arrive = eng.net.transfer(self.rank, dst, msg.nbytes, t)
-            sreq = None
+        sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
         key = (self.rank, dst, tag)
         posted = eng._posted.get(key)
         if posted:
@@ -205,9 +219,15 @@ class Device:
         name:         what the message carries in the model (stored in memory under it; checked)
         index:        which part of the single-device value ``name`` it carries (a shard)
         """
+        return self._post_recv(src, tag, shape, dtype, name, index)
+
+    def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
         eng = self._engine
-        shape, dtype = self._contract(src, tag, shape, dtype)
-        rreq = Request("recv", self.rank, src, tag, shape=shape, dtype=dtype, name=name, index=index)
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        elif src == self.rank or not 0 <= src < self.world_size:
+            self._bad_peer(src, "recv", "src")
+        rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index)
         key = (src, self.rank, tag)
         box = eng._mail.get(key)
         if box:
@@ -233,12 +253,15 @@ class Device:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
         box = self._engine._mail.get((src, self.rank, tag))
         if box and box[0][1] is None:  # fast path: an eager message is already on its way
-            shape, dtype = self._contract(src, tag, shape, dtype)
+            if shape is not None or dtype is not None or self._engine.strict:
+                shape, dtype = self._contract(src, tag, shape, dtype)
+            elif src == self.rank or not 0 <= src < self.world_size:
+                self._bad_peer(src, "recv", "src")
             msg = box.popleft()[0]
             if msg.t_arrive > self.clock:
                 self._advance(msg.t_arrive)
             return self._deliver(msg, shape, dtype, name, index)
-        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+        return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""

@@ -47,7 +47,7 @@ class Message:
         "label",
     )
 
-    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label):
+    def __init__(self, id, src, dst, tag, shape, dtype, nbytes, t_send, payload, label, t_start=None, t_arrive=None):
         self.id = id
         self.src = src
         self.dst = dst
@@ -56,8 +56,8 @@ class Message:
         self.dtype = dtype
         self.nbytes = nbytes
         self.t_send = t_send
-        self.t_start = None
-        self.t_arrive = None
+        self.t_start = t_start
+        self.t_arrive = t_arrive
         self.t_recv = None
         self.payload = payload
         self.name = None

@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..cost import CostModel
 from ..device import Device
 from ..engine import World
 from ..reference import Reference
 from ..scenario import Scenario
 
 BOUNDARY = {"shape": (1,), "dtype": np.float64}  # the contract: what crosses from A to B
+# A toy device doing a million operations per second, so each one-element op takes a visible 1 us.
+TOY = CostModel(latency=1e-6, bandwidth=1e9, flops=1e6)
 
 
 def stage_a(x: np.ndarray) -> np.ndarray:
@@ -85,7 +88,7 @@ SCENARIOS = [
         title="Split model: A on device 0, B on device 1",
         story="Device 0 computes A = 2x + 1 = 7 and sends 7 across the boundary; device 1 squares it: 49. "
         "Neither device alone turns x into the answer.",
-        world=World(2),
+        world=World(2, cost=TOY),
         program=split,
         args=(X,),
         reference=lambda: Reference.of(model, X),
@@ -96,7 +99,7 @@ SCENARIOS = [
         title="Bug: the raw input crosses the boundary",
         story="Device 0 computes A but sends x = 3 instead of A's output 7. B squares what it was given and "
         "returns 9. B is not wrong; it was handed the wrong input, and the check points at that message.",
-        world=World(2),
+        world=World(2, cost=TOY),
         program=wrong_input,
         args=(X,),
         reference=lambda: Reference.of(model, X),
@@ -108,7 +111,7 @@ SCENARIOS = [
         title="Replicated model: A-then-B whole on each device",
         story="Each device holds the whole model and finishes its own input: 3 -> 7 -> 49 on device 0 and "
         "4 -> 9 -> 81 on device 1, with no message at all. Two devices here divide the data, not the model.",
-        world=World(2),
+        world=World(2, cost=TOY),
         program=replicated,
         args=(XS,),
         reference=lambda: {r: Reference.of(model, XS[r : r + 1]) for r in range(2)},
@@ -119,7 +122,7 @@ SCENARIOS = [
         title="Bug: the boundary contract is broken",
         story="B declares it receives a (1,) float64 array; A sends a (1, 1) float32 one. Equal numbers are not "
         "enough: real backends size their receive buffers from the declared shape and dtype.",
-        world=World(2),
+        world=World(2, cost=TOY),
         program=wrong_shape,
         args=(X,),
         expect="error",
@@ -130,7 +133,7 @@ SCENARIOS = [
         title="Bug: both devices send first (rendezvous)",
         story="Each device sends to the other before receiving. With rendezvous sends a send waits for its "
         "matching receive, so both wait forever; the simulator names the cycle instead of hanging.",
-        world=World(2, send_mode="rendezvous"),
+        world=World(2, cost=TOY, send_mode="rendezvous"),
         program=send_send,
         args=(X,),
         expect="error",

@@ -1,0 +1,122 @@
+"""The command line: ``python -m simulator demo | list | run NAME`` (see ``--help``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Callable, Sequence
+
+from .examples import all_scenarios, get
+from .scenario import Scenario
+from .stepper import Stepper
+
+DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    """Walk through the seed scenarios message by message, with the check results."""
+    print("What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it.\n")
+    ok = True
+    for name in DEMO:
+        ok &= _show(get(name), step=not args.brief)
+    print(_contrast())
+    print("\nEvery scenario behaved as expected." if ok else "\nSOME SCENARIOS DID NOT BEHAVE AS EXPECTED.")
+    return 0 if ok else 1
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    """List the named scenarios."""
+    scenarios = all_scenarios()
+    width = max(map(len, scenarios))
+    for name, s in scenarios.items():
+        print(f"{name:<{width}}  [{s.expect:^7}]  {s.title}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Run one named scenario, event by event, and check it."""
+    try:
+        scenario = get(args.scenario)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    return 0 if _show(scenario, step=args.step) else 1
+
+
+def _show(scenario: Scenario, *, step: bool) -> bool:
+    print(f"=== {scenario.name}: {scenario.title}")
+    print(f"    {scenario.story}\n")
+    run = scenario.run()
+    if run.result is not None:
+        if step:
+            for snap in Stepper(run.result.trace):
+                print(snap.render())
+        else:
+            print("\n".join("  " + line for line in run.result.trace.log()))
+        print()
+    print(_indent(run.summary()))
+    verdict = "as expected" if run.as_expected else f"NOT AS EXPECTED (expected: {scenario.expect})"
+    print(f"  -> {verdict}\n")
+    return run.as_expected
+
+
+def _contrast() -> str:
+    """Split vs replicated, side by side: who computes what, and what crosses."""
+    rows = []
+    for name in ("split", "replicated"):
+        result = get(name).run().result
+        per_device = [[op.name for op in result.trace.ops if op.rank == r] for r in range(result.world.size)]
+        ran = "; ".join(f"device {r} ran {'+'.join(ops) or 'nothing'}" for r, ops in enumerate(per_device))
+        whole = sum(1 for ops in per_device if {"A", "B"} <= set(ops))
+        rows.append(
+            f"  {name:<11} {ran:<38} messages: {len(result.trace.messages)}   devices that finish an input alone: {whole}"
+        )
+    return (
+        "=== Same two devices, two different divisions of work\n"
+        + "\n".join(rows)
+        + "\n  The device count does not say how the work is divided: write down the part boundaries and what crosses them."
+    )
+
+
+def _indent(text: str) -> str:
+    return "\n".join("  " + line for line in text.splitlines())
+
+
+COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None]]] = {
+    "demo": (
+        cmd_demo,
+        lambda p: p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
+    ),
+    "list": (cmd_list, lambda p: None),
+    "run": (
+        cmd_run,
+        lambda p: (
+            p.add_argument("scenario", help="a scenario name (see `list`)"),
+            p.add_argument("--step", action="store_true", help="show every device's memory after each event"),
+        ),
+    ),
+}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m simulator",
+        description="An educational simulator of parallelism strategies: devices with private memory, "
+        "messages on a simulated clock, every run checked against one device.",
+        epilog="Start with `python -m simulator demo`, then `python -m simulator run wrong-input --step`.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for name, (fn, add_args) in COMMANDS.items():
+        p = sub.add_parser(name, help=(fn.__doc__ or "").strip().splitlines()[0], description=fn.__doc__)
+        add_args(p)
+        p.set_defaults(func=fn)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

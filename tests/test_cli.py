@@ -1,0 +1,31 @@
+"""The command line: demo, list, run, help."""
+
+import subprocess
+import sys
+
+from simulator.__main__ import main
+
+
+def test_demo_walks_through_the_seeds(capsys):
+    assert main(["demo"]) == 0
+    out = capsys.readouterr().out
+    assert "message #0 from device 0 to device 1 (tag 0) carried [3.]" in out
+    assert "wait-for cycle: device 0 -> device 1 -> device 0" in out
+    assert "devices that finish an input alone: 0" in out and "devices that finish an input alone: 2" in out
+    assert out.rstrip().endswith("Every scenario behaved as expected.")
+
+
+def test_list_and_run(capsys):
+    assert main(["list"]) == 0
+    assert "wrong-input" in capsys.readouterr().out
+    assert main(["run", "wrong-input", "--step"]) == 0
+    assert "in flight: #0 0->1=[3.]" in capsys.readouterr().out
+    assert main(["run", "no-such-thing"]) == 2
+    assert "choose one of: split" in capsys.readouterr().err
+
+
+def test_help_runs_as_a_module():
+    out = subprocess.run(
+        [sys.executable, "-m", "simulator", "--help"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "demo" in out and "run" in out and "list" in out

@@ -1,0 +1,94 @@
+"""Bad programs get clear errors, never hangs: deadlocks and unreceived messages."""
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+
+from simulator import DeadlockError, UnreceivedMessagesError, UnreceivedMessagesWarning, World
+
+
+def recv_first_ring(dev):
+    p = dev.world_size
+    x = dev.recv(src=(dev.rank + 1) % p)
+    dev.send(x, dst=(dev.rank - 1) % p)
+
+
+def test_two_device_recv_recv_deadlock_names_the_cycle():
+    with pytest.raises(DeadlockError) as info:
+        World(2).run(recv_first_ring)
+    text = str(info.value)
+    assert "device 0 is blocked in recv(src=1, tag=0)" in text
+    assert "device 1 is blocked in recv(src=0, tag=0)" in text
+    assert "wait-for cycle: device 0 -> device 1 -> device 0" in text
+    assert info.value.cycle == [0, 1]
+
+
+def test_three_device_deadlock_names_the_cycle():
+    with pytest.raises(DeadlockError) as info:
+        World(3).run(recv_first_ring)
+    assert "wait-for cycle: device 0 -> device 1 -> device 2 -> device 0" in str(info.value)
+    assert info.value.cycle == [0, 1, 2]
+    assert set(info.value.blocked) == {0, 1, 2}
+
+
+def test_rendezvous_three_device_send_cycle():
+    def sends_first(dev):
+        p = dev.world_size
+        dev.send(np.zeros(4), dst=(dev.rank + 1) % p)
+        dev.recv(src=(dev.rank - 1) % p)
+
+    with pytest.raises(DeadlockError, match=re.escape("device 2 is blocked in send(dst=0, tag=0)")) as info:
+        World(3, send_mode="rendezvous").run(sends_first)
+    assert info.value.cycle == [0, 1, 2]
+    assert "rendezvous sends" in str(info.value)
+    World(3).run(sends_first)  # eager sends are buffered: the same program completes
+
+
+def test_waiting_on_a_finished_device_is_a_deadlock_without_cycle():
+    def lonely(dev):
+        if dev.rank == 1:
+            dev.recv(src=0, tag=5)
+
+    with pytest.raises(DeadlockError) as info:
+        World(2).run(lonely)
+    text = str(info.value)
+    assert "device 1 is blocked in recv(src=0, tag=5)" in text and "(which has finished)" in text
+    assert info.value.cycle is None
+
+
+def test_wrong_tag_deadlocks_and_reports_the_unmatched_wait():
+    def mismatched(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1), dst=1, tag=1)
+            dev.recv(src=1)
+        else:
+            dev.recv(src=0, tag=2)
+            dev.send(np.zeros(1), dst=0)
+
+    with pytest.raises(DeadlockError, match=r"device 1 is blocked in recv\(src=0, tag=2\)"):
+        World(2).run(mismatched)
+
+
+def forgetful(dev):
+    if dev.rank == 0:
+        dev.send(np.zeros(3), dst=1, tag=4)
+        dev.send(np.zeros(1), dst=1)
+    else:
+        dev.recv(src=0)
+
+
+def test_unreceived_messages_warn_by_default():
+    with pytest.warns(UnreceivedMessagesWarning, match=r"1 message\(s\) were sent but never received") as rec:
+        World(2).run(forgetful)
+    assert "message #0 from device 0 to device 1 (tag 4)" in str(rec[0].message)
+
+
+def test_unreceived_messages_can_be_an_error_or_ignored():
+    with pytest.raises(UnreceivedMessagesError, match="tag 4"):
+        World(2, leftovers="error").run(forgetful)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = World(2, leftovers="ignore").run(forgetful)
+    assert [m.id for m in result.trace.unreceived()] == [0]

@@ -1,0 +1,156 @@
+"""The engine: messages, clock, isolation, determinism, two worlds side by side."""
+
+import numpy as np
+import pytest
+
+from simulator import CostModel, RankError, World
+from simulator.examples import seeds
+
+COST = CostModel(latency=2e-6, bandwidth=1e9, flops=1e9)
+
+
+def ring_pass(dev, rounds):
+    p = dev.world_size
+    x = np.array([float(dev.rank)])
+    for _ in range(rounds):
+        dev.send(x, dst=(dev.rank + 1) % p)
+        x = dev.recv(src=(dev.rank - 1) % p)
+        x = dev.compute("add", lambda v: v + 1, x, flops=1000)
+    return x
+
+
+def test_ring_pass_values_and_times():
+    p, rounds = 5, 3
+    result = World(p, cost=COST).run(ring_pass, rounds)
+    for r in range(p):
+        assert result.outputs[r][0] == (r - rounds) % p + rounds
+    # each round: one message (2us + 8ns) then 1us of compute; all devices move in lockstep
+    assert result.time == pytest.approx(rounds * (2e-6 + 8 / 1e9 + 1e-6), rel=1e-12)
+    assert len(result.trace.messages) == p * rounds
+
+
+def test_same_program_same_trace_event_for_event():
+    a = World(6, cost=COST).run(ring_pass, 4).trace.signature()
+    b = World(6, cost=COST).run(ring_pass, 4).trace.signature()
+    assert a == b
+    assert len(a) == 6 * 4 * 3
+
+
+def test_two_simulations_interleaved_in_one_process():
+    live_a = World(2).start(seeds.split, np.array([3.0]))
+    live_b = World(2).start(seeds.split, np.array([5.0]))
+    while live_a.step() | live_b.step():
+        pass
+    assert live_a.finish().outputs[1][0] == 49.0
+    assert live_b.finish().outputs[1][0] == 121.0
+
+
+def test_receiver_cannot_mutate_sender_memory():
+    def program(dev):
+        if dev.rank == 0:
+            w = np.array([1.0, 2.0])
+            dev.hold("w", w)
+            dev.send(w, dst=1)
+            w[0] = 100.0  # the sender changes its own array after sending
+            return dev.memory["w"]
+        got = dev.recv(src=0)
+        with pytest.raises(ValueError, match="read-only"):
+            got[0] = -1.0
+        return got
+
+    held, received = World(2).run(program).outputs
+    np.testing.assert_array_equal(held, [1.0, 2.0])  # hold() took a copy
+    np.testing.assert_array_equal(received, [1.0, 2.0])  # the message took a copy
+
+
+def test_point_to_point_time_is_alpha_plus_n_over_b():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1000), dst=1)
+        else:
+            dev.recv(src=0)
+            return dev.clock
+
+    t = World(2, cost=COST).run(program).outputs[1]
+    assert t == pytest.approx(2e-6 + 8000 / 1e9, rel=1e-12)
+
+
+def test_link_carries_one_message_at_a_time():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1000), dst=1)
+            dev.send(np.zeros(1000), dst=1)
+        else:
+            dev.recv(src=0)
+            first = dev.clock
+            dev.recv(src=0)
+            return first, dev.clock
+
+    first, second = World(2, cost=COST).run(program).outputs[1]
+    assert first == pytest.approx(2e-6 + 8e-6)
+    assert second == pytest.approx(2e-6 + 16e-6)  # queued behind the first message's bytes
+
+
+def test_isend_irecv_overlap_compute_with_communication():
+    def program(dev):
+        peer = 1 - dev.rank
+        sreq = dev.isend(np.zeros(1000), dst=peer)
+        rreq = dev.irecv(src=peer)
+        dev.compute("work", lambda: np.zeros(1), flops=5000)  # 5 us, while 10 us of message flies
+        dev.wait(sreq)
+        dev.wait(rreq)
+        return dev.clock
+
+    for t in World(2, cost=COST).run(program).outputs:
+        assert t == pytest.approx(2e-6 + 8e-6)  # max(compute, comm), not their sum
+
+
+def test_messages_match_in_order_per_source_and_tag():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.array([1]), dst=1, tag=7)
+            dev.send(np.array([2]), dst=1, tag=8)
+            dev.send(np.array([3]), dst=1, tag=7)
+            return None
+        b = dev.recv(src=0, tag=8)
+        a1 = dev.recv(src=0, tag=7)
+        a2 = dev.recv(src=0, tag=7)
+        return [int(a1[0]), int(b[0]), int(a2[0])]
+
+    assert World(2).run(program).outputs[1] == [1, 2, 3]
+
+
+def test_program_error_names_the_rank():
+    def program(dev):
+        if dev.rank == 1:
+            raise ZeroDivisionError("boom")
+
+    with pytest.raises(RankError, match=r"device 1 raised ZeroDivisionError: boom") as info:
+        World(3).run(program)
+    assert isinstance(info.value.__cause__, ZeroDivisionError)
+
+
+@pytest.mark.parametrize("peer", [2, -1, 0])
+def test_bad_peer_is_a_clear_error(peer):
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1), dst=peer)
+
+    expected = "names itself" if peer == 0 else "names no device; ranks are 0..1"
+    with pytest.raises(RankError, match=expected):
+        World(2).run(program)
+
+
+def test_world_rejects_bad_settings():
+    with pytest.raises(ValueError, match="size must be a positive number"):
+        World(0)
+    with pytest.raises(ValueError, match="send_mode"):
+        World(2, send_mode="fast")
+    with pytest.raises(ValueError, match="bandwidth"):
+        CostModel(bandwidth=0)
+
+
+def test_metadata_only_run_keeps_no_payloads():
+    result = World(4, keep_payloads=False).run(ring_pass, 2)
+    assert all(m.payload is None for m in result.trace.messages)
+    assert all(m.nbytes == 8 and m.shape == (1,) for m in result.trace.messages)
