@@ -6,9 +6,10 @@ ops ran. Two ways to quote it, both used in the literature:
     fraction = idle / step time     GPipe and 1F1B: (p - 1) / (m + p - 1)
     ratio    = idle / busy time     Megatron's interleaved: (p - 1) / (v m); ZB-H1: (p - 1) / (3 m)
 
-Memory is replayed from the trace: a value enters a device's memory when an op keeps it, a hold
-places it or a receive names it, and leaves when it is freed. Values named ``<name>.mb<g>`` belong to
-microbatch g, so the activation memory can be counted in microbatches as well as in bytes.
+Memory is replayed from the trace with the rules of ``simulator.memory`` (a value enters a device's
+memory when an op keeps it, a hold places it or a receive names it, and leaves when it is freed;
+sizes come from ``nbytes``, so metadata-only runs work too). Values named ``<name>.mb<g>`` belong to
+microbatch g, so the activation memory can also be counted in microbatches.
 """
 
 from __future__ import annotations
@@ -64,7 +65,7 @@ class MemorySample:
     """What one device holds right after an event."""
 
     t: float
-    nbytes: int  # bytes of all named values held (0 for values whose payloads were not kept)
+    nbytes: int  # bytes of all named values held
     activation_bytes: int  # bytes of the per-microbatch values
     microbatches: frozenset[int]  # microbatches that have at least one value held
 
@@ -80,13 +81,13 @@ def memory_over_time(trace: Trace, device: int) -> list[MemorySample]:
             live[rec.name] = rec.nbytes
             t = rec.t_recv
         elif kind in ("op", "hold", "free"):
-            if rec.rank != device or (kind == "op" and not getattr(rec, "keep", True)):
+            if rec.rank != device or (kind == "op" and not rec.keep):
                 continue
             if kind == "free":
                 live.pop(rec.name, None)
             else:
-                live[rec.name] = _nbytes(rec.output)
-            t = rec.t_end
+                live[rec.name] = rec.nbytes
+            t = rec.t_start
         else:
             continue
         mbs = frozenset(int(m[1]) for name in live if (m := _MB.search(name)))
@@ -103,7 +104,3 @@ def peak_activation_microbatches(trace: Trace) -> list[int]:
 def peak_activation_bytes(trace: Trace) -> list[int]:
     """Per device, the most bytes of per-microbatch values it held at once."""
     return [max((s.activation_bytes for s in memory_over_time(trace, d)), default=0) for d in range(trace.world_size)]
-
-
-def _nbytes(value) -> int:
-    return int(value.nbytes) if isinstance(value, np.ndarray) else 0

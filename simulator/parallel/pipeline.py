@@ -137,10 +137,22 @@ class Pipeline:
         return M.mlp_reference(self.mlp, params, x, t, self.schedule.microbatches)
 
     # ---- the rank program ---------------------------------------------------------------------
-    def __call__(self, dev: Device, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray) -> Any:
+    def __call__(
+        self, dev: Device, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray
+    ) -> dict[str, np.ndarray] | None:
+        """The rank program: returns the gradients of the layers this device holds (and the loss on
+        the device with the last stage)."""
         if dev.rank not in self.devices:
             return None  # this device plays no part in this pipeline
         return _Runner(self, dev, params, x, t).run()
+
+    @staticmethod
+    def gathered(result: RunResult) -> dict[str, np.ndarray]:
+        """Every device's returned gradients in one dict (for tests and notebooks)."""
+        out: dict[str, np.ndarray] = {}
+        for grads in result.outputs:
+            out |= grads or {}
+        return out
 
 
 class _Runner:
@@ -175,19 +187,22 @@ class _Runner:
         costs = self.pipe.costs
         return None if costs is None else costs.of(kind) / n_ops
 
-    def run(self) -> np.ndarray | None:
+    def run(self) -> dict[str, np.ndarray]:
+        """Walk the action list; return this device's step gradients (and the loss, on the last stage)."""
         handlers = {F: self.forward, I: self.input_grad, W: self.weight_grad, B: self.backward}
         handlers |= {k: self.communicate for k in COMM_KINDS}
         for a in self.pipe._program[self.prank]:
             handlers[a.kind](a)
         for req in self.sends:
             self.dev.wait(req)
+        suffix = self.pipe.grad_suffix
+        out = {}
         for name in sorted(self.grads, key=_grad_order):
-            self.dev.compute(name + self.pipe.grad_suffix, _const(self.grads[name]), seconds=0.0)
+            out[name] = self.dev.compute(name + suffix, _const(self.grads[name]), seconds=0.0)
         if self.sched.stages - 1 in self.stages:
             total = sum(self.losses[1:], self.losses[0])
-            return self.dev.compute("loss" + self.pipe.grad_suffix, _const(total), seconds=0.0)
-        return None
+            out["loss"] = self.dev.compute("loss" + suffix, _const(total), seconds=0.0)
+        return out
 
     # ---- compute actions ----------------------------------------------------------------------
     def forward(self, a: Action) -> None:
