@@ -21,10 +21,10 @@ makes the bubble formulas exact; without it the cost model's FLOP rate sets the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -33,6 +33,7 @@ from ..device import Device, Request
 from ..engine import RunResult, World
 from ..reference import Reference
 from . import mlp as M
+from .layers import DenseLayers, LayerOps
 from .mlp import MLP, mb, split_rows
 from .schedules import COMM_KINDS, RECV_B, RECV_F, SEND_B, SEND_F, Action, B, F, I, Schedule, W
 
@@ -73,6 +74,41 @@ def split_layers(layers: int, stages: int) -> tuple[tuple[int, int], ...]:
     return tuple((sl.start + 1, sl.stop) for sl in split_rows(layers, stages))
 
 
+class GradientSync(Protocol):
+    """What happens to a device's gradients once they are complete (data parallelism hooks in here).
+
+    layer_done: layer k's gradients on this device are final (recorded under ``grad_suffix``)
+    progress:   called between ops, to move asynchronous communication along
+    finish:     at the end of the step; returns the gradients the optimizer should use
+    """
+
+    def layer_done(self, k: int, grads: dict[str, np.ndarray]) -> None: ...
+
+    def progress(self) -> None: ...
+
+    def finish(self) -> dict[str, np.ndarray]: ...
+
+
+class KeepGradients:
+    """No synchronisation: the device's own accumulated gradients are the step's gradients."""
+
+    def __init__(self) -> None:
+        self.grads: dict[str, np.ndarray] = {}
+
+    def layer_done(self, k: int, grads: dict[str, np.ndarray]) -> None:
+        self.grads |= grads
+
+    def progress(self) -> None:
+        pass
+
+    def finish(self) -> dict[str, np.ndarray]:
+        return self.grads
+
+
+LayerOpsFactory = Callable[[Device, MLP], LayerOps]
+SyncFactory = Callable[[Device, LayerOps], GradientSync]
+
+
 @dataclass(frozen=True)
 class Pipeline:
     """One training step of ``mlp`` run by ``schedule``; call it as the rank program of a World.
@@ -82,7 +118,9 @@ class Pipeline:
     blocking_sends:   run SEND actions as blocking sends (rendezvous worlds may deadlock)
     devices:          the device that plays each pipeline rank (default 0..p-1); for 2-D and 3-D meshes
     first_microbatch: the number of this pipeline's first microbatch in the step (for replicas)
-    grad_suffix:      appended to the final gradient names (``dW1.replica0`` for a data-parallel replica)
+    grad_suffix:      appended to the accumulated gradients' names (``dW1.replica0`` on a replica)
+    layer_ops:        makes the per-device layer arithmetic (default ``DenseLayers``; tensor parallel)
+    sync:             makes the per-device gradient synchronisation (default none; data parallel)
     """
 
     mlp: MLP
@@ -93,6 +131,8 @@ class Pipeline:
     devices: tuple[int, ...] = ()
     first_microbatch: int = 0
     grad_suffix: str = ""
+    layer_ops: LayerOpsFactory | None = None
+    sync: SyncFactory | None = None
     _program: Mapping[int, tuple[Action, ...]] = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -148,7 +188,7 @@ class Pipeline:
 
     @staticmethod
     def gathered(result: RunResult) -> dict[str, np.ndarray]:
-        """Every device's returned gradients in one dict (for tests and notebooks)."""
+        """Every device's returned gradients in one dict (for tests and notebooks; shards overwrite)."""
         out: dict[str, np.ndarray] = {}
         for grads in result.outputs:
             out |= grads or {}
@@ -167,12 +207,13 @@ class _Runner:
         self.rows = split_rows(x.shape[0], self.sched.microbatches)
         self.scale = 1.0 / x.shape[0]
         self.stages = [s for s, r in enumerate(self.sched.placement) if r == self.prank]
-        self.params: dict[str, np.ndarray] = {}
+        self.ops: LayerOps = pipe.layer_ops(dev, pipe.mlp) if pipe.layer_ops else DenseLayers(pipe.mlp)
         for s in self.stages:
             for k in self._layers(s):
-                for p in ("W", "b"):
-                    self.params[f"{p}{k}"] = dev.hold(f"{p}{k}", params[f"{p}{k}"], doc=f"stage {s}'s layer {k}")
+                self.ops.hold(dev, params, k)
+        self.sync: GradientSync = pipe.sync(dev, self.ops) if pipe.sync else KeepGradients()
         self.grads: dict[str, np.ndarray] = {}
+        self.w_done = dict.fromkeys(self.stages, 0)
         self.losses: list[np.ndarray] = []
         self.sends: list[Request] = []
 
@@ -183,9 +224,14 @@ class _Runner:
     def g(self, i: int) -> int:
         return self.pipe.first_microbatch + i
 
-    def seconds(self, kind: str, n_ops: int) -> float | None:
+    def seconds(self, kind: str, s: int) -> float | None:
+        """Each op's share of the action's fixed cost (the loss ops of the last stage count too)."""
         costs = self.pipe.costs
-        return None if costs is None else costs.of(kind) / n_ops
+        if costs is None:
+            return None
+        n = sum(self.ops.ops(kind, k) for k in self._layers(s))
+        n += 1 if s == self.sched.stages - 1 and kind in (F, I) else 0
+        return costs.of(kind) / n
 
     def run(self) -> dict[str, np.ndarray]:
         """Walk the action list; return this device's step gradients (and the loss, on the last stage)."""
@@ -195,13 +241,10 @@ class _Runner:
             handlers[a.kind](a)
         for req in self.sends:
             self.dev.wait(req)
-        suffix = self.pipe.grad_suffix
-        out = {}
-        for name in sorted(self.grads, key=_grad_order):
-            out[name] = self.dev.compute(name + suffix, _const(self.grads[name]), seconds=0.0)
+        out = dict(self.sync.finish())
         if self.sched.stages - 1 in self.stages:
             total = sum(self.losses[1:], self.losses[0])
-            out["loss"] = self.dev.compute("loss" + suffix, _const(total), seconds=0.0)
+            out["loss"] = self.dev.compute("loss" + self.pipe.grad_suffix, _const(total), seconds=0.0)
         return out
 
     # ---- compute actions ----------------------------------------------------------------------
@@ -209,39 +252,26 @@ class _Runner:
         dev, s, i = self.dev, a.stage, a.microbatch
         g = self.g(i)
         layers = self._layers(s)
-        last = s == self.sched.stages - 1
-        n_ops = len(layers) + (1 if last else 0)
+        secs = self.seconds(F, s)
         if s == 0:
             h = dev.hold(mb("x", g), self.x[self.rows[i]], doc=f"the inputs of microbatch {g}")
         else:
             h = self._need(mb(M.act_name(layers[0] - 1), g), a)
         for k in layers:
-            h = dev.compute(
-                mb(f"h{k}", g),
-                self.mlp.forward_op(k),
-                h,
-                self.params[f"W{k}"],
-                self.params[f"b{k}"],
-                flops=M.matmul_flops(h.shape[0], *self.params[f"W{k}"].shape),
-                seconds=self.seconds(F, n_ops),
-            )
-        if last:
+            h = self.ops.forward(dev, k, h, g, secs)
+            self.sync.progress()
+        if s == self.sched.stages - 1:
             labels = dev.hold(mb("t", g), self.t[self.rows[i]], doc=f"the targets of microbatch {g}")
-            loss = dev.compute(
-                mb("loss", g), partial(M.loss_value, self.scale), h, labels, seconds=self.seconds(F, n_ops)
-            )
-            self.losses.append(loss)
+            self.losses.append(dev.compute(mb("loss", g), partial(M.loss_value, self.scale), h, labels, seconds=secs))
 
     def input_grad(self, a: Action) -> None:
         dev, s, i = self.dev, a.stage, a.microbatch
         g = self.g(i)
         layers = self._layers(s)
         L = self.mlp.layers
-        last = s == self.sched.stages - 1
-        n_ops = sum((k < L) + (k > 1) for k in layers) + (1 if last else 0)
-        secs = self.seconds(I, n_ops)
+        secs = self.seconds(I, s)
         top = layers[-1]
-        if last:
+        if s == self.sched.stages - 1:
             y, labels = self._need(mb(f"h{L}", g), a), self._need(mb("t", g), a)
             dh = dev.compute(mb(f"dh{L}", g), partial(M.loss_grad, self.scale), y, labels, seconds=secs)
             dev.free(mb("t", g))
@@ -249,49 +279,36 @@ class _Runner:
         else:
             dh = self._need(mb(f"dh{top}", g), a)
         for k in reversed(layers):
+            h = self._need(mb(f"h{k}", g), a)
+            dz, dh = self.ops.input_grad(dev, k, dh, h, g, secs)
             if k < L:
-                h = self._need(mb(f"h{k}", g), a)
-                dz = dev.compute(mb(f"dz{k}", g), self.mlp.backward_op(k), dh, h, seconds=secs)
-                dev.free(mb(f"dh{k}", g))  # dz replaces it
-            else:
-                dz = dh  # the last layer has no activation: its dz is dh itself
+                dev.free(mb(f"dh{k}", g))  # dz replaces it (the last layer's dz is dh itself)
             if k == top:
-                dev.free(mb(f"h{k}", g))  # no W needs a stage's own output
-            if k > 1:
-                W_ = self.params[f"W{k}"]
-                dh = dev.compute(
-                    mb(f"dh{k - 1}", g),
-                    M.input_grad,
-                    dz,
-                    W_,
-                    flops=M.matmul_flops(dz.shape[0], *W_.shape[::-1]),
-                    seconds=secs,
-                )
+                dev.free(mb(f"h{k}", g))  # no weight gradient needs a stage's own output
+            self.sync.progress()
 
     def weight_grad(self, a: Action) -> None:
         dev, s, i = self.dev, a.stage, a.microbatch
         g = self.g(i)
-        layers = self._layers(s)
         L = self.mlp.layers
-        secs = self.seconds(W, 2 * len(layers))
-        for k in reversed(layers):
-            h_prev = self._need(mb(M.act_name(k - 1), g), a)
-            dz_name = mb(f"dz{k}" if k < L else f"dh{k}", g)
-            dz = self._need(dz_name, a)
-            dW = dev.compute(
-                mb(f"dW{k}", g),
-                M.weight_grad,
-                h_prev,
-                dz,
-                flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
-                seconds=secs,
-                keep=False,
-            )
-            db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=secs, keep=False)
+        secs = self.seconds(W, s)
+        final = self.w_done[s] == self.sched.microbatches - 1
+        for k in reversed(self._layers(s)):
+            h_name, dz_name = mb(M.act_name(k - 1), g), mb(f"dz{k}" if k < L else f"dh{k}", g)
+            dW, db = self.ops.weight_grad(dev, k, self._need(h_name, a), self._need(dz_name, a), g, secs)
             for name, value in ((f"dW{k}", dW), (f"db{k}", db)):
                 self.grads[name] = value if name not in self.grads else self.grads[name] + value
             dev.free(dz_name)
-            dev.free(mb(M.act_name(k - 1), g))
+            dev.free(h_name)
+            if final:  # this stage has seen every microbatch: layer k's gradients are complete
+                done = {}
+                for name in (f"dW{k}", f"db{k}"):
+                    done[name] = dev.compute(
+                        name + self.pipe.grad_suffix, _const(self.grads[name]), seconds=0.0, index=self.ops.index(name)
+                    )
+                self.sync.layer_done(k, done)
+            self.sync.progress()
+        self.w_done[s] += 1
 
     def backward(self, a: Action) -> None:
         self.input_grad(a)
@@ -358,8 +375,3 @@ class _Runner:
 
 def _const(value: np.ndarray):
     return lambda: value
-
-
-def _grad_order(name: str) -> tuple[int, str]:
-    """Gradients reported from the last layer down, as the reference computes them."""
-    return (-int(name[2:]), name[:2])
