@@ -18,7 +18,8 @@ Names, shared by the reference and every parallel run so the checker can compare
 ``dh{k}.mb{g}`` (``dh{L}`` is the loss gradient), ``dz{k}.mb{g}``, and the microbatch's gradient
 contributions ``dW{k}.mb{g}``, ``db{k}.mb{g}``; then the step's gradients ``dW{k}``, ``db{k}`` and
 ``loss``. With data-parallel replicas the reference also names each replica's gradient
-``dW{k}.replica{r}`` and their plain sum ``dW{k}.sum``, so a missing division is recognised.
+``dW{k}.replica[r]`` and their plain sum ``dW{k}.sum``, so a missing division is recognised (one
+device is one replica: ``dW{k}.replica[0]`` equals ``dW{k}``).
 """
 
 from __future__ import annotations
@@ -244,14 +245,12 @@ def reference_step(
         replica_grads.append(acc)
         replica_losses.append(loss)
     names = [f"{p}{k}" for k in range(L, 0, -1) for p in ("dW", "db")]
-    if replicas == 1:
-        for name in names:
-            dev.compute(name, _const(replica_grads[0][name]), seconds=0.0, doc=_grad_doc(name))
-        return dev.compute("loss", _const(replica_losses[0]), seconds=0.0, doc="the step's loss")
+    for r in range(replicas):
+        dev.compute(f"loss.replica[{r}]", _const(replica_losses[r]), seconds=0.0, doc=f"replica {r}'s own loss")
     for name in names:
         for r in range(replicas):
             doc = f"replica {r}'s own {_grad_doc(name)}, before averaging"
-            dev.compute(f"{name}.replica{r}", _const(replica_grads[r][name]), seconds=0.0, doc=doc)
+            dev.compute(f"{name}.replica[{r}]", _const(replica_grads[r][name]), seconds=0.0, doc=doc)
         doc = f"the replicas' gradients of {name[1:]} summed but not divided by {replicas}"
         total = dev.compute(f"{name}.sum", _const(sum(g[name] for g in replica_grads)), seconds=0.0, doc=doc)
         dev.compute(name, partial(average, replicas), total, seconds=0.0, doc=_grad_doc(name))

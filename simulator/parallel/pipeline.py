@@ -118,7 +118,7 @@ class Pipeline:
     blocking_sends:   run SEND actions as blocking sends (rendezvous worlds may deadlock)
     devices:          the device that plays each pipeline rank (default 0..p-1); for 2-D and 3-D meshes
     first_microbatch: the number of this pipeline's first microbatch in the step (for replicas)
-    grad_suffix:      appended to the accumulated gradients' names (``dW1.replica0`` on a replica)
+    grad_suffix:      appended to the accumulated gradients' names (``dW1.replica[0]`` on a replica)
     layer_ops:        makes the per-device layer arithmetic (default ``DenseLayers``; tensor parallel)
     sync:             makes the per-device gradient synchronisation (default none; data parallel)
     """
