@@ -688,7 +688,7 @@ def all_gather(
         pre = (slice(None),) * (axis % mine.ndim)
         indices = [(*pre, slice(at[j], at[j + 1])) for j in range(c.p)]
 
-    def index(j):
+    def index_of(j):
         return indices[j] if indices is not None else None
 
     if c.p == 1:
@@ -696,7 +696,7 @@ def all_gather(
     else:
         if algorithm == "halving_doubling":
             _need_pof2(c, "all_gather")
-        pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index)
+        pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index_of)
     if axis is None:
         return pieces
     whole = np.concatenate(pieces, axis=axis)
