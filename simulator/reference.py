@@ -146,9 +146,8 @@ class Divergence:
         else:
             head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
         if self.is_also:
-            head += (
-                " " + _show(self.found) + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
-            )
+            value = _show(self.found) if np.asarray(self.found).size <= 8 else "The value found"
+            head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
         elif self.part_of:
             where = getattr(self.record, "index", None)
             head += (
