@@ -13,12 +13,12 @@ import numpy as np
 from ..device import Device
 from ..engine import World
 from ..mesh import DeviceMesh
+from ..parallel import tensor as tp
 from ..placements import R, S
 from ..redistribute import distribute
-from ..sharded import Layout
-from ..parallel import tensor as tp
 from ..reference import Reference
 from ..scenario import Scenario
+from ..sharded import Layout
 
 TP = 2
 B, D, HIDDEN = 2, 4, 8  # HIDDEN / TP == D: a column shard of H has the shape of X (bug 3 needs that)
