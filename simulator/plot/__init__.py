@@ -1,0 +1,1 @@
+"""Pictures of runs (matplotlib is imported only inside this package)."""
