@@ -165,11 +165,17 @@ def _freeze(x: Any) -> np.ndarray:
 
 
 def _pack(blocks: Sequence[np.ndarray]) -> np.ndarray:
-    """Several blocks in one message: their flattened values, one after another."""
-    return blocks[0].reshape(-1) if len(blocks) == 1 else np.concatenate([b.reshape(-1) for b in blocks])
+    """Several blocks in one message: their flattened values, one after another (one block: as it is)."""
+    return blocks[0] if len(blocks) == 1 else np.concatenate([b.reshape(-1) for b in blocks])
+
+
+def _packed_shape(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    return tuple(shapes[0]) if len(shapes) == 1 else (sum(_size(s) for s in shapes),)
 
 
 def _unpack(buf: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    if len(shapes) == 1:
+        return [buf]
     out, at = [], 0
     for s in shapes:
         n = int(np.prod(s))
@@ -255,7 +261,7 @@ def _rs_halving(c: _Call, blocks: list, index: Callable[[int], Any], members=Non
             real[partner],
             step,
             f"{give[0]}-{give[1] - 1}" if give[1] - give[0] > 1 else give[0],
-            (sum(_size(s) for s in shapes),),
+            _packed_shape(shapes),
             acc[keep[0]].dtype,
             c.sum_name(_merge_members(members, theirs)) if one and c.partials else None,
             index(keep[0]) if one else None,
@@ -287,34 +293,34 @@ def _virtual_to_real(p: int, q: int) -> list[int]:
 # Each takes member me's block and every member's block shape; returns all p blocks in member order.
 
 
-def _ag_ring(c: _Call, mine, shapes, dtype, name, index) -> list:
+def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list:
     p, me = c.p, c.me
     right, left = (me + 1) % p, (me - 1) % p
     out: list = [None] * p
     out[me] = mine
     for s in range(p - 1):
         out_j, in_j = (me - s) % p, (me - s - 1) % p
-        out[in_j] = c.exchange(out[out_j], right, left, s, out_j, shapes[in_j], dtype, name, index(in_j))
+        out[in_j] = c.exchange(out[out_j], right, left, step0 + s, out_j, shapes[in_j], dtype, name, index(in_j))
     return out
 
 
-def _ag_direct(c: _Call, mine, shapes, dtype, name, index) -> list:
+def _ag_direct(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list:
     p, me = c.p, c.me
-    reqs = [c.send(mine, m, 0, me) for m in range(p) if m != me]
+    reqs = [c.send(mine, m, step0, me) for m in range(p) if m != me]
     out = [mine if m == me else c.recv(m, shapes[m], dtype, name, index(m)) for m in range(p)]
     for r in reqs:
         c.dev.wait(r)
     return out
 
 
-def _ag_doubling(c: _Call, mine, shapes, dtype, name, index, v=None, real=None) -> list:
+def _ag_doubling(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, v=None, real=None) -> list:
     """Recursive doubling over q = len(shapes) virtual members (a power of two)."""
     q = len(shapes)
     v = c.me if v is None else v
     real = list(range(q)) if real is None else real
     out: list = [None] * q
     out[v] = mine
-    lo, hi, d, step = v, v + 1, 1, 0
+    lo, hi, d, step = v, v + 1, 1, step0
     while d < q:
         partner = v ^ d
         plo = lo ^ d  # my range is aligned to d, so the partner's is the same range with bit d flipped
@@ -327,7 +333,7 @@ def _ag_doubling(c: _Call, mine, shapes, dtype, name, index, v=None, real=None) 
             real[partner],
             step,
             f"{lo}-{hi - 1}" if hi - lo > 1 else lo,
-            (sum(_size(s) for s in pshapes),),
+            _packed_shape(pshapes),
             dtype,
             name if one else None,
             index(plo) if one else None,
@@ -356,7 +362,7 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
 
     mine = c.finish_avg(_rs_ring(c, blocks, index))
     shapes = [blk.shape for blk in blocks]
-    out = _ag_ring(c, mine, shapes, x.dtype, c.name, index)
+    out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, c.p - 1)  # steps continue after the reduce-scatter's
     return np.concatenate(out).reshape(x.shape)
 
 
@@ -367,7 +373,7 @@ def _all_reduce_direct(c: _Call, x: np.ndarray) -> np.ndarray:
         return FlatSlice(b[j], b[j + 1])
 
     mine = c.finish_avg(_rs_direct(c, blocks, index))
-    out = _ag_direct(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index)
+    out = _ag_direct(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index, 1)
     return np.concatenate(out).reshape(x.shape)
 
 
@@ -395,7 +401,7 @@ def _all_reduce_halving_doubling(c: _Call, x: np.ndarray) -> np.ndarray:
             return FlatSlice(b[j], b[j + 1])
 
         mine = c.finish_avg(_rs_halving(c, blocks, index, members, v))
-        out = _ag_doubling(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index, v, real)
+        out = _ag_doubling(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index, q.bit_length() - 1, v, real)
         result = np.concatenate(out).reshape(x.shape)
     # unfold: odd members of the first 2r hand the result back to their even partner
     if me < 2 * r and me % 2 == 1:
@@ -688,7 +694,7 @@ def all_gather(
         pre = (slice(None),) * (axis % mine.ndim)
         indices = [(*pre, slice(at[j], at[j + 1])) for j in range(c.p)]
 
-    def index(j):
+    def index_of(j):
         return indices[j] if indices is not None else None
 
     if c.p == 1:
@@ -696,7 +702,7 @@ def all_gather(
     else:
         if algorithm == "halving_doubling":
             _need_pof2(c, "all_gather")
-        pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index)
+        pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index_of)
     if axis is None:
         return pieces
     whole = np.concatenate(pieces, axis=axis)

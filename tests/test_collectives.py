@@ -191,7 +191,7 @@ def test_messages_are_labelled_with_collective_step_and_chunk():
     result = World(4).run(lambda dev: dev.all_reduce(np.arange(8.0)))
     labels = [m.label for m in result.trace.messages if m.src == 0]
     assert labels == [
-        f"all_reduce#0 ring step {s} chunk {c}" for s, c in [(0, 3), (1, 2), (2, 1), (0, 0), (1, 3), (2, 2)]
+        f"all_reduce#0 ring step {s} chunk {c}" for s, c in [(0, 3), (1, 2), (2, 1), (3, 0), (4, 3), (5, 2)]
     ]
     assert len(result.trace.messages) == 2 * 3 * 4
     reductions = [op for op in result.trace.ops if op.name == "all_reduce.sum"]
