@@ -106,4 +106,4 @@ def _ruler(slots: int, dt: float, label_w: int) -> str:
         mark = f"{i * dt * scale:.4g}"
         if i + len(mark) <= slots:
             line[i : i + len(mark)] = list(mark)
-    return f"time ({unit})".ljust(label_w) + "".join(line)
+    return (f"time ({unit})".ljust(label_w) + "".join(line)).rstrip()

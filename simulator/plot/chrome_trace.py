@@ -172,10 +172,11 @@ def _collapsed(trace: Trace, msgs, cost, budget: int, full: int, max_events: int
             break
         gap = step if gap == 0.0 else gap * 2
     count = len(slices) + 2 * flows
+    apart = "that follow each other with no gap" if gap == 0 else f"less than {gap * US:.4g} us apart"
     note = (
         f"collapsed: the run has about {full:,} trace events, more than the {max_events:,} this export allows "
         f"(viewers struggle above about a million), so consecutive messages between the same two devices and "
-        f"consecutive ops on a device less than {gap * US:.4g} us apart are merged into one slice each; "
+        f"consecutive ops on a device {apart} are merged into one slice each; "
         f"{len(trace.ops):,} ops and {len(msgs):,} messages are shown as {count:,} slice and flow events "
         "(each merged slice lists what it contains in its args)"
     )
@@ -249,7 +250,7 @@ def _message_group(src: int, dst: int, group: list, cost) -> list[Slice]:
 def _events(world_size: int, slices: list[Slice], mem, info: ExportInfo) -> Iterator[dict]:
     """Metadata, then slices (each followed by its flow event), then memory counters."""
     slices.sort(key=lambda s: (s.rank, TRACK_ORDER[s.track], s.t0, s.t1))
-    tids: dict[tuple[int, str, int], int] = {}
+    tids: dict[tuple[int, str, int], int] = {(r, "compute", 0): 0 for r in range(world_size)}  # even if idle
     placed: list[tuple[Slice, int]] = []
     ends: list[float] = []
     current = None
