@@ -76,8 +76,7 @@ class BucketedAllReduce:
             return
         flat = np.concatenate([np.ravel(v) for _, v in self.filling])
         bases = [name.split(".replica[")[0] for name, _ in self.filling]
-        # name the traffic after the reference's per-replica buckets, when the gradients are whole
-        name = bucket_name(bases) if all(self.ops.index(b) is None for b in bases) else None
+        name = bucket_name(bases, self.ops.part)  # the reference names each replica's bucket like this
         if self.overlap:
             partials = f"{name}.replica" if name else None
             tag = DP_TAG + len(self.buckets)
@@ -121,9 +120,10 @@ class BucketedAllReduce:
 SyncClass = Callable[..., GradientSync]
 
 
-def bucket_name(grads: Sequence[str]) -> str:
-    """The name of a bucket of gradients, e.g. ``bucket(dW4,db4)``."""
-    return f"bucket({','.join(grads)})"
+def bucket_name(grads: Sequence[str], part: str | None = None) -> str:
+    """The name of a bucket of gradients, e.g. ``bucket(dW4,db4)``, or ``bucket(dW4,db4)@tp1`` for the
+    bucket of tensor-parallel device 1's parts of them."""
+    return f"bucket({','.join(grads)})" + (f"@{part}" if part else "")
 
 
 def bucket_layout(mlp: MLP, layers: Sequence[int], bucket_elements: int) -> list[list[str]]:
@@ -139,11 +139,26 @@ def bucket_layout(mlp: MLP, layers: Sequence[int], bucket_elements: int) -> list
     return buckets + ([filling] if filling else [])
 
 
-def add_bucket_values(ref: Reference, buckets: list[list[str]], replicas: int) -> Reference:
-    """Name each replica's flattened bucket (and their sum) in ``ref``, so the all-reduce traffic is checked."""
+def add_bucket_values(
+    ref: Reference,
+    buckets: list[list[str]],
+    replicas: int,
+    part: str | None = None,
+    index: Callable[[str], Any] = lambda name: None,
+) -> Reference:
+    """Name each replica's flattened bucket (and their sum) in ``ref``, so the all-reduce traffic is checked.
+
+    part, index: for devices that hold parts of the parameters, the part's name and its index per gradient.
+    """
     for grads in buckets:
-        name = bucket_name(grads)
-        flats = [np.concatenate([np.ravel(ref.values[f"{g}.replica[{m}]"]) for g in grads]) for m in range(replicas)]
+        name = bucket_name(grads, part)
+
+        def piece(g: str, m: int) -> np.ndarray:
+            value = np.asarray(ref.values[f"{g}.replica[{m}]"])
+            at = index(g)
+            return np.ravel(value if at is None else value[at])
+
+        flats = [np.concatenate([piece(g, m) for g in grads]) for m in range(replicas)]
         for m, flat in enumerate(flats):
             ref.values[f"{name}.replica[{m}]"] = flat
             ref.docs[f"{name}.replica[{m}]"] = f"replica {m}'s gradients {', '.join(grads)}, flattened into one bucket"

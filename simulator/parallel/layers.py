@@ -22,7 +22,13 @@ from .mlp import MLP, mb
 
 
 class LayerOps(Protocol):
-    """How a device runs layer k's parts (see the module docstring)."""
+    """How a device runs layer k's parts (see the module docstring).
+
+    ``part`` names which part of the parameters the device holds (None: whole layers); ``index(name)``
+    is that part of parameter or gradient ``name`` as a numpy index.
+    """
+
+    part: str | None
 
     def hold(self, dev: Device, params: dict[str, np.ndarray], k: int) -> None: ...
 
@@ -43,6 +49,8 @@ class LayerOps(Protocol):
 
 class DenseLayers:
     """Whole layers: the device holds W[k] and b[k] and computes everything about layer k itself."""
+
+    part = None
 
     def __init__(self, mlp: MLP) -> None:
         self.mlp = mlp
