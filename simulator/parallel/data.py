@@ -52,12 +52,13 @@ class BucketedAllReduce:
         self,
         dev: Device,
         ops: LayerOps,
+        suffix: str,
         group: Sequence[int],
         bucket_elements: int = 0,
         overlap: bool = True,
         algorithm: str = "ring",
     ) -> None:
-        self.dev, self.ops = dev, ops
+        self.dev, self.ops, self.suffix = dev, ops, suffix
         self.group = tuple(group)
         self.n = len(self.group)
         self.cap = bucket_elements
@@ -75,7 +76,7 @@ class BucketedAllReduce:
         if not self.filling:
             return
         flat = np.concatenate([np.ravel(v) for _, v in self.filling])
-        bases = [name.split(".replica[")[0] for name, _ in self.filling]
+        bases = [name for name, _ in self.filling]
         name = bucket_name(bases, self.ops.part)  # the reference names each replica's bucket like this
         if self.overlap:
             partials = f"{name}.replica" if name else None
@@ -104,12 +105,12 @@ class BucketedAllReduce:
                 summed = self.dev.all_reduce(job, "sum", self.group, self.algorithm, **names)
             at = 0
             for name, value in entries:
-                base = name.split(".replica[")[0]
                 piece = summed[at : at + value.size].reshape(value.shape)
                 at += value.size
-                index = self.ops.index(base)
-                total = self.dev.compute(f"{base}.sum", lambda v=piece: v, seconds=0.0, index=index, keep=False)
-                out[base] = self.reduce(base, total, index)
+                self.dev.free(name + self.suffix)  # the all-reduce works in place on the gradient buffer
+                index = self.ops.index(name)
+                total = self.dev.compute(f"{name}.sum", lambda v=piece: v, seconds=0.0, index=index, keep=False)
+                out[name] = self.reduce(name, total, index)
         return out
 
     def reduce(self, name: str, summed: np.ndarray, index: Any) -> np.ndarray:

@@ -77,7 +77,9 @@ def split_layers(layers: int, stages: int) -> tuple[tuple[int, int], ...]:
 class GradientSync(Protocol):
     """What happens to a device's gradients once they are complete (data parallelism hooks in here).
 
-    layer_done: layer k's gradients on this device are final (recorded under ``grad_suffix``)
+    layer_done: layer k's gradients on this device are final, keyed by their names (``dW3``); the
+                device holds them under the name plus the pipeline's ``grad_suffix`` until the sync
+                frees them
     progress:   called between ops, to move asynchronous communication along
     finish:     at the end of the step; returns the gradients the optimizer should use
     """
@@ -106,7 +108,7 @@ class KeepGradients:
 
 
 LayerOpsFactory = Callable[[Device, MLP], LayerOps]
-SyncFactory = Callable[[Device, LayerOps], GradientSync]
+SyncFactory = Callable[[Device, LayerOps, str], GradientSync]  # (device, its layer ops, grad_suffix)
 
 
 @dataclass(frozen=True)
@@ -211,7 +213,7 @@ class _Runner:
         for s in self.stages:
             for k in self._layers(s):
                 self.ops.hold(dev, params, k)
-        self.sync: GradientSync = pipe.sync(dev, self.ops) if pipe.sync else KeepGradients()
+        self.sync: GradientSync = pipe.sync(dev, self.ops, pipe.grad_suffix) if pipe.sync else KeepGradients()
         self.grads: dict[str, np.ndarray] = {}
         self.w_done = dict.fromkeys(self.stages, 0)
         self.losses: list[np.ndarray] = []
