@@ -7,7 +7,8 @@ holds all of W[k]). ``simulator.parallel.tensor_layers`` splits pairs of layers 
 
 Each method names its values as ``simulator.parallel.mlp`` does, so the checker compares them with
 the one-device reference; ``index`` marks a shard. ``ops(kind, k)`` counts the ops a layer's part
-makes, so a runtime can spread a fixed action cost evenly over them.
+makes, so a runtime can spread a fixed action cost evenly over them. ``weight_grad``'s ``keep`` says
+whether the microbatch's gradient stays in memory (it does when it starts a gradient buffer).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class LayerOps(Protocol):
     ) -> tuple[np.ndarray, np.ndarray | None]: ...
 
     def weight_grad(
-        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None
+        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
     ) -> tuple[np.ndarray, np.ndarray]: ...
 
     def ops(self, kind: str, k: int) -> int: ...
@@ -95,7 +96,7 @@ class DenseLayers:
         return dz, dh_prev
 
     def weight_grad(
-        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None
+        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         dW = dev.compute(
             mb(f"dW{k}", g),
@@ -104,9 +105,9 @@ class DenseLayers:
             dz,
             flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
             seconds=seconds,
-            keep=False,
+            keep=keep,
         )
-        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, keep=False)
+        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, keep=keep)
         return dW, db
 
     def ops(self, kind: str, k: int) -> int:

@@ -9,7 +9,8 @@ ops ran. Two ways to quote it, both used in the literature:
 Memory is replayed from the trace with the rules of ``simulator.memory`` (a value enters a device's
 memory when an op keeps it, a hold places it or a receive names it, and leaves when it is freed;
 sizes come from ``nbytes``, so metadata-only runs work too). Values named ``<name>.mb<g>`` belong to
-microbatch g, so the activation memory can also be counted in microbatches.
+microbatch g, so the activation memory can also be counted in microbatches; the weight-gradient
+buffers (``dW3.mb0+dW3.mb1``) are not activations and are not counted.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import numpy as np
 from ..trace import Trace
 
 _MB = re.compile(r"\.mb(\d+)$")
+_ACTIVATION = re.compile(r"^(?!d[Wb]\d)[^+]*\.mb(\d+)$")  # per-microbatch values, not the gradient buffers
 
 
 @dataclass(frozen=True)
@@ -90,8 +92,8 @@ def memory_over_time(trace: Trace, device: int) -> list[MemorySample]:
             t = rec.t_start
         else:
             continue
-        mbs = frozenset(int(m[1]) for name in live if (m := _MB.search(name)))
-        act = sum(n for name, n in live.items() if _MB.search(name))
+        mbs = frozenset(int(m[1]) for name in live if (m := _ACTIVATION.match(name)))
+        act = sum(n for name, n in live.items() if _ACTIVATION.match(name))
         samples.append(MemorySample(t, sum(live.values()), act, mbs))
     return samples
 
@@ -104,3 +106,29 @@ def peak_activation_microbatches(trace: Trace) -> list[int]:
 def peak_activation_bytes(trace: Trace) -> list[int]:
     """Per device, the most bytes of per-microbatch values it held at once."""
     return [max((s.activation_bytes for s in memory_over_time(trace, d)), default=0) for d in range(trace.world_size)]
+
+
+# ---- what an op is, for colours and labels in figures ------------------------------------------
+_KINDS = (
+    (re.compile(r"^(h\d+|loss|t|x)\.mb\d+$"), "F", "forward"),
+    (re.compile(r"^(dh\d+|dz\d+)\.mb\d+(\.partial\[\d+\])?$"), "I", "backward: input gradients"),
+    (re.compile(r"^(dW\d+|db\d+)\.mb\d+$"), "W", "backward: weight gradients"),
+    (re.compile(r"^z\d+\.mb\d+"), "F", "forward"),
+)
+
+
+def op_kind(name: str) -> str:
+    """What an op of a training step does, in words: forward, input or weight gradients, or other work."""
+    for pattern, _, words in _KINDS:
+        if pattern.match(name):
+            return words
+    return "gradient sync and optimizer"
+
+
+def op_label(name: str) -> str:
+    """A short label for an op of a training step: its action kind and microbatch, like ``F3`` or ``W0``."""
+    for pattern, letter, _ in _KINDS:
+        if pattern.match(name):
+            m = _MB.search(name) or re.search(r"\.mb(\d+)", name)
+            return f"{letter}{m[1]}" if m else letter
+    return ""

@@ -214,7 +214,8 @@ class _Runner:
             for k in self._layers(s):
                 self.ops.hold(dev, params, k)
         self.sync: GradientSync = pipe.sync(dev, self.ops, pipe.grad_suffix) if pipe.sync else KeepGradients()
-        self.grads: dict[str, np.ndarray] = {}
+        self.grads: dict[str, np.ndarray] = {}  # gradient buffers: the running sums over microbatches
+        self.buffer: dict[str, str] = {}  # the name each buffer has in memory
         self.w_done = dict.fromkeys(self.stages, 0)
         self.losses: list[np.ndarray] = []
         self.sends: list[Request] = []
@@ -290,6 +291,12 @@ class _Runner:
             self.sync.progress()
 
     def weight_grad(self, a: Action) -> None:
+        """Layer by layer: the microbatch's weight and bias gradients, added to the stage's gradient buffers.
+
+        A buffer lives in memory under the sum it holds, ``dW3.mb0+dW3.mb1``, which the checker compares
+        with the one-device values; once the stage has seen every microbatch it becomes ``dW3`` (plus the
+        pipeline's ``grad_suffix``) and goes to the gradient synchronisation.
+        """
         dev, s, i = self.dev, a.stage, a.microbatch
         g = self.g(i)
         L = self.mlp.layers
@@ -297,20 +304,34 @@ class _Runner:
         final = self.w_done[s] == self.sched.microbatches - 1
         for k in reversed(self._layers(s)):
             h_name, dz_name = mb(M.act_name(k - 1), g), mb(f"dz{k}" if k < L else f"dh{k}", g)
-            dW, db = self.ops.weight_grad(dev, k, self._need(h_name, a), self._need(dz_name, a), g, secs)
-            for name, value in ((f"dW{k}", dW), (f"db{k}", db)):
-                self.grads[name] = value if name not in self.grads else self.grads[name] + value
+            first = f"dW{k}" not in self.grads
+            dW, db = self.ops.weight_grad(dev, k, self._need(h_name, a), self._need(dz_name, a), g, secs, first)
             dev.free(dz_name)
             dev.free(h_name)
+            for name, value in ((f"dW{k}", dW), (f"db{k}", db)):
+                self._accumulate(name, value, g)
             if final:  # this stage has seen every microbatch: layer k's gradients are complete
                 done = {}
                 for name in (f"dW{k}", f"db{k}"):
                     done[name] = dev.compute(
                         name + self.pipe.grad_suffix, _const(self.grads[name]), seconds=0.0, index=self.ops.index(name)
                     )
+                    dev.free(self.buffer[name])
                 self.sync.layer_done(k, done)
             self.sync.progress()
         self.w_done[s] += 1
+
+    def _accumulate(self, name: str, value: np.ndarray, g: int) -> None:
+        """Add microbatch g's gradient to the buffer of ``name`` (the first one starts the buffer)."""
+        if name not in self.grads:
+            self.grads[name], self.buffer[name] = value, mb(name, g)
+            return
+        total = f"{self.buffer[name]}+{mb(name, g)}"
+        self.grads[name] = self.dev.compute(
+            total, M.add, self.grads[name], value, seconds=0.0, index=self.ops.index(name)
+        )
+        self.dev.free(self.buffer[name])
+        self.buffer[name] = total
 
     def backward(self, a: Action) -> None:
         self.input_grad(a)

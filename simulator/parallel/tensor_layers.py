@@ -127,7 +127,7 @@ class TensorParallelLayers:
         return dz, total
 
     def weight_grad(
-        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None
+        self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
         dW = dev.compute(
             mb(f"dW{k}", g),
@@ -136,9 +136,9 @@ class TensorParallelLayers:
             dz,
             flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
             index=self.index(f"W{k}"),
-            keep=False,
+            keep=keep,
         )
-        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, index=self.index(f"b{k}"), keep=False)
+        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, index=self.index(f"b{k}"), keep=keep)
         return dW, db
 
     def ops(self, kind: str, k: int) -> int:
