@@ -77,7 +77,11 @@ def pipeline_schedules(out: Path) -> None:
 @figure("pipeline_schedules_grid.txt")
 def pipeline_schedules_grid(out: Path) -> None:
     """The same four schedules as text grids (one column per time unit), from the schedule objects."""
-    lines = []
+    lines = [
+        "One row per pipeline rank (rank 0 runs on device 0, rank 1 on device 1, ...), one column per time unit:",
+        "unit, a backward two (its I and W parts one each); '.' is idle. Sends and receives take no time.",
+        "",
+    ]
     for name, options, formula in SCHEDULES:
         sched = make_schedule(name, P, M, **options)
         lines += [f"{sched.name}, p = {P}, m = {M} (bubble {formula})", sched.grid(), ""]

@@ -5,7 +5,7 @@ pipeline rank holds each stage. Every rank walks its list of actions in order:
 
     F       forward of one microbatch through the stage's layers (the last stage adds the loss)
     I       input gradients back through the stage's layers (the last stage starts from the loss)
-    W       the stage's weight and bias gradients for that microbatch, added to its gradient sums
+    W       the stage's weight and bias gradients for that microbatch, added to its gradient buffers
     B       I then W
     SEND_*  post the value with isend (waited for at the end of the step, as torch's runtime does;
             ``blocking_sends=True`` uses a blocking send instead, like naive hand-written code)
@@ -17,6 +17,12 @@ each device holds, and ``simulator.parallel.measure`` reads activation memory fr
 named as in ``simulator.parallel.mlp``, so ``check`` compares every activation and gradient with the
 one-device reference. ``costs`` fixes the seconds of each action (split evenly over its ops), which
 makes the bubble formulas exact; without it the cost model's FLOP rate sets the time.
+
+Two pieces are pluggable, so the other strategies reuse this runtime unchanged: ``layer_ops`` makes
+the per-layer arithmetic (whole layers, tensor-parallel shards, ZeRO-3's gathered layers) and
+``sync`` decides what happens to each layer's gradients once complete (nothing; a data-parallel
+all-reduce; ZeRO's reduce-scatter and sharded optimizer step). A data-parallel replica is a
+one-stage pipeline with a ``sync``.
 """
 
 from __future__ import annotations
@@ -117,7 +123,9 @@ class Pipeline:
 
     partition:        (first, last) layer of each stage, 1-based inclusive; default an even split
     costs:            fixed seconds per action; None to use the cost model's FLOP rate
-    blocking_sends:   run SEND actions as blocking sends (rendezvous worlds may deadlock)
+    blocking_sends:   run SEND actions as blocking sends; the schedule is validated for asynchronous
+                      sends only, so in a rendezvous world a send-send cycle shows up at run time as
+                      a DeadlockError (``schedule.validate(blocking_sends=True)`` finds it beforehand)
     devices:          the device that plays each pipeline rank (default 0..p-1); for 2-D and 3-D meshes
     first_microbatch: the number of this pipeline's first microbatch in the step (for replicas)
     grad_suffix:      appended to the accumulated gradients' names (``dW1.replica[0]`` on a replica)
