@@ -79,7 +79,7 @@ def pipeline_schedules_grid(out: Path) -> None:
     """The same four schedules as text grids (one column per time unit), from the schedule objects."""
     lines = [
         "One row per pipeline rank (rank 0 runs on device 0, rank 1 on device 1, ...), one column per time unit:",
-        "unit, a backward two (its I and W parts one each); '.' is idle. Sends and receives take no time.",
+        "a forward takes one unit, a backward two (its I and W parts one each); '.' is idle; messages take no time.",
         "",
     ]
     for name, options, formula in SCHEDULES:
