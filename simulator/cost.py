@@ -8,7 +8,8 @@ Assumptions, stated once (each topology below says how it refines them):
   holds it for ``n / B`` seconds, and arrives ``alpha`` after its last byte left. So back-to-back
   messages on one link overlap their latencies but queue their bytes: contention shows. Links serve
   messages in the order they were posted (no overtaking).
-- A sender's ``wait`` on a send completes when the last byte has left it, not when it arrives.
+- An eager (buffered) send completes at once; a rendezvous send completes when its last byte has left
+  the sender (after the matching receive was posted), not when it arrives.
 - A device computes one op at a time; f floating-point operations take ``f / flops`` seconds.
 - Compute and communication overlap: a link carries bytes while its devices compute. A program gets
   that overlap by posting ``isend``/``irecv`` before computing and waiting afterwards (in eager mode a
