@@ -206,16 +206,35 @@ def _need_pof2(c: _Call, kind: str) -> None:
 
 
 def _rs_ring(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
-    p, me = c.p, c.me
-    right, left = (me + 1) % p, (me - 1) % p
+    """Step s: send block (me - s - 1) to the right, add the block (me - s - 2) arriving from the left.
+
+    The hot loop of large simulations: device methods are bound once, and names and indices for the
+    checker are built only when the call is named.
+    """
+    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
+    isend, send, recv, wait, compute = dev.isend, dev.send, dev.recv, dev.wait, dev.compute
+    eager = getattr(dev, "eager_sends", False)  # then a plain send cannot block: no request to wait on
+    fn, reduce_name = c.fn, c.reduce_name
     acc = list(blocks)
     named = c.partials is not None
     for s in range(p - 1):
-        out_j, in_j = (me - s - 1) % p, (me - s - 2) % p
+        out_j = (me - s - 1) % p
+        in_j = (out_j - 1) % p
         blk = acc[in_j]
-        members_in = [(in_j + 1 + k) % p for k in range(s + 1)] if named else None
-        got = c.exchange(acc[out_j], right, left, s, out_j, blk.shape, blk.dtype, c.sum_name(members_in), index(in_j))
-        acc[in_j] = c.combine(got, blk, members_in + [me] if named else None, index(in_j))
+        if eager:
+            send(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
+        else:
+            sreq = isend(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
+        if named:
+            members = [(in_j + 1 + k) % p for k in range(s + 1)]
+            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype, name=c.sum_name(members), index=index(in_j))
+            acc[in_j] = c.combine(got, blk, members + [me], index(in_j))
+        else:
+            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype)
+            acc[in_j] = compute(reduce_name, fn, got, blk, flops=blk.size, keep=False)
+        if not eager:
+            wait(sreq)
     return acc[me]
 
 
@@ -294,13 +313,26 @@ def _virtual_to_real(p: int, q: int) -> list[int]:
 
 
 def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list:
-    p, me = c.p, c.me
-    right, left = (me + 1) % p, (me - 1) % p
+    """Step s: pass block (me - s) to the right, receive block (me - s - 1) from the left."""
+    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
+    isend, send, recv, wait = dev.isend, dev.send, dev.recv, dev.wait
+    eager = getattr(dev, "eager_sends", False)
     out: list = [None] * p
     out[me] = mine
     for s in range(p - 1):
-        out_j, in_j = (me - s) % p, (me - s - 1) % p
-        out[in_j] = c.exchange(out[out_j], right, left, step0 + s, out_j, shapes[in_j], dtype, name, index(in_j))
+        out_j = (me - s) % p
+        in_j = (out_j - 1) % p
+        if eager:
+            send(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
+        else:
+            sreq = isend(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
+        if name is None:
+            out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype)
+        else:
+            out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype, name=name, index=index(in_j))
+        if not eager:
+            wait(sreq)
     return out
 
 

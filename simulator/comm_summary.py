@@ -98,3 +98,39 @@ def _bytes(n: float) -> str:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1000
     return f"{n} B"
+
+
+def message_table(trace: Trace, kind: str | None = None, limit: int | None = None) -> str:
+    """One line per message (optionally only one kind, e.g. "all_reduce"), in the order they were sent:
+    label, source -> destination, what it carries (the receiver's name for it) and the payload."""
+    lines = []
+    for m in trace.messages:
+        if kind is not None and message_kind(m.label) != kind:
+            continue
+        what = f"{m.name}" + (f" {_index(m.index)}" if m.index is not None else "") if m.name else ""
+        value = "" if m.payload is None else _payload(m.payload)
+        lines.append(f"{m.label or 'p2p':<34} {m.src:>3} -> {m.dst:<3} {what:<28} {value}".rstrip())
+        if limit is not None and len(lines) >= limit:
+            lines.append("...")
+            break
+    return "\n".join(lines)
+
+
+def _index(index: object) -> str:
+    if isinstance(index, tuple):
+        return (
+            "["
+            + ", ".join(
+                f"{s.start or ''}:{'' if s.stop is None else s.stop}" if isinstance(s, slice) else repr(s)
+                for s in index
+            )
+            + "]"
+        )
+    return repr(index)
+
+
+def _payload(x) -> str:
+    import numpy as np
+
+    a = np.asarray(x)
+    return np.array2string(a, separator=", ", precision=4) if a.size <= 8 else f"array{a.shape}"

@@ -79,6 +79,7 @@ class Device(CollectiveMethods):
         self.rank = rank
         self.world_size = engine.world_size
         self.clock = 0.0
+        self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
         self._blocked: Request | None = None
         self._done = False
@@ -297,9 +298,9 @@ class Device(CollectiveMethods):
         """Validate a receive's peer and normalise its declared contract."""
         if src == self.rank or not 0 <= src < self.world_size:
             self._bad_peer(src, "recv", "src")
-        if shape is not None:
+        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
             shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        if dtype is not None:
+        if dtype is not None and not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         if self._engine.strict and (shape is None or dtype is None):
             raise ContractError(
