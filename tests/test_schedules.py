@@ -43,6 +43,11 @@ def test_action_parse_names_the_format():
         Action.parse("2X0")
 
 
+def test_actions_for_a_rank_that_does_not_exist_are_refused():
+    with pytest.raises(ValueError, match="actions for rank 2, but its ranks are 0..1"):
+        Schedule("bad", 2, 2, 1, {0: (Action(0, "F", 0),), 2: (Action(1, "F", 0),)})
+
+
 def test_from_text_reads_one_line_per_rank():
     s = Schedule.from_text(["0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"], microbatches=2)
     assert (s.ranks, s.stages, s.placement) == (2, 2, (0, 1))

@@ -95,14 +95,14 @@ class Schedule:
     placement: tuple[int, ...] = field(default=())
 
     def __post_init__(self) -> None:
+        for key in self.actions:
+            if not (isinstance(key, int) and 0 <= key < self.ranks):
+                raise ValueError(
+                    f"schedule {self.name!r} has actions for rank {key!r}, but its ranks are 0..{self.ranks - 1}"
+                )
         placement = tuple(self.placement) or tuple(s % self.ranks for s in range(self.stages))
         object.__setattr__(self, "placement", placement)
         object.__setattr__(self, "actions", {r: tuple(self.actions.get(r, ())) for r in range(self.ranks)})
-        for key in self.__dict__["actions"]:
-            if not 0 <= key < self.ranks:
-                raise ValueError(
-                    f"schedule {self.name!r} has actions for rank {key}, but ranks are 0..{self.ranks - 1}"
-                )
 
     # ---- reading and writing ------------------------------------------------------------------
     @classmethod
@@ -591,7 +591,7 @@ def grid(schedule: Schedule, costs: Mapping[str, float] | None = None) -> str:
     end = int(round(max((e for rows in timing.values() for _, e, _ in rows), default=0)))
     lines = []
     for r, rows in timing.items():
-        cells = ["." * 1] * end
+        cells = ["."] * end
         for start, stop, a in rows:
             if not a.is_compute:
                 continue
