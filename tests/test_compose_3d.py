@@ -56,3 +56,17 @@ def test_layers_must_pair_up_per_stage():
         Parallel3D(MLP((3, 4, 4, 2)), MESH)
     with pytest.raises(ValueError, match="dim_names"):
         Parallel3D(MLP4, DeviceMesh.grid((2, 2, 2)))
+
+
+def test_the_bubble_formula_holds_with_tensor_parallel_stages():
+    from simulator.parallel.measure import bubble
+    from simulator.parallel.pipeline import FREE_LINKS, ActionCosts
+
+    mesh = DeviceMesh.grid((1, 2, 2), ("dp", "pp", "tp"))
+    for m in (1, 2, 4, 8):
+        job = Parallel3D(MLP4, mesh, "gpipe", microbatches=m, costs=ActionCosts.equal(1.0, 1.0))
+        result = job.run(PARAMS, X, T, cost=FREE_LINKS)
+        assert check(result, job.reference(PARAMS, X, T)).ok
+        # the tensor all-reduces add only their reductions' FLOPs (1e-14 s): the step is (m + p - 1)(F + B)
+        assert result.time == pytest.approx(2 * (m + 1), rel=1e-9)
+        assert bubble(result.trace).fraction == pytest.approx([1 / (m + 1)] * 4, rel=1e-9)

@@ -97,12 +97,14 @@ class TensorParallelLayers:
         W, b = self.params[f"W{k}"], self.params[f"b{k}"]
         flops = M.matmul_flops(h.shape[0], *W.shape)
         if is_column(k):
-            return dev.compute(mb(f"h{k}", g), self.mlp.forward_op(k), h, W, b, flops=flops, index=self.index(f"W{k}"))
+            return dev.compute(
+                mb(f"h{k}", g), self.mlp.forward_op(k), h, W, b, flops=flops, seconds=seconds, index=self.index(f"W{k}")
+            )
         z = mb(f"z{k}", g)
-        partial = dev.compute(f"{z}.partial[{self.j}]", np.matmul, h, W, flops=flops)
+        partial = dev.compute(f"{z}.partial[{self.j}]", np.matmul, h, W, flops=flops, seconds=seconds)
         total = dev.all_reduce(partial, "sum", self.group, name=z, partials=f"{z}.partial")
         _drop(dev, f"{z}.partial")
-        out = dev.compute(mb(f"h{k}", g), _bound(bias_act, self.mlp.act(k)), total, b)
+        out = dev.compute(mb(f"h{k}", g), _bound(bias_act, self.mlp.act(k)), total, b, seconds=seconds)
         dev.free(z)
         return out
 
@@ -113,15 +115,18 @@ class TensorParallelLayers:
             dz = dh
         else:
             index = (ALL, self.cols(k)) if is_column(k) else None
-            dz = dev.compute(mb(f"dz{k}", g), self.mlp.backward_op(k), dh, h, index=index)
+            dz = dev.compute(mb(f"dz{k}", g), self.mlp.backward_op(k), dh, h, seconds=seconds, index=index)
         W = self.params[f"W{k}"]
         flops = M.matmul_flops(dz.shape[0], W.shape[1], W.shape[0])
         if not is_column(k):  # row layer: this device's columns of dh[k-1], no message
-            return dz, dev.compute(mb(f"dh{k - 1}", g), M.input_grad, dz, W, flops=flops, index=(ALL, self.cols(k)))
+            dh_prev = dev.compute(
+                mb(f"dh{k - 1}", g), M.input_grad, dz, W, flops=flops, seconds=seconds, index=(ALL, self.cols(k))
+            )
+            return dz, dh_prev
         if k == 1:
             return dz, None
         dh_prev = mb(f"dh{k - 1}", g)
-        partial = dev.compute(f"{dh_prev}.partial[{self.j}]", M.input_grad, dz, W, flops=flops)
+        partial = dev.compute(f"{dh_prev}.partial[{self.j}]", M.input_grad, dz, W, flops=flops, seconds=seconds)
         total = dev.all_reduce(partial, "sum", self.group, name=dh_prev, partials=f"{dh_prev}.partial")
         _drop(dev, f"{dh_prev}.partial")
         return dz, total
@@ -135,14 +140,20 @@ class TensorParallelLayers:
             h_prev,
             dz,
             flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
+            seconds=seconds,
             index=self.index(f"W{k}"),
             keep=keep,
         )
-        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, index=self.index(f"b{k}"), keep=keep)
+        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, index=self.index(f"b{k}"), keep=keep)
         return dW, db
 
     def ops(self, kind: str, k: int) -> int:
-        return {"F": 1, "I": 2, "W": 2}[kind]
+        """Ops per layer part: a row layer's forward is a matmul then bias and activation; a column
+        layer's input gradient has no matmul for the first layer (nothing before it needs dh[0])."""
+        dz = k < self.mlp.layers
+        if is_column(k):
+            return {"F": 1, "I": dz + (k > 1), "W": 2}[kind]
+        return {"F": 2, "I": dz + 1, "W": 2}[kind]
 
 
 def _bound(fn, act):
