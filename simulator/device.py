@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from .collectives import CollectiveMethods
 from .errors import ContractError, SimulationError
 from .trace import Message, Op
 
@@ -69,14 +70,16 @@ def freeze(value: Any) -> np.ndarray:
     return arr
 
 
-class Device:
-    """One simulated device. Rank programs call only these methods."""
+class Device(CollectiveMethods):
+    """One simulated device. Rank programs call only these methods (the collectives come from
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
 
     def __init__(self, engine: Engine, rank: int) -> None:
         self._engine = engine
         self.rank = rank
         self.world_size = engine.world_size
         self.clock = 0.0
+        self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
         self._blocked: Request | None = None
         self._done = False
@@ -295,9 +298,9 @@ class Device:
         """Validate a receive's peer and normalise its declared contract."""
         if src == self.rank or not 0 <= src < self.world_size:
             self._bad_peer(src, "recv", "src")
-        if shape is not None:
+        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
             shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        if dtype is not None:
+        if dtype is not None and not isinstance(dtype, np.dtype):
             dtype = np.dtype(dtype)
         if self._engine.strict and (shape is None or dtype is None):
             raise ContractError(

@@ -50,17 +50,61 @@ class Reference:
         result = World(1).run(model, *args, **kwargs)
         return cls.from_trace(result.trace)
 
+    def knows(self, name: str) -> bool:
+        """Whether ``name`` is a reference value, or a sum of them written 'A+B' (partial sums)."""
+        return name in self.values or ("+" in name and all(p in self.values for p in name.split("+")))
+
     def expected(self, name: str, index: Any = None) -> Any:
-        value = self.values[name]
-        return value if index is None else np.asarray(value)[index]
+        """The value ``name`` (or its part ``index``: a numpy index, or a function of the value).
+
+        A name 'A+B+C' that is not itself a value means the sum of those values, added in that order:
+        how a collective names the partial sums it carries on the way to a reduction.
+        """
+        if name not in self.values and "+" in name:
+            parts = [_part(self.values[p], index) for p in name.split("+")]
+            total = parts[0]
+            for p in parts[1:]:
+                total = total + p
+            return total
+        return _part(self.values[name], index)
 
     def describe(self, name: str) -> str:
+        if name not in self.values and "+" in name:
+            return f"{name} (the sum of {len(name.split('+'))} partial values, on the way to the reduction)"
         doc = self.docs.get(name)
         return f"{name} ({doc})" if doc and doc != name else name
 
-    def identify(self, found: Any, *, rtol: float = 1e-7, atol: float = 0.0, exclude: str | None = None) -> list[str]:
+    def identify(
+        self, found: Any, *, rtol: float = 1e-7, atol: float = 0.0, exclude: str | None = None, index: Any = None
+    ) -> list[str]:
         """Names of reference values equal to ``found`` (the 'this is x' in an explanation)."""
         return [n for n, v in self.values.items() if n != exclude and same(found, v, rtol, atol)]
+
+    def identify_part(
+        self, found: Any, index: Any, *, rtol: float = 1e-7, atol: float = 0.0, exclude: str | None = None
+    ) -> list[str]:
+        """Names of reference values whose part ``index`` equals ``found`` ('the same part of Z')."""
+        if index is None:
+            return []
+        hits = []
+        for n, v in self.values.items():
+            if n == exclude:
+                continue
+            try:
+                part = _part(v, index)
+            except (IndexError, TypeError, ValueError):
+                continue
+            if same(found, part, rtol, atol):
+                hits.append(n)
+        return hits
+
+
+def _part(value: Any, index: Any) -> Any:
+    if index is None:
+        return value
+    if callable(index):
+        return index(value)
+    return np.asarray(value)[index]
 
 
 References = Reference | Mapping[int, Reference]
@@ -80,6 +124,8 @@ class Divergence:
     is_also: list[str]  # other reference values equal to the found one
     reference: Reference
     position: int | None = None  # which input of an op
+    part_of: list[str] = field(default_factory=list)  # reference values whose same part equals the found one
+    hint: str | None = None  # a pattern in the difference (scaled, blocks reordered), in words
 
     def explain(self) -> str:
         exp, got = _show(self.expected), _show(self.found)
@@ -100,9 +146,17 @@ class Divergence:
         else:
             head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
         if self.is_also:
+            value = _show(self.found) if np.asarray(self.found).size <= 8 else "The value found"
+            head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
+        elif self.part_of:
+            where = getattr(self.record, "index", None)
             head += (
-                " " + _show(self.found) + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
+                f" What arrived is the same part ({_show_index(where)}) of "
+                + " and ".join(self.reference.describe(n) for n in self.part_of)
+                + "."
             )
+        if self.hint:
+            head += " " + self.hint
         return head
 
 
@@ -171,15 +225,25 @@ def _compare(i, kind, rec, ref_of, rtol, atol, unknown):
         if rec.payload is None:
             raise ValueError("check needs the payloads: run the world with keep_payloads=True")
         ref = ref_of(rec.dst)
-        if rec.name not in ref.values:
+        if not ref.knows(rec.name):
             unknown.append(rec.name)
             return
         yield _verdict(
-            "message", rec.dst, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.payload, ref, rtol, atol
+            "message",
+            rec.dst,
+            i,
+            rec,
+            rec.name,
+            ref.expected(rec.name, rec.index),
+            rec.payload,
+            ref,
+            rtol,
+            atol,
+            rec.index,
         )
     elif kind in ("op", "hold"):
         ref = ref_of(rec.rank)
-        if rec.name not in ref.values:
+        if not ref.knows(rec.name):
             unknown.append(rec.name)
             return
         if kind == "op" and rec.index is None and rec.inputs is not None:
@@ -194,16 +258,64 @@ def _compare(i, kind, rec, ref_of, rtol, atol, unknown):
             raise ValueError("check needs the payloads: run the world with keep_payloads=True")
         where = "output" if kind == "op" else "held value"
         yield _verdict(
-            where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output, ref, rtol, atol
+            where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output, ref, rtol, atol, rec.index
         )
 
 
-def _verdict(where, rank, i, rec, name, expected, found, ref, rtol, atol):
+def _verdict(where, rank, i, rec, name, expected, found, ref, rtol, atol, index=None):
     if same(found, expected, rtol, atol):
         return True
+    is_also = ref.identify(found, rtol=rtol, atol=atol, exclude=name)
+    part_of = [] if is_also else ref.identify_part(found, index, rtol=rtol, atol=atol, exclude=name)
     return Divergence(
-        where, rank, i, rec, name, expected, found, ref.identify(found, rtol=rtol, atol=atol, exclude=name), ref
+        where, rank, i, rec, name, expected, found, is_also, ref, part_of=part_of, hint=_diagnose(found, expected)
     )
+
+
+def _diagnose(found: Any, expected: Any) -> str | None:
+    """Say in words how ``found`` relates to ``expected``, for the two patterns students meet most."""
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.shape != b.shape or a.size == 0 or a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return None
+    nz = b != 0
+    if nz.sum() >= 2 and np.array_equal(a == 0, ~nz):  # one element is a multiple of any other: say nothing
+        ratio = a[nz] / b[nz]
+        k = float(ratio.flat[0])
+        if k >= 2 and k == round(k) and np.allclose(ratio, k, rtol=1e-9):
+            return (
+                f"Every element is {k:g} times what it should be: a sum taken once too often "
+                "(a reduction applied twice?) or a value counted twice."
+            )
+    for axis in range(a.ndim):
+        n = a.shape[axis]
+        for parts in range(2, min(n, 8) + 1):
+            if n % parts:
+                continue
+            fa, fb = np.split(a, parts, axis=axis), np.split(b, parts, axis=axis)
+            order = []
+            for blk in fa:
+                hit = [j for j, ref in enumerate(fb) if j not in order and np.array_equal(blk, ref)]
+                if not hit:
+                    break
+                order.append(hit[0])
+            if len(order) == parts and order != list(range(parts)):
+                return (
+                    f"It holds the right blocks in the wrong order: split into {parts} blocks along axis {axis}, "
+                    f"the blocks found are blocks {order} of the expected value (assembled in the wrong order?)."
+                )
+    return None
+
+
+def _show_index(index: Any) -> str:
+    if isinstance(index, tuple):
+        return "[" + ", ".join(_show_slice(i) for i in index) + "]"
+    return _show_slice(index) if isinstance(index, slice) else repr(index)
+
+
+def _show_slice(s: Any) -> str:
+    if isinstance(s, slice):
+        return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+    return repr(s)
 
 
 def _resolver(reference) -> Callable[[int], Reference]:

@@ -91,5 +91,7 @@ def _short(v: Any) -> str:
 
     if v is None:
         return "-"
+    if isinstance(v, dict):  # a training step returns its gradients by name
+        return "{" + ", ".join(v) + "}"
     a = np.asarray(v)
     return np.array2string(a, separator=", ") if a.size <= 8 else f"array{a.shape}"

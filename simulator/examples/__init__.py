@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from ..scenario import Scenario
-from . import seeds
+from . import seeds, tensor, training
 
-_MODULES = (seeds,)  # each module lists its scenarios in SCENARIOS
+_MODULES = (seeds, tensor, training)  # each module lists its scenarios in SCENARIOS
 
 
 def all_scenarios() -> dict[str, Scenario]:

@@ -1,7 +1,8 @@
 """Pictures of runs: timeline diagrams, memory plots, animations (matplotlib), and Chrome-trace export.
 
 matplotlib is imported only inside this package, and only by the modules that draw
-(``timeline``, ``memory``, ``animation``, ``style``); ``chrome_trace`` writes JSON and needs none.
+(``timeline``, ``memory``, ``animation``, ``sharding``, ``style``); ``chrome_trace`` writes JSON and
+needs none.
 The names below load their module on first use, so ``import simulator.plot`` stays cheap.
 """
 

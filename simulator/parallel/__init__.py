@@ -1,0 +1,1 @@
+"""Parallelism strategies written as rank programs: pipeline, data, tensor, and their composition."""

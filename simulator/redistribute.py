@@ -1,0 +1,226 @@
+"""Moving sharded data inside a run, all of it as messages: distribute, redistribute, assemble.
+
+These are rank-program functions (every device of the mesh calls them, SPMD style) built on the
+collectives, so each byte that moves is a message in the trace:
+
+- ``distribute``   one device holds the whole array and sends every other device its piece
+- ``assemble``     every piece goes to one device, which puts them together (reducing partial pieces)
+- ``redistribute`` from one layout to another, one mesh dimension at a time, over that dimension's
+                   process groups:
+
+  ============================  ==========================================
+  Shard(i) -> Replicate          all-gather
+  Partial -> Replicate           all-reduce
+  Partial -> Shard(j)            reduce-scatter
+  Shard(i) -> Shard(j)           all-to-all
+  Replicate -> Shard(j)          local slice, no message
+  Replicate -> Partial           local: keep the value on the group's first device, zeros elsewhere
+                                 (for sum; the value everywhere for avg/max/min)
+  ============================  ==========================================
+
+When several mesh dimensions shard one tensor dimension, the chunks are nested (see
+``sharded.Layout``), so the order of the steps matters: reductions and gathers run from the last mesh
+dimension to the first (innermost chunks first), slices from the first to the last. An all-to-all or
+reduce-scatter is used directly only when the tensor dimensions it touches are sharded by no other
+mesh dimension; otherwise the step goes through Replicate (gather, then slice), which is always right.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .placements import Partial, Placement, Replicate, Shard, chunk_bounds
+from .sharded import Layout
+
+DISTRIBUTE_TAG = (1 << 30) - 2  # below the collectives' tags, above any sensible user tag
+ASSEMBLE_TAG = (1 << 30) - 1
+
+
+def distribute(dev: Any, x: Any, layout: Layout, src: int = 0, *, name: str | None = None) -> np.ndarray:
+    """Device ``src`` holds ``x``; every device ends with its piece under ``layout`` (one message each).
+
+    For Partial("sum") only the devices that carry the value get a message; the others start from
+    zeros of their piece's shape (known from the layout). name: the reference value ``x`` is.
+    """
+    ranks = layout.mesh.ranks.reshape(-1).tolist()
+    if src not in ranks:
+        raise ValueError(f"distribute: src={src} is not in the mesh {layout.mesh}")
+    zeros_here = layout.partial_op == "sum" and not layout.holds_value(dev.rank)
+    if dev.rank == src:
+        x = np.asarray(x)
+        layout._check_shape(x.shape)
+        reqs = [
+            dev.isend(layout.piece(x, r), r, DISTRIBUTE_TAG, label=f"distribute to {r}")
+            for r in ranks
+            if r != src and (layout.partial_op != "sum" or layout.holds_value(r))
+        ]
+        for req in reqs:
+            dev.wait(req)
+        piece = layout.piece(x, src)
+        if name is not None and not zeros_here:
+            dev.hold(name, piece, index=layout.region(src))
+        return piece
+    shape = layout.local_shape(dev.rank)
+    if zeros_here:
+        dtype = np.asarray(x).dtype if x is not None else np.float64
+        return np.zeros(shape, dtype=dtype)
+    return dev.recv(
+        src, DISTRIBUTE_TAG, shape=shape, name=name, index=layout.region(dev.rank) if name is not None else None
+    )
+
+
+def assemble(dev: Any, local: Any, layout: Layout, dst: int = 0, *, name: str | None = None) -> np.ndarray | None:
+    """Every piece goes to ``dst``, which returns the global array (others return None).
+
+    Only one replica of each replicated piece travels (the first along each Replicate dimension);
+    partial pieces all travel and are reduced on ``dst`` (one op, named ``name`` if given).
+    """
+    ranks = layout.mesh.ranks.reshape(-1).tolist()
+    if dst not in ranks:
+        raise ValueError(f"assemble: dst={dst} is not in the mesh {layout.mesh}")
+    local = np.asarray(local)
+    contributors = [r for r in ranks if layout._first_replica(r)]
+    label_name = name if name is not None and not layout.is_partial() else None
+    if dev.rank != dst:
+        if dev.rank in contributors:
+            dev.wait(dev.isend(local, dst, ASSEMBLE_TAG, label=f"assemble to {dst}"))
+        return None
+    pieces = {}
+    for r in contributors:
+        if r == dst:
+            pieces[r] = local
+        else:
+            index = layout.region(r) if label_name is not None else None
+            pieces[r] = dev.recv(
+                r, ASSEMBLE_TAG, shape=layout.local_shape(r), dtype=local.dtype, name=label_name, index=index
+            )
+    whole = layout.assemble(pieces)
+    if name is not None:
+        return dev.compute(name, lambda: whole, flops=_reduce_flops(layout, len(contributors)))
+    return whole
+
+
+def _reduce_flops(layout: Layout, contributors: int) -> float:
+    if not layout.is_partial():
+        return 0.0
+    per = int(np.prod(layout.local_shape(layout.mesh.ranks.reshape(-1)[0]))) if layout.shape else 1
+    return float(per * contributors)
+
+
+def redistribute(
+    dev: Any, local: Any, layout: Layout, placements: Sequence[Placement], *, name: str | None = None
+) -> np.ndarray:
+    """This device's piece under ``placements``, given its piece under ``layout`` (see module docstring).
+
+    name: the reference value the array is; messages that carry exact (not partial) pieces are
+    named after it, so the checker compares them.
+    """
+    target = layout.with_placements(placements)
+    mesh = layout.mesh
+    cur, tgt = list(layout.placements), list(target.placements)
+    local = np.asarray(local)
+    if local.shape != layout.local_shape(dev.rank):
+        raise ValueError(
+            f"device {dev.rank}: redistribute got a piece of shape {local.shape}, but {layout!r} gives this "
+            f"device {layout.local_shape(dev.rank)}"
+        )
+    touched = _touched(cur, tgt)
+    # phase A: gathers and reductions, innermost mesh dimension first
+    for d in reversed(range(mesh.ndim)):
+        if d not in touched or cur[d] == tgt[d] and not isinstance(cur[d], Shard):
+            continue
+        a, b = cur[d], tgt[d]
+        group = mesh.group(d, dev.rank)
+        lay = layout.with_placements(cur)
+        if isinstance(a, Shard):
+            if isinstance(b, Shard) and b.dim != a.dim and _alone(b.dim, d, cur, tgt) and _alone(a.dim, d, cur, tgt):
+                local = _all_to_all_step(dev, local, lay, group, a.dim, b.dim)
+                cur[d] = b
+            else:
+                shapes = [lay.local_shape(r) for r in group]
+                exact = name is not None and not lay.is_partial()
+                local = dev.all_gather(
+                    local,
+                    group,
+                    axis=a.dim,
+                    shapes=shapes,
+                    name=name if exact else None,
+                    indices=[lay.region(r) for r in group] if exact else None,
+                    index=layout.with_placements(_set(cur, d, Replicate())).region(dev.rank) if exact else None,
+                )
+                cur[d] = Replicate()
+        elif isinstance(a, Partial) and a != b:
+            if isinstance(b, Shard) and _alone(b.dim, d, cur, tgt):
+                local = dev.reduce_scatter(local, a.op, group, axis=b.dim)
+                cur[d] = b
+            else:
+                local = dev.all_reduce(local, a.op, group)
+                cur[d] = Replicate()
+    # phase B: local slices and partitions, outermost mesh dimension first
+    for d in range(mesh.ndim):
+        if cur[d] == tgt[d]:
+            continue
+        coord = mesh.coordinate(dev.rank)[d]
+        p = mesh.shape[d]
+        b = tgt[d]
+        if isinstance(b, Shard):
+            bounds = chunk_bounds(local.shape[b.dim], p)
+            sl = [slice(None)] * local.ndim
+            sl[b.dim] = slice(bounds[coord], bounds[coord + 1])
+            local = local[tuple(sl)]
+        elif isinstance(b, Partial) and b.op == "sum" and coord != 0:
+            local = np.zeros_like(local)
+        cur[d] = b
+    assert cur == tgt, (cur, tgt)
+    return local
+
+
+def _set(placements: list, d: int, value: Placement) -> list:
+    out = list(placements)
+    out[d] = value
+    return out
+
+
+def _touched(cur: list, tgt: list) -> set[int]:
+    """Mesh dims that change, plus inner dims sharding the same tensor dims (their nesting must be redone)."""
+    touched = {d for d in range(len(cur)) if cur[d] != tgt[d]}
+    grew = True
+    while grew:
+        grew = False
+        for d in sorted(touched):
+            dims = {pl.dim for pl in (cur[d], tgt[d]) if isinstance(pl, Shard)}
+            for e in range(d + 1, len(cur)):
+                if e not in touched and any(isinstance(pl, Shard) and pl.dim in dims for pl in (cur[e], tgt[e])):
+                    touched.add(e)
+                    grew = True
+    return touched
+
+
+def _alone(k: int, d: int, cur: list, tgt: list) -> bool:
+    """No mesh dimension other than d shards tensor dimension k, now or in the target."""
+    return not any(isinstance(pl, Shard) and pl.dim == k for e in range(len(cur)) if e != d for pl in (cur[e], tgt[e]))
+
+
+def _all_to_all_step(dev: Any, local: np.ndarray, lay: Layout, group: tuple, k: int, j: int) -> np.ndarray:
+    """Shard(k) -> Shard(j) along one mesh dimension: member m gets every member's chunk m along j."""
+    p = len(group)
+    me = group.index(dev.rank)
+    bounds = chunk_bounds(local.shape[j], p)
+
+    def along(arr_dim: int, lo: int, hi: int) -> tuple:
+        sl = [slice(None)] * local.ndim
+        sl[arr_dim] = slice(lo, hi)
+        return tuple(sl)
+
+    chunks = [local[along(j, bounds[m], bounds[m + 1])] for m in range(p)]
+    shapes = []
+    for r in group:
+        s = list(local.shape)
+        s[k] = lay.local_shape(r)[k]
+        s[j] = bounds[me + 1] - bounds[me]
+        shapes.append(tuple(s))
+    got = dev.all_to_all(chunks, group, shapes=shapes)
+    return np.concatenate(got, axis=k)
