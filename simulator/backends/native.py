@@ -94,7 +94,7 @@ def reduce_scatter(
     return dev.record_collective("reduce_scatter", name, (x,), result, t0, idx[g.me] if idx is not None else None)
 
 
-def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None):
+def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None, index=None):
     g, t0 = Group(dev, group), dev.clock
     mine = freeze(x)
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * g.p
@@ -109,7 +109,7 @@ def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, 
     if axis is None:
         dev.record_collective("all_gather", None, (mine,), None, t0)
         return pieces
-    return dev.record_collective("all_gather", name, (mine,), np.concatenate(pieces, axis=axis), t0)
+    return dev.record_collective("all_gather", name, (mine,), np.concatenate(pieces, axis=axis), t0, index)
 
 
 def broadcast(dev, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None) -> np.ndarray:

@@ -25,6 +25,7 @@ all ranks into one ``Trace``.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import time
 from collections import deque
@@ -38,6 +39,7 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
+from ..collectives import CollectiveMethods
 from ..device import _nbytes, freeze
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
@@ -57,6 +59,21 @@ from .wire import (
 SEND_MODES = ("eager", "rendezvous")
 # Where dev.all_reduce and its siblings go: torch.distributed's own, or the simulator's message algorithms.
 COLLECTIVES = {"native": "simulator.backends.native", "messages": "simulator.collectives"}
+
+
+def _collective(name: str) -> Callable[..., Any]:
+    """A TorchDevice method with the signature of ``CollectiveMethods.<name>``, sent to the chosen implementation.
+
+    ``collectives="messages"`` runs ``simulator.collectives.<name>`` (message by message, as in the
+    simulator); ``"native"`` runs ``simulator.backends.native.<name>`` (torch.distributed's own).
+    """
+    method = getattr(CollectiveMethods, name)
+
+    @functools.wraps(method)
+    def call(self: TorchDevice, *args: Any, **kwargs: Any) -> Any:
+        return getattr(self._collectives, name)(self, *args, **kwargs)
+
+    return call
 
 
 @dataclass
@@ -371,50 +388,16 @@ class TorchDevice:
             self._memory[req.name] = payload
         return payload
 
-    # ---- collectives (the names and arguments of simulator.collectives) ----------------------------
-    def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None):
-        """Every member ends with the reduction of all members' ``x`` (see ``simulator.collectives``)."""
-        return self._collectives.all_reduce(self, x, op, group, algorithm, name=name, partials=partials)
-
-    def reduce_scatter(
-        self, x, op="sum", group=None, algorithm="ring", *, axis=0, name=None, partials=None, indices=None
-    ):
-        """Member j ends with the reduction of every member's block j."""
-        return self._collectives.reduce_scatter(
-            self, x, op, group, algorithm, axis=axis, name=name, partials=partials, indices=indices
-        )
-
-    def all_gather(self, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None):
-        """Every member ends with every member's ``x`` (a list, or concatenated along ``axis``)."""
-        return self._collectives.all_gather(
-            self, x, group, algorithm, axis=axis, shapes=shapes, name=name, indices=indices
-        )
-
-    def broadcast(self, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None):
-        """Every member ends with ``src``'s ``x``."""
-        return self._collectives.broadcast(self, x, src, group, algorithm, shape=shape, dtype=dtype, name=name)
-
-    def reduce(self, x, dst, op="sum", group=None, algorithm="tree", *, name=None, partials=None):
-        """Device ``dst`` ends with the reduction of every member's ``x``."""
-        return self._collectives.reduce(self, x, dst, op, group, algorithm, name=name, partials=partials)
-
-    def scatter(self, chunks, src, group=None, algorithm="direct", *, shape=None, dtype=None, name=None, indices=None):
-        """Member m ends with ``chunks[m]`` from ``src``."""
-        return self._collectives.scatter(
-            self, chunks, src, group, algorithm, shape=shape, dtype=dtype, name=name, indices=indices
-        )
-
-    def gather(self, x, dst, group=None, algorithm="direct", *, shapes=None, name=None, indices=None):
-        """Device ``dst`` ends with every member's ``x``."""
-        return self._collectives.gather(self, x, dst, group, algorithm, shapes=shapes, name=name, indices=indices)
-
-    def all_to_all(self, chunks, group=None, algorithm="direct", *, shapes=None):
-        """Member m sends ``chunks[j]`` to member j and ends with what every member sent it."""
-        return self._collectives.all_to_all(self, chunks, group, algorithm, shapes=shapes)
-
-    def barrier(self, group=None, algorithm="dissemination"):
-        """No member leaves before every member has arrived."""
-        return self._collectives.barrier(self, group, algorithm)
+    # ---- collectives: the same methods (names, arguments, docs) as simulator.collectives gives Device ----
+    all_reduce = _collective("all_reduce")
+    reduce_scatter = _collective("reduce_scatter")
+    all_gather = _collective("all_gather")
+    broadcast = _collective("broadcast")
+    reduce = _collective("reduce")
+    scatter = _collective("scatter")
+    gather = _collective("gather")
+    all_to_all = _collective("all_to_all")
+    barrier = _collective("barrier")
 
     # ---- what native collectives need (see ``native``) ---------------------------------------
     def process_group(self, ranks: tuple[int, ...]) -> Any:
