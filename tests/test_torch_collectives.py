@@ -51,3 +51,17 @@ def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
     assert report.ok and report.checked == 4 * 3  # per rank: its part's input and output, and the total
     wrong = check(result.trace, Reference.of(demos.named_all_reduce_reference, np.arange(8.0), 3))
     assert not wrong.ok and wrong.first.name == "total" and wrong.first.where == "output"
+
+
+def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
+    from simulator import World
+    from simulator.backends.compare import compare
+
+    sim = World(4).run(demos.collectives_tour)
+    with TorchWorld(4, "gloo", timeout=20, collectives="messages") as w:
+        real = w.run(demos.collectives_tour)
+    diff = compare(sim, real, exact=True)
+    assert diff.ok, str(diff)
+    assert len(real.trace.messages) == len(sim.trace.messages) > 50
+    labels = {m.label.split(" step")[0].split("#")[0] for m in real.trace.messages}
+    assert {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"} <= labels

@@ -7,10 +7,15 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
+from simulator import World  # noqa: E402
 from simulator.backends import crosscheck  # noqa: E402
 from simulator.backends.errors import RemoteRankError  # noqa: E402
 from simulator.backends.launch import TorchWorld  # noqa: E402
 from simulator.examples import get  # noqa: E402
+from simulator.mesh import DeviceMesh  # noqa: E402
+from simulator.parallel import tensor  # noqa: E402
+from simulator.placements import R, S  # noqa: E402
+from simulator.sharded import ShardedArray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -43,29 +48,28 @@ def test_the_broken_contract_is_pytorchs_error_beside_the_simulators(world):
     assert "device 1 declared (1,) float64, device 0 sent (1, 1) float32" in str(sim)
 
 
-def torch_chunks(n, p):
-    c = -(-n // p)
-    return [(min(i * c, n), min((i + 1) * c, n)) for i in range(p)]
-
-
-def test_dtensor_shards_follow_the_chunk_rule(world):
+def test_dtensor_shards_equal_the_simulators_placements(world):
     w = np.arange(35.0).reshape(5, 7)  # 5 rows over 2 ranks: 3 and 2; 7 columns: 4 and 3
-    rows = world.run(crosscheck.dtensor_shards, w, "S(0)").outputs
-    cols = world.run(crosscheck.dtensor_shards, w, "S(1)").outputs
-    reps = world.run(crosscheck.dtensor_shards, w, "R").outputs
-    for r, ((r0, r1), (c0, c1)) in enumerate(zip(torch_chunks(5, 2), torch_chunks(7, 2))):
-        np.testing.assert_array_equal(rows[r], w[r0:r1])
-        np.testing.assert_array_equal(cols[r], w[:, c0:c1])
-        np.testing.assert_array_equal(reps[r], w)
+    mesh = DeviceMesh([0, 1])
+    for text, placement in (("S(0)", S(0)), ("S(1)", S(1)), ("R", R)):
+        torch_pieces = world.run(crosscheck.dtensor_shards, w, text).outputs
+        ours = ShardedArray.distribute(w, mesh, [placement])
+        for r in (0, 1):
+            np.testing.assert_array_equal(torch_pieces[r], ours.local(r), err_msg=f"{text} on rank {r}")
+    assert [p.shape for p in torch_pieces] == [(5, 7), (5, 7)]
 
 
-def test_colwise_and_rowwise_parallel_linear(world):
+def test_colwise_and_rowwise_parallel_equal_the_simulators_column_and_row_splits(world):
     x = np.arange(8.0).reshape(2, 4)
     a = np.arange(24.0).reshape(4, 6) / 7
+    mesh = DeviceMesh([0, 1])
     col = world.run(crosscheck.tensor_parallel_linear, x, a, "column").outputs
     row = world.run(crosscheck.tensor_parallel_linear, x, a, "row").outputs
-    for r, ((c0, c1), (k0, k1)) in enumerate(zip(torch_chunks(6, 2), torch_chunks(4, 2))):
-        np.testing.assert_array_equal(col[r]["a_shard"], a[:, c0:c1])  # column split: A's columns
-        np.testing.assert_allclose(col[r]["y"], x @ a[:, c0:c1])  # Y's columns, no communication
-        np.testing.assert_array_equal(row[r]["a_shard"], a[k0:k1])  # row split: A's rows
-        np.testing.assert_allclose(row[r]["y"], x @ a)  # partial sums all-reduced by PyTorch
+    sim_col = World(2).run(tensor.column_parallel_program, x, a, False).outputs  # each device's columns of Y
+    sim_row = World(2).run(tensor.row_parallel_program, x, a).outputs  # Y, all-reduced
+    for r in (0, 1):
+        np.testing.assert_array_equal(col[r]["a_shard"], ShardedArray.distribute(a, mesh, [S(1)]).local(r))
+        np.testing.assert_array_equal(row[r]["a_shard"], ShardedArray.distribute(a, mesh, [S(0)]).local(r))
+        np.testing.assert_allclose(col[r]["y"], sim_col[r], rtol=1e-12)
+        np.testing.assert_allclose(row[r]["y"], sim_row[r], rtol=1e-12)
+    np.testing.assert_allclose(np.concatenate([c["y"] for c in col], axis=1), x @ a, rtol=1e-12)

@@ -90,6 +90,20 @@ def compare(simulated: Any, measured: Any, *, exact: bool = False, rtol: float =
     return Comparison(len(sim.messages), n_ops, diffs)
 
 
+def counterpart(record: Any, measured: Trace, simulated: Trace) -> Any:
+    """The record of ``simulated`` that corresponds to ``record`` of ``measured`` (a Message or an Op).
+
+    Messages correspond by channel and position on it; ops (and held values) by device and position
+    in that device's sequence: what ``compare`` lines up.
+    """
+    if hasattr(record, "src"):
+        key = (record.src, record.dst, record.tag)
+        k = _channels(measured)[key].index(record)
+        return _channels(simulated)[key][k]
+    k = [op for _, op in _ops(measured)[record.rank]].index(record)
+    return _ops(simulated)[record.rank][k][1]
+
+
 def run_scenario(scenario: Scenario, world: TorchWorld) -> ScenarioRun:
     """``scenario.run()`` on real processes: same program, arguments and rules; the same check."""
     try:
