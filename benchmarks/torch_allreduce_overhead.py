@@ -13,6 +13,7 @@ The target is backend / strict baseline <= 1.1.
 from __future__ import annotations
 
 import argparse
+import os
 import time
 
 import numpy as np
@@ -69,3 +70,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    print(f"(machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end)")

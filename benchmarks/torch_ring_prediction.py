@@ -16,6 +16,7 @@ for the network, and no alpha-beta model describes that (see the report in the R
 from __future__ import annotations
 
 import argparse
+import os
 
 import numpy as np
 
@@ -62,3 +63,4 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    print(f"(machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end)")

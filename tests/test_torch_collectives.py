@@ -65,3 +65,11 @@ def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
     assert len(real.trace.messages) == len(sim.trace.messages) > 50
     labels = {m.label.split(" step")[0].split("#")[0] for m in real.trace.messages}
     assert {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"} <= labels
+
+
+def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(world4):
+    from simulator.backends.native import PIECE_BYTES
+
+    n = 2 * PIECE_BYTES // 8 + 12345  # three pieces, the last one short
+    for rank, checks in enumerate(world4.run(demos.all_reduce_check, n).outputs):
+        assert all(checks.values()), (rank, checks)

@@ -106,3 +106,26 @@ def test_compare_ignores_time_but_not_values():
     assert "device 1: returned [49.] simulated, [50.] measured" in str(
         compare(sim, Run(np.array([7.0]), np.array([50.0])))
     )
+
+
+def test_buffer_pool_reuses_only_buffers_nobody_holds():
+    from simulator.backends.pool import MIN_BYTES, BufferPool
+
+    def address(a):
+        return a.__array_interface__["data"][0]
+
+    pool = BufferPool(capacity=3)
+    n = MIN_BYTES // 8
+    a = pool.take((n,), np.float64)
+    first = address(a)
+    b = pool.take((n,), np.float64)
+    assert address(b) != first  # a is still held
+    view = a[::2]
+    del a
+    assert address(pool.take((n,), np.float64)) != first  # a view still holds a's memory
+    del view
+    c = pool.take((2, n // 2), np.float64)  # same size, another shape: reused
+    assert address(c) == first and c.shape == (2, n // 2)
+    assert len(pool) <= 3
+    small = pool.take((3,), np.float64)
+    assert small.nbytes < MIN_BYTES and len(pool) <= 2  # small arrays are not pooled

@@ -141,3 +141,24 @@ def named_all_reduce_reference(dev: Device, x: np.ndarray, p: int) -> np.ndarray
     """``named_all_reduce`` on one device: every partial, then their sum."""
     parts = [dev.compute(f"part{r}", lambda v, r=r: v * (r + 1), x) for r in range(p)]
     return dev.compute("total", lambda *ps: sum(ps), *parts)
+
+
+def all_reduce_check(dev: Device, n: int) -> dict[str, bool]:
+    """An all-reduce of n float64 values (large enough to travel in pieces), checked on the rank itself.
+
+    Returns what held: the sum is right, the average is right, the input is untouched, and a second
+    call gives a second array (the first result is not overwritten by buffer reuse).
+    """
+    p = dev.world_size
+    x = np.arange(n, dtype=np.float64) * (dev.rank + 1)
+    before = x.copy()
+    total = dev.all_reduce(x)
+    mean = dev.all_reduce(x, op="avg")
+    expected = np.arange(n, dtype=np.float64) * (p * (p + 1) // 2)
+    return {
+        "sum": bool(np.array_equal(total, expected)),
+        "avg": bool(np.allclose(mean, expected / p)),
+        "input untouched": bool(np.array_equal(x, before)),
+        "results distinct": not np.shares_memory(total, mean) and bool(np.array_equal(total, expected)),
+        "read-only": not total.flags.writeable,
+    }

@@ -33,6 +33,11 @@ if TYPE_CHECKING:
 REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
+# A large all-reduce goes in pieces of this size, so that copying the input into the result buffer
+# (the price of a functional API over torch's in-place one) overlaps with the reduction itself.
+PIECE_BYTES = 8 << 20
+
+
 def chunk_bounds(n: int, parts: int) -> list[int]:
     """torch.chunk's split of n elements into ``parts`` (as DTensor and ``simulator.placements`` split)."""
     c = -(-n // parts)
@@ -63,8 +68,17 @@ def all_reduce(dev, x, op="sum", group=None, algorithm="ring", *, name=None, par
     g, t0 = Group(dev, group), dev.clock
     x = np.asarray(x)
     out = dev.buffer(x.shape, x.dtype)  # torch reduces in place: into a copy, the caller's array stays intact
-    np.copyto(out, x)
-    dev.native(lambda: dist.all_reduce(dev.tensor(out), op=_op(op), group=g.pg), "all_reduce")
+    flat, src = out.reshape(-1), x.reshape(-1)
+    step = max(1, PIECE_BYTES // max(1, x.itemsize))
+    works = []
+    for lo in range(0, flat.size, step):  # copy piece k + 1 while torch reduces piece k
+        np.copyto(flat[lo : lo + step], src[lo : lo + step])
+        piece = dev.tensor(flat[lo : lo + step])
+        works.append(
+            dev.native(lambda p=piece: dist.all_reduce(p, op=_op(op), group=g.pg, async_op=True), "all_reduce")
+        )
+    for work in works:
+        dev.native(lambda w=work: w.wait(dev.wait_timeout), "all_reduce")
     inputs = (freeze(x),) if dev.keep_payloads else ()
     return dev.record_collective("all_reduce", name, inputs, _finish_avg(out, op, g.p), t0)
 
