@@ -1,0 +1,65 @@
+"""Calibration: the alpha-beta fit, the cost file, and the command on real gloo ranks."""
+
+import json
+
+import numpy as np
+import pytest
+
+from simulator import World
+from simulator.backends.costfile import load_cost, save_cost
+from simulator.cost import CostModel
+from simulator.examples import seeds
+
+
+def test_fit_recovers_alpha_and_bandwidth_from_exact_times():
+    pytest.importorskip("torch.distributed")
+    from simulator.backends.calibrate import fit_alpha_beta
+
+    sizes = [8, 1 << 10, 1 << 16, 1 << 20, 1 << 22]
+    alpha, bandwidth = fit_alpha_beta(sizes, [50e-6 + n / 2e9 for n in sizes])
+    assert alpha == pytest.approx(50e-6, rel=1e-9) and bandwidth == pytest.approx(2e9, rel=1e-9)
+    alpha, bandwidth = fit_alpha_beta(sizes, [n / 1e9 for n in sizes])  # no latency at all
+    assert alpha == pytest.approx(0, abs=1e-12) and bandwidth == pytest.approx(1e9, rel=1e-6)
+    with pytest.raises(ValueError, match="do not grow with the message size"):
+        fit_alpha_beta(sizes, [1e-3 - n * 1e-10 for n in sizes])
+
+
+def test_cost_file_round_trip_and_clear_errors(tmp_path):
+    cost = CostModel(latency=3e-5, bandwidth=2e9, flops=4e9)
+    path = save_cost(tmp_path / "cost.json", cost, {"ranks": 2}, name="measured here")
+    assert json.loads(path.read_text())["measured"] == {"ranks": 2}
+    loaded = load_cost(path)
+    assert (loaded.latency, loaded.bandwidth, loaded.flops) == (3e-5, 2e9, 4e9)
+    # a simulation runs under it: one 8-byte message costs alpha + 8 / B
+    msg = World(2, cost=loaded).run(seeds.split, np.array([3.0])).trace.messages[0]
+    assert msg.t_arrive - msg.t_send == pytest.approx(3e-5 + 8 / 2e9)
+    (tmp_path / "bad.json").write_text('{"latency": 1e-6}')
+    with pytest.raises(ValueError, match="lacks bandwidth, flops"):
+        load_cost(tmp_path / "bad.json")
+    with pytest.raises(ValueError, match="cannot read a cost model"):
+        load_cost(tmp_path / "missing.json")
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, capsys):
+    pytest.importorskip("torch.distributed")
+    from simulator.__main__ import main
+
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "calibrated on 2 gloo ranks (pingpong): latency" in printed and f"wrote {out}" in printed
+    cost = load_cost(out)
+    assert cost.latency >= 0 and cost.bandwidth > 0 and cost.flops > 0
+    measured = json.loads(out.read_text())["measured"]
+    assert sorted(map(int, measured["one_way_seconds"])) == [
+        8,
+        1 << 10,
+        16 << 10,
+        64 << 10,
+        256 << 10,
+        1 << 20,
+        4 << 20,
+    ]
+    assert all(t > 0 for t in measured["one_way_seconds"].values())
