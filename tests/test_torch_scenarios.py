@@ -52,6 +52,19 @@ def test_split_equals_simulation_and_passes_the_check(world):
     assert [kind for kind, _ in real.result.trace.events] == ["hold", "op", "send", "recv", "op"]
 
 
+def test_the_same_tools_read_a_measured_trace(world):
+    from simulator.plot.chrome_trace import chrome_trace
+    from simulator.stepper import Stepper
+    from simulator.textgrid import text_timeline
+
+    real = run_scenario(get("split"), world).result
+    grid = text_timeline(real, 40).splitlines()
+    assert grid[1].startswith("device 0") and "A" in grid[1] and grid[2].startswith("device 1") and "B" in grid[2]
+    assert "in flight: #0 0->1=[7.]" in Stepper(real.trace).goto(3).render()
+    events = chrome_trace(real)["traceEvents"]
+    assert {e.get("name") for e in events} >= {"A", "B"}
+
+
 def test_wrong_input_is_flagged_at_the_same_message(world):
     sim, real = get("wrong-input").run(), run_scenario(get("wrong-input"), world)
     np.testing.assert_array_equal(real.result.outputs[1], [9.0])
