@@ -1,4 +1,7 @@
-"""The command line: ``python -m simulator demo | list | run NAME`` (see ``--help``)."""
+"""The command line: ``python -m simulator demo | list | run NAME | timeline NAME | export NAME | figures``.
+
+See ``--help``.
+"""
 
 from __future__ import annotations
 
@@ -41,6 +44,60 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(exc.args[0], file=sys.stderr)
         return 2
     return 0 if _show(scenario, step=args.step) else 1
+
+
+def cmd_figures(args: argparse.Namespace) -> int:
+    """Regenerate the figures (all of them, or those named) into a folder, with progress."""
+    from .figures import build_figures, registry
+
+    if args.list:
+        for name, spec in registry().items():
+            print(f"{name:<28} {', '.join(spec.outputs)}\n{'':<28} {spec.doc}")
+        return 0
+    try:
+        written = build_figures(args.out, only=args.only or None)
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    print(f"{len(written)} files in {args.out}/")
+    return 0
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    """Export a scenario's run as Chrome Trace Event JSON (open it in ui.perfetto.dev or chrome://tracing)."""
+    from .plot.chrome_trace import write_chrome_trace
+
+    result = _result(args.scenario)
+    if result is None:
+        return 2
+    info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+    print(f"wrote {info.path}: {info.events:,} events")
+    if info.collapsed:
+        print(info.note)
+    return 0
+
+
+def cmd_timeline(args: argparse.Namespace) -> int:
+    """Print a scenario's timeline as a text grid (one row per device)."""
+    from .textgrid import text_timeline
+
+    result = _result(args.scenario)
+    if result is None:
+        return 2
+    print(text_timeline(result, args.width))
+    return 0
+
+
+def _result(name: str):
+    """The finished run of a named scenario, or None (with the reason on stderr)."""
+    try:
+        run = get(name).run()
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return None
+    if run.result is None:
+        print(f"scenario {name!r} stops with {type(run.error).__name__}, so there is no run to show", file=sys.stderr)
+    return run.result
 
 
 def _show(scenario: Scenario, *, step: bool) -> bool:
@@ -93,6 +150,34 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument("--step", action="store_true", help="show every device's memory after each event"),
+        ),
+    ),
+    "figures": (
+        cmd_figures,
+        lambda p: (
+            p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
+            p.add_argument("--out", default="figures", help="output folder (default: figures)"),
+            p.add_argument("--list", action="store_true", help="list the figures and their files"),
+        ),
+    ),
+    "export": (
+        cmd_export,
+        lambda p: (
+            p.add_argument("scenario", help="a scenario name (see `list`)"),
+            p.add_argument("--out", help="output file (default: SCENARIO.trace.json)"),
+            p.add_argument(
+                "--max-events",
+                type=int,
+                default=1_000_000,
+                help="collapse per-chunk events above this many (default: 1,000,000)",
+            ),
+        ),
+    ),
+    "timeline": (
+        cmd_timeline,
+        lambda p: (
+            p.add_argument("scenario", help="a scenario name (see `list`)"),
+            p.add_argument("--width", type=int, default=80, help="columns of the time axis (default: 80)"),
         ),
     ),
 }

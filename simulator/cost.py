@@ -1,61 +1,233 @@
 """The cost model: how long a message or a compute step takes in simulated time.
 
-Assumptions, stated once:
-- A message of n bytes from src to dst takes ``alpha + n / bandwidth`` seconds (the alpha-beta model).
-- Each directed link carries one message at a time. A message waits until its link is free, holds it
-  for ``n / bandwidth`` seconds, and arrives ``alpha`` after its last byte left. So back-to-back
-  messages on one link pipeline their latencies but queue their bytes (contention shows).
-- A sender's ``wait`` on a send completes when the last byte has left it, not when it arrives.
-- A compute step of f floating-point operations takes ``f / flops`` seconds.
+Assumptions, stated once (each topology below says how it refines them):
+
+- A message of n bytes over one link takes ``alpha + n / B`` seconds (the alpha-beta model): alpha is
+  the per-message latency, B the link bandwidth in bytes per second.
+- A link carries one message at a time in each direction. A message waits until its link is free,
+  holds it for ``n / B`` seconds, and arrives ``alpha`` after its last byte left. So back-to-back
+  messages on one link overlap their latencies but queue their bytes: contention shows. Links serve
+  messages in the order they were posted (no overtaking).
+- An eager (buffered) send completes at once; a rendezvous send completes when its last byte has left
+  the sender (after the matching receive was posted), not when it arrives.
+- A device computes one op at a time; f floating-point operations take ``f / flops`` seconds.
+- Compute and communication overlap: a link carries bytes while its devices compute. A program gets
+  that overlap by posting ``isend``/``irecv`` before computing and waiting afterwards (in eager mode a
+  plain ``send`` is buffered and overlaps too).
+- ``memory`` is the capacity of each device in bytes; the engine does not enforce it, the memory
+  timeline (``simulator.memory``) checks a run against it.
+
+Topologies (``CostModel.topology``):
+
+- ``FullyConnected()`` (the default): a private link in each direction between every pair of devices.
+- ``Ring()``: device i is linked only to i-1 and i+1 (mod p), both directions. See ``Ring`` for how a
+  message between non-neighbours is routed and timed.
+- ``TwoLevel(node_size, inter_latency, inter_bandwidth)``: nodes of ``node_size`` devices; inside a
+  node, fully connected fast links (the model's ``latency``/``bandwidth``); between nodes, slower links
+  through each device's own network port.
 
 A ``CostModel`` is an immutable description; ``network(world_size)`` makes the mutable per-run link
-state, so two simulations never share anything.
+state, so two simulations never share anything. ``Network.transfer`` is on the engine's hot path:
+keep it to a few dictionary operations.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Protocol
+
+
+class LinkState(Protocol):
+    """Per-run link state, as the engine uses it."""
+
+    def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
+        """Book a message of ``nbytes`` posted at time ``t``. Returns (start, sender_done, arrival)."""
+        ...
+
+
+class Topology(Protocol):
+    """How devices are wired: which links a message uses, and what each link costs."""
+
+    def network(self, cost: CostModel, world_size: int) -> LinkState: ...
+
+    def message_time(
+        self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None
+    ) -> float: ...
+
+    def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float: ...
+
+    def describe(self, cost: CostModel) -> str: ...
+
+
+@dataclass(frozen=True)
+class FullyConnected:
+    """A private link in each direction between every pair of devices (like NVSwitch inside a node).
+
+    A message takes ``latency + n / bandwidth`` on an idle link; only messages between the same
+    source and destination queue behind each other.
+    """
+
+    def network(self, cost: CostModel, world_size: int) -> Network:
+        return Network(cost, world_size)
+
+    def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
+        return cost.latency + nbytes / cost.bandwidth
+
+    def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
+        return nbytes / cost.bandwidth
+
+    def describe(self, cost: CostModel) -> str:
+        return f"fully connected, {_link(cost.latency, cost.bandwidth)} per directed link"
+
+
+@dataclass(frozen=True)
+class Ring:
+    """Device i has links only to its neighbours i-1 and i+1 (mod p), one in each direction.
+
+    Routing: a message takes the shorter way round; when both ways are equally long (p even, distance
+    p/2) it goes towards increasing rank. Timing: cut-through. The bytes stream through the h links of
+    the route one after another; each hop adds one ``latency`` and the bytes are not stored and
+    re-sent at each intermediate device. So on idle links a message over h hops takes
+    ``h * latency + n / bandwidth``, and its link k (k = 0..h-1) is busy from ``start + k * latency``
+    for ``n / bandwidth`` seconds. A message starts only when every link on its route will be free
+    when its head gets there; intermediate devices forward without computing (their links are busy,
+    their compute is not).
+    """
+
+    def network(self, cost: CostModel, world_size: int) -> RingNetwork:
+        return RingNetwork(cost, world_size)
+
+    def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
+        return self.hops(src, dst, world_size) * cost.latency + nbytes / cost.bandwidth
+
+    def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
+        return nbytes / cost.bandwidth
+
+    def describe(self, cost: CostModel) -> str:
+        return f"bidirectional ring, {_link(cost.latency, cost.bandwidth)} per link, shortest-way cut-through routing"
+
+    @staticmethod
+    def route(src: int, dst: int, world_size: int) -> list[tuple[int, int]]:
+        """The directed links a message from src to dst uses, in order."""
+        p = world_size
+        d = (dst - src) % p
+        step = 1 if d <= p - d else -1
+        links = []
+        node = src
+        while node != dst:
+            nxt = (node + step) % p
+            links.append((node, nxt))
+            node = nxt
+        return links
+
+    @staticmethod
+    def hops(src: int, dst: int, world_size: int | None) -> int:
+        if world_size is None:
+            raise ValueError("Ring.message_time needs world_size (the number of devices on the ring)")
+        d = (dst - src) % world_size
+        return min(d, world_size - d)
+
+
+@dataclass(frozen=True)
+class TwoLevel:
+    """Nodes of ``node_size`` devices: fast links inside a node, slower ones between nodes.
+
+    Device r sits on node ``r // node_size``. Inside a node the devices are fully connected with the
+    cost model's ``latency`` and ``bandwidth`` (NVLink-like). Between nodes each device has its own
+    network port (as in DGX systems, one InfiniBand adapter per GPU) joined by a non-blocking switch:
+    a message from device a to device b on another node uses a's outgoing port and b's incoming port,
+    each carrying one message at a time, and takes ``inter_latency + n / inter_bandwidth`` when both
+    are idle. So two messages leaving one device for two other nodes queue on its port, and so do two
+    messages arriving at one device from two other nodes.
+    """
+
+    node_size: int
+    inter_latency: float
+    inter_bandwidth: float
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node_size, int) or self.node_size < 1:
+            raise ValueError(f"TwoLevel(node_size={self.node_size!r}): give the number of devices per node (>= 1)")
+        _check_link("TwoLevel.inter", self.inter_latency, self.inter_bandwidth)
+
+    def network(self, cost: CostModel, world_size: int) -> TwoLevelNetwork:
+        return TwoLevelNetwork(cost, self, world_size)
+
+    def same_node(self, a: int, b: int) -> bool:
+        return a // self.node_size == b // self.node_size
+
+    def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
+        if self.same_node(src, dst):
+            return cost.latency + nbytes / cost.bandwidth
+        return self.inter_latency + nbytes / self.inter_bandwidth
+
+    def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
+        return nbytes / (cost.bandwidth if self.same_node(src, dst) else self.inter_bandwidth)
+
+    def describe(self, cost: CostModel) -> str:
+        return (
+            f"nodes of {self.node_size} devices: inside a node {_link(cost.latency, cost.bandwidth)} per directed "
+            f"link; between nodes {_link(self.inter_latency, self.inter_bandwidth)} per device port"
+        )
 
 
 @dataclass(frozen=True)
 class CostModel:
-    """Alpha-beta links between every pair of devices, and devices of a given speed.
+    """Links between devices, and devices of a given speed and memory.
 
     latency:   alpha, seconds per message (default 1 us, a typical NVLink/PCIe software latency)
     bandwidth: bytes per second per directed link (default 100 GB/s)
     flops:     floating-point operations per second per device (default 100 TFLOP/s)
     memory:    bytes of memory per device, or None for unlimited
+    topology:  how the devices are wired (default: fully connected); for ``TwoLevel``, latency and
+               bandwidth are those of the links inside a node
+    name:      a short label for figures and reports (the presets set it)
     """
 
     latency: float = 1e-6
     bandwidth: float = 100e9
     flops: float = 100e12
     memory: float | None = None
+    topology: FullyConnected | Ring | TwoLevel = field(default_factory=FullyConnected)
+    name: str = ""
 
     def __post_init__(self) -> None:
-        if self.latency < 0 or not math.isfinite(self.latency):
-            raise ValueError(f"CostModel.latency must be a finite number >= 0, got {self.latency!r}")
-        if not self.bandwidth > 0:
-            raise ValueError(f"CostModel.bandwidth must be > 0 bytes/s, got {self.bandwidth!r}")
+        _check_link("CostModel", self.latency, self.bandwidth)
         if not self.flops > 0:
             raise ValueError(f"CostModel.flops must be > 0 FLOP/s, got {self.flops!r}")
+        if self.memory is not None and not self.memory > 0:
+            raise ValueError(f"CostModel.memory must be > 0 bytes or None (unlimited), got {self.memory!r}")
 
     def compute_time(self, flops: float) -> float:
         """Seconds a device needs for ``flops`` floating-point operations."""
         return flops / self.flops
 
-    def message_time(self, nbytes: int, src: int = 0, dst: int = 1) -> float:
-        """Seconds for one message on an idle link: alpha + n / B."""
-        return self.latency + nbytes / self.bandwidth
+    def message_time(self, nbytes: float, src: int = 0, dst: int = 1, world_size: int | None = None) -> float:
+        """Seconds for one message from src to dst when every link on its way is idle.
 
-    def network(self, world_size: int) -> Network:
+        Fully connected: alpha + n / B. Ring: hops * alpha + n / B (needs ``world_size``). Two-level:
+        the intra-node or the inter-node alpha and B.
+        """
+        return self.topology.message_time(self, src, dst, nbytes, world_size)
+
+    def wire_time(self, nbytes: float, src: int = 0, dst: int = 1) -> float:
+        """Seconds the bytes of one message occupy a link on its way from src to dst (n / B)."""
+        return self.topology.wire_time(self, src, dst, nbytes)
+
+    def network(self, world_size: int) -> LinkState:
         """Fresh per-run link state for ``world_size`` devices."""
-        return Network(self, world_size)
+        return self.topology.network(self, world_size)
+
+    def describe(self) -> str:
+        """The assumptions in one paragraph, for reports and figure captions."""
+        mem = "unlimited memory" if self.memory is None else f"{self.memory / 1e9:g} GB memory"
+        who = f"{self.name}: " if self.name else ""
+        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}, {mem}"
 
 
 class Network:
-    """Per-run state of the links: when each directed link is next free."""
+    """Per-run state of fully connected links: when each directed link is next free."""
 
     __slots__ = ("_alpha", "_inv_bw", "_free")
 
@@ -73,3 +245,82 @@ class Network:
         done = start + nbytes * self._inv_bw
         self._free[key] = done
         return start, done, done + self._alpha
+
+
+class RingNetwork:
+    """Per-run state of a ring: when each directed neighbour link is next free (see ``Ring``)."""
+
+    __slots__ = ("_alpha", "_inv_bw", "_free", "_routes", "_p")
+
+    def __init__(self, cost: CostModel, world_size: int) -> None:
+        self._alpha = cost.latency
+        self._inv_bw = 1.0 / cost.bandwidth
+        self._p = world_size
+        self._free: dict[tuple[int, int], float] = {}
+        self._routes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
+        route = self._routes.get((src, dst))
+        if route is None:
+            route = self._routes[(src, dst)] = Ring.route(src, dst, self._p)
+        alpha = self._alpha
+        free = self._free
+        start = t
+        for k, link in enumerate(route):  # the head reaches link k at start + k * alpha
+            s = free.get(link, 0.0) - k * alpha
+            if s > start:
+                start = s
+        wire = nbytes * self._inv_bw
+        for k, link in enumerate(route):
+            free[link] = start + k * alpha + wire
+        done = start + wire
+        return start, done, done + len(route) * alpha
+
+
+class TwoLevelNetwork:
+    """Per-run state of a two-level machine: intra-node links, and each device's network port."""
+
+    __slots__ = ("_alpha", "_inv_bw", "_alpha_x", "_inv_bw_x", "_node_size", "_free", "_tx", "_rx")
+
+    def __init__(self, cost: CostModel, topo: TwoLevel, world_size: int) -> None:
+        self._alpha = cost.latency
+        self._inv_bw = 1.0 / cost.bandwidth
+        self._alpha_x = topo.inter_latency
+        self._inv_bw_x = 1.0 / topo.inter_bandwidth
+        self._node_size = topo.node_size
+        self._free: dict[tuple[int, int], float] = {}
+        self._tx = [0.0] * world_size  # when each device's outgoing network port is next free
+        self._rx = [0.0] * world_size  # ... and its incoming one
+
+    def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
+        ns = self._node_size
+        if src // ns == dst // ns:
+            key = (src, dst)
+            start = self._free.get(key, 0.0)
+            if start < t:
+                start = t
+            done = start + nbytes * self._inv_bw
+            self._free[key] = done
+            return start, done, done + self._alpha
+        start = max(t, self._tx[src], self._rx[dst])
+        done = start + nbytes * self._inv_bw_x
+        self._tx[src] = self._rx[dst] = done
+        return start, done, done + self._alpha_x
+
+
+def _check_link(who: str, latency: float, bandwidth: float) -> None:
+    if not (latency >= 0 and math.isfinite(latency)):
+        raise ValueError(f"{who} latency must be a finite number >= 0 seconds, got {latency!r}")
+    if not bandwidth > 0:
+        raise ValueError(f"{who} bandwidth must be > 0 bytes/s, got {bandwidth!r}")
+
+
+def _link(latency: float, bandwidth: float) -> str:
+    return f"alpha = {latency * 1e6:g} us, B = {bandwidth / 1e9:g} GB/s"
+
+
+def _rate(flops: float) -> str:
+    for unit, scale in (("PFLOP/s", 1e15), ("TFLOP/s", 1e12), ("GFLOP/s", 1e9), ("MFLOP/s", 1e6)):
+        if flops >= scale:
+            return f"{flops / scale:g} {unit}"
+    return f"{flops:g} FLOP/s"

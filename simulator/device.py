@@ -52,6 +52,17 @@ class Request:
         return f"<Request device {self.owner} {self.describe()} {state}>"
 
 
+def _nbytes(value: Any) -> int:
+    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
+    if isinstance(value, np.ndarray):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, (int, float, complex, np.generic)):
+        return np.asarray(value).nbytes
+    return 0
+
+
 def freeze(value: Any) -> np.ndarray:
     """A read-only copy of ``value``: what a message carries."""
     arr = np.array(value)
@@ -97,7 +108,9 @@ class Device(CollectiveMethods):
     def _record_memory(self, kind, name, arr, index, doc) -> None:
         eng = self._engine
         t = self.clock
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, arr if eng.keep_payloads else None, index, doc)
+        nbytes = 0 if arr is None else arr.nbytes
+        kept = arr if eng.keep_payloads else None
+        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes)
         eng.trace.events.append((kind, op))
         if arr is None:
             del self._memory[name]
@@ -132,11 +145,12 @@ class Device(CollectiveMethods):
                 flops = np.size(out) if isinstance(out, np.ndarray) else 1
             seconds = eng.cost.compute_time(flops)
         t0 = self.clock
+        nbytes = _nbytes(out) if keep else 0
         if eng.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep, nbytes)
         else:
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep)
+            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
         eng.trace.ops.append(op)
         eng.trace.events.append(("op", op))
         if keep:

@@ -98,12 +98,16 @@ class Op:
 
     ``inputs``/``output`` are kept only when the run keeps payloads. ``index`` says which part of the
     single-device value ``name`` this device computes (a shard), or None for the whole value.
-    ``keep`` says whether the output stays in the device's memory under ``name``.
+    ``keep`` says whether the output stays in the device's memory under ``name``. ``nbytes`` is how
+    many bytes the record places in that memory (0 for a free, and for an op whose output is not
+    kept), known even when payloads are not kept.
     """
 
-    __slots__ = ("id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep")
+    __slots__ = (
+        "id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep", "nbytes",
+    )  # fmt: skip
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True):
+    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True, nbytes=0):
         self.id = id
         self.rank = rank
         self.name = name
@@ -115,6 +119,7 @@ class Op:
         self.index = index
         self.doc = doc
         self.keep = keep
+        self.nbytes = nbytes
 
     def signature(self) -> tuple:
         return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)

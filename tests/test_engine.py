@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator import CostModel, RankError, World
+from simulator import CostModel, RankError, SimulationError, World
 from simulator.examples import seeds
 
 COST = CostModel(latency=2e-6, bandwidth=1e9, flops=1e9)
@@ -154,3 +154,42 @@ def test_metadata_only_run_keeps_no_payloads():
     result = World(4, keep_payloads=False).run(ring_pass, 2)
     assert all(m.payload is None for m in result.trace.messages)
     assert all(m.nbytes == 8 and m.shape == (1,) for m in result.trace.messages)
+
+
+def test_rendezvous_transfer_starts_when_the_receive_is_posted():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1000), dst=1)  # posted at t=0, but device 1 posts its recv at 5 us
+            return dev.clock
+        dev.compute("busy", lambda: np.zeros(1), flops=5000)
+        dev.recv(src=0)
+        return dev.clock
+
+    sender_done, received = World(2, cost=COST, send_mode="rendezvous").run(program).outputs
+    assert sender_done == pytest.approx(5e-6 + 8e-6)  # the last byte left 8 us after the start
+    assert received == pytest.approx(5e-6 + 8e-6 + 2e-6)
+    (msg,) = World(2, cost=COST, send_mode="rendezvous").run(program).trace.messages
+    assert msg.t_send == 0.0 and msg.t_start == pytest.approx(5e-6)
+
+
+def test_rendezvous_with_irecv_posted_first_does_not_deadlock():
+    def program(dev):
+        peer = 1 - dev.rank
+        rreq = dev.irecv(src=peer)
+        dev.send(np.array([dev.rank]), dst=peer)
+        return int(dev.wait(rreq)[0])
+
+    assert World(2, send_mode="rendezvous").run(program).outputs == [1, 0]
+
+
+def test_waiting_twice_on_a_receive_is_an_error():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1), dst=1)
+        else:
+            req = dev.irecv(src=0)
+            dev.wait(req)
+            dev.wait(req)
+
+    with pytest.raises(SimulationError, match="waited twice on the receive of message #0"):
+        World(2).run(program)

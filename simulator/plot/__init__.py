@@ -1,1 +1,34 @@
-"""Pictures of runs (matplotlib is imported only inside this package)."""
+"""Pictures of runs: timeline diagrams, memory plots, animations (matplotlib), and Chrome-trace export.
+
+matplotlib is imported only inside this package, and only by the modules that draw
+(``timeline``, ``memory``, ``animation``, ``style``, ``sharding``); ``chrome_trace`` writes JSON and needs none.
+The names below load their module on first use, so ``import simulator.plot`` stays cheap.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "plot_timeline": "timeline",
+    "plot_timelines": "timeline",
+    "save_timeline": "timeline",
+    "plot_memory": "memory",
+    "save_memory": "memory",
+    "animate_messages": "animation",
+    "chrome_trace": "chrome_trace",
+    "write_chrome_trace": "chrome_trace",
+    "save_figure": "style",
+    "plot_sharding": "sharding",
+    "save_sharding": "sharding",
+}
+
+__all__ = sorted(_LAZY)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simulator.plot' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)

@@ -1,0 +1,88 @@
+"""Plot of the memory each device holds over time (from ``simulator.memory``).
+
+Up to 8 devices: one step line per device, its peak marked, and the devices' capacity as a dashed
+line when the cost model has one. More devices: a heat map, one row per device, colour = bytes held,
+which stays readable at 64 devices.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from ..activity import unpack
+from ..memory import memory_timeline
+from ..trace import Trace
+from ..units import size_unit
+from .style import CAPTION_COLOR, PALETTE, new_figure, save_figure, time_axis
+
+if TYPE_CHECKING:
+    from ..cost import CostModel
+    from ..engine import RunResult
+
+MAX_LINES = 8
+
+
+def plot_memory(
+    run: RunResult | Trace, *, cost: CostModel | None = None, title: str | None = None, width: float = 11.0
+) -> Figure:
+    """Memory held by each device over the run; returns the figure."""
+    trace, cost = unpack(run, cost)
+    mem = memory_timeline(trace)
+    n = mem.world_size
+    t_end = mem.end_time or max((t[-1] for t in mem.times), default=0.0) or 1e-9
+    peak = max((mem.peak(r) for r in range(n)), default=0)
+    unit, scale = size_unit(max(peak, 1))
+    lines = n <= MAX_LINES
+    fig = new_figure(width, 3.6 if lines else 2.2 + min(0.12 * n, 7.0))
+    ax = fig.add_axes((0.09, 0.16, 0.78, 0.7) if lines else (0.09, 0.12, 0.78, 0.76))
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+    time_axis(ax, t_end)
+    ax.set_xlim(0, t_end * 1.005)
+    if lines:
+        for r in range(n):
+            xs = mem.times[r] + [t_end]
+            ys = [h * scale for h in mem.held[r]] + [mem.held[r][-1] * scale]
+            color = PALETTE[r % len(PALETTE)]
+            ax.step(xs, ys, where="post", color=color, linewidth=1.6, label=f"device {r}")
+            ax.plot([mem.peak_time(r)], [mem.peak(r) * scale], "o", color=color, markersize=4)
+        ax.set_ylabel(f"memory held ({unit})")
+        ax.set_ylim(0, max(peak * scale * 1.15, 1e-9))
+        if cost is not None and cost.memory is not None:
+            cap = cost.memory * scale
+            if cap <= peak * scale * 3:
+                ax.axhline(cap, color="#b2182b", linestyle="--", linewidth=1, label="capacity")
+                ax.set_ylim(0, max(cap, peak * scale) * 1.15)
+            else:
+                ax.text(0.99, 0.97, f"capacity {cost.memory * scale:.3g} {unit} (off scale)", transform=ax.transAxes,
+                        ha="right", va="top", fontsize=8, color=CAPTION_COLOR)  # fmt: skip
+        ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+        ax.grid(axis="y", color="#e4e4e4", linewidth=0.6)
+    else:
+        grid = np.linspace(0, t_end, 800)
+        image = np.array([_sample(mem.times[r], mem.held[r], grid) for r in range(n)]) * scale
+        im = ax.imshow(image, aspect="auto", origin="upper", extent=(0, t_end, n - 0.5, -0.5), cmap="viridis",
+                       interpolation="nearest", vmin=0)  # fmt: skip
+        ax.set_ylabel("device")
+        cax = fig.add_axes((0.89, 0.12, 0.015, 0.76))
+        fig.colorbar(im, cax=cax, label=f"memory held ({unit})")
+    if title:
+        ax.set_title(title, loc="left")
+    return fig
+
+
+def save_memory(
+    run: RunResult | Trace, stem: str | Path, formats: Sequence[str] = ("png", "svg"), **kwargs
+) -> list[Path]:
+    """Plot memory over time and save it as ``stem.png`` / ``stem.svg``; returns the paths."""
+    return save_figure(plot_memory(run, **kwargs), stem, formats)
+
+
+def _sample(times: list[float], held: list[int], grid: np.ndarray) -> np.ndarray:
+    idx = np.searchsorted(np.asarray(times), grid, side="right") - 1
+    return np.asarray(held, dtype=float)[np.clip(idx, 0, None)]

@@ -1,0 +1,363 @@
+"""Timeline diagrams (Gantt charts) of a run: what every device did, and every message between them.
+
+One row per device (device 0 at the top). Each row has:
+
+- a compute bar: one coloured box per op, labelled with the op name where it fits (so microbatch
+  names such as ``F3`` show); ops whose names differ only in numbers share a colour;
+- under it, two thin bands: dark where bytes leave the device (its link is busy sending), grey where
+  bytes arrive;
+- hatched grey where the device computes nothing: idle time, such as pipeline bubbles and waits;
+- at the right, the fraction of the run the device spent computing.
+
+An arrow goes from the first byte of every message leaving its source to its arrival at the
+destination. The x axis is simulated time in real units; the caption states the cost model.
+Spans come from ``simulator.activity`` (exact link occupation under the run's cost model).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+from matplotlib.axes import Axes
+from matplotlib.collections import LineCollection, PolyCollection
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import FancyArrowPatch, Patch
+
+from ..activity import Activity, activity, unpack
+from ..trace import Message, Trace
+from .style import (
+    ARROW_COLOR,
+    CAPTION_COLOR,
+    IDLE_COLOR,
+    IDLE_HATCH_COLOR,
+    RECV_COLOR,
+    SEND_COLOR,
+    assign_colors,
+    family,
+    new_figure,
+    save_figure,
+    text_color,
+    time_axis,
+)
+
+if TYPE_CHECKING:
+    from ..cost import CostModel
+    from ..engine import RunResult
+
+# Vertical layout of a row centred on y = rank (the axis is inverted: device 0 on top).
+COMPUTE = (-0.42, 0.08)
+SEND_BAND = (0.11, 0.24)
+RECV_BAND = (0.26, 0.39)
+MAX_FANCY_ARROWS = 400  # above this, arrows are drawn as one line collection with end marks
+MAX_MESSAGE_LABELS = 16  # label arrows only when there are this few messages
+
+
+def payload_label(m: Message) -> str:
+    """The value a message carries when it is small and the run kept it (a teaching run), else nothing."""
+    p = m.payload
+    if isinstance(p, np.ndarray) and 0 < p.size <= 4:
+        return ", ".join(f"{v:g}" if isinstance(v, (int, float)) else str(v) for v in p.ravel().tolist())
+    return ""
+
+
+def plot_timeline(
+    run: RunResult | Trace,
+    *,
+    cost: CostModel | None = None,
+    ax: Axes | None = None,
+    title: str | None = None,
+    color_key: Callable[[str], str] = family,
+    label: Callable[[str], str] = str,
+    arrows: bool = True,
+    message_label: Callable[[Message], str] | None = payload_label,
+    legend: bool = True,
+    caption: bool | str = True,
+    t_max: float | None = None,
+    width: float = 11.0,
+) -> Figure:
+    """Draw the timeline of a run; returns the figure (see the module docstring).
+
+    color_key: op name -> colour group (default: the name without digits)
+    label:     op name -> text written in its box
+    message_label: message -> text by its arrow (default: the value it carries, when small), shown
+               when there are at most MAX_MESSAGE_LABELS messages; None for no labels
+    caption:   True for the cost model's description, a string for your own, False for none
+    t_max:     right end of the time axis (to compare several runs on one scale)
+    """
+    act = activity(run, cost)
+    _, cost = unpack(run, cost)
+    n = act.world_size
+    if ax is None:
+        fig = new_figure(width, figure_height(n))
+        ax = fig.add_axes(_axes_box(fig, bool(title), legend, caption))
+    else:
+        fig = ax.figure
+    t_end = t_max if t_max is not None else (act.end_time or 1e-9)
+    draw_timeline(ax, act, t_end, color_key=color_key, label=label, arrows=arrows, message_label=message_label)
+    if legend:
+        _legend(ax, act, color_key)
+    if title:
+        ax.set_title(title, loc="left", pad=24 if legend else 6)
+    if caption:
+        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
+        if text:
+            fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom", wrap=True)
+    return fig
+
+
+def plot_timelines(
+    runs: Sequence[RunResult | Trace],
+    titles: Sequence[str],
+    *,
+    suptitle: str | None = None,
+    width: float = 11.0,
+    caption: bool | str = True,
+    **kwargs,
+) -> Figure:
+    """Several runs stacked on one time scale (e.g. blocking vs overlapped), one panel each."""
+    if len(runs) != len(titles):
+        raise ValueError(f"plot_timelines: {len(runs)} runs but {len(titles)} titles; give one title per run")
+    acts = [activity(r) for r in runs]
+    t_end = max(a.end_time for a in acts) or 1e-9
+    rows = [_rows_height(a.world_size) for a in acts]
+    above = [0.35 + 0.3 * (k == 0) for k in range(len(acts))]  # panel title (+ legend on the first)
+    below = 0.5  # tick labels and axis label
+    head = 0.15 + 0.4 * bool(suptitle)
+    foot = 0.22 * bool(caption)
+    height = head + sum(rows) + sum(above) + below * len(acts) + foot
+    fig = new_figure(width, height)
+    y = height - head  # inches from the bottom
+    for k, (run, title) in enumerate(zip(runs, titles)):
+        y -= above[k] + rows[k]
+        ax = fig.add_axes((0.09, y / height, 0.84, rows[k] / height))
+        plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=k == 0, caption=False, **kwargs)
+        y -= below
+    if suptitle:
+        fig.text(0.01, 1 - 0.1 / height, suptitle, ha="left", va="top", fontweight="bold", fontsize=12)
+    cost = unpack(runs[0])[1]
+    if caption:
+        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
+        fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom")
+    return fig
+
+
+def save_timeline(
+    run: RunResult | Trace, stem: str | Path, formats: Sequence[str] = ("png", "svg"), **kwargs
+) -> list[Path]:
+    """Plot a run's timeline and save it as ``stem.png`` / ``stem.svg``; returns the paths."""
+    return save_figure(plot_timeline(run, **kwargs), stem, formats)
+
+
+def figure_height(n: int) -> float:
+    """Inches for n device rows plus room for title, legend and axis: readable from 2 to 64 devices."""
+    return _rows_height(n) + 1.6
+
+
+def _rows_height(n: int) -> float:
+    return min(0.55 * n, max(5.5, 0.2 * n))
+
+
+def draw_timeline(
+    ax: Axes,
+    act: Activity,
+    t_end: float,
+    *,
+    color_key: Callable[[str], str] = family,
+    label: Callable[[str], str] = str,
+    arrows: bool = True,
+    message_label: Callable[[Message], str] | None = None,
+) -> None:
+    """Draw an Activity into existing axes."""
+    n = act.world_size
+    ax.set_xlim(0, t_end * 1.005)
+    ax.set_ylim(n - 0.5, -0.6)
+    time_axis(ax, t_end)
+    _device_ticks(ax, n)
+    for side in ("left", "top", "right"):
+        ax.spines[side].set_visible(False)
+    ax.tick_params(axis="y", length=0)
+    ax.grid(axis="x", color="#e4e4e4", linewidth=0.6)
+    ax.set_axisbelow(True)
+
+    # idle background: the compute lane from 0 to the run's end, covered by ops where busy
+    idle = [_box(0.0, act.end_time, r + COMPUTE[0], r + COMPUTE[1]) for r in range(n)]
+    ax.add_collection(
+        PolyCollection(idle, facecolors=IDLE_COLOR, edgecolors=IDLE_HATCH_COLOR, hatch="////", linewidths=0)
+    )
+
+    keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
+    colors = assign_colors(keys)
+    boxes, faces, comm_boxes, comm_faces = [], [], [], []
+    for s in act.spans:
+        y0, y1 = _span_y(act, s)
+        if s.track == "compute":
+            boxes.append(_box(s.t0, s.t1, y0, y1))
+            faces.append(colors[color_key(s.name)])
+        else:
+            comm_boxes.append(_box(s.t0, s.t1, y0, y1))
+            comm_faces.append(SEND_COLOR if s.track == "send" else RECV_COLOR)
+    edge = 0.6 if len(boxes) < 600 else 0.0
+    ax.add_collection(PolyCollection(boxes, facecolors=faces, edgecolors="white", linewidths=edge))
+    # thin white edges keep back-to-back messages on one link apart
+    comm_edge = 0.6 if len(comm_boxes) < 600 else 0.0
+    ax.add_collection(PolyCollection(comm_boxes, facecolors=comm_faces, edgecolors="white", linewidths=comm_edge))
+    _op_labels(ax, act, colors, color_key, label)
+    if arrows:
+        _arrows(ax, act)
+        if message_label is not None and len(act.messages) <= MAX_MESSAGE_LABELS:
+            _message_labels(ax, act, message_label)
+    _utilization(ax, act)
+
+
+def _device_ticks(ax: Axes, n: int) -> None:
+    step = 1 if n <= 16 else (2 if n <= 32 else 4)
+    ticks = list(range(0, n, step))
+    ax.set_yticks(ticks)
+    ax.set_yticklabels([f"device {r}" for r in ticks], fontsize=9 if n <= 16 else 7)
+    ax.set_yticks(range(n), minor=True)
+
+
+def _span_y(act: Activity, s) -> tuple[float, float]:
+    if s.track == "compute":
+        return s.rank + COMPUTE[0], s.rank + COMPUTE[1]
+    lo, hi = SEND_BAND if s.track == "send" else RECV_BAND
+    lanes = act.lanes.get((s.rank, s.track), 1)
+    h = (hi - lo) / lanes
+    return s.rank + lo + s.lane * h, s.rank + lo + (s.lane + 1) * h
+
+
+def _box(t0: float, t1: float, y0: float, y1: float) -> np.ndarray:
+    return np.array([(t0, y0), (t1, y0), (t1, y1), (t0, y1)])
+
+
+def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
+    """Write op names inside boxes wide and tall enough to hold them."""
+    fig = ax.figure
+    bbox = ax.get_position()
+    width_px = bbox.width * fig.get_figwidth() * 72  # points
+    row_pt = bbox.height * fig.get_figheight() * 72 / max(act.world_size, 1)
+    fontsize = min(9.0, max(5.0, row_pt * 0.3))
+    if row_pt * (COMPUTE[1] - COMPUTE[0]) < fontsize * 1.05:
+        return
+    x0, x1 = ax.get_xlim()
+    pt_per_s = width_px / (x1 - x0)
+    for s in act.spans:
+        if s.track != "compute":
+            continue
+        text = label(s.name)
+        if (s.t1 - s.t0) * pt_per_s < len(text) * fontsize * 0.62 + 2:
+            continue
+        ax.text(
+            (s.t0 + s.t1) / 2,
+            s.rank + (COMPUTE[0] + COMPUTE[1]) / 2,
+            text,
+            ha="center",
+            va="center",
+            fontsize=fontsize,
+            color=text_color(colors[color_key(s.name)]),
+            clip_on=True,
+            zorder=5,  # above the arrows
+        )
+
+
+def _arrows(ax: Axes, act: Activity) -> None:
+    ends = []
+    for m in act.messages:
+        y0 = m.src + (SEND_BAND[0] + SEND_BAND[1]) / 2
+        y1 = m.dst + (RECV_BAND[0] + RECV_BAND[1]) / 2
+        ends.append(((m.t_start, y0), (m.t_arrive, y1)))
+    if not ends:
+        return
+    if len(ends) <= MAX_FANCY_ARROWS:
+        for a, b in ends:
+            ax.add_patch(
+                FancyArrowPatch(
+                    a, b, arrowstyle="-|>", mutation_scale=7, linewidth=0.7, color=ARROW_COLOR, alpha=0.8, zorder=4
+                )
+            )
+        return
+    # many messages: a thin line per message, a dot where it leaves and a tick where it lands
+    ax.add_collection(LineCollection(ends, colors=ARROW_COLOR, linewidths=0.35, alpha=0.45, zorder=4))
+    starts = np.array([a for a, _ in ends])
+    arrivals = np.array([b for _, b in ends])
+    ax.scatter(starts[:, 0], starts[:, 1], s=2, color=ARROW_COLOR, zorder=5, linewidths=0)
+    ax.scatter(arrivals[:, 0], arrivals[:, 1], s=6, marker="v", color=ARROW_COLOR, zorder=5, linewidths=0)
+
+
+def _message_labels(ax: Axes, act: Activity, message_label: Callable[[Message], str]) -> None:
+    for m in act.messages:
+        text = message_label(m)
+        if not text:
+            continue
+        y0 = m.src + (SEND_BAND[0] + SEND_BAND[1]) / 2
+        y1 = m.dst + (RECV_BAND[0] + RECV_BAND[1]) / 2
+        ax.text(
+            (m.t_start + m.t_arrive) / 2,
+            (y0 + y1) / 2,
+            text,
+            ha="center",
+            va="center",
+            fontsize=9,
+            fontweight="bold",
+            color=ARROW_COLOR,
+            zorder=6,
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "none", "alpha": 0.85},
+        )
+
+
+def _utilization(ax: Axes, act: Activity) -> None:
+    if act.end_time <= 0:
+        return
+    n = act.world_size
+    fontsize = 8 if n <= 16 else 6
+    step = 1 if n <= 32 else 2
+    for r in range(0, n, step):
+        frac = act.busy(r) / act.end_time
+        ax.text(
+            1.005,
+            r,
+            f"{frac:.0%}",
+            transform=ax.get_yaxis_transform(),
+            ha="left",
+            va="center",
+            fontsize=fontsize,
+            color=CAPTION_COLOR,
+        )
+    ax.text(1.005, 1.0, "busy", transform=ax.transAxes, ha="left", va="bottom", fontsize=fontsize, color=CAPTION_COLOR)
+
+
+def _legend(ax: Axes, act: Activity, color_key) -> None:
+    keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
+    colors = assign_colors(keys)
+    handles = [Patch(facecolor=c, label=k) for k, c in list(colors.items())[:8]]
+    if len(colors) > 8:
+        handles.append(Patch(facecolor="white", edgecolor="none", label=f"+{len(colors) - 8} more"))
+    handles += [
+        Patch(facecolor=IDLE_COLOR, edgecolor=IDLE_HATCH_COLOR, hatch="////", label="idle"),
+        Patch(facecolor=SEND_COLOR, label="sending"),
+        Patch(facecolor=RECV_COLOR, label="receiving"),
+        Line2D([], [], color=ARROW_COLOR, marker=">", markersize=4, linewidth=0.8, label="message"),
+    ]
+    ax.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncol=min(len(handles), 7),
+        frameon=False,
+        fontsize=8,
+        handlelength=1.6,
+        columnspacing=1.2,
+        borderaxespad=0.2,
+    )
+
+
+def _axes_box(fig: Figure, title: bool, legend: bool, caption: bool | str) -> tuple[float, float, float, float]:
+    """Axes position with fixed margins in inches: title and legend above, axis label and caption below."""
+    h = fig.get_figheight()
+    top = 1 - (0.15 + 0.35 * bool(title) + 0.3 * legend) / h
+    bottom = (0.55 + 0.22 * bool(caption)) / h
+    return (0.09, bottom, 0.84, top - bottom)

@@ -1,0 +1,24 @@
+"""Human units for simulated times and sizes, shared by the text grid and the plots."""
+
+from __future__ import annotations
+
+TIME_UNITS = (("s", 1.0), ("ms", 1e3), ("us", 1e6), ("ns", 1e9))
+
+
+def time_unit(span: float) -> tuple[str, float]:
+    """The unit that shows a duration of ``span`` seconds with a few digits, and its scale factor.
+
+    E.g. 3e-5 s -> ("us", 1e6): multiply seconds by the scale to get the unit.
+    """
+    for unit, scale in TIME_UNITS:
+        if span * scale >= 1.0:
+            return unit, scale
+    return TIME_UNITS[-1]
+
+
+def size_unit(nbytes: float) -> tuple[str, float]:
+    """("GB", 1e-9)-style unit and scale for a byte count (decimal units, as vendors quote them)."""
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if nbytes >= scale:
+            return unit, 1.0 / scale
+    return "B", 1.0

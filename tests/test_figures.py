@@ -1,0 +1,153 @@
+"""The figures registry and command: every figure builds, with content, from a clean checkout."""
+
+import os
+import shutil
+import subprocess
+import sys
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import pytest
+from matplotlib.image import imread
+
+from simulator.__main__ import main
+from simulator.figures import build_figures, figure, registry
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("figures")
+    lines: list[str] = []
+    files = build_figures(out, progress=lines.append)
+    return out, files, lines
+
+
+def test_registry_names_files_and_docs():
+    figs = registry()
+    assert {"gpipe-two-stages", "overlap", "pipeline-64", "two-level", "ring-routing"} <= set(figs)
+    outputs = [o for spec in figs.values() for o in spec.outputs]
+    assert len(outputs) == len(set(outputs)), "two figures write the same file"
+    assert all(spec.doc for spec in figs.values())
+
+
+def test_every_figure_is_built_with_content(built):
+    out, files, lines = built
+    expected = {out / o for spec in registry().values() for o in spec.outputs}
+    assert set(files) == expected
+    for f in files:
+        assert f.stat().st_size > 100, f
+        check_content(f)
+    n = len(registry())
+    assert lines[0].startswith(f"[1/{n}] ") and any(line.startswith(f"[{n}/{n}] ") for line in lines)
+    assert sum("wrote" in line for line in lines) == n
+
+
+def check_content(f: Path) -> None:
+    """Non-trivial content: pictures that are not blank, SVG that parses and names devices, GIFs that move."""
+    if f.suffix == ".png":
+        img = imread(f)
+        assert img.shape[0] > 200 and img.shape[1] > 400 and img[..., :3].std() > 0.05, f
+    elif f.suffix == ".svg":
+        root = ET.parse(f).getroot()
+        assert root.tag.endswith("svg")
+        text = f.read_text()
+        assert "device" in text or "memory" in text, f
+    elif f.suffix == ".gif":
+        from PIL import Image
+
+        with Image.open(f) as im:
+            assert im.n_frames > 10, f
+    elif f.suffix == ".txt":
+        assert "device 0" in f.read_text()
+    else:
+        raise AssertionError(f"unexpected figure type {f}")
+
+
+def test_the_committed_figures_are_the_registered_ones():
+    committed = ROOT / "figures"
+    for spec in registry().values():
+        for o in spec.outputs:
+            assert (committed / o).is_file(), f"figures/{o} is not committed: run `python -m simulator figures`"
+
+
+def test_registering_mistakes_are_refused():
+    with pytest.raises(ValueError, match="needs the file names"):
+        figure()
+    with pytest.raises(ValueError, match="would overwrite 'timeline_overlap.png'"):
+
+        @figure("timeline_overlap.png")
+        def another_overlap(out):
+            """Clashes with the built-in overlap figure."""
+
+    assert "another-overlap" not in registry()
+
+
+def test_unknown_figure_is_named(tmp_path, capsys):
+    with pytest.raises(KeyError, match="choose from: "):
+        build_figures(tmp_path, only=["nope"])
+    assert main(["figures", "nope", "--out", str(tmp_path)]) == 2
+    assert "no figure named 'nope'" in capsys.readouterr().err
+
+
+def test_figures_list(capsys):
+    assert main(["figures", "--list"]) == 0
+    out = capsys.readouterr().out
+    assert "timeline_gpipe_two_stages.png" in out and "two-level" in out
+
+
+def clean_checkout(dest: Path) -> Path:
+    """Copy the files git knows about (tracked, or new and not ignored), as a fresh clone would have them."""
+    listing = subprocess.run(
+        ["git", "ls-files", "--cached", "--others", "--exclude-standard"], cwd=ROOT, capture_output=True, text=True
+    )
+    if listing.returncode != 0:  # not a git checkout (e.g. an unpacked archive): take the package itself
+        names = [str(p.relative_to(ROOT)) for p in (ROOT / "simulator").rglob("*.py")]
+    else:
+        names = listing.stdout.split()
+    for name in names:
+        src = ROOT / name
+        if src.is_file() and not name.startswith("figures/"):
+            (dest / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(src, dest / name)
+    return dest
+
+
+def run_figures(checkout: Path, *names: str) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env["MPLBACKEND"] = "Agg"
+    return subprocess.run(
+        [sys.executable, "-m", "simulator", "figures", *names],
+        cwd=checkout,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_figures_command_from_a_clean_checkout(tmp_path):
+    checkout = clean_checkout(tmp_path)
+    assert not (checkout / "figures").exists()
+    done = run_figures(checkout, "gpipe-two-stages", "gpipe-two-stages-text")
+    assert done.returncode == 0, done.stderr
+    assert "[1/2] gpipe-two-stages" in done.stdout and "3 files in figures/" in done.stdout
+    assert sorted(p.name for p in (checkout / "figures").iterdir()) == [
+        "timeline_gpipe_two_stages.png",
+        "timeline_gpipe_two_stages.svg",
+        "timeline_gpipe_two_stages.txt",
+    ]
+
+
+@pytest.mark.slow
+def test_all_figures_from_a_clean_checkout(tmp_path):
+    checkout = clean_checkout(tmp_path)
+    done = run_figures(checkout)
+    assert done.returncode == 0, done.stderr
+    made = sorted(p.name for p in (checkout / "figures").iterdir())
+    assert made == sorted(o for spec in registry().values() for o in spec.outputs)
