@@ -13,7 +13,8 @@ on the simulated end time:
                to a list
 
 Printed: messages, wall time, messages per second, peak memory (ru_maxrss of each side's own process),
-and the ratio.
+and the ratio. The sides alternate (--repeat times each) and each keeps its best wall time, so that a
+busy machine slows both alike.
 Target: this engine at least 2x SimPy's rate.
 
 Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--elements N]
@@ -155,6 +156,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=1024)
     parser.add_argument("--elements", type=int, default=None, help="array length (default: one per device)")
+    parser.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating; the best counts")
     parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     p = args.devices
@@ -162,11 +164,16 @@ def main() -> None:
     if args.side:
         run_side(args.side, p, n)
         return
-    print(f"ring all-reduce of {n} float32 over {p} devices, each side in a fresh process")
+    print(f"ring all-reduce of {n} float32 over {p} devices, each side in a fresh process, best of {args.repeat}")
     print(f"{'':<12} {'messages':>10} {'wall s':>8} {'msg/s':>10} {'peak MB':>9} {'simulated us':>13}")
-    rows = {}
-    for name, side in (("this engine", "engine"), ("SimPy", "simpy")):
-        r = rows[name] = spawn(side, p, n)
+    rows: dict[str, dict] = {}
+    for _ in range(args.repeat):  # alternate the sides; keep each side's best wall time
+        for name, side in (("this engine", "engine"), ("SimPy", "simpy")):
+            r = spawn(side, p, n)
+            if name not in rows or r["wall"] < rows[name]["wall"]:
+                rows[name] = r
+    for name in rows:
+        r = rows[name]
         print(
             f"{name:<12} {r['messages']:>10,} {r['wall']:>8.2f} {r['messages'] / r['wall']:>10,.0f} "
             f"{r['peak_mb']:>9.0f} {r['sim_time'] * 1e6:>13.3f}",

@@ -11,6 +11,10 @@ from .errors import (
     UnreceivedMessagesError,
     UnreceivedMessagesWarning,
 )
+from .mesh import DeviceMesh
+from .placements import Partial, Replicate, Shard
+from .redistribute import assemble, distribute, redistribute
+from .sharded import Layout, ShardedArray
 from .trace import Message, Op, Trace
 
 __all__ = [
@@ -18,15 +22,24 @@ __all__ = [
     "CostModel",
     "DeadlockError",
     "Device",
+    "DeviceMesh",
     "Engine",
+    "Layout",
     "Message",
     "Op",
+    "Partial",
     "RankError",
+    "Replicate",
     "Request",
     "RunResult",
+    "Shard",
+    "ShardedArray",
     "SimulationError",
     "Trace",
     "UnreceivedMessagesError",
     "UnreceivedMessagesWarning",
     "World",
+    "assemble",
+    "distribute",
+    "redistribute",
 ]

@@ -38,7 +38,12 @@ Naming for the checker: ``name=`` says which reference value the result is (mess
 chunks are named after it, with the chunk as index, and the result is recorded as an op of that
 name); ``partials=`` names the members' inputs in the reference as ``f"{partials}[m]"`` (member m's
 partial sum), so the messages of a sum's reduction phase are named like ``"Z.partial[0]+Z.partial[1]"``
-and the checker can compare them with the reference's own partial sums.
+and the checker can compare them with the reference's own partial sums. (A halving_doubling message
+that bundles several chunks is not named; its chunks are checked where they end up.)
+
+Eager sends: where the device says its sends complete at once (``dev.eager_sends``), the ring loops
+use a plain ``send`` and skip the request; elsewhere (rendezvous mode, the torch backend) they post
+``isend`` and wait on it after the matching receive, which cannot deadlock.
 """
 
 from __future__ import annotations

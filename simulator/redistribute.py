@@ -39,11 +39,15 @@ DISTRIBUTE_TAG = (1 << 30) - 2  # below the collectives' tags, above any sensibl
 ASSEMBLE_TAG = (1 << 30) - 1
 
 
-def distribute(dev: Any, x: Any, layout: Layout, src: int = 0, *, name: str | None = None) -> np.ndarray:
+def distribute(
+    dev: Any, x: Any, layout: Layout, src: int = 0, *, name: str | None = None, dtype: Any = None
+) -> np.ndarray:
     """Device ``src`` holds ``x``; every device ends with its piece under ``layout`` (one message each).
 
     For Partial("sum") only the devices that carry the value get a message; the others start from
-    zeros of their piece's shape (known from the layout). name: the reference value ``x`` is.
+    zeros of their piece's shape (known from the layout) and of ``dtype``, which they must then be
+    told. dtype, when given, is also the receivers' declared contract. name: the reference value
+    ``x`` is.
     """
     ranks = layout.mesh.ranks.reshape(-1).tolist()
     if src not in ranks:
@@ -65,10 +69,19 @@ def distribute(dev: Any, x: Any, layout: Layout, src: int = 0, *, name: str | No
         return piece
     shape = layout.local_shape(dev.rank)
     if zeros_here:
-        dtype = np.asarray(x).dtype if x is not None else np.float64
+        if dtype is None:
+            raise ValueError(
+                f"device {dev.rank} starts a Partial('sum') piece from zeros without a message, so it must know "
+                "the dtype: pass distribute(..., dtype=...) on every device"
+            )
         return np.zeros(shape, dtype=dtype)
     return dev.recv(
-        src, DISTRIBUTE_TAG, shape=shape, name=name, index=layout.region(dev.rank) if name is not None else None
+        src,
+        DISTRIBUTE_TAG,
+        shape=shape,
+        dtype=dtype,
+        name=name,
+        index=layout.region(dev.rank) if name is not None else None,
     )
 
 

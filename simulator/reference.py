@@ -146,7 +146,7 @@ class Divergence:
         else:
             head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
         if self.is_also:
-            value = _show(self.found) if np.asarray(self.found).size <= 8 else "The value found"
+            value = _show(self.found) if np.asarray(self.found).size <= 16 else "The value found"
             head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
         elif self.part_of:
             where = getattr(self.record, "index", None)
@@ -351,6 +351,6 @@ def same(found: Any, expected: Any, rtol: float = 1e-7, atol: float = 0.0) -> bo
 
 def _show(x: Any) -> str:
     a = np.asarray(x)
-    if a.size <= 8:
+    if a.size <= 16:
         return np.array2string(a, separator=", ")
     return f"an array of shape {a.shape} ({a.dtype.name})"

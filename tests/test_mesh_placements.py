@@ -118,11 +118,11 @@ def cases(draw):
     op = draw(st.sampled_from(["sum", "avg", "max", "min"]))
     src = draw(placements_for(len(mshape), len(shape), op))
     dst = draw(placements_for(len(mshape), len(shape), op))
-    return mshape, shape, src, dst
+    return mshape, shape, src, dst, op
 
 
 def round_trip(dev, x, lay, placements, holder):
-    piece = distribute(dev, x if dev.rank == holder else None, lay, src=holder)
+    piece = distribute(dev, x if dev.rank == holder else None, lay, src=holder, dtype=x.dtype)
     moved = redistribute(dev, piece, lay, placements)
     return piece, moved, assemble(dev, moved, lay.with_placements(placements), dst=holder)
 
@@ -130,10 +130,11 @@ def round_trip(dev, x, lay, placements, holder):
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases(), st.integers(0, 7))
 def test_distribute_redistribute_assemble_round_trip(case, holder):
-    mshape, shape, src, dst = case
+    mshape, shape, src, dst, op = case
     mesh = DeviceMesh.grid(mshape)
     holder %= mesh.size()
-    x = np.arange(1, 1 + int(np.prod(shape)), dtype=np.float64).reshape(shape)
+    dtype = np.int64 if op in ("sum", "max", "min") else np.float64  # integers too: sums stay exact, dtypes kept
+    x = np.arange(1, 1 + int(np.prod(shape)), dtype=dtype).reshape(shape)
     lay = Layout(shape, mesh, tuple(src))
     result = World(mesh.size()).run(round_trip, x, lay, dst, holder)
     target = lay.with_placements(dst)
@@ -145,7 +146,9 @@ def test_distribute_redistribute_assemble_round_trip(case, holder):
         assert moved.shape == target.local_shape(r)
         if r != holder:
             assert whole is None
-    np.testing.assert_array_equal(result.outputs[holder][2], x)  # ... and the whole comes back intact
+    whole = result.outputs[holder][2]
+    np.testing.assert_array_equal(whole, x)  # ... and the whole comes back intact
+    assert whole.dtype == x.dtype
     # the pieces left the holder as messages: one to each other device that carries a value
     sent = [m for m in result.trace.messages if (m.label or "").startswith("distribute")]
     carriers = [r for r in range(mesh.size()) if r != holder and (lay.partial_op != "sum" or lay.holds_value(r))]
@@ -199,4 +202,14 @@ def test_distribute_needs_the_right_shape():
         return distribute(dev, np.zeros(5) if dev.rank == 0 else None, lay)
 
     with pytest.raises(Exception, match=r"shape \(4,\), got one of shape \(5,\)"):
+        World(2).run(prog)
+
+
+def test_partial_distribute_needs_the_dtype_where_no_message_arrives():
+    lay = Layout((4,), DeviceMesh.grid(2), (P,))
+
+    def prog(dev):
+        return distribute(dev, np.arange(4) if dev.rank == 0 else None, lay)
+
+    with pytest.raises(Exception, match=r"pass distribute\(\.\.\., dtype=\.\.\.\)"):
         World(2).run(prog)

@@ -91,9 +91,10 @@ def plot_timeline(
     act = activity(run, cost)
     _, cost = unpack(run, cost)
     n = act.world_size
+    rows = _legend_rows(act, color_key) if legend else 0
     if ax is None:
-        fig = new_figure(width, figure_height(n))
-        ax = fig.add_axes(_axes_box(fig, bool(title), legend, caption))
+        fig = new_figure(width, figure_height(n) + 0.3 * max(rows - 1, 0))
+        ax = fig.add_axes(_axes_box(fig, bool(title), rows, caption))
     else:
         fig = ax.figure
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
@@ -101,7 +102,7 @@ def plot_timeline(
     if legend:
         _legend(ax, act, color_key)
     if title:
-        ax.set_title(title, loc="left", pad=24 if legend else 6)
+        ax.set_title(title, loc="left", pad=6 + 18 * rows)
     if caption:
         text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
         if text:
@@ -124,7 +125,8 @@ def plot_timelines(
     acts = [activity(r) for r in runs]
     t_end = max(a.end_time for a in acts) or 1e-9
     rows = [_rows_height(a.world_size) for a in acts]
-    above = [0.35 + 0.3 * (k == 0) for k in range(len(acts))]  # panel title (+ legend on the first)
+    color_key = kwargs.get("color_key", family)
+    above = [0.35 + (0.3 * _legend_rows(a, color_key) if k == 0 else 0) for k, a in enumerate(acts)]  # title, legend
     below = 0.5  # tick labels and axis label
     head = 0.15 + 0.4 * bool(suptitle)
     foot = 0.22 * bool(caption)
@@ -330,7 +332,30 @@ def _utilization(ax: Axes, act: Activity) -> None:
     ax.text(1.005, 1.0, "busy", transform=ax.transAxes, ha="left", va="bottom", fontsize=fontsize, color=CAPTION_COLOR)
 
 
+LEGEND_COLUMNS = 7
+
+
+def _legend_rows(act: Activity, color_key) -> int:
+    """How many rows the legend above the axes takes (the title and layout leave room for them)."""
+    return -(-len(_legend_handles(act, color_key)) // LEGEND_COLUMNS)
+
+
 def _legend(ax: Axes, act: Activity, color_key) -> None:
+    handles = _legend_handles(act, color_key)
+    ax.legend(
+        handles=handles,
+        loc="lower left",
+        bbox_to_anchor=(0.0, 1.0),
+        ncol=min(len(handles), LEGEND_COLUMNS),
+        frameon=False,
+        fontsize=8,
+        handlelength=1.6,
+        columnspacing=1.2,
+        borderaxespad=0.2,
+    )
+
+
+def _legend_handles(act: Activity, color_key) -> list:
     keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
     colors = assign_colors(keys)
     handles = [Patch(facecolor=c, label=k) for k, c in list(colors.items())[:8]]
@@ -342,22 +367,12 @@ def _legend(ax: Axes, act: Activity, color_key) -> None:
         Patch(facecolor=RECV_COLOR, label="receiving"),
         Line2D([], [], color=ARROW_COLOR, marker=">", markersize=4, linewidth=0.8, label="message"),
     ]
-    ax.legend(
-        handles=handles,
-        loc="lower left",
-        bbox_to_anchor=(0.0, 1.0),
-        ncol=min(len(handles), 7),
-        frameon=False,
-        fontsize=8,
-        handlelength=1.6,
-        columnspacing=1.2,
-        borderaxespad=0.2,
-    )
+    return handles
 
 
-def _axes_box(fig: Figure, title: bool, legend: bool, caption: bool | str) -> tuple[float, float, float, float]:
+def _axes_box(fig: Figure, title: bool, legend_rows: int, caption: bool | str) -> tuple[float, float, float, float]:
     """Axes position with fixed margins in inches: title and legend above, axis label and caption below."""
     h = fig.get_figheight()
-    top = 1 - (0.15 + 0.35 * bool(title) + 0.3 * legend) / h
+    top = 1 - (0.15 + 0.35 * bool(title) + 0.3 * legend_rows) / h
     bottom = (0.55 + 0.22 * bool(caption)) / h
     return (0.09, bottom, 0.84, top - bottom)
