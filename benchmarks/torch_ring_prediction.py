@@ -26,7 +26,10 @@ def ring_all_reduce(dev, nbytes: int) -> None:
     dev.all_reduce(np.ones(nbytes // 8), algorithm="ring")
 
 
-def measure(ranks: int, mib: list[int], runs: int, pattern: str) -> list[tuple[int, int, float, float]]:
+STATISTICS = {"median": np.median, "mean": np.mean}
+
+
+def measure(ranks: int, mib: list[int], runs: int, pattern: str, statistic: str) -> list[tuple[int, int, float, float]]:
     from simulator import World
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
@@ -34,11 +37,11 @@ def measure(ranks: int, mib: list[int], runs: int, pattern: str) -> list[tuple[i
     rows = []
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
         sizes = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
-        cal = calibrate(world=world, sizes=sizes, repeats=15, pattern=pattern)
+        cal = calibrate(world=world, sizes=sizes, repeats=15, pattern=pattern, statistic=statistic)
         print(cal.summary())
         for m in mib:
             nbytes = m << 20
-            measured = float(np.median([world.run(ring_all_reduce, nbytes).time for _ in range(runs)]))
+            measured = float(STATISTICS[statistic]([world.run(ring_all_reduce, nbytes).time for _ in range(runs)]))
             predicted = World(ranks, cost=cal.cost, keep_payloads=False).run(ring_all_reduce, nbytes).time
             rows.append((ranks, m, predicted, measured))
     return rows
@@ -50,8 +53,9 @@ def main() -> None:
     parser.add_argument("--mib", type=int, nargs="+", default=[1, 16])
     parser.add_argument("--runs", type=int, default=7)
     parser.add_argument("--pattern", default="exchange", choices=("pingpong", "exchange"))
+    parser.add_argument("--statistic", default="mean", choices=("median", "mean"))
     args = parser.parse_args()
-    rows = [row for n in args.ranks for row in measure(n, args.mib, args.runs, args.pattern)]
+    rows = [row for n in args.ranks for row in measure(n, args.mib, args.runs, args.pattern, args.statistic)]
     print("\nring all-reduce, float64, gloo on this machine:")
     print("  ranks   size    predicted    measured   predicted/measured")
     for ranks, m, predicted, measured in rows:

@@ -29,12 +29,17 @@ from ..device import Device
 from .costfile import save_cost
 from .launch import TorchWorld
 
+# median: the typical message; mean: the expected cost, rare scheduling stalls included (a run of many
+# messages pays for them, so the mean predicts a long run better on a busy machine)
+STATISTICS = {"median": np.median, "mean": np.mean}
 SIZES = (8, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
 ADD_SIZES = (1 << 14, 1 << 16, 1 << 18)  # float64 elements per addition
 
 
-def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, float] | None:
-    """Rank program: median one-way seconds per size for this rank's pair (None for a rank left over)."""
+def pingpong(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
+) -> dict[int, float] | None:
+    """Rank program: one-way seconds per size for this rank's pair (None for a rank left over)."""
     partner = dev.rank ^ 1
     if partner >= dev.world_size:
         return None
@@ -54,11 +59,13 @@ def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3)
             dev.wait(req)  # already received (the reply came back), so this returns at once
             if i >= warmup:
                 trips.append((time.perf_counter() - t0) / 2)
-        out[n] = float(np.median(trips))
+        out[n] = float(STATISTICS[statistic](trips))
     return out
 
 
-def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, float] | None:
+def exchange(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
+) -> dict[int, float] | None:
     """Rank program: like ``pingpong``, but both partners send at once (every link busy, as in a ring step).
 
     The time of one exchange is the one-way time of a message while the links carry as much traffic
@@ -78,7 +85,7 @@ def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3)
             dev.wait(req)
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
-        out[n] = float(np.median(times))
+        out[n] = float(STATISTICS[statistic](times))
     return out
 
 
@@ -152,21 +159,25 @@ def calibrate(
     repeats: int = 20,
     *,
     pattern: str = "pingpong",
+    statistic: str = "median",
     world: TorchWorld | None = None,
     timeout: float = 60.0,
 ) -> Calibration:
     """Measure on ``size`` real ranks (or on ``world``, if given) and fit a cost model.
 
-    pattern: "pingpong" (one direction at a time) or "exchange" (both partners send at once).
+    pattern:   "pingpong" (one direction at a time) or "exchange" (both partners send at once)
+    statistic: "median" or "mean" of the repeats, per size
     """
     if pattern not in PATTERNS:
         raise ValueError(f"calibrate(pattern={pattern!r}): choose one of {tuple(PATTERNS)}")
+    if statistic not in STATISTICS:
+        raise ValueError(f"calibrate(statistic={statistic!r}): choose one of {tuple(STATISTICS)}")
     if world is None:
         with TorchWorld(size, backend, timeout=timeout, keep_payloads=False) as w:
-            return calibrate(size, backend, sizes, repeats, pattern=pattern, world=w)
+            return calibrate(size, backend, sizes, repeats, pattern=pattern, statistic=statistic, world=w)
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
-    one_way = world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs[0]
+    one_way = world.run(PATTERNS[pattern], tuple(sizes), repeats, statistic=statistic).outputs[0]
     rates = world.run(add_rate).outputs
     alpha, bandwidth = fit_alpha_beta(list(one_way), list(one_way.values()))
     cost = CostModel(latency=alpha, bandwidth=bandwidth, flops=float(np.median(rates)))
