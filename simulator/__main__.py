@@ -95,7 +95,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ImportError as exc:  # torch is an optional extra
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2
-    main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern)
+    main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
     return 0
 
 
@@ -203,6 +203,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 default="pingpong",
                 choices=("pingpong", "exchange"),
                 help="one direction at a time, or both partners at once (default: pingpong)",
+            ),
+            p.add_argument(
+                "--statistic",
+                default="median",
+                choices=("median", "mean"),
+                help="per size: the typical message, or the expected cost with rare stalls (default: median)",
             ),
         ),
     ),

@@ -185,9 +185,11 @@ def calibrate(
     return Calibration(world.size, world.backend, pattern, one_way, [float(r) for r in rates], cost, error)
 
 
-def main_calibrate(size: int, backend: str, out: str | None, repeats: int, pattern: str = "pingpong") -> Calibration:
+def main_calibrate(
+    size: int, backend: str, out: str | None, repeats: int, pattern: str = "pingpong", statistic: str = "median"
+) -> Calibration:
     """What ``python -m simulator calibrate`` runs: measure, print, write."""
-    cal = calibrate(size, backend, repeats=repeats, pattern=pattern)
+    cal = calibrate(size, backend, repeats=repeats, pattern=pattern, statistic=statistic)
     print(cal.summary())
     if out:
         print(f"wrote {cal.save(out)}")
