@@ -75,6 +75,9 @@ class TorchWorld:
                    algorithms message by message)
     start_timeout: seconds the processes may take to start and join the group
     run_timeout:   optional limit on a whole run (None: only each communication is limited)
+
+    A failed run (or one that leaves messages in flight) stops the processes; the next run starts
+    fresh ones. The processes are daemonic: they also end if the launching process exits.
     """
 
     def __init__(
