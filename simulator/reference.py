@@ -22,6 +22,7 @@ import numpy as np
 
 from .engine import RunResult, World
 from .trace import Message, Op, Trace
+from .units import inline
 
 
 @dataclass
@@ -352,5 +353,5 @@ def same(found: Any, expected: Any, rtol: float = 1e-7, atol: float = 0.0) -> bo
 def _show(x: Any) -> str:
     a = np.asarray(x)
     if a.size <= 16:
-        return np.array2string(a, separator=", ")
+        return inline(a)
     return f"an array of shape {a.shape} ({a.dtype.name})"

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .units import inline
+
 
 class Message:
     """One message between two devices. Times are simulated seconds.
@@ -192,5 +194,5 @@ def _sig(shape, dtype) -> str:
 
 def _value(x) -> str:
     if isinstance(x, np.ndarray) and x.size <= 8:
-        return " = " + np.array2string(x, separator=", ")
+        return " = " + inline(x)
     return ""
