@@ -142,6 +142,12 @@ class Trace:
     def __len__(self) -> int:
         return len(self.events)
 
+    def __repr__(self) -> str:
+        return (
+            f"<Trace of {self.world_size} devices: {len(self.events)} events, {len(self.messages)} messages, "
+            f"{len(self.ops)} ops, ends at {_us(self.end_time)}; .log() lists the events>"
+        )
+
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return iter(self.events)
 
