@@ -188,7 +188,13 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_timeline,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("--width", type=int, default=80, help="columns of the time axis (default: 80)"),
+            p.add_argument(
+                "--width",
+                type=_positive_int,
+                default=80,
+                help="at most this many time slots (default: 80); a slot is a round length of time "
+                "(1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer",
+            ),
         ),
     ),
     "calibrate": (
@@ -215,6 +221,13 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 }
 
 
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
+    return value
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m simulator",
@@ -232,7 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    return args.func(args)
+    try:
+        return args.func(args)
+    except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
+        sys.stderr.close()
+        return 0
 
 
 if __name__ == "__main__":

@@ -17,6 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from .trace import Trace
+from .units import inline
 
 
 def message_kind(label: str | None) -> str:
@@ -133,4 +134,4 @@ def _payload(x) -> str:
     import numpy as np
 
     a = np.asarray(x)
-    return np.array2string(a, separator=", ", precision=4) if a.size <= 8 else f"array{a.shape}"
+    return inline(a, precision=4) if a.size <= 8 else f"array{a.shape}"

@@ -183,6 +183,11 @@ class Device(CollectiveMethods):
         if dst == self.rank or not 0 <= dst < self.world_size:
             self._bad_peer(dst, "send", "dst")
         payload = np.array(value)
+        if payload.dtype.hasobject:
+            raise TypeError(
+                f"device {self.rank}: send(dst={dst}) got {type(value).__name__} {value!r:.60}; a message carries "
+                "numbers (a NumPy array or a scalar), not Python objects"
+            )
         payload.setflags(write=False)
         t = self.clock
         nbytes = payload.nbytes
@@ -319,7 +324,12 @@ class Device(CollectiveMethods):
             raise ContractError(
                 f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
                 f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
-                f"Make the sender send what the receiver declares, or fix the declaration."
+                + (
+                    f"The message belongs to {msg.label}: every member of a collective must pass an array of the "
+                    "same shape and dtype."
+                    if msg.label
+                    else "Make the sender send what the receiver declares, or fix the declaration."
+                )
             )
         eng = self._engine
         msg.t_recv = self.clock

@@ -36,7 +36,7 @@ class World:
     """A set of simulated devices and the rules they run under.
 
     size:          number of devices (ranks 0..size-1)
-    cost:          the cost model (latency, bandwidth, FLOP/s)
+    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100")
     send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
                    cannot start until the matching receive is posted: two sends facing each other
                    deadlock, as with large messages in MPI or NCCL)
@@ -54,6 +54,15 @@ class World:
     leftovers: str = "warn"
 
     def __post_init__(self) -> None:
+        if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
+            from .presets import preset
+
+            object.__setattr__(self, "cost", preset(self.cost))
+        if not hasattr(self.cost, "network"):
+            raise TypeError(
+                f"World(cost={self.cost!r}): give a CostModel, or a preset name such as 'dgx-h100' "
+                "(see simulator.presets.PRESETS)"
+            )
         if not isinstance(self.size, int) or self.size < 1:
             raise ValueError(f"World(size={self.size!r}): size must be a positive number of devices")
         if self.send_mode not in SEND_MODES:
@@ -272,10 +281,31 @@ class Engine:
                     "  with rendezvous sends, a send waits for its matching recv: let one side "
                     "receive first, or use isend/irecv and wait on both"
                 )
+            elif all(self.devices[r]._blocked.kind == "recv" for r in cycle):
+                lines.append(
+                    "  each of them waits to receive before it sends: let one of them send first, "
+                    "or post its isend before the recv"
+                )
         else:
             lines.append("  no cycle: some device waits for a device that has finished or never sends")
+        lines += self._tag_hints()
         self.close()
         raise DeadlockError("\n".join(lines), blocked, cycle)
+
+    def _tag_hints(self) -> list[str]:
+        """Point at unreceived messages between the same devices with another tag: the likely culprit."""
+        hints = []
+        for dev in self.devices:
+            req = dev._blocked
+            if dev._done or req is None or req.kind != "recv":
+                continue
+            for (src, dst, tag), box in self._mail.items():
+                if src == req.peer and dst == dev.rank and tag != req.tag and box:
+                    hints.append(
+                        f"  device {src} did send device {dev.rank} {len(box)} message(s) with tag {tag}, "
+                        f"which nobody received: do the tags of the send and the recv match?"
+                    )
+        return hints
 
     def _report_leftovers(self) -> None:
         policy = self.world.leftovers

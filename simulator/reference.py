@@ -22,6 +22,7 @@ import numpy as np
 
 from .engine import RunResult, World
 from .trace import Message, Op, Trace
+from .units import inline
 
 
 @dataclass
@@ -267,9 +268,48 @@ def _verdict(where, rank, i, rec, name, expected, found, ref, rtol, atol, index=
         return True
     is_also = ref.identify(found, rtol=rtol, atol=atol, exclude=name)
     part_of = [] if is_also else ref.identify_part(found, index, rtol=rtol, atol=atol, exclude=name)
+    hint = _shard_hint(name, found, expected, rtol, atol) if where == "input" else None
     return Divergence(
-        where, rank, i, rec, name, expected, found, is_also, ref, part_of=part_of, hint=_diagnose(found, expected)
+        where,
+        rank,
+        i,
+        rec,
+        name,
+        expected,
+        found,
+        is_also,
+        ref,
+        part_of=part_of,
+        hint=hint or _diagnose(found, expected),
     )
+
+
+def _shard_hint(name: str, found: Any, expected: Any, rtol: float, atol: float) -> str | None:
+    """When an op's input is one block of the single-device input, the op most likely works on a shard."""
+    block = _block_of(np.asarray(found), np.asarray(expected), rtol, atol)
+    if block is None:
+        return None
+    where = _show_index(block)
+    return (
+        f"It is the block {where} of that input, so this op works on a shard: if op {name} computes only part of "
+        f"{name}, say which part with index=, e.g. dev.compute({name!r}, fn, ..., index=np.s_{where}), and the "
+        f"checker compares it with that part of {name}."
+    )
+
+
+def _block_of(a: np.ndarray, b: np.ndarray, rtol: float, atol: float) -> tuple | None:
+    """The slices of b (along the one axis where the sizes differ) that equal a, if any."""
+    if a.ndim != b.ndim or a.shape == b.shape or a.size == 0:
+        return None
+    differing = [d for d in range(a.ndim) if a.shape[d] != b.shape[d]]
+    if len(differing) != 1 or a.shape[differing[0]] > b.shape[differing[0]]:
+        return None
+    axis, n = differing[0], a.shape[differing[0]]
+    for start in range(b.shape[axis] - n + 1):
+        index = tuple(slice(start, start + n) if d == axis else slice(None) for d in range(b.ndim))
+        if same(a, b[index], rtol, atol):
+            return index
+    return None
 
 
 def _diagnose(found: Any, expected: Any) -> str | None:
@@ -352,5 +392,5 @@ def same(found: Any, expected: Any, rtol: float = 1e-7, atol: float = 0.0) -> bo
 def _show(x: Any) -> str:
     a = np.asarray(x)
     if a.size <= 16:
-        return np.array2string(a, separator=", ")
+        return inline(a)
     return f"an array of shape {a.shape} ({a.dtype.name})"

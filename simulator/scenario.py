@@ -14,6 +14,7 @@ from typing import Any
 from .engine import RunResult, World
 from .errors import SimulationError
 from .reference import CheckReport, References, check
+from .units import inline
 
 EXPECTATIONS = ("match", "diverge", "error")
 
@@ -94,4 +95,4 @@ def _short(v: Any) -> str:
     if isinstance(v, dict):  # a training step returns its gradients by name
         return "{" + ", ".join(v) + "}"
     a = np.asarray(v)
-    return np.array2string(a, separator=", ") if a.size <= 8 else f"array{a.shape}"
+    return inline(a) if a.size <= 8 else f"array{a.shape}"

@@ -15,6 +15,7 @@ import numpy as np
 
 from .engine import Engine
 from .trace import Message, Trace, format_event
+from .units import inline
 
 
 @dataclass
@@ -120,5 +121,5 @@ def _brief(v: Any) -> str:
         return ""
     a = np.asarray(v)
     if a.size <= 6:
-        return "=" + np.array2string(a, separator=",", precision=4)
+        return "=" + inline(a, precision=4)
     return f":{a.shape} {a.dtype.name}"

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from .units import inline
+
 
 class Message:
     """One message between two devices. Times are simulated seconds.
@@ -140,6 +142,12 @@ class Trace:
     def __len__(self) -> int:
         return len(self.events)
 
+    def __repr__(self) -> str:
+        return (
+            f"<Trace of {self.world_size} devices: {len(self.events)} events, {len(self.messages)} messages, "
+            f"{len(self.ops)} ops, ends at {_us(self.end_time)}; .log() lists the events>"
+        )
+
     def __iter__(self) -> Iterator[tuple[str, Any]]:
         return iter(self.events)
 
@@ -192,5 +200,5 @@ def _sig(shape, dtype) -> str:
 
 def _value(x) -> str:
     if isinstance(x, np.ndarray) and x.size <= 8:
-        return " = " + np.array2string(x, separator=", ")
+        return " = " + inline(x)
     return ""

@@ -1,6 +1,11 @@
-"""Human units for simulated times and sizes, shared by the text grid and the plots."""
+"""Human units for simulated times and sizes, and one-line renderings of small arrays, shared by
+every text view (event logs, step snapshots, check reports, the text grid) and the plots."""
 
 from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
 
 TIME_UNITS = (("s", 1.0), ("ms", 1e3), ("us", 1e6), ("ns", 1e9))
 
@@ -22,3 +27,10 @@ def size_unit(nbytes: float) -> tuple[str, float]:
         if nbytes >= scale:
             return unit, 1.0 / scale
     return "B", 1.0
+
+
+def inline(value: Any, precision: int | None = None) -> str:
+    """A small array on one line, e.g. ``[[0, 1], [2, 3]]``: text views stay aligned, one row each."""
+    text = np.array2string(np.asarray(value), separator=", ", precision=precision, max_line_width=1 << 30)
+    text = " ".join(text.split())  # numpy pads columns to align them across rows: not needed on one line
+    return text.replace(" ,", ",").replace("[ ", "[").replace(" ]", "]")

@@ -29,3 +29,8 @@ def test_help_runs_as_a_module():
         [sys.executable, "-m", "simulator", "--help"], capture_output=True, text=True, check=True
     ).stdout
     assert "demo" in out and "run" in out and "list" in out
+
+
+def test_close_names_get_a_suggestion(capsys):
+    assert main(["run", "wrong_input"]) == 2
+    assert "did you mean 'wrong-input'?" in capsys.readouterr().err

@@ -92,3 +92,19 @@ def test_unreceived_messages_can_be_an_error_or_ignored():
         warnings.simplefilter("error")
         result = World(2, leftovers="ignore").run(forgetful)
     assert [m.id for m in result.trace.unreceived()] == [0]
+
+
+def test_tag_mismatch_deadlock_points_at_the_unreceived_message():
+    def mismatched(dev):
+        if dev.rank == 0:
+            dev.send(np.zeros(1), dst=1, tag=1)
+        else:
+            dev.recv(src=0, tag=2)
+
+    with pytest.raises(DeadlockError, match="device 0 did send device 1 1 message\\(s\\) with tag 1"):
+        World(2).run(mismatched)
+
+
+def test_recv_first_cycle_suggests_sending_first():
+    with pytest.raises(DeadlockError, match="let one of them send first"):
+        World(2).run(recv_first_ring)

@@ -193,3 +193,27 @@ def test_waiting_twice_on_a_receive_is_an_error():
 
     with pytest.raises(SimulationError, match="waited twice on the receive of message #0"):
         World(2).run(program)
+
+
+def test_world_accepts_a_preset_name_and_refuses_other_things():
+    assert World(2, cost="dgx-h100").cost.name.lower().startswith("dgx")
+    with pytest.raises(ValueError, match="no cost-model preset named 'nope'"):
+        World(2, cost="nope")
+    with pytest.raises(TypeError, match="give a CostModel, or a preset name"):
+        World(2, cost=3)
+
+
+def test_python_objects_cannot_be_sent():
+    def program(dev):
+        if dev.rank == 0:
+            dev.send({"a": 1}, dst=1)
+
+    with pytest.raises(RankError, match="a message carries numbers"):
+        World(2).run(program)
+
+
+def test_collective_shape_mismatch_names_the_collective():
+    from simulator import ContractError
+
+    with pytest.raises(ContractError, match="belongs to all_reduce#0 ring step 0 .*same shape and dtype"):
+        World(2).run(lambda dev: dev.all_reduce(np.ones(2 + dev.rank)))

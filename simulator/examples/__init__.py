@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 from ..scenario import Scenario
 from . import seeds, tensor, training
 
@@ -23,5 +25,7 @@ def get(name: str) -> Scenario:
     """The scenario called ``name``; the error lists the valid names."""
     scenarios = all_scenarios()
     if name not in scenarios:
-        raise KeyError(f"no scenario named {name!r}; choose one of: {', '.join(scenarios)}")
+        close = difflib.get_close_matches(name.lower().replace("_", "-"), scenarios, n=1, cutoff=0.6)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise KeyError(f"no scenario named {name!r}; {hint}choose one of: {', '.join(scenarios)}")
     return scenarios[name]

@@ -113,7 +113,7 @@ SCENARIOS = [
         title="Column-parallel linear: W split by columns, Y all-gathered",
         story="Each device holds the whole X and half of W's columns, and computes its half of Y's columns "
         "without a single message. An all-gather then gives every device the whole Y.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=tp.column_parallel_program,
         args=(X, W),
         reference=_linear_ref,
@@ -124,7 +124,7 @@ SCENARIOS = [
         title="Row-parallel linear: W split by rows, partial sums all-reduced",
         story="Each device holds half of W's rows and the matching half of X's columns. Its product has the "
         "full shape of Y but is only a partial sum; the all-reduce adds the partial sums into Y.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=tp.row_parallel_program,
         args=(X, W),
         reference=_linear_ref,
@@ -135,7 +135,7 @@ SCENARIOS = [
         title="Row-parallel linear completed by a reduce-scatter",
         story="The same partial sums, but each device keeps only its block of Y's rows: a reduce-scatter "
         "moves half the bytes of an all-reduce.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=tp.row_parallel_program,
         args=(X, W, "reduce_scatter"),
         reference=_linear_ref,
@@ -146,7 +146,7 @@ SCENARIOS = [
         title="The Megatron MLP: column-parallel, gelu, row-parallel, one all-reduce",
         story="A is split by columns, so each device applies gelu to whole columns of X @ A; B is split by "
         "rows, so those column shards feed it directly. One all-reduce completes the block.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=tp.megatron_mlp_program,
         args=(X, A, BW, True),
         reference=_mlp_ref(),
@@ -156,7 +156,7 @@ SCENARIOS = [
         name="tp-linear-gelu",
         title="Row-parallel linear then gelu, the right way",
         story="The partial sums are all-reduced first; only the complete Y goes through gelu.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=linear_gelu,
         args=(X, W),
         reference=lambda: Reference.of(linear_gelu_reference, X, W, TP),
@@ -168,7 +168,7 @@ SCENARIOS = [
         story="Each device applies gelu to its partial sum and the results are then added. But gelu is not "
         "linear: gelu(a) + gelu(b) is not gelu(a + b). The check stops at the gelu op, whose input is "
         "device 0's partial sum instead of the complete X @ W.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=bug_gelu_on_partials,
         args=(X, W),
         reference=lambda: Reference.of(linear_gelu_reference, X, W, TP),
@@ -180,7 +180,7 @@ SCENARIOS = [
         title="Bug: the all-reduce after a row-parallel matmul is forgotten",
         story="Each device's product is only a partial sum of Z. Without the all-reduce, the residual add "
         "uses that partial sum as if it were Z, and the check says so at the add.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=bug_forgot_all_reduce,
         args=(X, A, BW),
         reference=_mlp_ref(),
@@ -193,7 +193,7 @@ SCENARIOS = [
         story="The second layer should receive each device's shard of gelu(X @ A); it is given the raw input "
         "X, which happens to have the same shape. The shapes agree, the values do not: the check names X "
         "as what crossed into the row-parallel matmul.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=bug_full_x_to_row_shards,
         args=(X, A, BW),
         reference=_mlp_ref(),
@@ -205,7 +205,7 @@ SCENARIOS = [
         title="Bug: the all-reduce applied twice",
         story="The layer already all-reduced Z; its caller does it again. The first message of the second "
         "all-reduce carries a piece of the complete Z where a partial sum belongs.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=bug_all_reduce_twice,
         args=(X, A, BW),
         reference=_mlp_ref(),
@@ -217,7 +217,7 @@ SCENARIOS = [
         title="Bug: the column shards of Y assembled in the wrong order",
         story="Every device computes the right block of Y and every block arrives intact, but they are "
         "concatenated in reverse. The check stops at the assembled Y and says the blocks are out of order.",
-        world=World(TP),
+        world=World(TP, cost="classroom"),
         program=bug_wrong_order,
         args=(X, W),
         reference=_linear_ref,
