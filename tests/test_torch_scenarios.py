@@ -96,7 +96,8 @@ def test_ring_pass_and_exchange_equal_the_simulation_bit_for_bit(world):
         sim, real = World(2).run(program, *args), world.run(program, *args)
         diff = compare(sim, real, exact=True)
         assert diff.ok, str(diff)
-    assert [m.dtype for m in real.trace.messages[:4]] == [
+    from_0 = [m for m in real.trace.messages if m.src == 0]  # the two ranks' sends interleave in time
+    assert [m.dtype for m in from_0] == [
         np.dtype("int64"),
         np.dtype("float64"),
         np.dtype("float32"),
