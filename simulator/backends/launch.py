@@ -40,7 +40,7 @@ from ..trace import Trace
 from .errors import RankTimeoutError, RemoteRankError
 from .recording import merge
 from .torch import SEND_MODES
-from .worker import ErrorReport, WorkerConfig, main
+from .worker import PROGRAM_ERROR, ErrorReport, WorkerConfig, main
 
 BACKENDS = ("gloo", "nccl")
 COLLECTIVE_MODES = ("native", "messages")
@@ -256,7 +256,11 @@ class TorchWorld:
         return [replies[r] for r in range(self.size)]
 
     def _fail(self, first: ErrorReport, replies: dict[int, tuple]) -> None:
-        """Gather the reports that arrive at about the same time, pick the root cause, stop all, raise."""
+        """Gather the reports that arrive at about the same time, pick the root cause, stop all, raise.
+
+        A process that died without a word counts as a report too: the peers' "connection reset"
+        errors that follow it are echoes, and rank below it (see ``worker.PRIORITY``).
+        """
         reports = [first]
         deadline = time.monotonic() + 0.2
         for conn in self._conns:
@@ -267,6 +271,10 @@ class TorchWorld:
                     break
                 if reply[0] == "error":
                     reports.append(reply[1])
+        reported = {r.rank for r in reports}
+        for rank, proc in enumerate(self._procs):
+            if rank not in reported and not proc.is_alive() and proc.exitcode:
+                reports.append(_died(rank, proc.exitcode))
         self.close()
         root = max(reports, key=lambda r: (r.priority, -r.t))
         others = sorted({r.rank for r in reports} - {root.rank})
@@ -277,14 +285,7 @@ class TorchWorld:
         raise cls(root.rank, root.exc_type, root.message, root.traceback, note) from root.exception()
 
     def _fail_dead(self, rank: int, exitcode: int | None, replies: dict[int, tuple]) -> None:
-        self.close()
-        raise RemoteRankError(
-            rank,
-            "ProcessDied",
-            f"the process of device {rank} exited with code {exitcode} without reporting a result",
-            "",
-            _progress(replies, self.size),
-        )
+        self._fail(_died(rank, exitcode), replies)
 
     def _check_backend(self) -> None:
         if not dist.is_available():
@@ -325,6 +326,12 @@ def _progress(replies: dict[int, tuple], size: int) -> str:
     if not done:
         return "no device had finished"
     return f"device(s) {', '.join(map(str, done))} had finished; {size - len(done)} had not"
+
+
+def _died(rank: int, exitcode: int | None) -> ErrorReport:
+    """The report of a rank process that exited without reporting (a crash, a kill, os._exit)."""
+    text = f"the process of device {rank} exited with code {exitcode} without reporting a result"
+    return ErrorReport(rank, "ProcessDied", text, "", PROGRAM_ERROR, False, time.time(), None)
 
 
 def _report_leftovers(policy: str, left: list, open_receives: dict[int, int]) -> None:
