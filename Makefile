@@ -27,6 +27,11 @@ figures: $(BIN)/.installed
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/engine_throughput.py
+	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
+	$(BIN)/python benchmarks/tp_matmul_overhead.py
+	$(BIN)/python benchmarks/scale_3d_step.py
+	$(BIN)/python benchmarks/torch_ring_prediction.py
+	$(BIN)/python benchmarks/torch_allreduce_overhead.py
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check --fix .

@@ -201,7 +201,7 @@ def check(
     reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
     different inputs), or a function of the rank. The run must have kept its payloads.
     """
-    trace = run.trace if isinstance(run, RunResult) else run
+    trace = run if isinstance(run, Trace) else run.trace  # a RunResult, or a real run's result
     ref_of = _resolver(reference)
     first: Divergence | None = None
     checked = divergent = 0

@@ -52,6 +52,15 @@ def test_split_equals_simulation_and_passes_the_check(world):
     assert [kind for kind, _ in real.result.trace.events] == ["hold", "op", "send", "recv", "op"]
 
 
+def test_check_takes_a_real_run_result_as_it_takes_a_simulated_one(world):
+    from simulator.examples import seeds
+    from simulator.reference import Reference, check
+
+    real = world.run(seeds.split, seeds.X)
+    report = check(real, Reference.of(seeds.model, seeds.X))
+    assert report.ok and report.checked == 6
+
+
 def test_the_same_tools_read_a_measured_trace(world):
     from simulator.plot.chrome_trace import chrome_trace
     from simulator.stepper import Stepper
