@@ -4,8 +4,9 @@ A device has a rank, a private memory of named arrays, a clock, and point-to-poi
 the torch.distributed names (``send``/``recv``/``isend``/``irecv``/``wait``). Blocking calls suspend
 the program (a greenlet) until the engine's simulated clock says the call completes.
 
-Nothing crosses between devices except messages: a payload is copied when it is sent and handed to
-the receiver read-only, so neither side can change what the other holds.
+Nothing crosses between devices except messages, and neither side can change what the other holds:
+a payload is handed to the receiver read-only, copied at the send unless it is already immutable (a
+read-only array over read-only memory, as hold, compute and recv produce), which needs no copy.
 """
 
 from __future__ import annotations
@@ -61,6 +62,26 @@ def _nbytes(value: Any) -> int:
     if isinstance(value, (int, float, complex, np.generic)):
         return np.asarray(value).nbytes
     return 0
+
+
+def _immutable(value: Any) -> bool:
+    """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
+
+    Sending one needs no copy: neither side can change what the other sees. Anything else, a writable
+    array, a view of one, a list, a scalar, is copied into a fresh read-only array.
+    """
+    while type(value) is np.ndarray:
+        if value.flags.writeable:
+            return False
+        value = value.base
+        if value is None:
+            return True
+    return False
+
+
+def frozen(value: Any) -> np.ndarray:
+    """``value`` itself when it is already immutable, else a read-only copy: sendable without copies."""
+    return value if _immutable(value) else freeze(value)
 
 
 def freeze(value: Any) -> np.ndarray:
@@ -182,13 +203,16 @@ class Device(CollectiveMethods):
         eng = self._engine
         if dst == self.rank or not 0 <= dst < self.world_size:
             self._bad_peer(dst, "send", "dst")
-        payload = np.array(value)
-        if payload.dtype.hasobject:
-            raise TypeError(
-                f"device {self.rank}: send(dst={dst}) got {type(value).__name__} {value!r:.60}; a message carries "
-                "numbers (a NumPy array or a scalar), not Python objects"
-            )
-        payload.setflags(write=False)
+        if _immutable(value):  # nobody can write through it: hand it over as it is
+            payload = value
+        else:
+            payload = np.array(value)
+            if payload.dtype.hasobject:
+                raise TypeError(
+                    f"device {self.rank}: send(dst={dst}) got {type(value).__name__} {value!r:.60}; a message "
+                    "carries numbers (a NumPy array or a scalar), not Python objects"
+                )
+            payload.setflags(write=False)
         t = self.clock
         nbytes = payload.nbytes
         if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)

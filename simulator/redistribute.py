@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from .device import frozen
 from .placements import Partial, Placement, Replicate, Shard, chunk_bounds
 from .sharded import Layout
 
@@ -54,7 +55,7 @@ def distribute(
         raise ValueError(f"distribute: src={src} is not in the mesh {layout.mesh}")
     zeros_here = layout.partial_op == "sum" and not layout.holds_value(dev.rank)
     if dev.rank == src:
-        x = np.asarray(x)
+        x = frozen(x)  # one read-only copy at most; its pieces are then sent without copying again
         layout._check_shape(x.shape)
         reqs = [
             dev.isend(layout.piece(x, r), r, DISTRIBUTE_TAG, label=f"distribute to {r}")

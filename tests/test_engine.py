@@ -217,3 +217,22 @@ def test_collective_shape_mismatch_names_the_collective():
 
     with pytest.raises(ContractError, match="belongs to all_reduce#0 ring step 0 .*same shape and dtype"):
         World(2).run(lambda dev: dev.all_reduce(np.ones(2 + dev.rank)))
+
+
+def test_immutable_arrays_travel_without_a_copy_and_writable_ones_are_copied():
+    def program(dev):
+        if dev.rank == 0:
+            held = dev.hold("w", np.arange(4.0))  # read-only all the way down
+            dev.send(held, dst=1)
+            dev.send(held[1:3], dst=1)  # a view of it: still nothing can write through it
+            scratch = np.arange(4.0)
+            dev.send(scratch, dst=1)
+            return held, scratch
+        return [dev.recv(src=0) for _ in range(3)]
+
+    result = World(2).run(program)
+    held, scratch = result.outputs[0]
+    got_held, got_view, got_scratch = result.outputs[1]
+    assert got_held is held and got_view.base is held
+    assert got_scratch is not scratch and not np.shares_memory(got_scratch, scratch)
+    assert not got_scratch.flags.writeable
