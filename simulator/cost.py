@@ -39,7 +39,14 @@ from typing import Protocol
 
 
 class LinkState(Protocol):
-    """Per-run link state, as the engine uses it."""
+    """Per-run link state, as the engine uses it.
+
+    shared_links: whether two senders can book the same link (or port). If not, every link is booked
+    by one device only, in its own program order, which is its time order; the engine can then let
+    devices run ahead of each other without changing any time it computes.
+    """
+
+    shared_links: bool
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         """Book a message of ``nbytes`` posted at time ``t``. Returns (start, sender_done, arrival)."""
@@ -230,6 +237,7 @@ class Network:
     """Per-run state of fully connected links: when each directed link is next free."""
 
     __slots__ = ("_alpha", "_inv_bw", "_free")
+    shared_links = False  # link (src, dst) carries only src's messages
 
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
@@ -251,6 +259,7 @@ class RingNetwork:
     """Per-run state of a ring: when each directed neighbour link is next free (see ``Ring``)."""
 
     __slots__ = ("_alpha", "_inv_bw", "_free", "_routes", "_p")
+    shared_links = True  # messages between non-neighbours pass over other devices' links
 
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
@@ -281,6 +290,7 @@ class TwoLevelNetwork:
     """Per-run state of a two-level machine: intra-node links, and each device's network port."""
 
     __slots__ = ("_alpha", "_inv_bw", "_alpha_x", "_inv_bw_x", "_node_size", "_free", "_tx", "_rx")
+    shared_links = True  # a device's incoming network port takes messages from many senders
 
     def __init__(self, cost: CostModel, topo: TwoLevel, world_size: int) -> None:
         self._alpha = cost.latency

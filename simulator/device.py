@@ -372,7 +372,7 @@ class Device(CollectiveMethods):
         self.clock = t
         eng = self._engine
         heap = eng._heap
-        if heap and heap[0][0] < t:
+        if heap and eng._in_time_order and heap[0][0] < t:
             eng._push(t, self.rank)
             eng._give_way()
 

@@ -236,3 +236,45 @@ def test_immutable_arrays_travel_without_a_copy_and_writable_ones_are_copied():
     assert got_held is held and got_view.base is held
     assert got_scratch is not scratch and not np.shares_memory(got_scratch, scratch)
     assert not got_scratch.flags.writeable
+
+
+def _timings(trace):
+    msgs = sorted((m.src, m.dst, m.tag, m.t_send, m.t_start, m.t_arrive, m.t_recv) for m in trace.messages)
+    ops = sorted((op.rank, op.name, op.t_start, op.t_end) for op in trace.ops)
+    return msgs, ops
+
+
+def _time_of(kind, rec):
+    return rec.t_send if kind == "send" else rec.t_recv if kind == "recv" else rec.t_start
+
+
+def test_running_ahead_changes_no_simulated_time():
+    def busy_ring(dev, rounds):  # uneven compute, so devices drift apart
+        p = dev.world_size
+        x = np.array([float(dev.rank)])
+        for k in range(rounds):
+            dev.compute("work", lambda v: v * 2, x, flops=1000 * (1 + (dev.rank * k) % 3))
+            dev.send(x, dst=(dev.rank + 1) % p)
+            x = dev.recv(src=(dev.rank - 1) % p)
+        return dev.all_reduce(x)
+
+    world = World(7, cost=COST)
+    stepped = world.start(busy_ring, 5)  # stepping keeps every device in time order
+    while stepped.step():
+        pass
+    in_order = stepped.finish()
+    ahead = world.run(busy_ring, 5)  # a full run lets devices run ahead on private links
+    assert _timings(ahead.trace) == _timings(in_order.trace)
+    for a, b in zip(ahead.outputs, in_order.outputs):
+        np.testing.assert_array_equal(a, b)
+    times = [_time_of(k, r) for k, r in ahead.trace.events]
+    assert times == sorted(times)  # the log is in time order either way
+
+
+def test_shared_links_keep_devices_in_time_order():
+    from simulator.cost import Ring
+
+    ring = CostModel(latency=1e-6, bandwidth=1e9, topology=Ring())
+    result = World(6, cost=ring).run(ring_pass, 3)
+    times = [_time_of(k, r) for k, r in result.trace.events]
+    assert times == sorted(times)
