@@ -29,9 +29,9 @@ if TYPE_CHECKING:
 class Request:
     """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known."""
 
-    __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index")
+    __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index", "t_post")
 
-    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None):
+    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
         self.kind = kind
         self.owner = owner
         self.peer = peer
@@ -42,6 +42,7 @@ class Request:
         self.dtype = dtype
         self.name = name
         self.index = index
+        self.t_post = t_post  # when it was posted: a rendezvous transfer cannot start before both are
 
     def describe(self) -> str:
         if self.kind == "send":
@@ -239,7 +240,7 @@ class Device(CollectiveMethods):
         key = (self.rank, dst, tag)
         posted = eng._posted.get(key)
         if posted:
-            eng._match(msg, sreq, posted.popleft(), t)
+            eng._match(msg, sreq, posted.popleft())
         else:
             box = eng._mail.get(key)
             if box is None:
@@ -271,12 +272,12 @@ class Device(CollectiveMethods):
             shape, dtype = self._contract(src, tag, shape, dtype)
         elif src == self.rank or not 0 <= src < self.world_size:
             self._bad_peer(src, "recv", "src")
-        rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index)
+        rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
         key = (src, self.rank, tag)
         box = eng._mail.get(key)
         if box:
             msg, sreq = box.popleft()
-            eng._match(msg, sreq, rreq, self.clock)
+            eng._match(msg, sreq, rreq)
         else:
             posted = eng._posted.get(key)
             if posted is None:

@@ -156,10 +156,10 @@ class Engine:
         self._op_ids += 1
         return self._op_ids - 1
 
-    def _match(self, msg: Message, sreq: Request, rreq: Request, t: float) -> None:
+    def _match(self, msg: Message, sreq: Request, rreq: Request) -> None:
         """Pair a message with the receive that takes it; wake whoever waits on either."""
-        if msg.t_start is None:  # rendezvous: the transfer starts only now that both sides are ready
-            start = t if t > msg.t_send else msg.t_send
+        if msg.t_start is None:  # rendezvous: the transfer starts once both sides have posted
+            start = rreq.t_post if rreq.t_post > msg.t_send else msg.t_send
             msg.t_start, sreq.done, msg.t_arrive = self.net.transfer(msg.src, msg.dst, msg.nbytes, start)
             self._wake(sreq)
         rreq.msg = msg

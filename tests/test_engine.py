@@ -271,6 +271,18 @@ def test_running_ahead_changes_no_simulated_time():
     assert times == sorted(times)  # the log is in time order either way
 
 
+@pytest.mark.parametrize("overlap", [False, True])
+def test_running_ahead_keeps_rendezvous_times(overlap):
+    from simulator.figures.programs import stream_chunks
+
+    chunks = [np.full(1000, float(k)) for k in range(5)]
+    world = World(2, cost=COST, send_mode="rendezvous")
+    stepped = world.start(stream_chunks, chunks, 6e-6, overlap)
+    while stepped.step():
+        pass
+    assert _timings(world.run(stream_chunks, chunks, 6e-6, overlap).trace) == _timings(stepped.finish().trace)
+
+
 def test_shared_links_keep_devices_in_time_order():
     from simulator.cost import Ring
 
