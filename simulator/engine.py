@@ -6,10 +6,11 @@ the device with the earliest pending event; a running device keeps going until i
 passes another device's next event. So every link is booked, and every event recorded, in simulated
 time order, and the same program with the same inputs gives the same trace, event for event.
 
-One exception makes large runs fast without changing any result: when no two senders share a link
-(the default, fully connected network), a device books only its own links, in its own time order,
-and a receive waits for its own message whatever order devices run in. A run to the end then lets
-each device run ahead until it blocks, and puts the event log in time order when it finishes.
+One exception makes large runs fast without changing any result: with eager sends and no link
+shared by two senders (the defaults: a fully connected network), a device books only its own links,
+in its own time order, and a receive waits for its own message whatever order devices run in. A run
+to the end then lets each device run ahead until it blocks, and puts the event log in time order
+when it finishes.
 Stepping a live run always keeps strict time order.
 
 When the heap is empty but some devices have not finished, they are all blocked: a deadlock, reported
@@ -240,10 +241,11 @@ class Engine:
         heap = self._heap
         tick = self._tick
         self._direct = True
-        # Where no two senders share a link, a device's sends book only its own links, in its own
-        # (time) order, and a receive waits for its own message whatever the order devices run in:
-        # devices may then run ahead of each other, and the log is put in time order at the end.
-        self._in_time_order = getattr(self.net, "shared_links", True)
+        # Where no two senders share a link and sends are eager, a device's sends book only its own
+        # links, in its own (time) order, and a receive waits for its own message whatever the order
+        # devices run in: devices may then run ahead of each other, and the log is put in time order
+        # at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
+        self._in_time_order = self.rendezvous or getattr(self.net, "shared_links", True)
         ran_ahead = not self._in_time_order
         # The trace holds millions of small records and makes no reference cycles: pausing the
         # cyclic garbage collector saves its repeated full scans of them (restored afterwards).
