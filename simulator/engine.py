@@ -328,16 +328,25 @@ class Engine:
         policy = self.world.leftovers
         if policy == "ignore":
             return
-        left = [m for box in self._mail.values() for m, _ in box]
-        if not left:
+        left = sorted((m for box in self._mail.values() for m, _ in box), key=lambda m: m.id)
+        unmatched = [req for box in self._posted.values() for req in box]
+        if not left and not unmatched:
             return
-        left.sort(key=lambda m: m.id)
-        shown = "\n".join(f"  {m.describe()}" for m in left[:10])
-        more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
-        text = (
-            f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
-            "  add the matching recv on the destination, or drop the send"
-        )
+        parts = []
+        if left:
+            shown = "\n".join(f"  {m.describe()}" for m in left[:10])
+            more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
+            parts.append(
+                f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
+                "  add the matching recv on the destination, or drop the send"
+            )
+        if unmatched:
+            shown = "\n".join(f"  device {r.owner}: irecv(src={r.peer}, tag={r.tag})" for r in unmatched[:10])
+            parts.append(
+                f"{len(unmatched)} receive(s) were posted but no message ever matched them:\n{shown}\n"
+                "  the program never waited on them; add the matching send, or drop the irecv"
+            )
+        text = "\n".join(parts)
         if policy == "error":
             raise UnreceivedMessagesError(text)
         warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)

@@ -108,3 +108,12 @@ def test_tag_mismatch_deadlock_points_at_the_unreceived_message():
 def test_recv_first_cycle_suggests_sending_first():
     with pytest.raises(DeadlockError, match="let one of them send first"):
         World(2).run(recv_first_ring)
+
+
+def test_a_posted_receive_that_nothing_matches_is_reported():
+    def dangling(dev):
+        if dev.rank == 1:
+            dev.irecv(src=0, tag=3)  # never waited on, and device 0 never sends
+
+    with pytest.warns(UnreceivedMessagesWarning, match=r"device 1: irecv\(src=0, tag=3\)"):
+        World(2).run(dangling)
