@@ -92,24 +92,12 @@ def freeze(value: Any) -> np.ndarray:
     return arr
 
 
-class Device(CollectiveMethods):
-    """One simulated device. Rank programs call only these methods (the collectives come from
-    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
+class DeviceMemory:
+    """A device's private memory of named values; each backend records changes its own way."""
 
-    def __init__(self, engine: Engine, rank: int) -> None:
-        self._engine = engine
-        self.rank = rank
-        self.world_size = engine.world_size
-        self.clock = 0.0
-        self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
-        self._memory: dict[str, Any] = {}
-        self._blocked: Request | None = None
-        self._done = False
+    rank: int
+    _memory: dict[str, Any]
 
-    def __repr__(self) -> str:
-        return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
-
-    # ---- memory -------------------------------------------------------------------------------
     @property
     def memory(self) -> Mapping[str, Any]:
         """This device's named values (read-only view)."""
@@ -127,6 +115,28 @@ class Device(CollectiveMethods):
             raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
         self._record_memory("free", name, None, None, None)
 
+    def _record_memory(self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None) -> None:
+        raise NotImplementedError
+
+
+class Device(DeviceMemory, CollectiveMethods):
+    """One simulated device. Rank programs call only these methods (the collectives come from
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
+
+    def __init__(self, engine: Engine, rank: int) -> None:
+        self._engine = engine
+        self.rank = rank
+        self.world_size = engine.world_size
+        self.clock = 0.0
+        self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
+        self._memory: dict[str, Any] = {}
+        self._blocked: Request | None = None
+        self._done = False
+
+    def __repr__(self) -> str:
+        return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
+
+    # ---- memory -------------------------------------------------------------------------------
     def _record_memory(self, kind, name, arr, index, doc) -> None:
         eng = self._engine
         t = self.clock

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import gc
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
@@ -288,7 +288,7 @@ class Engine:
                 f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
             )
             waits_for[dev.rank] = req.peer
-        cycle = _find_cycle(waits_for)
+        cycle = find_cycle(waits_for)
         lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
         lines += [f"  device {r} is blocked in {what}" for r, what in blocked.items()]
         if cycle:
@@ -363,7 +363,7 @@ def _sort_by_time(events: list[tuple[str, Any]]) -> None:
         events[:] = [events[i] for i in np.argsort(times, kind="stable").tolist()]
 
 
-def _find_cycle(waits_for: dict[int, int]) -> list[int] | None:
+def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:
     """The first cycle in a graph where each node waits for exactly one other, from the lowest rank."""
     for start in sorted(waits_for):
         path: list[int] = []

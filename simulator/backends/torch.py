@@ -29,10 +29,9 @@ import functools
 import importlib
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
-from types import MappingProxyType
 from typing import Any
 
 import numpy as np
@@ -40,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
-from ..device import _nbytes, freeze
+from ..device import DeviceMemory, _nbytes
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
@@ -149,7 +148,7 @@ class TorchRequest:
         return f"<TorchRequest device {self.owner} {self.describe()} {self.state}>"
 
 
-class TorchDevice:
+class TorchDevice(DeviceMemory):
     """One real rank. Rank programs call only the methods that ``simulator.device.Device`` has.
 
     rank, world_size: this process's place in the default process group
@@ -219,24 +218,7 @@ class TorchDevice:
         """Measured seconds since the common start."""
         return time.perf_counter() - self._epoch
 
-    # ---- memory -------------------------------------------------------------------------------
-    @property
-    def memory(self) -> Mapping[str, Any]:
-        """This device's named values (read-only view)."""
-        return MappingProxyType(self._memory)
-
-    def hold(self, name: str, value: Any, *, index: Any = None, doc: str | None = None) -> np.ndarray:
-        """Place a value in this device's memory under ``name`` (an input, a weight, a shard)."""
-        arr = freeze(value)
-        self._record_memory("hold", name, arr, index, doc)
-        return arr
-
-    def free(self, name: str) -> None:
-        """Drop a named value from memory."""
-        if name not in self._memory:
-            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
-        self._record_memory("free", name, None, None, None)
-
+    # ---- memory (memory, hold and free come from DeviceMemory) -------------------------------
     def _record_memory(self, kind, name, arr, index, doc) -> None:
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from ..engine import find_cycle
 from ..errors import SimulationError
 
 F, B, I, W = "F", "B", "I", "W"  # noqa: E741 (I is the zero-bubble papers' name for the input-gradient pass)
@@ -553,7 +554,7 @@ def _deadlock(stuck, waiting, blocking_sends) -> ScheduleError:
         d, dr = dep
         graph[r] = dr
         lines.append(f"rank {r} waits at {a} for {d} on rank {dr}")
-    cycle = _cycle(graph)
+    cycle = find_cycle(graph)
     text = "; ".join(lines)
     if cycle:
         text += ". Wait-for cycle: " + " -> ".join(f"rank {r}" for r in cycle + cycle[:1])
@@ -563,20 +564,6 @@ def _deadlock(stuck, waiting, blocking_sends) -> ScheduleError:
                 "forever: let one side receive first, or post sends asynchronously (isend) and wait later"
             )
     return ScheduleError(5, text, cycle)
-
-
-def _cycle(graph: Mapping[int, int]) -> list[int] | None:
-    for start in sorted(graph):
-        path: list[int] = []
-        seen: dict[int, int] = {}
-        node = start
-        while node in graph and node not in seen:
-            seen[node] = len(path)
-            path.append(node)
-            node = graph[node]
-        if node in seen:
-            return path[seen[node] :]
-    return None
 
 
 # ---- the text grid ------------------------------------------------------------------------------
