@@ -107,6 +107,7 @@ class DeviceMemory:
         """Place a value in this device's memory under ``name`` (an input, a weight, a shard)."""
         arr = freeze(value)
         self._record_memory("hold", name, arr, index, doc)
+        self._memory[name] = arr
         return arr
 
     def free(self, name: str) -> None:
@@ -114,8 +115,10 @@ class DeviceMemory:
         if name not in self._memory:
             raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
         self._record_memory("free", name, None, None, None)
+        del self._memory[name]
 
     def _record_memory(self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None) -> None:
+        """Record a hold (arr) or a free (None) in this backend's trace."""
         raise NotImplementedError
 
 
@@ -144,10 +147,6 @@ class Device(DeviceMemory, CollectiveMethods):
         kept = arr if eng.keep_payloads else None
         op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes)
         eng.trace.events.append((kind, op))
-        if arr is None:
-            del self._memory[name]
-        else:
-            self._memory[name] = arr
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(

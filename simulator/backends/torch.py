@@ -224,10 +224,6 @@ class TorchDevice(DeviceMemory):
         nbytes = 0 if arr is None else arr.nbytes
         op = Op(None, self.rank, name, t, t, 0, None, arr if self.keep_payloads else None, index, doc, True, nbytes)
         self.record.ops.append(OpRecord(kind, op, self.record.next_order()))
-        if arr is None:
-            del self._memory[name]
-        else:
-            self._memory[name] = arr
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
