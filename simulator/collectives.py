@@ -144,15 +144,15 @@ class _Call:
         """Reduce a received chunk into a local one (received first: it holds the earlier members)."""
         name = self.sum_name(members) if members is not None and self.partials else None
         if name is None:
-            return self.dev.compute(self.reduce_name, self.fn, received, local, keep=False)
-        return self.dev.compute(name, self.fn, received, local, index=index, keep=False)
+            return self.dev.compute(self.reduce_name, self.fn, received, local, keep=False, label=self.label)
+        return self.dev.compute(name, self.fn, received, local, index=index, keep=False, label=self.label)
 
     def finish_avg(self, value: Any, index: Any = None):
         """For op='avg': divide the summed chunk by the group size (one op)."""
         if self.op != "avg":
             return value
         p = self.p
-        return self.dev.compute(f"{self.reduce_name}.divide", lambda v: v / p, value, keep=False)
+        return self.dev.compute(f"{self.reduce_name}.divide", lambda v: v / p, value, keep=False, label=self.label)
 
     def result(self, value: Any, index: Any = None):
         """Record the collective's result as the op ``name`` (free: no arithmetic), if named."""
@@ -237,7 +237,7 @@ def _rs_ring(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
             acc[in_j] = c.combine(got, blk, members + [me], index(in_j))
         else:
             got = recv(left, tag, shape=blk.shape, dtype=blk.dtype)
-            acc[in_j] = compute(reduce_name, fn, got, blk, flops=blk.size, keep=False)
+            acc[in_j] = compute(reduce_name, fn, got, blk, flops=blk.size, keep=False, label=label)
         if not eager:
             wait(sreq)
     return acc[me]

@@ -103,10 +103,17 @@ class DeviceMemory:
         """This device's named values (read-only view)."""
         return MappingProxyType(self._memory)
 
-    def hold(self, name: str, value: Any, *, index: Any = None, doc: str | None = None) -> np.ndarray:
-        """Place a value in this device's memory under ``name`` (an input, a weight, a shard)."""
+    def hold(
+        self, name: str, value: Any, *, index: Any = None, partial: Any = None, doc: str | None = None
+    ) -> np.ndarray:
+        """Place a value in this device's memory under ``name`` (an input, a weight, a shard).
+
+        index:   which part of the single-device value ``name`` this is (e.g. ``np.s_[:, 0:3]``)
+        partial: this is one term of a sum over a group of devices whose total is ``name``: True (every
+                 device) or the group's ranks (see ``Device.compute``)
+        """
         arr = freeze(value)
-        self._record_memory("hold", name, arr, index, doc)
+        self._record_memory("hold", name, arr, index, doc, partial_group(self, partial, name))
         self._memory[name] = arr
         return arr
 
@@ -114,12 +121,35 @@ class DeviceMemory:
         """Drop a named value from memory."""
         if name not in self._memory:
             raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
-        self._record_memory("free", name, None, None, None)
+        self._record_memory("free", name, None, None, None, None)
         del self._memory[name]
 
-    def _record_memory(self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None) -> None:
+    def _record_memory(
+        self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None, partial: tuple | None
+    ) -> None:
         """Record a hold (arr) or a free (None) in this backend's trace."""
         raise NotImplementedError
+
+
+def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
+    """``partial=`` as a tuple of ranks: True means every device; a group must include the device."""
+    if partial is None or partial is False:
+        return None
+    if partial is True:
+        return tuple(range(dev.world_size))
+    try:
+        group = tuple(int(r) for r in partial)
+    except TypeError:
+        raise TypeError(
+            f"device {dev.rank}: partial={partial!r} for {name!r}: say True (a sum over every device) or list the "
+            "ranks whose terms add up to it, e.g. partial=(0, 1)"
+        ) from None
+    if len(set(group)) != len(group) or any(not 0 <= r < dev.world_size for r in group) or dev.rank not in group:
+        raise ValueError(
+            f"device {dev.rank}: partial={group} for {name!r} must list distinct ranks in 0..{dev.world_size - 1}, "
+            f"this device ({dev.rank}) among them"
+        )
+    return group
 
 
 class Device(DeviceMemory, CollectiveMethods):
@@ -140,12 +170,12 @@ class Device(DeviceMemory, CollectiveMethods):
         return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
 
     # ---- memory -------------------------------------------------------------------------------
-    def _record_memory(self, kind, name, arr, index, doc) -> None:
+    def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         eng = self._engine
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
         kept = arr if eng.keep_payloads else None
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes)
+        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
         eng.trace.events.append((kind, op))
 
     # ---- compute ------------------------------------------------------------------------------
@@ -157,17 +187,25 @@ class Device(DeviceMemory, CollectiveMethods):
         flops: float | None = None,
         seconds: float | None = None,
         index: Any = None,
+        partial: Any = None,
         doc: str | None = None,
         keep: bool = True,
+        label: str | None = None,
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
 
         flops:   work for the cost model (default: one operation per output element)
         seconds: a fixed duration instead of flops
         index:   which part of the single-device value ``name`` this computes (for the checker)
+        partial: this output is one term of a sum over a group of devices, and the group's terms add up
+                 to ``name`` (a row-parallel matmul before its all-reduce): True for every device, or the
+                 group's ranks. The checker adds the terms up and compares the sum with ``name``, and
+                 flags a partial sum used where the complete value is needed.
         keep:    store the output in memory under ``name``
+        label:   the collective step this op belongs to (set by the collectives)
         """
         eng = self._engine
+        group = partial_group(self, partial, name)
         out = fn(*inputs)
         if isinstance(out, np.ndarray) and out.flags.writeable:
             out.setflags(write=False)
@@ -182,6 +220,7 @@ class Device(DeviceMemory, CollectiveMethods):
             op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep, nbytes)
         else:
             op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
+        op.partial, op.label = group, label
         eng.trace.ops.append(op)
         eng.trace.events.append(("op", op))
         if keep:

@@ -112,7 +112,7 @@ class Engine:
         self.strict = world.strict
         self.keep_payloads = world.keep_payloads
         self.net = world.cost.network(world.size)
-        self.trace = Trace(world.size)
+        self.trace = Trace(world.size, world.keep_payloads)
         self._events = self.trace.events  # hot-path aliases
         self._messages = self.trace.messages
         self.outputs: list[Any] = [None] * world.size
@@ -262,6 +262,7 @@ class Engine:
         if self._unfinished:
             self._raise_deadlock()
         self._report_leftovers()
+        self.trace.outputs = self.outputs
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:

@@ -102,14 +102,21 @@ class Op:
     single-device value ``name`` this device computes (a shard), or None for the whole value.
     ``keep`` says whether the output stays in the device's memory under ``name``. ``nbytes`` is how
     many bytes the record places in that memory (0 for a free, and for an op whose output is not
-    kept), known even when payloads are not kept.
+    kept), known even when payloads are not kept. ``partial`` is None, or the ranks of the group over
+    which this value is one term of a sum (the sum of the group's terms is ``name``). ``label`` marks an
+    op that is not one of the model's own steps: a collective's reduction (e.g. ``"all_reduce#0 ring"``),
+    or, in a reference, a value only one way of splitting makes (a row split's partial sums).
     """
 
     __slots__ = (
         "id", "rank", "name", "t_start", "t_end", "flops", "inputs", "output", "index", "doc", "keep", "nbytes",
+        "partial", "label",
     )  # fmt: skip
 
-    def __init__(self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True, nbytes=0):
+    def __init__(
+        self, id, rank, name, t_start, t_end, flops, inputs, output, index, doc, keep=True, nbytes=0, partial=None,
+        label=None,
+    ):  # fmt: skip
         self.id = id
         self.rank = rank
         self.name = name
@@ -122,6 +129,8 @@ class Op:
         self.doc = doc
         self.keep = keep
         self.nbytes = nbytes
+        self.partial = partial
+        self.label = label
 
     def signature(self) -> tuple:
         return ("op", self.id, self.rank, self.name, self.t_start, self.t_end, self.flops)
@@ -133,11 +142,13 @@ class Op:
 class Trace:
     """The record of one run: every message and op, in processing order."""
 
-    def __init__(self, world_size: int) -> None:
+    def __init__(self, world_size: int, payloads: bool = True) -> None:
         self.world_size = world_size
         self.events: list[tuple[str, Any]] = []
         self.messages: list[Message] = []
         self.ops: list[Op] = []
+        self.payloads = payloads  # whether message payloads and op values were kept
+        self.outputs: list[Any] | None = None  # what each device's program returned, once it has finished
 
     def __len__(self) -> int:
         return len(self.events)

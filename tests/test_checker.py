@@ -24,7 +24,7 @@ def column_parallel(dev, say_index=True, scale=1.0):
 def test_shards_with_index_match_their_block_of_the_reference():
     run = World(2).run(column_parallel)
     report = check(run, Reference.of(linear))
-    assert report.ok and report.checked == 4  # W's block and Y's block, on each device
+    assert report.ok and report.checked == 6  # W's block, Y's block and the returned block, on each device
     np.testing.assert_array_equal(np.hstack(run.outputs), X @ W)
 
 

@@ -17,8 +17,8 @@ def test_readme_python_blocks_run_and_print_what_they_claim():
     printed = out.getvalue()
     assert "[49.]" in printed
     assert printed.count("check passed") == 2
-    assert "check passed: 6 values match the single-device run" in printed
-    assert "check passed: 4 values match the single-device run" in printed
+    assert "check passed: 7 values and the result match the single-device run" in printed
+    assert "check passed: 6 values and the result match the single-device run" in printed
 
 
 def test_readme_quotes_the_checker_word_for_word():

@@ -27,8 +27,10 @@ def test_split_values_and_check_passes():
     assert run.result.outputs[0] is None
     np.testing.assert_array_equal(run.result.outputs[1], [49.0])
     np.testing.assert_array_equal(run.result.trace.messages[0].payload, [7.0])
-    assert run.report.ok and run.report.checked == 6
-    assert str(run.report) == "check passed: 6 values match the single-device run"
+    assert (
+        run.report.ok and run.report.checked == 7
+    )  # x, A (sent, received), A's and B's inputs and outputs, the result
+    assert str(run.report) == "check passed: 7 values and the result match the single-device run"
 
 
 def test_wrong_input_flagged_at_the_message_in_plain_words():
@@ -43,7 +45,7 @@ def test_wrong_input_flagged_at_the_message_in_plain_words():
         "message #0 from device 0 to device 1 (tag 0) carried [3.], but device 1 should have received "
         "A (stage A's output, 2x + 1) = [7.]. [3.] is x (the model's raw input)."
     )
-    assert run.report.divergent == 3  # the message, then B's input, then B's output
+    assert run.report.divergent == 4  # the message, then B's input, B's output, and the result
 
 
 def test_replicated_each_device_finishes_its_own_input():

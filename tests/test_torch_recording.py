@@ -60,7 +60,7 @@ def _split_records(payload, t):
 
 
 def test_merge_joins_the_two_halves_of_a_message_and_orders_events_by_time():
-    trace = merge(2, _split_records(np.array([7.0]), [0.0, 1e-6, 2e-6, 3e-6, 9e-6, 10e-6, 11e-6]))
+    trace = merge(2, _split_records(np.array([7.0]), [0.0, 1e-6, 2e-6, 3e-6, 9e-6, 10e-6, 11e-6]), [None, [49.0]])
     assert [k for k, _ in trace.events] == ["hold", "op", "send", "recv", "op"]
     (m,) = trace.messages
     assert (m.id, m.name, m.t_send, m.t_start, m.t_arrive, m.t_recv) == (0, "A", 3e-6, 3e-6, 9e-6, 9e-6)

@@ -44,7 +44,7 @@ def test_a_stage_fed_by_the_wrong_stage_is_caught_at_the_message():
     # the same program with the right table matches
     scenario = get("wrong-upstream-stage")
     result = scenario.world.run(training.forward_by_table, *scenario.args[:-1], training.UPSTREAM_OK)
-    assert check(result, training.M.mlp_reference(training.THREE, training.PARAMS3, training.X3, training.T3, 2)).ok
+    assert check(result, scenario.reference()).ok
 
 
 def test_summed_not_averaged_gradients_are_recognised_as_the_sum():

@@ -206,7 +206,7 @@ class TorchWorld:
         for conn in self._conns:
             conn.send(("run", program, args, kwargs, options))
         replies = self._collect(("done",), self.run_timeout, f"finish {getattr(program, '__name__', program)}")
-        trace = merge(self.size, [reply[2] for reply in replies])
+        trace = merge(self.size, [reply[2] for reply in replies], [reply[1] for reply in replies])
         open_receives = {rank: reply[3] for rank, reply in enumerate(replies) if reply[3]}
         left = trace.unreceived()
         if left or open_receives:

@@ -75,13 +75,14 @@ class RankRecord:
         return self.events - 1
 
 
-def merge(world_size: int, records: list[RankRecord]) -> Trace:
-    """One Trace from every rank's record; messages joined by channel and position.
+def merge(world_size: int, records: list[RankRecord], outputs: list[Any] | None = None) -> Trace:
+    """One Trace from every rank's record (and what each rank returned); messages joined by channel and position.
 
     Times are shifted so that t = 0 is when the first program started (the ranks' clocks share an
     origin already; this removes the set-up before the programs, which is no part of the run).
     """
     trace = Trace(world_size)
+    trace.outputs = outputs
     shift = min((r.t_begin for r in records), default=0.0)
     if shift:
         _shift(records, shift)

@@ -39,7 +39,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
-from ..device import DeviceMemory, _nbytes
+from ..device import DeviceMemory, _nbytes, partial_group
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
@@ -219,10 +219,11 @@ class TorchDevice(DeviceMemory):
         return time.perf_counter() - self._epoch
 
     # ---- memory (memory, hold and free come from DeviceMemory) -------------------------------
-    def _record_memory(self, kind, name, arr, index, doc) -> None:
+    def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        op = Op(None, self.rank, name, t, t, 0, None, arr if self.keep_payloads else None, index, doc, True, nbytes)
+        kept = arr if self.keep_payloads else None
+        op = Op(None, self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
         self.record.ops.append(OpRecord(kind, op, self.record.next_order()))
 
     # ---- compute ------------------------------------------------------------------------------
@@ -234,13 +235,16 @@ class TorchDevice(DeviceMemory):
         flops: float | None = None,
         seconds: float | None = None,
         index: Any = None,
+        partial: Any = None,
         doc: str | None = None,
         keep: bool = True,
+        label: str | None = None,
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name`` and record its measured duration.
 
         Arguments as for ``Device.compute``; ``seconds`` (a simulated duration) is accepted and ignored.
         """
+        group = partial_group(self, partial, name)
         t0 = self.clock
         out = fn(*inputs)
         t1 = self.clock
@@ -254,6 +258,7 @@ class TorchDevice(DeviceMemory):
             op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep, nbytes)
         else:
             op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc, keep, nbytes)
+        op.partial, op.label = group, label
         self.record.ops.append(OpRecord("op", op, self.record.next_order()))
         if keep:
             self._memory[name] = out

@@ -104,7 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def report(args: argparse.Namespace, world_size: int, gathered: list, reference: Any) -> str:
     """Rank 0: merge, print the log and the check, save if asked. Returns "clean" if nothing was left unreceived."""
     outputs = [g[0] for g in gathered]
-    trace = merge(world_size, [g[1] for g in gathered])
+    trace = merge(world_size, [g[1] for g in gathered], outputs)
     print(f"{args.target} on {world_size} {args.backend} processes (measured times):")
     print("\n".join("  " + line for line in trace.log()))
     print("outputs: " + ", ".join(f"device {r}: {o}" for r, o in enumerate(outputs)))

@@ -210,29 +210,33 @@ def reference_step(
     x: np.ndarray,
     t: np.ndarray,
     microbatches: int = 1,
-    replicas: int = 1,
-) -> np.ndarray:
+    replicas: int | None = None,
+) -> dict[str, np.ndarray]:
     """One training step's gradients on one device, computed the way the parallel runs compute them.
 
     The batch is split into ``replicas`` equal parts, each into ``microbatches`` microbatches, numbered
     g = replica * microbatches + i. Each replica's gradient is the mean over its rows (accumulated
     over its microbatches in order); the step's gradient is the average over replicas, which equals
-    the mean over the whole batch. Returns the loss.
+    the mean over the whole batch. Returns the gradients by name and the loss (``"loss"``), as the
+    parallel runs return them (each device its own part). ``replicas=None``: no data parallelism (the
+    step returns its loss); with a number (1 included), each replica returns its own loss,
+    ``loss.replica[r]``, as the data-parallel runs do.
     """
+    n = replicas or 1
     mlp.check_batch(x, t)
-    if x.shape[0] % replicas:
-        raise ValueError(f"{x.shape[0]} rows do not split evenly over {replicas} replicas")
+    if x.shape[0] % n:
+        raise ValueError(f"{x.shape[0]} rows do not split evenly over {n} replicas")
     L = mlp.layers
     for k in range(1, L + 1):
         dev.hold(f"W{k}", params[f"W{k}"], doc=f"layer {k}'s weight")
         dev.hold(f"b{k}", params[f"b{k}"], doc=f"layer {k}'s bias")
     dev.hold("x", x, doc="the whole batch of inputs")
     dev.hold("t", t, doc="the whole batch of targets")
-    local_rows = x.shape[0] // replicas
+    local_rows = x.shape[0] // n
     scale = 1.0 / local_rows
     replica_grads: list[dict[str, np.ndarray]] = []
     replica_losses = []
-    for r in range(replicas):
+    for r in range(n):
         acc: dict[str, np.ndarray] = {}
         loss = None
         for i, rows in enumerate(split_rows(local_rows, microbatches)):
@@ -245,17 +249,23 @@ def reference_step(
         replica_grads.append(acc)
         replica_losses.append(loss)
     names = [f"{p}{k}" for k in range(L, 0, -1) for p in ("dW", "db")]
-    for r in range(replicas):
-        dev.compute(f"loss.replica[{r}]", _const(replica_losses[r]), seconds=0.0, doc=f"replica {r}'s own loss")
-    for name in names:
-        for r in range(replicas):
+    step: dict[str, np.ndarray] = {}
+    for name in names:  # what a data-parallel run sends on the way is held: only the averages must be computed
+        for r in range(n):
             doc = f"replica {r}'s own {_grad_doc(name)}, before averaging"
-            dev.compute(f"{name}.replica[{r}]", _const(replica_grads[r][name]), seconds=0.0, doc=doc)
-        doc = f"the replicas' gradients of {name[1:]} summed but not divided by {replicas}"
-        total = dev.compute(f"{name}.sum", _const(sum(g[name] for g in replica_grads)), seconds=0.0, doc=doc)
-        dev.compute(name, partial(average, replicas), total, seconds=0.0, doc=_grad_doc(name))
-    total_loss = dev.compute("loss.sum", _const(sum(replica_losses)), seconds=0.0, doc="the replicas' losses summed")
-    return dev.compute("loss", partial(average, replicas), total_loss, seconds=0.0, doc="the step's loss")
+            dev.hold(f"{name}.replica[{r}]", replica_grads[r][name], doc=doc)
+        doc = f"the replicas' gradients of {name[1:]} summed but not divided by {n}"
+        total = dev.hold(f"{name}.sum", sum(g[name] for g in replica_grads), doc=doc)
+        step[name] = dev.compute(name, partial(average, n), total, seconds=0.0, doc=_grad_doc(name))
+    if replicas is None:  # not data-parallel: the run returns the step's loss
+        step["loss"] = dev.compute("loss", _const(replica_losses[0]), seconds=0.0, doc="the step's loss")
+        return step
+    for r in range(n):  # each replica returns the loss of its own part of the batch
+        loss = f"loss.replica[{r}]"
+        step[loss] = dev.compute(loss, _const(replica_losses[r]), seconds=0.0, doc=f"replica {r}'s own loss")
+    total_loss = dev.hold("loss.sum", sum(replica_losses), doc="the replicas' losses summed")
+    dev.hold("loss", average(n, total_loss), doc="the step's loss, averaged over the replicas")
+    return step
 
 
 def _const(value: np.ndarray) -> Callable[[], np.ndarray]:
@@ -320,7 +330,7 @@ def mlp_reference(
     x: np.ndarray,
     t: np.ndarray,
     microbatches: int = 1,
-    replicas: int = 1,
+    replicas: int | None = None,
 ) -> Reference:
     """The named values of ``reference_step`` on one device: what every parallel run is checked against."""
     return Reference.of(reference_step, mlp, params, x, t, microbatches, replicas)

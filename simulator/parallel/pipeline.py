@@ -255,7 +255,8 @@ class _Runner:
         out = dict(self.sync.finish())
         if self.sched.stages - 1 in self.stages:
             total = sum(self.losses[1:], self.losses[0])
-            out["loss"] = self.dev.compute("loss" + self.pipe.grad_suffix, _const(total), seconds=0.0)
+            loss = "loss" + self.pipe.grad_suffix  # a data-parallel replica's loss is its own: loss.replica[r]
+            out[loss] = self.dev.compute(loss, _const(total), seconds=0.0)
         return out
 
     # ---- compute actions ----------------------------------------------------------------------

@@ -139,7 +139,10 @@ def megatron_mlp_program(dev: Any, X, A, B, residual: bool = False, algorithm: s
 
 # ---- single-device references ----------------------------------------------------------------
 def _hold_partials(dev: Any, name: str, a: np.ndarray, b: np.ndarray, tp: int, what: str) -> None:
-    """Name each device's partial sum a[:, rows_j] @ b[rows_j, :] as the single device computes it."""
+    """Name each device's partial sum a[:, rows_j] @ b[rows_j, :] as the single device computes it.
+
+    Labelled as the row split's: values a run that splits otherwise need not compute (see Reference.computed).
+    """
     for j in range(tp):
         rows = split(b.shape[0], tp, j)
         dev.compute(
@@ -148,6 +151,7 @@ def _hold_partials(dev: Any, name: str, a: np.ndarray, b: np.ndarray, tp: int, w
             a[:, rows],
             b[rows, :],
             doc=f"device {j}'s partial sum of {what}, before the all-reduce",
+            label="row-parallel partial sum",
         )
 
 

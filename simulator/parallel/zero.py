@@ -271,6 +271,11 @@ class ZeRO:
             put(f"m{k}.new", m, "Adam's first moment after the step")
             put(f"v{k}.new", v, "Adam's second moment after the step")
             put(f"p{k}.new", self.adam.update(1, p, m, v), f"layer {k}'s parameters after one Adam step")
+        # Each replica returns its part of the new parameters and its own loss; the averaged gradients
+        # are computed as flat chunks (g1, g2, ...), not under the names dW1, db1, ...
+        ref.result = {f"p{k}.new": ref.values[f"p{k}.new"] for k in range(1, mlp.layers + 1)}
+        ref.result |= {f"loss.replica[{r}]": ref.values[f"loss.replica[{r}]"] for r in range(n)}
+        ref.computed = [name for name in ref.computed if not re.match(r"^d[Wb]\d+$", name)]
         return ref
 
 

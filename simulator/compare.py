@@ -1,0 +1,105 @@
+"""Comparing a value found on a device with the value expected from one device, and saying how they differ.
+
+One tolerance serves the comparison and every diagnosis built on it (simulator/diagnose.py), so a
+hint ("the blocks are in the wrong order") holds exactly when the comparison says "different".
+
+The tolerance: integers and booleans compare exactly. Floats compare element by element with
+``|found - expected| <= atol + rtol * |expected|``, where ``rtol`` defaults by the dtype (float64
+1e-7, float32 1e-4, float16 1e-2: parallel runs add in another order, which moves the last bits)
+and ``atol`` is raised to ``rtol * 1e-3 * max|expected|``: an element that should be 1e-17 after
+cancellation is compared on the scale of the whole array, not on its own.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .units import inline
+
+RTOL = {8: 1e-7, 4: 1e-4, 2: 1e-2}  # float itemsize -> default relative tolerance
+SHOW_UP_TO = 16  # arrays with at most this many elements are printed whole in explanations
+
+
+def _numeric(a: np.ndarray) -> bool:
+    return a.dtype.kind in "biufc"
+
+
+def tolerances(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """The (rtol, atol) a comparison with ``expected`` uses (see the module docstring)."""
+    b = np.asarray(expected)
+    if rtol is None:
+        rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
+    floor = 0.0
+    if b.dtype.kind in "fc" and b.size:
+        finite = np.abs(b[np.isfinite(b)]) if not np.all(np.isfinite(b)) else np.abs(b)
+        floor = rtol * 1e-3 * float(finite.max()) if finite.size else 0.0
+    return rtol, max(atol or 0.0, floor)
+
+
+def close(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> np.ndarray:
+    """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree)."""
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return a == b
+    r, t = tolerances(b, rtol, atol)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+
+
+def same(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
+    """Equal shape and value under the tolerance above; values that are not numbers compare with ==."""
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.shape != b.shape:
+        return False
+    if not (_numeric(a) and _numeric(b)):
+        return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
+    return bool(np.all(close(a, b, rtol, atol)))
+
+
+def _same_objects(found: Any, expected: Any) -> bool:
+    try:
+        return bool(found == expected)
+    except (TypeError, ValueError):
+        return False
+
+
+def show(x: Any) -> str:
+    """A value for an explanation: small arrays in full, larger ones by shape and dtype."""
+    a = np.asarray(x)
+    if a.size <= SHOW_UP_TO:
+        return inline(a)
+    return f"an array of shape {a.shape} ({a.dtype.name})"
+
+
+def difference(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> str | None:
+    """How two large arrays of the same shape differ, in one sentence (None for small ones: shown whole).
+
+    Both shapes, how many elements differ, the largest absolute and relative difference, the first
+    index that differs, and a few values around it, found against expected.
+    """
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.shape != b.shape:
+        return f"It has shape {a.shape} where one device has {b.shape}."
+    if a.size <= SHOW_UP_TO or not (_numeric(a) and _numeric(b)):
+        return None
+    bad = ~close(a, b, rtol, atol)
+    count = int(bad.sum())
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
+        rel = np.where(b != 0, diff / np.abs(b.astype(np.float64)), np.inf)
+    big = np.nanmax(np.where(bad, diff, 0.0))
+    worst_rel = np.nanmax(np.where(bad, rel, 0.0))
+    lo = max(first[-1] - 2, 0) if a.ndim else 0
+    hi = min(lo + 6, a.shape[-1]) if a.ndim else 0
+    at = first[:-1]
+    where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
+    window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
+    rel_text = "inf (expected 0)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
+    return (
+        f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
+        f"largest relative difference {rel_text}); the first is at {list(first)}. "
+        f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."
+    )
