@@ -143,7 +143,7 @@ class CheckReport:
             if self.divergent > 1:
                 text += f"\n  ({self.divergent - 1} later value(s) differ too, downstream of it)"
             if self.unchecked:
-                text += "\n  also not checked:" + _bullets(self.unchecked)
+                text += "\n  also not checked:" + _bullets(self.unchecked, limit=3)
             return text
         n = len(self.unchecked)
         return (
@@ -300,7 +300,13 @@ class _Checker:
         self._seen_unknown.add((rank, name))
         ref = self._ref(rank)
         hint = self._identify(ref, value)
-        advice = f"; it equals {hint}: name it so" if hint else ", and its value matches none of its values"
+        if hint:
+            advice = f", but it equals {hint[0]}: name it {hint[1]}"
+        else:
+            advice = (
+                ", and its value is none of the reference's (if it is one term of a sum, name it after the sum "
+                "and say partial=True)"
+            )
         context = f" {context}" if context else ""
         self.unchecked.append(
             Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}")
@@ -320,18 +326,19 @@ class _Checker:
             )
         )
 
-    def _identify(self, ref: Reference, value: Any) -> str | None:
-        """'S1 on one device' or 'the block [:, 0:3] of Y on one device', for a value found under no name."""
+    def _identify(self, ref: Reference, value: Any) -> tuple[str, str] | None:
+        """('S1 on one device', 'S1'), or a block of a value with the index= to say, for a value under no name."""
         names = ref.identify(value, rtol=self.rtol, atol=self.atol)
         if names:
-            return " and ".join(f"{n} on one device" for n in names[:3])
+            return " and ".join(f"{n} on one device" for n in names[:3]), " or ".join(names[:3])
         a = np.asarray(value)
         for n, v in ref.values.items():
             b = np.asarray(v)
             if b.dtype.kind in "biuf" and a.dtype.kind in "biuf" and a.ndim == b.ndim and a.size < b.size:
                 block = diagnose.block_of(a, b)
                 if block is not None:
-                    return f"the block {diagnose.show_index(block)} of {n} on one device (name it {n}, with index=)"
+                    at = diagnose.show_index(block)
+                    return f"the block {at} of {n} on one device", f"{n} with index=np.s_{at}"
         return None
 
     def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str) -> None:
@@ -429,6 +436,7 @@ class _Checker:
             d = Divergence("result", rank, event, origin, origin.name, whole, leaf, [], ref, path=label)
             d.hint = _partial_words(origin, "returned as the result")
             self.diverged.append(d)
+            covered[(id(ref), path)] = True  # compared (and wrong)
             return
         index = getattr(origin, "index", None)
         expected = part(whole, index)
@@ -523,17 +531,31 @@ class _Checker:
                     return _partial_words(p, f"input {pos} of op {rec.name}")
         return None
 
+    def _shard_advice(self, d: Divergence, block: str) -> str:
+        """An op fed a block of its input: it computes a block of its output (index=) or a partial sum (partial=)."""
+        rec, name = d.record, d.name
+        head = f"It is the block {block} of that input, so this op works on a shard"
+        whole = np.asarray(d.reference.values[name])
+        out = np.asarray(rec.output) if rec.output is not None else None
+        if out is not None and out.shape == whole.shape:
+            return (
+                f"{head} and computes a value of {name}'s full shape {whole.shape}: one term of a sum (a row-parallel "
+                f"matmul). Say so with partial=True (or the group's ranks), dev.compute({name!r}, fn, ..., "
+                f"partial=True), and add the terms with an all-reduce; the checker adds them up and compares with {name}."
+            )
+        at = diagnose.block_of(out, whole) if out is not None and _floaty(out, whole) else None
+        where = f"np.s_{diagnose.show_index(at)}" if at is not None else "np.s_[...]"
+        return (
+            f"{head}: if op {name} computes only part of {name}, say which part with index=, e.g. "
+            f"dev.compute({name!r}, fn, ..., index={where}), and the checker compares it with that part of {name}."
+        )
+
     def _hint(self, d: Divergence) -> str | None:
         found, expected = np.asarray(d.found), np.asarray(d.expected)
         if d.where == "input" and _floaty(found, expected):
             block = diagnose.block_of(found, expected)
             if block is not None:
-                where = diagnose.show_index(block)
-                return (
-                    f"It is the block {where} of that input, so this op works on a shard: if op {d.name} computes "
-                    f"only part of {d.name}, say which part with index=, e.g. dev.compute({d.name!r}, fn, ..., "
-                    f"index=np.s_{where}), and the checker compares it with that part of {d.name}."
-                )
+                return self._shard_advice(d, diagnose.show_index(block))
         return diagnose.explain(found, expected, self.world_size)
 
 

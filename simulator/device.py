@@ -176,7 +176,7 @@ class Device(DeviceMemory, CollectiveMethods):
         nbytes = 0 if arr is None else arr.nbytes
         kept = arr if eng.keep_payloads else None
         op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
-        eng.trace.events.append((kind, op))
+        eng._events.append((kind, op))
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
@@ -221,8 +221,7 @@ class Device(DeviceMemory, CollectiveMethods):
         else:
             op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
         op.partial, op.label = group, label
-        eng.trace.ops.append(op)
-        eng.trace.events.append(("op", op))
+        eng._events.append(("op", op))
         if keep:
             self._memory[name] = out
         if seconds > 0:

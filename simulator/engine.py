@@ -27,12 +27,12 @@ from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
 
-import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from .cost import CostModel
 from .device import Device, Request
 from .errors import DeadlockError, RankError, SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .ordering import canonical, event_time, number
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -113,13 +113,16 @@ class Engine:
         self.keep_payloads = world.keep_payloads
         self.net = world.cost.network(world.size)
         self.trace = Trace(world.size, world.keep_payloads)
-        self._events = self.trace.events  # hot-path aliases
-        self._messages = self.trace.messages
+        # Events in the order the engine processes them; moved into trace.events in canonical order
+        # (simulator/ordering.py) once no device can record an earlier one.
+        self._events: list[tuple[str, Any]] = []
+        self._messages: list[Message] = []  # in the order sent (raw ids, renumbered in canonical order)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
         self._heap: list[tuple[float, int, int]] = []
         self._seq = 0
         self._op_ids = 0
+        self._final_op_ids = 0
         self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
         self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
         self._failure: tuple[int, BaseException] | None = None
@@ -211,20 +214,47 @@ class Engine:
             rank, exc = self._failure
             self._failure = None
             self.close()
+            self._settle()
             if isinstance(exc, SimulationError):  # already names the devices involved
                 raise exc
             raise RankError(rank, exc) from exc
 
     def step(self) -> bool:
-        """Run until at least one more event is in the trace. Returns False once the run is over."""
+        """Run until at least one more event is in the trace. Returns False once the run is over.
+
+        An event enters the trace once no device can still record an earlier one, so the trace grows
+        in canonical order, as a whole run's does. Between ticks every unfinished device either waits
+        on the heap (its next event is no earlier than its heap time) or is blocked until a device on
+        the heap acts: nothing earlier than the heap's first time can still happen.
+        """
         n = len(self.trace.events)
         while len(self.trace.events) == n:
             if not self._heap:
+                self._settle()
+                if len(self.trace.events) > n:
+                    return True
                 if self._unfinished:
                     self._raise_deadlock()
                 return False
             self._tick()
+            self._settle(self._heap[0][0] if self._heap else None)
         return True
+
+    def _settle(self, before: float | None = None) -> None:
+        """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
+        pending = self._events
+        if not pending:
+            return
+        if before is None:
+            ready, self._events = pending, []
+        else:
+            ready = [e for e in pending if event_time(*e) < before]
+            if not ready:
+                return
+            self._events = [e for e in pending if event_time(*e) >= before]
+        ordered = canonical(ready)
+        self._final_op_ids = number(ordered, self.trace.messages, self.trace.ops, self._final_op_ids)
+        self.trace.events.extend(ordered)
 
     def events(self) -> Iterator[tuple[str, Any]]:
         """Advance the run event by event, yielding each new (kind, record) as it happens."""
@@ -243,10 +273,9 @@ class Engine:
         self._direct = True
         # Where no two senders share a link and sends are eager, a device's sends book only its own
         # links, in its own (time) order, and a receive waits for its own message whatever the order
-        # devices run in: devices may then run ahead of each other, and the log is put in time order
-        # at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
+        # devices run in: devices may then run ahead of each other, and the log is put in canonical
+        # order at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
         self._in_time_order = self.rendezvous or getattr(self.net, "shared_links", True)
-        ran_ahead = not self._in_time_order
         # The trace holds millions of small records and makes no reference cycles: pausing the
         # cyclic garbage collector saves its repeated full scans of them (restored afterwards).
         collecting = gc.isenabled()
@@ -257,8 +286,7 @@ class Engine:
         finally:
             if collecting:
                 gc.enable()
-        if ran_ahead:
-            _sort_by_time(self.trace.events)
+        self._settle()
         if self._unfinished:
             self._raise_deadlock()
         self._report_leftovers()
@@ -308,6 +336,7 @@ class Engine:
             lines.append("  no cycle: some device waits for a device that has finished or never sends")
         lines += self._tag_hints()
         self.close()
+        self._settle()
         raise DeadlockError("\n".join(lines), blocked, cycle)
 
     def _tag_hints(self) -> list[str]:
@@ -351,17 +380,6 @@ class Engine:
         if policy == "error":
             raise UnreceivedMessagesError(text)
         warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
-
-
-def _sort_by_time(events: list[tuple[str, Any]]) -> None:
-    """Order the event log by simulated time; events at equal times keep the order they ran in."""
-    times = np.fromiter(
-        (rec.t_send if kind == "send" else rec.t_recv if kind == "recv" else rec.t_start for kind, rec in events),
-        dtype=float,
-        count=len(events),
-    )
-    if len(times) > 1 and not np.all(times[1:] >= times[:-1]):
-        events[:] = [events[i] for i in np.argsort(times, kind="stable").tolist()]
 
 
 def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:
