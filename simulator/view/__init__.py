@@ -15,13 +15,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .document import MAX_EVENTS, build_document
-from .page import html_page, write_html
+from .page import html_page, write_html, write_page
 from .replay import ViewState, state_at
 
 if TYPE_CHECKING:
     from .widget import RunView
 
-__all__ = ["MAX_EVENTS", "ViewState", "build_document", "html_page", "show", "state_at", "write_html"]
+__all__ = ["MAX_EVENTS", "ViewState", "build_document", "html_page", "show", "state_at", "write_html", "write_page"]
 
 
 def show(run: Any, check: Any = None, **options: Any) -> RunView:

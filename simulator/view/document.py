@@ -23,7 +23,7 @@ it and replays memory. The document::
                 ps  the ranks a partial sum is over
                 mb  the microbatch number the name or label says
                 v   index into values
-                say the event in words
+                say the event in words: a string, or [before, after] the value's short text
                 mem +1: the event puts its value in device r's memory under n; -1: it drops n
                 fly +1: message m leaves (in flight); -1: it is received
     base      how many of ``events`` come before the first step (context of a thinned run)
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
     from ..scenario import Scenario, ScenarioRun
 
 SCHEMA = "parallelism-simulator/view/1"
-MAX_EVENTS = 20_000  # a 64-device run of 10,000 events stays whole; pages stay a few MB
+MAX_EVENTS = 12_000  # a 64-device run of 10,000 events stays whole, and pages stay under 5 MB
 CARD_ELEMENTS = 6  # values this small show their numbers on the card (as the Stepper prints them)
 LONG_ELEMENTS = 64  # larger ones show their shape and dtype there, and up to this many numbers on hover
 
@@ -224,8 +224,12 @@ def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values) -> dic
     effect = memory_effect(kind, rec)
     if effect is not None:
         e["mem"] = -1 if effect[2] is FREED else 1
-    e["say"] = _say(kind, rec, e, values.short(e.get("v")), unit)
+    said = _say(kind, rec, e, _VALUE if values.short(e.get("v")) else "", unit)
+    e["say"] = said.split(_VALUE) if _VALUE in said else said  # [before, after] the value's text
     return e
+
+
+_VALUE = "\x00"  # where the value's text goes in an event's words: stored once, in values, not in every sentence
 
 
 def _say(kind: str, rec: Any, e: dict[str, Any], value: str, unit: str) -> str:
@@ -241,8 +245,7 @@ def _say(kind: str, rec: Any, e: dict[str, Any], value: str, unit: str) -> str:
         )
     if kind == "recv":
         label = f" ({e['lb']})" if "lb" in e else ""
-        keeps = "" if rec.name is None else f"; device {rec.dst} now holds it as {rec.name}"
-        return f"device {rec.dst} receives message #{rec.id} from device {rec.src}{label}: {what}{mb}{keeps}"
+        return f"device {rec.dst} receives message #{rec.id} from device {rec.src}{label}: {what}{mb}"
     if kind == "op":
         took = f", taking {e['t1'] - e['t']:.4g} {unit}"
         kept = "" if rec.keep else " (a temporary: not kept in memory)"

@@ -77,9 +77,15 @@ def write_html(
     check: a ``CheckReport`` whose first divergence the page highlights. Runs longer than
     ``max_events`` are thinned to a window of events, and the page says so. Returns the path written.
     """
+    _check_target(Path(path))
+    doc = build_document(run, check, title=title, story=story, max_events=max_events, first_event=first_event)
+    return write_page(doc, path, step=step)
+
+
+def write_page(doc: dict[str, Any], path: str | Path, *, step: int = 0) -> Path:
+    """Write the page of a view document to ``path`` (through a temporary file, then a rename)."""
     path = Path(path)
     _check_target(path)
-    doc = build_document(run, check, title=title, story=story, max_events=max_events, first_event=first_event)
     steps = len(doc["events"]) - doc["base"]
     if not 0 <= step <= steps:
         raise ValueError(f"step={step}: this run has steps 0 to {steps}")

@@ -98,8 +98,15 @@ def state_at(doc: dict[str, Any], step: int) -> ViewState:
     marks = set((doc.get("check") or {}).get("marks") or [])
     cards = [[_item(doc, name, i, i in marks) for name, i in held.items()] for held in memory]
     arrows = [_arrow(doc, i, i in marks) for i in flying.values()]
-    said = events[base + step - 1]["say"] if step else "start: nothing has happened yet"
+    said = said_at(doc, base + step - 1) if step else "start: nothing has happened yet"
     return ViewState(step, n, cards, arrows, said)
+
+
+def said_at(doc: dict[str, Any], i: int) -> str:
+    """Document event i in words (its value's text goes between the two halves of ``say``)."""
+    e = doc["events"][i]
+    say = e["say"]
+    return say if isinstance(say, str) else _short(doc, e).join(say)
 
 
 def _short(doc: dict[str, Any], e: dict[str, Any]) -> str:

@@ -194,6 +194,7 @@ export function mount(el, doc, options = {}) {
 
   // -- drawing
   const valueOf = (e) => doc.values[e.v];
+  const saying = (e) => (typeof e.say === "string" ? e.say : e.say.join(shortText(valueOf(e))));
 
   function item(name, i, current) {
     const e = events[i];
@@ -290,7 +291,7 @@ export function mount(el, doc, options = {}) {
     const tail = doc.first || n < doc.total ? ` (event #${doc.first + Math.max(step - 1, 0)} of ${doc.total})` : "";
     stepLabel.textContent = `step ${step} / ${n}${tail}`;
     timeLabel.textContent = current >= 0 ? `t = ${fmt(events[current].t)} ${unit}` : "";
-    said.textContent = current >= 0 ? events[current].say : "start: nothing has happened yet";
+    said.textContent = current >= 0 ? saying(events[current]) : "start: nothing has happened yet";
     said.classList.toggle("psv-bad", marks.has(current));
     drawCards(ranks, current);
     drawFlying(current);
@@ -351,14 +352,25 @@ export function mount(el, doc, options = {}) {
   }
   const keyTarget = options.documentKeys ? document : root;
   keyTarget.addEventListener("keydown", onKey);
-  const resized = new ResizeObserver(() => {
-    timeline.draw();
-    drawArrows(step > 0 ? base + step - 1 : -1);
+  // Redraw the canvas and the arrows when the width changes, in the next frame: drawing inside the
+  // observer's callback could resize what it observes (a "ResizeObserver loop" error).
+  let width = 0;
+  let frame = 0;
+  const resized = new ResizeObserver((entries) => {
+    const w = Math.round(entries[0].contentRect.width);
+    if (w === width) return;
+    width = w;
+    cancelAnimationFrame(frame);
+    frame = requestAnimationFrame(() => {
+      timeline.draw();
+      drawArrows(step > 0 ? base + step - 1 : -1);
+    });
   });
   resized.observe(root);
 
   render(cardLists.map((_, r) => r));
   lastRank = step > 0 ? events[base + step - 1].r : -1;
+  root.dataset.ready = "true";
   return {
     goto: (s) => goto(s, false),
     get step() {
@@ -366,6 +378,7 @@ export function mount(el, doc, options = {}) {
     },
     destroy() {
       stop();
+      cancelAnimationFrame(frame);
       resized.disconnect();
       keyTarget.removeEventListener("keydown", onKey);
       root.remove();
@@ -537,7 +550,6 @@ function makeTimeline(doc, marks, onPick) {
     onPick(pick);
   });
 
-  requestAnimationFrame(draw); // after the node is in the page, so it has a width
   return {
     node,
     draw,
