@@ -80,9 +80,7 @@ def click(driver, action, times=1):
 
 
 def press(driver, key, times=1):
-    body = driver.find_element("tag name", "body")
-    for _ in range(times):
-        body.send_keys(key)
+    driver.find_element("tag name", "body").send_keys(key * times)
 
 
 def assert_quiet(driver, path):
