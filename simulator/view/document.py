@@ -367,10 +367,11 @@ def _check(report: CheckReport | None, trace: Trace, position: dict[int, int]) -
 
 def _notice(total: int, first: int, stop: int, max_events: int, diverged: int | None) -> str:
     around = " (around the first divergence)" if first > 0 and diverged is not None and first <= diverged < stop else ""
+    context = ", starting from the values held and the messages in flight before them" if first > 0 else ""
     return (
         f"thinned: this run has {total:,} events, more than the {max_events:,} a page steps through, so it shows "
-        f"events {first:,} to {stop - 1:,}{around}, with the values held and the messages in flight at the first "
-        "of them; pass max_events= (or --max-events) to show more, or first_event= (--first-event) to move the window"
+        f"events {first:,} to {stop - 1:,}{around}{context}; pass max_events= (or --max-events) to show more, "
+        "or first_event= (--first-event) to move the window"
     )
 
 
