@@ -348,6 +348,7 @@ export function mount(el, doc, options = {}) {
     };
     if (!(ev.key in moves) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     ev.preventDefault();
+    if (!options.documentKeys) ev.stopPropagation(); // in a notebook, the keys are the view's, not the notebook's
     moves[ev.key]();
   }
   const keyTarget = options.documentKeys ? document : root;
