@@ -248,6 +248,8 @@ def test_a_longer_run_is_thinned_and_says_so(browser, tmp_path):
 
 def test_the_widget_module_keeps_the_step_in_sync_with_its_model(browser, tmp_path):
     """anywidget calls the module's default export with a model; a stand-in model records what it is told."""
+    from selenium.webdriver.common.keys import Keys
+
     from simulator.view.page import asset
 
     doc = json.dumps(build_document("split")).replace("<", "\\u003c")
@@ -277,6 +279,9 @@ window.cleanup = widget.render({model, el: document.getElementById("view")});
     assert browser.execute_script("return window.model.sent") == [3, 4]  # each move goes back to Python
     browser.execute_script("window.fromPython(1)")  # Python sets the step: the view follows, and says nothing back
     assert view(browser)["step"] == 1 and browser.execute_script("return window.model.sent") == [3, 4]
+    browser.find_element("css selector", ".psv h2").click()  # in a notebook the keys work once the view has focus
+    browser.switch_to.active_element.send_keys(Keys.ARROW_RIGHT)
+    assert view(browser)["step"] == 2 and browser.execute_script("return window.model.sent") == [3, 4, 2]
     browser.execute_script("window.cleanup()")
     assert not browser.find_elements("css selector", ".psv")
     assert_quiet(browser, path)
