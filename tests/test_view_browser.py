@@ -285,3 +285,14 @@ window.cleanup = widget.render({model, el: document.getElementById("view")});
     browser.execute_script("window.cleanup()")
     assert not browser.find_elements("css selector", ".psv")
     assert_quiet(browser, path)
+
+
+def test_partial_sums_are_marked_partial(browser, tmp_path):
+    from tests.test_view_document import partial_trace
+
+    path = write_html(partial_trace(), tmp_path / "partial.html", step=3)
+    open_page(browser, path)
+    state = view(browser)
+    assert [item["partial"] for item in state["cards"][0]] == ["partial sum over 0, 1"]
+    assert state["flying"] == ["#0 0 \u2192 1 Y.partial[0] = [1., 2.] (partial sum over 0, 1)"]
+    assert_quiet(browser, path)

@@ -10,7 +10,7 @@ from simulator import World
 from simulator.examples import get
 from simulator.reference import check
 from simulator.stepper import Stepper
-from simulator.trace import Op, Trace
+from simulator.trace import Message, Op, Trace
 from simulator.view import build_document, state_at
 from simulator.view.document import microbatch, part_text, value_text
 from simulator.view.replay import said_at, steps
@@ -100,20 +100,34 @@ def test_shards_say_their_part_and_collectives_their_step_and_chunk():
         assert str(m.tag) not in text or m.tag < 1 << 30
 
 
-def test_partial_sums_say_over_which_devices():
+def partial_trace():
+    """Device 0 and 1 each compute a partial sum of Y over both; device 0 sends its own to device 1."""
+
     class PartialOp(Op):  # records gain a ``partial`` attribute: the ranks a partial sum is over
+        __slots__ = ("partial",)
+
+    class PartialMessage(Message):
         __slots__ = ("partial",)
 
     trace = Trace(2)
     for rank in (0, 1):
-        op = PartialOp(rank, rank, "Y", 0.0, 1e-6, 0, None, np.array([1.0, 2.0]), None, None, nbytes=16)
+        op = PartialOp(rank, rank, f"Y.partial[{rank}]", 0.0, 1e-6, 0, None, np.array([1.0, 2.0]), None, None)
         op.partial = (0, 1)
-        trace.ops.append(op)
         trace.events.append(("op", op))
-    doc = build_document(trace)
+    m = PartialMessage(0, 0, 1, 0, (2,), np.float64, 16, 1e-6, np.array([1.0, 2.0]), None, 1e-6, 2e-6)
+    m.name, m.partial, m.t_recv = "Y.partial[0]", (0, 1), 2e-6
+    trace.events += [("send", m), ("recv", m)]
+    return trace
+
+
+def test_partial_sums_say_over_which_devices():
+    doc = build_document(partial_trace())
     item = state_at(doc, 2).cards[1][0]
-    assert item.partial == (0, 1) and item.render() == "Y (partial over 0, 1)=[1., 2.]"
-    assert "Y (a partial sum over devices 0, 1) = [1., 2.]" in said_at(doc, 1)
+    assert item.partial == (0, 1) and item.render() == "Y.partial[1] (partial over 0, 1)=[1., 2.]"
+    assert "Y.partial[0] (a partial sum over devices 0, 1) = [1., 2.]" in said_at(doc, 0)
+    (arrow,) = state_at(doc, 3).arrows
+    assert arrow.partial == (0, 1) and arrow.render() == "#0 0->1 Y.partial[0] (partial over 0, 1)=[1., 2.]"
+    assert state_at(doc, 4).cards[1][1].partial == (0, 1)  # what arrives is still partial
 
 
 def test_pipelines_show_microbatch_numbers():

@@ -42,12 +42,15 @@ class Arrow:
     value: str
     event: int  # its send, in the document
     diverged: bool
+    part: str | None = None
+    partial: tuple[int, ...] | None = None
 
     def render(self) -> str:
         what = f" {self.name}" if self.name else ""
+        partial = f" (partial over {', '.join(map(str, self.partial))})" if self.partial else ""
         label = f" ({self.label})" if self.label else ""
         flag = "  <- first divergence" if self.diverged else ""
-        return f"#{self.message} {self.src}->{self.dst}{what}={self.value}{label}{flag}"
+        return f"#{self.message} {self.src}->{self.dst}{what}{partial}={self.value}{label}{flag}"
 
 
 @dataclass(frozen=True)
@@ -124,4 +127,5 @@ def _item(doc: dict[str, Any], name: str, i: int, diverged: bool) -> Item:
 
 def _arrow(doc: dict[str, Any], i: int, diverged: bool) -> Arrow:
     e = doc["events"][i]
-    return Arrow(e["m"], e["r"], e["o"], e.get("n"), e.get("lb"), _short(doc, e), i, diverged)
+    partial = tuple(e["ps"]) if "ps" in e else None
+    return Arrow(e["m"], e["r"], e["o"], e.get("n"), e.get("lb"), _short(doc, e), i, diverged, e.get("pt"), partial)

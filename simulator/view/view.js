@@ -233,11 +233,12 @@ export function mount(el, doc, options = {}) {
     const items = [...state.fly.values()].map((i) => {
       const e = events[i];
       const what = `#${e.m} ${e.r} \u2192 ${e.o}${e.n ? " " + e.n : ""}${e.pt ? " " + e.pt : ""} = ${shortText(valueOf(e))}`;
+      const partial = e.ps ? ` (partial sum over ${e.ps.join(", ")})` : "";
       const label = e.lb ? ` (${e.lb})` : "";
       return h("li", {
         class: `${marks.has(i) ? "psv-bad" : ""}${i === current ? " psv-new" : ""}`.trim() || null,
         "data-message": e.m,
-        text: what + label,
+        text: what + partial + label,
       });
     });
     flying.replaceChildren(...(items.length ? items : [h("li", { class: "psv-empty", text: "none" })]));
