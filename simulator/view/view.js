@@ -7,6 +7,10 @@
 // Memory is replayed, not stored per step: each event says what it does (mem: +1 puts its value in
 // device r's memory under its name, -1 drops it; fly: +1 a message leaves, -1 it is received). A
 // snapshot every KEYFRAME events makes any jump replay at most that many.
+//
+// One file on purpose, though longer than the project's usual module: anywidget loads a single ES
+// module (relative imports have nowhere to resolve from in a notebook), and the page inlines it as is.
+// Its sections: replay, DOM helpers, the view (cards, arrows, controls), the timeline, the widget glue.
 
 const KEYFRAME = 256;
 const MAX_LABELLED_ARROWS = 12; // more arrows than this are drawn without their value labels
