@@ -32,6 +32,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/scale_3d_step.py
 	$(BIN)/python benchmarks/torch_ring_prediction.py
 	$(BIN)/python benchmarks/torch_allreduce_overhead.py
+	$(BIN)/python benchmarks/view_page_scale.py
 
 lint: $(BIN)/.installed
 	$(BIN)/ruff check --fix .

@@ -1,4 +1,4 @@
-"""The command line: ``python -m simulator demo | list | run NAME | timeline NAME | export NAME | figures``.
+"""The command line: ``python -m simulator demo | list | run NAME | html NAME | timeline NAME | export NAME | figures``.
 
 See ``--help``.
 """
@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from .examples import all_scenarios, get
 from .scenario import Scenario
 from .stepper import Stepper
+from .view.document import MAX_EVENTS
 
 DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
 
@@ -74,6 +75,34 @@ def cmd_export(args: argparse.Namespace) -> int:
     print(f"wrote {info.path}: {info.events:,} events")
     if info.collapsed:
         print(info.note)
+    return 0
+
+
+def cmd_html(args: argparse.Namespace) -> int:
+    """Write a scenario's run as one self-contained web page that steps through it (opens from disk, no network)."""
+    from .view import build_document, write_page
+
+    try:
+        run = get(args.scenario).run()
+    except KeyError as exc:
+        print(exc.args[0], file=sys.stderr)
+        return 2
+    if run.result is None:
+        print(
+            f"scenario {args.scenario!r} stops with {type(run.error).__name__}, so there is no run to show",
+            file=sys.stderr,
+        )
+        return 2
+    try:
+        doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
+        path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step)
+    except (OSError, ValueError) as exc:
+        print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
+        return 2
+    steps = len(doc["events"]) - doc["base"]
+    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB, {steps:,} steps): open it in any browser")
+    if doc["notice"]:
+        print(doc["notice"])
     return 0
 
 
@@ -163,6 +192,26 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("--step", action="store_true", help="show every device's memory after each event"),
         ),
     ),
+    "html": (
+        cmd_html,
+        lambda p: (
+            p.add_argument("scenario", help="a scenario name (see `list`)"),
+            p.add_argument("-o", "--out", metavar="FILE", help="the page to write (default: SCENARIO.html)"),
+            p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
+            p.add_argument(
+                "--max-events",
+                type=_positive_int,
+                default=MAX_EVENTS,
+                help=f"show at most this many events; longer runs are thinned to a window, and the page says so "
+                f"(default: {MAX_EVENTS:,})",
+            ),
+            p.add_argument(
+                "--first-event",
+                type=int,
+                help="where a thinned run's window starts (default: the start, or near the first divergence)",
+            ),
+        ),
+    ),
     "figures": (
         cmd_figures,
         lambda p: (
@@ -233,7 +282,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m simulator",
         description="An educational simulator of parallelism strategies: devices with private memory, "
         "messages on a simulated clock, every run checked against one device.",
-        epilog="Start with `python -m simulator demo`, then `python -m simulator run wrong-input --step`.",
+        epilog="Start with `python -m simulator demo`, then `python -m simulator run wrong-input --step`, "
+        "or `python -m simulator html wrong-input -o bug.html` and open the page in a browser.",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (fn, add_args) in COMMANDS.items():

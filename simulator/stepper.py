@@ -97,12 +97,14 @@ class Stepper:
                 flying[rec.id] = rec
             elif kind == "recv":
                 flying.pop(rec.id, None)
-                if rec.name is not None:
-                    memory[rec.dst][rec.name] = rec.payload
-            elif kind == "free":
-                memory[rec.rank].pop(rec.name, None)
-            elif kind == "hold" or (kind == "op" and rec.keep):
-                memory[rec.rank][rec.name] = rec.output
+            effect = memory_effect(kind, rec)
+            if effect is None:
+                continue
+            rank, name, value = effect
+            if value is FREED:
+                memory[rank].pop(name, None)
+            else:
+                memory[rank][name] = value
         last = events[-1] if events else None
         return Snapshot(self.position, self.total, last, memory, list(flying.values()))
 
@@ -114,6 +116,25 @@ class Stepper:
             if self.position == before:
                 return
             yield snap
+
+
+FREED = object()  # the value of a memory effect that drops the name
+
+
+def memory_effect(kind: str, rec: Any) -> tuple[int, str, Any] | None:
+    """What one event does to a device's memory: ``(rank, name, value)``, value ``FREED`` for a free.
+
+    A named receive places its payload under its name; a hold, and an op whose output is kept, place
+    the output; a free drops the name; anything else leaves memory alone (None). The one rule every
+    replay of a trace uses (this stepper, ``simulator.view``), so they cannot disagree.
+    """
+    if kind == "recv":
+        return None if rec.name is None else (rec.dst, rec.name, rec.payload)
+    if kind == "free":
+        return rec.rank, rec.name, FREED
+    if kind == "hold" or (kind == "op" and rec.keep):
+        return rec.rank, rec.name, rec.output
+    return None
 
 
 def _brief(v: Any) -> str:

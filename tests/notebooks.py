@@ -23,3 +23,13 @@ def outputs_text(nb: nbformat.NotebookNode) -> str:
             parts.append(out.get("text", ""))
             parts.append(out.get("data", {}).get("text/plain", ""))
     return "\n".join(parts)
+
+
+def widget_texts(nb: nbformat.NotebookNode) -> list[str]:
+    """The text form of every widget the notebook displayed (what a stored notebook shows without a browser)."""
+    return [
+        out["data"]["text/plain"]
+        for cell in nb.cells
+        for out in cell.get("outputs", [])
+        if "application/vnd.jupyter.widget-view+json" in out.get("data", {})
+    ]

@@ -2,13 +2,17 @@
 
 import pytest
 
-from tests.notebooks import execute_notebook, outputs_text
+from tests.notebooks import execute_notebook, outputs_text, widget_texts
 
 
 @pytest.mark.slow
 def test_seed_notebook_executes():
-    text = outputs_text(execute_notebook("01_what_crosses_the_boundary.ipynb"))
+    nb = execute_notebook("01_what_crosses_the_boundary.ipynb")
+    text = outputs_text(nb)
     assert "check passed" in text
     assert "carried [3.], but device 1 should have received A" in text
     assert "in flight: #0 0->1=[7.]" in text
     assert "device 0: [49.], device 1: [81.]" in text
+    split, bug = widget_texts(nb)  # the step-through view, opened on the message, then on the divergence
+    assert split.startswith("split: ") and "step 3/5" in split and "in flight: #0 0->1 A=[7.]" in split
+    assert "device 1 | A=[3.]  <- first divergence" in bug

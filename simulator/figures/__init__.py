@@ -8,9 +8,10 @@ Adding a figure is one function in any module of this package::
         save_timeline(World(4).run(program), out / "timeline_my_schedule", title="...")
 
 The decorator registers the function under its name (dashes for underscores) with the files it
-promises to write; ``build_figures`` (and ``python -m simulator figures``) imports every module here,
-runs the builders in name order, shows progress, and fails if a builder did not write what it
-promised. File names are stable, so regenerating updates the committed figures in place.
+promises to write, and optionally ``needs``: a function that returns why the figure cannot be built
+here (e.g. no browser for the page screenshots), or None when it can; ``build_figures`` (and ``python -m simulator figures``) imports every module here,
+runs the builders in name order, shows progress, skips (saying why) the figures whose needs are not
+met, and fails if a builder did not write what it promised. File names are stable, so regenerating updates the committed figures in place.
 
 The registry is filled when the modules are imported and never changes afterwards: it is a table of
 functions, not simulation state.
@@ -36,13 +37,20 @@ class FigureSpec:
     outputs: tuple[str, ...]
     build: Builder
     doc: str
+    needs: Callable[[], str | None] | None = None
+
+    def unavailable(self) -> str | None:
+        """Why this figure cannot be built on this machine, or None when it can."""
+        return self.needs() if self.needs is not None else None
 
 
 _REGISTRY: dict[str, FigureSpec] = {}
 _NOT_FIGURES = {"programs"}  # modules here that hold helpers, not figures
 
 
-def figure(*outputs: str, name: str | None = None) -> Callable[[Builder], Builder]:
+def figure(
+    *outputs: str, name: str | None = None, needs: Callable[[], str | None] | None = None
+) -> Callable[[Builder], Builder]:
     """Register ``fn(out_dir)`` as the builder of the files ``outputs`` (see the module docstring)."""
     if not outputs:
         raise ValueError("@figure(...) needs the file names the builder writes, e.g. @figure('x.png', 'x.svg')")
@@ -56,7 +64,7 @@ def figure(*outputs: str, name: str | None = None) -> Callable[[Builder], Builde
         if clash:
             raise ValueError(f"figure {key!r} would overwrite {clash[0]!r}, which figure {taken[clash[0]]!r} writes")
         doc = (fn.__doc__ or "").strip().splitlines()[0] if fn.__doc__ else ""
-        _REGISTRY[key] = FigureSpec(key, tuple(outputs), fn, doc)
+        _REGISTRY[key] = FigureSpec(key, tuple(outputs), fn, doc, needs)
         return fn
 
     return register
@@ -90,6 +98,11 @@ def build_figures(
         begun = time.time()
         if progress:
             progress(f"[{i}/{len(names)}] {name}: {spec.doc}")
+        missing = spec.unavailable()
+        if missing:
+            if progress:
+                progress(f"        skipped: {missing}")
+            continue
         spec.build(out)
         files = [out / o for o in spec.outputs]
         for f in files:
