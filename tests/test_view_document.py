@@ -53,7 +53,7 @@ def test_split_shows_7_arriving_on_device_1():
     assert [(i.name, i.value) for i in after.cards[1]] == [("A", "[7.]")] and after.arrows == []
     assert after.said == "device 1 receives message #0 from device 0: A = [7.]"
     assert doc["check"]["verdict"] == "passed" and doc["check"]["event"] is None
-    assert doc["check"]["text"].startswith("check passed: 6 values")
+    assert doc["check"]["text"].startswith("check passed: 7 values and the result")
 
 
 def test_wrong_input_marks_the_message_and_where_it_lands():
