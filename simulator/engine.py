@@ -145,6 +145,8 @@ class Engine:
                 self._failure = (dev.rank, exc)
             dev._done = True
             self._unfinished -= 1
+            if not self._unfinished:
+                self.trace.outputs = self.outputs
 
         return run
 
@@ -290,7 +292,6 @@ class Engine:
         if self._unfinished:
             self._raise_deadlock()
         self._report_leftovers()
-        self.trace.outputs = self.outputs
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:
