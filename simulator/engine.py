@@ -21,22 +21,37 @@ builds its own engine, so two simulations can run side by side in one process.
 from __future__ import annotations
 
 import gc
+import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
 
+import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from .cost import CostModel
 from .device import Device, Request
-from .errors import DeadlockError, RankError, SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .errors import (
+    CollectiveMismatchError,
+    DeadlockError,
+    EventLimitError,
+    RankError,
+    SimulationError,
+    UnreceivedMessagesError,
+    UnreceivedMessagesWarning,
+)
 from .ordering import canonical, event_time, number
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
+MAX_DEVICES = 1 << 16
+# Default limits on events per run: a program that never stops ends with an error naming who keeps
+# going, long before it fills memory (about 0.5 kB per event with payloads, 0.2 kB without).
+MAX_EVENTS_WITH_PAYLOADS = 2_000_000
+MAX_EVENTS_METADATA = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -52,6 +67,8 @@ class World:
     keep_payloads: keep every message payload and op input/output in the trace (for the checker and
                    stepping); turn off for large runs to record metadata only
     leftovers:     what to do with messages nobody received: "warn", "error" or "ignore"
+    max_events:    stop a run that records more events (messages and ops) than this with an EventLimitError
+                   (default: 2,000,000 with payloads, 50,000,000 metadata only)
     """
 
     size: int
@@ -60,6 +77,7 @@ class World:
     strict: bool = False
     keep_payloads: bool = True
     leftovers: str = "warn"
+    max_events: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -71,8 +89,19 @@ class World:
                 f"World(cost={self.cost!r}): give a CostModel, or a preset name such as 'dgx-h100' "
                 "(see simulator.presets.PRESETS)"
             )
-        if not isinstance(self.size, int) or self.size < 1:
-            raise ValueError(f"World(size={self.size!r}): size must be a positive number of devices")
+        if isinstance(self.size, (bool, np.bool_)) or not isinstance(self.size, (int, np.integer)):
+            raise TypeError(f"World(size={self.size!r}): size is a number of devices, an int from 1 to {MAX_DEVICES:,}")
+        object.__setattr__(self, "size", int(self.size))
+        if not 1 <= self.size <= MAX_DEVICES:
+            raise ValueError(
+                f"World(size={self.size:,}): size must be from 1 to {MAX_DEVICES:,} devices (each device is a "
+                "coroutine with its own memory; a larger world would not fit this simulator)"
+            )
+        if self.max_events is None:
+            limit = MAX_EVENTS_WITH_PAYLOADS if self.keep_payloads else MAX_EVENTS_METADATA
+            object.__setattr__(self, "max_events", limit)
+        elif isinstance(self.max_events, bool) or not isinstance(self.max_events, int) or self.max_events < 1:
+            raise ValueError(f"World(max_events={self.max_events!r}): give a positive number of events")
         if self.send_mode not in SEND_MODES:
             raise ValueError(f"World(send_mode={self.send_mode!r}): choose one of {SEND_MODES}")
         if self.leftovers not in LEFTOVER_POLICIES:
@@ -80,6 +109,7 @@ class World:
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
+        _check_program(program)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
@@ -111,6 +141,7 @@ class Engine:
         self.rendezvous = world.send_mode == "rendezvous"
         self.strict = world.strict
         self.keep_payloads = world.keep_payloads
+        self.max_events = world.max_events
         self.net = world.cost.network(world.size)
         self.trace = Trace(world.size, world.keep_payloads)
         # Events in the order the engine processes them; moved into trace.events in canonical order
@@ -126,6 +157,7 @@ class Engine:
         self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
         self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
         self._failure: tuple[int, BaseException] | None = None
+        self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         self._unfinished = world.size
         self._direct = False
         self._in_time_order = True  # every device yields to any device with an earlier event
@@ -138,7 +170,10 @@ class Engine:
     def _body(self, dev: Device, program, args, kwargs) -> Callable[[], None]:
         def run() -> None:
             try:
-                self.outputs[dev.rank] = program(dev, *args, **kwargs)
+                out = program(dev, *args, **kwargs)
+                if inspect.isgenerator(out) or inspect.iscoroutine(out):
+                    _not_a_plain_function(program, out)
+                self.outputs[dev.rank] = out
             except GreenletExit:
                 raise
             except BaseException as exc:  # reported by the scheduler, with the rank
@@ -217,8 +252,8 @@ class Engine:
             self._failure = None
             self.close()
             self._settle()
-            if isinstance(exc, SimulationError):  # already names the devices involved
-                raise exc
+            if isinstance(exc, SimulationError) or not isinstance(exc, Exception):
+                raise exc  # names the devices involved already; or Ctrl-C / SystemExit, which must pass
             raise RankError(rank, exc) from exc
 
     def step(self) -> bool:
@@ -302,6 +337,46 @@ class Engine:
                 g.throw(GreenletExit)
         self._heap.clear()
 
+    # ---- checks on the way -----------------------------------------------------------------------
+    def _agree(self, rank: int, group: tuple[int, ...], number: int, call: str) -> None:
+        """Compare this member's collective call with the first member's call of the same number."""
+        key = (tuple(sorted(group)), number)
+        entry = self._calls.get(key)
+        if entry is None:
+            self._calls[key] = [rank, call, 1]
+            return
+        first, first_call, came = entry
+        if call != first_call:
+            (r0, c0), (r1, c1) = sorted([(first, first_call), (rank, call)])
+            raise CollectiveMismatchError(
+                f"devices {key[0]} made different collective calls (call #{number} among them):\n"
+                f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"
+                "  every member of a group must make the same collective calls, in the same order, with the same "
+                "arguments (the same group order, root, op, algorithm and shapes)"
+            )
+        if came + 1 == len(group):
+            del self._calls[key]
+        else:
+            entry[2] = came + 1
+
+    def _too_many_events(self, rank: int) -> None:
+        """The event limit is reached: name the device that keeps going, and how to raise the limit."""
+        sends: dict[int, int] = {}
+        for m in self._messages:
+            sends[m.src] = sends.get(m.src, 0) + 1
+        top = max(sends, key=sends.get) if sends else rank
+        what = (
+            f"device {top} sent {sends[top]:,} of the {len(self._messages):,} messages"
+            if sends and sends[top] * 2 > len(self._messages)
+            else f"device {rank} was running when the limit was reached"
+        )
+        self.close()
+        self._settle()
+        raise EventLimitError(
+            f"the run recorded {self.max_events:,} events, its limit: {what}. A program that never stops? "
+            "If the run is meant to be this long, raise the limit: World(..., max_events=...)"
+        )
+
     # ---- errors -------------------------------------------------------------------------------
     def _raise_deadlock(self) -> None:
         blocked: dict[int, str] = {}
@@ -361,7 +436,9 @@ class Engine:
             return
         left = sorted((m for box in self._mail.values() for m, _ in box), key=lambda m: m.id)
         unmatched = [req for box in self._posted.values() for req in box]
-        if not left and not unmatched:
+        in_mail = {id(m) for m in left}
+        unwaited = [m for m in self.trace.messages if m.t_recv is None and id(m) not in in_mail]
+        if not left and not unmatched and not unwaited:
             return
         parts = []
         if left:
@@ -377,10 +454,43 @@ class Engine:
                 f"{len(unmatched)} receive(s) were posted but no message ever matched them:\n{shown}\n"
                 "  the program never waited on them; add the matching send, or drop the irecv"
             )
+        if unwaited:
+            shown = "\n".join(
+                f"  device {m.dst}: irecv(src={m.src}, tag={m.tag}) got {_short(m)}" for m in unwaited[:10]
+            )
+            parts.append(
+                f"{len(unwaited)} message(s) arrived for a posted irecv that the program never waited on:\n{shown}\n"
+                "  wait on the request (dev.wait(req)) to complete the receive"
+            )
         text = "\n".join(parts)
         if policy == "error":
             raise UnreceivedMessagesError(text)
         warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
+
+
+def _short(m: Message) -> str:
+    return f"message #{m.id} {tuple(m.shape)} {np.dtype(m.dtype).name}"
+
+
+def _check_program(program: Any) -> None:
+    if not callable(program):
+        raise TypeError(f"a rank program is a function of the device, program(dev, *args); got {program!r:.60}")
+    if inspect.isgeneratorfunction(program) or inspect.iscoroutinefunction(program):
+        _not_a_plain_function(program, None)
+
+
+def _not_a_plain_function(program: Any, made: Any) -> None:
+    if inspect.iscoroutine(made):
+        made.close()  # never awaited: close it quietly
+    what = (
+        "an async def function"
+        if inspect.iscoroutinefunction(program) or inspect.iscoroutine(made)
+        else ("a generator function (it uses yield)")
+    )
+    raise TypeError(
+        f"the rank program {getattr(program, '__name__', program)!r} is {what}: write it as a plain function "
+        "that calls dev.send / dev.recv; the simulator runs each device as a coroutine for you"
+    )
 
 
 def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:

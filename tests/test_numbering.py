@@ -42,7 +42,12 @@ def test_stepping_and_running_number_everything_the_same(name):
         first, other = ran.report.first, again.first
         assert (first is None) == (other is None)
         if first is not None:
-            assert (first.event, first.where, first.rank, first.name) == (other.event, other.where, other.rank, other.name)
+            assert (first.event, first.where, first.rank, first.name) == (
+                other.event,
+                other.where,
+                other.rank,
+                other.name,
+            )
 
 
 def test_a_zero_latency_message_is_received_after_it_is_sent():
