@@ -370,9 +370,7 @@ class Engine:
             if sends and sends[top] * 2 > len(self._messages)
             else f"device {rank} was running when the limit was reached"
         )
-        self.close()
-        self._settle()
-        raise EventLimitError(
+        raise EventLimitError(  # from the device's own coroutine: the scheduler ends the run
             f"the run recorded {self.max_events:,} events, its limit: {what}. A program that never stops? "
             "If the run is meant to be this long, raise the limit: World(..., max_events=...)"
         )
