@@ -344,6 +344,7 @@ class Engine:
         entry = self._calls.get(key)
         if entry is None:
             self._calls[key] = [rank, call, 1]
+            self.trace.groups.add(key[0])
             return
         first, first_call, came = entry
         if call != first_call:
