@@ -135,7 +135,9 @@ def test_partial_sums_that_do_not_add_up_fail_where_the_last_one_is_computed():
 
     report = check(World(2).run(wrong), Reference.of(mlp))
     assert report.first.where == "partial sums" and report.first.rank == 1
-    assert str(report).startswith("check FAILED at the first divergence: the partial sums of Z on devices 0, 1 add up to")
+    assert str(report).startswith(
+        "check FAILED at the first divergence: the partial sums of Z on devices 0, 1 add up to"
+    )
 
 
 def test_a_partial_sum_returned_as_the_result_is_called_a_missing_all_reduce():
