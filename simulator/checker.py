@@ -290,8 +290,11 @@ class _Checker:
         ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
             return
-        # A wrong output is explained at the first wrong input (B got x, not A). A right output from other
-        # inputs is another way to compute the same value, not a bug: its inputs are not held against it.
+        if not output_right and not all(_same_role(f, e) for f, e in zip(rec.inputs, ref_inputs)):
+            return  # another way to compute it (other inputs, other shapes): the output says it all
+        # A wrong output is explained at the first wrong input (B got x, not A), where the input has the
+        # shape of the model's, or is a block of it (an op on a shard). A right output from other inputs is
+        # another way to compute the same value, not a bug: its inputs are not held against it.
         inputs_wrong = []
         for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
             self.checked += 1
@@ -564,12 +567,13 @@ class _Checker:
             block = diagnose.block_of(found, expected)
             if block is not None:
                 return self._shard_advice(d, diagnose.show_index(block))
-        return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d.rank))
+        return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
 
-    def _group_sizes(self, rank: int) -> list[int]:
-        """The sizes of the groups this device reduced over: a value k times too big names its group."""
-        sizes = {len(g) for g in self.trace.groups if rank in g} | {self.world_size}
-        return sorted(sizes)
+    def _group_sizes(self, d: Divergence) -> list[int]:
+        """The sizes of the groups this device sums over (collectives, partial sums): k times too big names one."""
+        sizes = {len(g) for g in self.trace.groups if d.rank in g} | {self.world_size}
+        partial = getattr(d.record, "partial", None)
+        return sorted(sizes | ({len(partial)} if partial else set()))
 
     def _wrong_block(self, d: Divergence) -> str | None:
         """A shard that is another block of the same value: taken from the wrong device, or an index off by one."""
@@ -594,6 +598,12 @@ def _partial_words(p: Op, how: str) -> str:
         f"That is device {p.rank}'s partial sum of {p.name} (one term of a sum over devices {group}), {how} as if "
         f"it were the complete {p.name}: the all-reduce that adds the partial sums is missing?"
     )
+
+
+def _same_role(found: Any, expected: Any) -> bool:
+    """Whether an op's input plays the model's input's part: the same shape, or a block of it."""
+    a, b = np.asarray(found), np.asarray(expected)
+    return a.shape == b.shape or (_floaty(a, b) and diagnose.block_of(a, b) is not None)
 
 
 def _floaty(a: Any, b: Any) -> bool:
