@@ -563,11 +563,27 @@ class _Checker:
 
     def _hint(self, d: Divergence) -> str | None:
         found, expected = np.asarray(d.found), np.asarray(d.expected)
+        if d.where == "result" and self._results_add_up(d):
+            return (
+                "The devices' results add up to the model's result: each device returned a partial sum "
+                "(the all-reduce that adds them is missing?)."
+            )
         if d.where == "input" and _floaty(found, expected):
             block = diagnose.block_of(found, expected)
             if block is not None:
                 return self._shard_advice(d, diagnose.show_index(block))
         return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+
+    def _results_add_up(self, d: Divergence) -> bool:
+        """Whether what the devices returned (at this place in the result) sums to the expected value."""
+        leaves = []
+        for out in self.outputs or []:
+            for path, leaf, _ in _pairs(out, d.reference.result) if out is not None else ():
+                if _path(path) == d.path:
+                    leaves.append(np.asarray(leaf))
+        if len(leaves) < 2 or any(leaf.shape != np.shape(d.expected) for leaf in leaves):
+            return False
+        return same(sum(leaves[1:], leaves[0]), d.expected, self.rtol, self.atol)
 
     def _group_sizes(self, d: Divergence) -> list[int]:
         """The sizes of the groups this device sums over (collectives, partial sums): k times too big names one."""
