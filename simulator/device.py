@@ -186,6 +186,7 @@ class Device(DeviceMemory, CollectiveMethods):
         self.clock = 0.0
         self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
+        self._log: list[tuple[str, Any]] = []  # this device's events, in its program order, until they settle
         self._blocked: Request | None = None
         self._done = False
 
@@ -201,7 +202,7 @@ class Device(DeviceMemory, CollectiveMethods):
         nbytes = 0 if arr is None else arr.nbytes
         kept = arr if eng.keep_payloads else None
         op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
-        eng._events.append((kind, op))
+        self._log.append((kind, op))
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
@@ -260,7 +261,7 @@ class Device(DeviceMemory, CollectiveMethods):
         else:
             op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
         op.partial, op.label = group, label
-        eng._events.append(("op", op))
+        self._log.append(("op", op))
         if keep:
             self._memory[name] = out
         if seconds > 0:
@@ -294,12 +295,13 @@ class Device(DeviceMemory, CollectiveMethods):
             tag = self._tag(tag, "send")
         if _immutable(value):  # nobody can write through it: hand it over as it is
             payload = value
+            if payload.dtype.kind not in "biufc":  # a held array of strings, say
+                check_payload(payload, self.rank, f"send(dst={dst})")
         else:
             check_payload(value, self.rank, f"send(dst={dst})")
             payload = sealed(np.array(value))
-        if payload.dtype.kind not in "biufc":
-            check_payload(payload, self.rank, f"send(dst={dst})")
-        if len(eng._messages) + eng._op_ids >= eng.max_events:
+        n = len(eng._messages)
+        if n + eng._op_ids >= eng.max_events:
             eng._too_many_events(self.rank)
         t = self.clock
         nbytes = payload.nbytes
@@ -308,7 +310,7 @@ class Device(DeviceMemory, CollectiveMethods):
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
             start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
         msg = Message(
-            len(eng._messages),
+            n,
             self.rank,
             dst,
             tag,
@@ -322,7 +324,7 @@ class Device(DeviceMemory, CollectiveMethods):
             arrive,
         )
         eng._messages.append(msg)
-        eng._events.append(("send", msg))
+        self._log.append(("send", msg))
         sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
         key = (self.rank, dst, tag)
         posted = eng._posted.get(key)
@@ -446,7 +448,7 @@ class Device(DeviceMemory, CollectiveMethods):
         msg.t_recv = self.clock
         msg.name = name
         msg.index = index
-        eng._events.append(("recv", msg))
+        self._log.append(("recv", msg))
         if name is not None:
             self._memory[name] = payload
         if not eng.keep_payloads:

@@ -143,10 +143,11 @@ class Engine:
         self.keep_payloads = world.keep_payloads
         self.max_events = world.max_events
         self.net = world.cost.network(world.size)
+        # with zero latency a message can arrive when it is sent: the canonical order then checks causality
+        self._instant = world.cost.latency == 0 or getattr(world.cost.topology, "inter_latency", 1.0) == 0
         self.trace = Trace(world.size, world.keep_payloads)
-        # Events in the order the engine processes them; moved into trace.events in canonical order
-        # (simulator/ordering.py) once no device can record an earlier one.
-        self._events: list[tuple[str, Any]] = []
+        # Each device logs its own events (Device._log, in program order, so in time order); they move
+        # into trace.events in canonical order (simulator/ordering.py) once no device can record an earlier one.
         self._messages: list[Message] = []  # in the order sent (raw ids, renumbered in canonical order)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
@@ -279,17 +280,20 @@ class Engine:
 
     def _settle(self, before: float | None = None) -> None:
         """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
-        pending = self._events
-        if not pending:
+        lanes = []
+        for dev in self.devices:
+            log = dev._log
+            if before is None:
+                ready, dev._log = log, []
+            else:  # a device's log is in time order: its ready events are a prefix
+                k = 0
+                while k < len(log) and event_time(*log[k]) < before:
+                    k += 1
+                ready, dev._log = log[:k], log[k:]
+            lanes.append(ready)
+        if not any(lanes):
             return
-        if before is None:
-            ready, self._events = pending, []
-        else:
-            ready = [e for e in pending if event_time(*e) < before]
-            if not ready:
-                return
-            self._events = [e for e in pending if event_time(*e) >= before]
-        ordered = canonical(ready)
+        ordered = canonical(lanes, self._instant)
         self._final_op_ids = number(ordered, self.trace.messages, self.trace.ops, self._final_op_ids)
         self.trace.events.extend(ordered)
 
@@ -320,10 +324,10 @@ class Engine:
         try:
             while heap:
                 tick()
+            self._settle()
         finally:
             if collecting:
                 gc.enable()
-        self._settle()
         if self._unfinished:
             self._raise_deadlock()
         self._report_leftovers()
