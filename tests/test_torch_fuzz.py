@@ -15,7 +15,6 @@ import numpy as np
 import pytest
 
 pytest.importorskip("torch.distributed")
-pytest.importorskip("psutil")
 from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 

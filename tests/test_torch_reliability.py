@@ -15,7 +15,6 @@ import time
 import pytest
 
 pytest.importorskip("torch.distributed")
-pytest.importorskip("psutil")
 
 from simulator import World  # noqa: E402
 from simulator.backends import demos  # noqa: E402
