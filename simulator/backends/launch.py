@@ -197,8 +197,12 @@ class TorchWorld:
     def _stop(self, ask: bool = True) -> None:
         # forget the ranks first: if this is interrupted, the world is stopped all the same (and the
         # ranks it did not reach end with their lifelines, closed in stop_ranks' finally)
-        ranks, self._ranks, self._store = self._ranks, [], None
-        stop_ranks(ranks, ask)
+        ranks, store = self._ranks, self._store
+        self._ranks, self._store = [], None
+        try:
+            stop_ranks(ranks, ask)
+        finally:
+            del store  # the store (and its listening socket) goes once no rank can still be using it
 
     @contextlib.contextmanager
     def _exclusive(self, what: str) -> Iterator[None]:
