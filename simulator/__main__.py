@@ -9,12 +9,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from .cli_types import bounded_int, output_file, output_folder
 from .examples import all_scenarios, get
 from .scenario import Scenario
 from .stepper import Stepper
+from .textgrid import MAX_SLOTS
 from .view.document import MAX_EVENTS
 
 DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
+MAX_EVENTS_LIMIT = 10**9  # an event budget, not an allocation; beyond this no viewer opens the file anyway
+MAX_RANKS = 64  # real processes on this one machine
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -60,6 +64,8 @@ def cmd_figures(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
+    except OSError as exc:
+        return _cannot_write(exc)
     print(f"{len(written)} files in {args.out}/")
     return 0
 
@@ -71,7 +77,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     result = _result(args.scenario)
     if result is None:
         return 2
-    info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+    try:
+        info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+    except OSError as exc:
+        return _cannot_write(exc)
     print(f"wrote {info.path}: {info.events:,} events")
     if info.collapsed:
         print(info.note)
@@ -124,8 +133,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ImportError as exc:  # torch is an optional extra
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2
-    main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
+    try:
+        main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
+    except OSError as exc:
+        return _cannot_write(exc)
     return 0
+
+
+def _cannot_write(exc: OSError) -> int:
+    """A write that failed after the checks (a full disk, a read-only file system): say so, exit 2."""
+    where = f" {exc.filename}" if exc.filename else ""
+    print(f"cannot write{where}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
+    return 2
 
 
 def _result(name: str):
@@ -196,11 +215,13 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_html,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("-o", "--out", metavar="FILE", help="the page to write (default: SCENARIO.html)"),
+            p.add_argument(
+                "-o", "--out", type=output_file, metavar="FILE", help="the page to write (default: SCENARIO.html)"
+            ),
             p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
             p.add_argument(
                 "--max-events",
-                type=_positive_int,
+                type=bounded_int(1, MAX_EVENTS_LIMIT),
                 default=MAX_EVENTS,
                 help=f"show at most this many events; longer runs are thinned to a window, and the page says so "
                 f"(default: {MAX_EVENTS:,})",
@@ -216,7 +237,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_figures,
         lambda p: (
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
-            p.add_argument("--out", default="figures", help="output folder (default: figures)"),
+            p.add_argument("--out", type=output_folder, default="figures", help="output folder (default: figures)"),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
         ),
     ),
@@ -224,10 +245,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_export,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("--out", help="output file (default: SCENARIO.trace.json)"),
+            p.add_argument("--out", type=output_file, help="output file (default: SCENARIO.trace.json)"),
             p.add_argument(
                 "--max-events",
-                type=int,
+                type=bounded_int(1, MAX_EVENTS_LIMIT),
                 default=1_000_000,
                 help="collapse per-chunk events above this many (default: 1,000,000)",
             ),
@@ -239,20 +260,26 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
                 "--width",
-                type=_positive_int,
+                type=bounded_int(1, MAX_SLOTS),
                 default=80,
                 help="at most this many time slots (default: 80); a slot is a round length of time "
-                "(1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer",
+                f"(1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer; at most {MAX_SLOTS:,}",
             ),
         ),
     ),
     "calibrate": (
         cmd_calibrate,
         lambda p: (
-            p.add_argument("--ranks", type=int, default=2, help="ranks that ping-pong in pairs (default: 2)"),
+            p.add_argument(
+                "--ranks", type=bounded_int(2, MAX_RANKS), default=2, help="ranks that ping-pong in pairs (default: 2)"
+            ),
             p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
-            p.add_argument("--out", default="cost.json", help="cost model file to write (default: cost.json)"),
-            p.add_argument("--repeats", type=int, default=20, help="round trips per message size (default: 20)"),
+            p.add_argument(
+                "--out", type=output_file, default="cost.json", help="cost model file to write (default: cost.json)"
+            ),
+            p.add_argument(
+                "--repeats", type=bounded_int(1, 10_000), default=20, help="round trips per message size (default: 20)"
+            ),
             p.add_argument(
                 "--pattern",
                 default="pingpong",
@@ -268,13 +295,6 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         ),
     ),
 }
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -9,11 +9,14 @@ partial layout a last panel shows what the pending reduction would give.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..files import atomic_write
 from ..sharded import Layout, ShardedArray
 from ..sharding_table import blocks, cell_holders
 
@@ -140,6 +143,10 @@ def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figu
 def save_sharding(x: Layout | ShardedArray, path: str, **kw) -> str:
     """Draw and save to ``path`` (format from the suffix); returns the path."""
     fig = plot_sharding(x, **kw)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    try:
+        with atomic_write(path, "wb") as f:  # a failed save leaves the previous figure intact
+            fig.savefig(f, format=fmt, dpi=120)
+    finally:
+        plt.close(fig)
     return path
