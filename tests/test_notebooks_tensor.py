@@ -23,7 +23,7 @@ def test_ring_all_reduce_notebook_executes():
     nb = execute_notebook("03_ring_all_reduce.ipynb")
     text = outputs_text(nb)
     assert "all_reduce#0 ring step 2 chunk 0     3 -> 0   x[1]+x[2]+x[3] flat[0:2]" in text
-    assert "check passed: 40 values match the single-device run" in text
+    assert "check passed: 44 values and the result match the single-device run" in text
     assert "p= 8: simulated    32.588 us, formula    32.588 us" in text
     assert "2(p-1)/p * n bytes = 6000.0" in text and "6.0 KB" in text
     (ring,) = widget_texts(nb)

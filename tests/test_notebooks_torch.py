@@ -13,7 +13,7 @@ from tests.notebooks import execute_notebook, outputs_text  # noqa: E402
 @pytest.mark.gloo
 def test_torch_notebook_executes():
     text = outputs_text(execute_notebook("06_simulated_vs_real_processes.ipynb"))
-    assert text.count("check passed: 6 values match the single-device run") == 2  # simulated and measured
+    assert text.count("check passed: 7 values and the result match the single-device run") == 2  # simulated, measured
     assert "same run: 1 messages and 3 ops/values match, outputs equal" in text
     assert "same explanation: True" in text
     assert "replicated on real processes: [[49.0], [81.0]] messages: 0" in text
