@@ -56,17 +56,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .placements import chunk_bounds
+from .tags import TAG_BASE, CollectiveTag
 
 if TYPE_CHECKING:
     from .device import Device, Request
-
-TAG_BASE = 1 << 30
-
-
-class CollectiveTag(int):
-    """A tag in the collectives' reserved range (from TAG_BASE); the only kind a device accepts there."""
-
-    __slots__ = ()
 
 
 REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
