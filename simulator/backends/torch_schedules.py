@@ -1,5 +1,8 @@
 """torch.distributed.pipelining's own schedule classes, asked for their per-rank compute order without a process group.
 
+torch is optional: it is imported when ``torch_order`` is called. The tests compare every generator of
+``simulator.parallel.schedules`` with it; notebook 07 prints the two side by side.
+
 A schedule class computes every rank's order in its constructor (``pipeline_order``, or
 ``_get_pipeline_order()`` for the one-stage schedules) from a few attributes of the stages it is
 given: their index, the number of stages, the group's size and rank. ``StageStub`` carries just those,
