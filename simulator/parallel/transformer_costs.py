@@ -155,3 +155,24 @@ def forward_bytes(trace: Trace, device: int, until: str | None = None) -> int:
     if until is not None:
         raise ValueError(f"device {device} runs no op named {until!r}")
     return peak
+
+
+_REGIONS = (
+    (re.compile(r"\.(ln[12]|h|y|attn_out|mlp_out|attn_drop|mlp_drop|mask[12])\.mb"), "norm, dropout, residual"),
+    (re.compile(r"\.(q|k|v|scores|probs|attn|proj)\.mb"), "attention"),
+    (re.compile(r"\.(u|act|down)\.mb"), "MLP"),
+    (
+        re.compile(r"\.(dln[12]|dh|dmlp_out|dattn_out|dy|dgamma[12]|dbeta[12]|dbo|db2)\.mb|^dx\.mb"),
+        "bwd: norms, residual",
+    ),
+    (re.compile(r"\.(dq|dk|dv|dprobs|dscores|dattn|dW[qkvo])\.mb"), "bwd: attention"),
+    (re.compile(r"\.(dact|du|dW[12]|db1)\.mb"), "bwd: MLP"),
+)
+
+
+def op_region(name: str) -> str:
+    """Which part of the block an op of a transformer step belongs to, in words (a timeline's colour key)."""
+    for pattern, words in _REGIONS:
+        if pattern.search(name):
+            return words
+    return "loss, sums, collectives"
