@@ -22,7 +22,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it.\n")
     ok = True
     for name in DEMO:
-        ok &= show_scenario(get(name), step=not args.brief, timeline=False)
+        ok &= show_scenario(get(name), step=not args.brief, width=args.width, timeline=False)
     print(_contrast())
     print("\nEvery scenario behaved as expected." if ok else "\nSOME SCENARIOS DID NOT BEHAVE AS EXPECTED.")
     return 0 if ok else 1
@@ -61,7 +61,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
             print(f"{name:<28} {', '.join(spec.outputs)}\n{'':<28} {spec.doc}")
         return 0
     try:
-        written = build_figures(args.out, only=args.only or None)
+        written = build_figures(args.out, only=args.only or None, style=args.style)
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
@@ -162,24 +162,27 @@ def _contrast() -> str:
         per_device = [[op.name for op in result.trace.ops if op.rank == r] for r in range(result.world.size)]
         ran = "; ".join(f"device {r} ran {'+'.join(ops) or 'nothing'}" for r, ops in enumerate(per_device))
         whole = sum(1 for ops in per_device if {"A", "B"} <= set(ops))
-        rows.append(
-            f"  {name:<11} {ran:<38} messages: {len(result.trace.messages)}   devices that finish an input alone: {whole}"
-        )
+        rows.append(f"  {name:<11} {ran}")
+        rows.append(f"  {'':<11} messages: {len(result.trace.messages)}; devices that finish an input alone: {whole}")
     return (
         "=== Same two devices, two different divisions of work\n"
         + "\n".join(rows)
-        + "\n  The device count does not say how the work is divided: write down the part boundaries and what crosses them."
+        + "\n  The device count does not say how the work is divided:"
+        + "\n  write down the part boundaries and what crosses them."
     )
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
 
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None]]] = {
     "demo": (
         cmd_demo,
-        lambda p: p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
+        lambda p: (
+            p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
+            p.add_argument(
+                "--width",
+                type=_positive_int,
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
+            ),
+        ),
     ),
     "list": (cmd_list, lambda p: None),
     "run": (
@@ -202,7 +205,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 f"(default: {ValueStyle().max_elements})",
             ),
             p.add_argument(
-                "--width", type=_positive_int, help="keep lines within this many characters (default: the terminal's)"
+                "--width",
+                type=_positive_int,
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
             ),
         ),
     ),
@@ -232,6 +237,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
             p.add_argument("--out", default="figures", help="output folder (default: figures)"),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
+            p.add_argument(
+                "--style",
+                choices=("slide", "paper"),
+                default="slide",
+                help="slide (the default): 1920 px wide, text sized for a projector; paper: 1650 px, smaller text",
+            ),
         ),
     ),
     "export": (
@@ -258,7 +269,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 "time (1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer",
             ),
             p.add_argument(
-                "--columns", type=_positive_int, help="keep lines within this many characters (default: the terminal's)"
+                "--columns",
+                type=_positive_int,
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
             ),
             p.add_argument("--devices", type=devices_arg, help="only these devices' rows, e.g. 0,2 or 0-3"),
             p.add_argument(

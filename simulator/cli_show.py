@@ -25,9 +25,12 @@ from .values import SHOW_ALL, ValueStyle, clip
 KINDS = ("send", "recv", "op", "hold", "free")
 
 
+MAX_WIDTH = 120  # wider lines are hard to read, and do not fit a projected terminal
+
+
 def terminal_width() -> int:
-    """The terminal's width in characters (the ``COLUMNS`` variable, or 120 where there is no terminal)."""
-    return max(40, shutil.get_terminal_size((120, 24)).columns)
+    """The terminal's width in characters (``COLUMNS``, or 120 where there is no terminal), at most 120."""
+    return max(40, min(MAX_WIDTH, shutil.get_terminal_size((MAX_WIDTH, 24)).columns))
 
 
 @dataclass(frozen=True)
@@ -113,8 +116,8 @@ def show_scenario(
 ) -> bool:
     """Print a scenario's story, events (or steps), timeline and check; returns whether it behaved as expected.
 
-    values: for ``step``, "new" (the value each event places, in full; the rest by name; the default),
-    "all" (every value held) or "names".
+    values: for ``step``, "all" (every value held), "new" (the value each event places, in full; the rest
+    by name) or "names"; by default "all" where every device's values fit on one line, else "new".
     """
     width = width or terminal_width()
     print(clip(f"=== {scenario.name}: {scenario.title}", width))
@@ -129,8 +132,9 @@ def show_scenario(
         if step:
             stepper = Stepper(result.trace)
             shown = sorted(only.devices) if only.devices is not None else None
+            values = values or _values_mode(stepper, width, style)
             for i in chosen:
-                print(stepper.goto(i).render(width, style=style, values=values or "new", devices=shown))
+                print(stepper.goto(i).render(width, style=style, values=values, devices=shown))
         else:
             digits = len(str(len(events)))
             for i in chosen:
@@ -146,6 +150,14 @@ def show_scenario(
     verdict = "as expected" if run.as_expected else f"NOT AS EXPECTED (expected: {scenario.expect})"
     print(f"  -> {verdict}\n")
     return run.as_expected
+
+
+def _values_mode(stepper: Stepper, width: int, style: ValueStyle) -> str:
+    """Every value at every step when that stays short (each device on one line at the end), else only
+    the value each step places."""
+    last = stepper.goto(len(stepper.trace.events)).render(width, style=style, values="all")
+    stepper.goto(0)
+    return "all" if len(last.splitlines()) <= stepper.trace.world_size + 2 else "new"  # head, devices, in flight
 
 
 def devices_arg(text: str) -> frozenset[int]:

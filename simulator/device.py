@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .collectives import CollectiveMethods
+from .cost import op_flops
 from .errors import ContractError, SimulationError
 from .trace import Message, Op
 
@@ -194,7 +195,8 @@ class Device(DeviceMemory, CollectiveMethods):
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
 
-        flops:   work for the cost model (default: one operation per output element)
+        flops:   work for the cost model (default: 2mnk for np.matmul / np.dot / @ of an (m, k) and a
+                 (k, n) array, else one operation per output element; see ``cost.op_flops``)
         seconds: a fixed duration instead of flops
         index:   which part of the single-device value ``name`` this computes (for the checker)
         partial: this output is one term of a sum over a group of devices, and the group's terms add up
@@ -211,7 +213,7 @@ class Device(DeviceMemory, CollectiveMethods):
             out.setflags(write=False)
         if seconds is None:
             if flops is None:
-                flops = np.size(out) if isinstance(out, np.ndarray) else 1
+                flops = op_flops(fn, inputs, out)
             seconds = eng.cost.compute_time(flops)
         t0 = self.clock
         nbytes = _nbytes(out) if keep else 0

@@ -33,6 +33,7 @@ from .cost import CostModel
 from .device import Device, Request
 from .errors import DeadlockError, RankError, SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from .ordering import canonical, event_time, number
+from .presets import teaching
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -44,7 +45,8 @@ class World:
     """A set of simulated devices and the rules they run under.
 
     size:          number of devices (ranks 0..size-1)
-    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100")
+    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100"); by
+                   default ``presets.teaching()``, at which small examples' ops and messages all show
     send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
                    cannot start until the matching receive is posted: two sends facing each other
                    deadlock, as with large messages in MPI or NCCL)
@@ -55,7 +57,7 @@ class World:
     """
 
     size: int
-    cost: CostModel = field(default_factory=CostModel)
+    cost: CostModel = field(default_factory=teaching)
     send_mode: str = "eager"
     strict: bool = False
     keep_payloads: bool = True

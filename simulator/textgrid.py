@@ -8,7 +8,8 @@ Each op is written over the slots it covers: its label, then ``=`` to its end (a
 slot still gets one slot if that slot is free). A training step's ops are labelled by pass and
 microbatch (``F3``, ``B3``; see ``simulator.oplabels``), consecutive ops with one label as one block,
 and a label cut to fit its block keeps its microbatch number. Where a device computes nothing the slot shows its
-links: ``>`` bytes leaving it, ``<`` bytes arriving, ``x`` both, ``.`` idle. A slot covers
+links: ``>`` bytes leaving it, ``<`` bytes arriving, ``x`` both, ``-`` a message on its way to it
+(the latency between its first byte leaving the sender and its bytes arriving), ``.`` idle. A slot covers
 ``[i * dt, (i + 1) * dt)``; an op covers the slots from ``round(t0 / dt)`` to ``round(t1 / dt)``.
 No matplotlib here: this module is for terminals, doctests and exact assertions.
 """
@@ -19,7 +20,7 @@ import math
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING
 
-from .activity import activity
+from .activity import activity, message_spans, unpack
 from .oplabels import blocks, fit, legend_words, op_tag
 from .trace import Trace
 from .units import time_unit
@@ -51,6 +52,7 @@ def text_timeline(
     window:  (start, end) in seconds: draw only this part of the run (None: from the start / to the end)
     """
     act = activity(run, cost)
+    cost = unpack(run, cost)[1]
     t_from = window[0] or 0.0
     t_to = act.end_time if window[1] is None else window[1]
     if not t_to > t_from and act.end_time > 0:
@@ -77,6 +79,11 @@ def text_timeline(
         for i, bits in enumerate(comm):
             if bits:
                 cells[i] = ".><x"[bits]
+        for m in act.messages:  # a message on its way here (its latency): not idle time unexplained
+            if m.dst == rank:
+                for i in _covered(m.t_start - t_from, message_spans(m, cost)[2] - t_from, dt, slots):
+                    if cells[i] == ".":
+                        cells[i] = "-"
         for t0, t1, label in blocks(act.of(rank, "compute"), tag):
             if t1 <= t_from or t0 >= t_to:
                 continue
@@ -96,8 +103,8 @@ def text_timeline(
     if legend:
         unit, scale = time_unit(dt * slots)
         lines.append(
-            f"one slot = {dt * scale:.4g} {unit}; op label then '=' = computing, "
-            "'>' sending, '<' receiving, 'x' both, '.' idle"
+            f"one slot = {dt * scale:.4g} {unit}; label then '=': computing; '>' sending, '<' receiving, "
+            "'x' both; '-' a message on its way; '.' idle"
         )
         words = legend_words(labels)
         if words:

@@ -40,7 +40,8 @@ def test_parts_in_words():
     assert part_text(None) is None
 
 
-def test_megatron_steps_show_every_matrix_as_numbers_on_each_device(capsys):
+def test_megatron_steps_show_every_matrix_as_numbers_on_each_device(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
     assert main(["run", "tp-megatron-mlp", "--step"]) == 0
     out = capsys.readouterr().out
     assert max(map(len, out.splitlines())) <= 120
@@ -73,7 +74,8 @@ def test_bad_filters_are_refused_with_the_reason(capsys):
     assert parse_devices("0,2-3") == {0, 2, 3} and parse_steps("10:") == (10, None) and parse_steps("7") == (7, 7)
 
 
-def test_run_log_fits_120_columns_and_shows_microbatches(capsys):
+def test_run_log_fits_120_columns_and_shows_microbatches(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # even in a wide terminal, lines stay readable
     assert main(["run", "pipeline-1f1b"]) == 0
     out = capsys.readouterr().out
     lines = out.splitlines()
@@ -109,6 +111,13 @@ def test_event_filter_matches_messages_on_both_ends():
     assert chosen == ["send", "recv", "op"]
     with pytest.raises(ValueError, match="no event kind"):
         EventFilter(kinds=frozenset({"message"}))
+
+
+def test_demo_shows_every_small_value_at_every_step(capsys):
+    assert main(["demo", "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "  device 0 | x=[3.]  A=[7.]\n  device 1 | A=[7.]  B=[49.]" in out
+    assert max(map(len, out.splitlines())) <= 100
 
 
 def test_timeline_command_fits_its_columns_and_filters(capsys):

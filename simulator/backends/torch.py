@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
+from ..cost import op_flops
 from ..device import DeviceMemory, _nbytes, partial_group
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
@@ -251,7 +252,7 @@ class TorchDevice(DeviceMemory):
         if isinstance(out, np.ndarray) and out.flags.writeable:
             out.setflags(write=False)
         if flops is None:
-            flops = np.size(out) if isinstance(out, np.ndarray) else 1
+            flops = op_flops(fn, inputs, out)
         nbytes = _nbytes(out) if keep else 0
         if self.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)

@@ -18,7 +18,7 @@ from ..activity import unpack
 from ..memory import memory_timeline
 from ..trace import Trace
 from ..units import size_unit
-from .style import CAPTION_COLOR, PALETTE, new_figure, save_figure, time_axis
+from .style import CAPTION_COLOR, PALETTE, FigureStyle, new_figure, save_figure, time_axis
 
 if TYPE_CHECKING:
     from ..cost import CostModel
@@ -28,17 +28,30 @@ MAX_LINES = 8
 
 
 def plot_memory(
-    run: RunResult | Trace, *, cost: CostModel | None = None, title: str | None = None, width: float = 11.0
+    run: RunResult | Trace,
+    *,
+    cost: CostModel | None = None,
+    title: str | None = None,
+    width: float | None = None,
+    style: str | FigureStyle = "paper",
+    y_max: float | None = None,
+    t_max: float | None = None,
 ) -> Figure:
-    """Memory held by each device over the run; returns the figure."""
+    """Memory held by each device over the run; returns the figure.
+
+    y_max, t_max: the top of the memory axis (bytes) and the end of the time axis (seconds), to draw two
+    runs that are compared on the same scales (``shared_scales``)
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)
+    """
     trace, cost = unpack(run, cost)
     mem = memory_timeline(trace)
     n = mem.world_size
-    t_end = mem.end_time or max((t[-1] for t in mem.times), default=0.0) or 1e-9
+    t_end = t_max or mem.end_time or max((t[-1] for t in mem.times), default=0.0) or 1e-9
     peak = max((mem.peak(r) for r in range(n)), default=0)
-    unit, scale = size_unit(max(peak, 1))
+    top = max(y_max or 0, peak)
+    unit, scale = size_unit(max(top, 1))
     lines = n <= MAX_LINES
-    fig = new_figure(width, 3.6 if lines else 2.2 + min(0.12 * n, 7.0))
+    fig = new_figure(width, 3.6 if lines else 2.2 + min(0.12 * n, 7.0), style)
     ax = fig.add_axes((0.09, 0.16, 0.78, 0.7) if lines else (0.09, 0.12, 0.78, 0.76))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
@@ -52,7 +65,7 @@ def plot_memory(
             ax.step(xs, ys, where="post", color=color, linewidth=1.6, label=f"device {r}")
             ax.plot([mem.peak_time(r)], [mem.peak(r) * scale], "o", color=color, markersize=4)
         ax.set_ylabel(f"memory held ({unit})")
-        ax.set_ylim(0, max(peak * scale * 1.15, 1e-9))
+        ax.set_ylim(0, max(top * scale * 1.15, 1e-9))
         if cost is not None and cost.memory is not None:
             cap = cost.memory * scale
             if cap <= peak * scale * 3:
@@ -67,7 +80,7 @@ def plot_memory(
         grid = np.linspace(0, t_end, 800)
         image = np.array([_sample(mem.times[r], mem.held[r], grid) for r in range(n)]) * scale
         im = ax.imshow(image, aspect="auto", origin="upper", extent=(0, t_end, n - 0.5, -0.5), cmap="viridis",
-                       interpolation="nearest", vmin=0)  # fmt: skip
+                       interpolation="nearest", vmin=0, vmax=top * scale or None)  # fmt: skip
         ax.set_ylabel("device")
         cax = fig.add_axes((0.89, 0.12, 0.015, 0.76))
         fig.colorbar(im, cax=cax, label=f"memory held ({unit})")
@@ -81,6 +94,15 @@ def save_memory(
 ) -> list[Path]:
     """Plot memory over time and save it as ``stem.png`` / ``stem.svg``; returns the paths."""
     return save_figure(plot_memory(run, **kwargs), stem, formats)
+
+
+def shared_scales(runs: Sequence[RunResult | Trace]) -> dict[str, float]:
+    """``y_max`` and ``t_max`` that fit every run: pass them to ``plot_memory`` to compare runs on one scale."""
+    mems = [memory_timeline(unpack(r)[0]) for r in runs]
+    return {
+        "y_max": float(max((m.peak(d) for m in mems for d in range(m.world_size)), default=0)),
+        "t_max": max(m.end_time for m in mems) or 1e-9,
+    }
 
 
 def _sample(times: list[float], held: list[int], grid: np.ndarray) -> np.ndarray:

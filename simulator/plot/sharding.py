@@ -9,13 +9,14 @@ partial layout a last panel shows what the pending reduction would give.
 
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from ..sharded import Layout, ShardedArray
 from ..sharding_table import blocks, cell_holders
+from .style import FigureStyle, figure_style, new_figure, save_figure
 
 MAX_ANNOTATED = 64  # pieces with more elements are drawn without their numbers
 
@@ -52,8 +53,10 @@ def _annotate(ax, values, x0, y0, one_d):
         ax.text(x0 + j + 0.5, y0 + i + 0.5, f"{v:g}", ha="center", va="center", fontsize=7)
 
 
-def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figure:
-    """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure."""
+def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None, style: str | FigureStyle = "paper") -> Figure:
+    """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure.
+
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)."""
     lay = x.layout if isinstance(x, ShardedArray) else x
     pieces = x.pieces if isinstance(x, ShardedArray) else None
     if len(lay.shape) not in (1, 2):
@@ -62,11 +65,14 @@ def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figu
     shape2 = _as_2d(lay.shape)
     ranks = lay.mesh.ranks.reshape(-1).tolist()
     partial = lay.is_partial()
-    colours = plt.get_cmap("tab10")
+    colours = matplotlib.colormaps["tab10"]
     panels = 1 + len(ranks) + (1 if partial and pieces is not None else 0)
     ncols = min(panels, 5)
     nrows = -(-panels // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.4 * nrows), squeeze=False)
+    st = figure_style(style)
+    scale = min(1.0, st.width / (2.6 * ncols))  # the style's width, or less for a few panels
+    fig = new_figure(2.6 * ncols * scale, 2.4 * nrows * scale, st)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     flat = axes.reshape(-1)
     for ax in flat[panels:]:
         ax.axis("off")
@@ -140,6 +146,6 @@ def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figu
 def save_sharding(x: Layout | ShardedArray, path: str, **kw) -> str:
     """Draw and save to ``path`` (format from the suffix); returns the path."""
     fig = plot_sharding(x, **kw)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    stem, _, fmt = str(path).rpartition(".")
+    save_figure(fig, stem, (fmt,))
     return path
