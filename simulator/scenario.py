@@ -13,7 +13,7 @@ from typing import Any
 
 from .engine import RunResult, World
 from .errors import SimulationError
-from .oplabels import op_tag, schedule_tag
+from .oplabels import op_tag
 from .reference import CheckReport, References, check
 from .values import value_text
 
@@ -47,8 +47,8 @@ class Scenario:
         backward as one ``B`` where its pipeline schedule runs it as one action (see ``simulator.oplabels``)."""
         for obj in (self.program, *self.args):
             schedule = getattr(obj, "schedule", None)
-            if schedule is not None and hasattr(schedule, "actions"):
-                return schedule_tag(a.kind for acts in schedule.actions.values() for a in acts)
+            if schedule is not None and hasattr(schedule, "op_tag"):
+                return schedule.op_tag
         return op_tag
 
     def start(self):

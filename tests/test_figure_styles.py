@@ -46,6 +46,10 @@ def test_legend_lists_only_what_appears():
     assert {"idle", "sending", "receiving", "message"} <= set(split)
     no_arrows = legend_labels(plot_timeline(get("split").run().result, arrows=False))
     assert "message" not in no_arrows
+    from simulator.parallel.measure import op_kind
+
+    pipeline = legend_labels(plot_timeline(get("pipeline-1f1b").run().result, color_key=op_kind))
+    assert "forward" in pipeline and "gradient sync and optimizer" not in pipeline  # those ops take no time here
 
 
 def test_stacked_panels_share_one_legend_of_what_any_shows():

@@ -39,11 +39,14 @@ def draw_legend(ax: Axes, act: Activity, color_key, arrows: bool = True) -> None
 
 
 def legend_handles(act: Activity, color_key, arrows: bool = True) -> list:
-    """Legend entries for what the figure shows, and only that: the op colours used, idle time if any
-    device idles, sending and receiving bands if any bytes move, the message arrow if drawn."""
+    """Legend entries for what the figure shows, and only that: the op colours of ops that take time, idle
+    time if any device idles, sending and receiving bands if any bytes move, the message arrow if drawn."""
     keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
-    colors = assign_colors(keys)
-    handles = [Patch(facecolor=c, label=k) for k, c in list(colors.items())[:8]]
+    shown = {
+        color_key(s.name) for s in act.spans if s.track == "compute" and s.t1 > s.t0
+    }  # an op of no time is not drawn
+    colors = [(k, c) for k, c in assign_colors(keys).items() if k in shown]  # the colours the timeline uses
+    handles = [Patch(facecolor=c, label=k) for k, c in colors[:8]]
     if len(colors) > 8:
         handles.append(Patch(facecolor="white", edgecolor="none", label=f"+{len(colors) - 8} more"))
     if any(act.idle_gaps(r, min_gap=act.end_time * 1e-9) for r in range(act.world_size)):
