@@ -63,7 +63,9 @@ def store(name: str) -> None:
 
 
 if __name__ == "__main__":
-    names = sys.argv[1:] or sorted(str(p.relative_to(ROOT / "notebooks")) for p in (ROOT / "notebooks").rglob("*.ipynb"))
+    names = sys.argv[1:] or sorted(
+        str(p.relative_to(ROOT / "notebooks")) for p in (ROOT / "notebooks").rglob("*.ipynb")
+    )
     for n in names:
         print(f"executing and storing notebooks/{n}", flush=True)
         store(n)
