@@ -86,9 +86,11 @@ def fit(label: str, room: int) -> str:
 
 def blocks(spans: Sequence[Any], tag: Callable[[str], str], gap: float = 1e-15) -> list[tuple[float, float, str]]:
     """Consecutive spans (in time order, one device) that carry the same label and touch, as one block:
-    ``(t0, t1, label)``. A span is anything with ``t0``, ``t1`` and ``name``."""
+    ``(t0, t1, label)``; spans of no time are left out. A span is anything with ``t0``, ``t1`` and ``name``."""
     out: list[tuple[float, float, str]] = []
     for s in spans:
+        if s.t1 <= s.t0:
+            continue  # an op of no time (a buffer's bookkeeping) is not drawn, and does not split a block
         label = tag(s.name)
         if out and out[-1][2] == label and s.t0 - out[-1][1] <= gap:
             out[-1] = (out[-1][0], max(out[-1][1], s.t1), label)

@@ -75,6 +75,9 @@ def test_compared_memory_plots_share_their_scales():
     figs = [plot_memory(r, **scales) for r in runs]
     assert figs[0].axes[0].get_ylim() == figs[1].axes[0].get_ylim()
     assert figs[0].axes[0].get_xlim() == figs[1].axes[0].get_xlim()
+    top = figs[0].axes[0].get_ylim()[1]
+    highest = max(max(line.get_ydata()) for f in figs for line in f.axes[0].lines)
+    assert highest <= top < 1.3 * highest  # the shared axis holds the higher plot, with a little room
     alone = [plot_memory(r) for r in runs]
     assert alone[0].axes[0].get_ylim() != alone[1].axes[0].get_ylim()  # what sharing fixes
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from ..engine import RunResult
 from ..parallel.data import DataParallel
-from ..parallel.measure import bubble, op_kind, op_label, peak_activation_bytes, peak_activation_microbatches
+from ..parallel.measure import bubble, op_kind, peak_activation_bytes, peak_activation_microbatches
 from ..parallel.mlp import MLP
 from ..parallel.pipeline import ActionCosts, Pipeline
 from ..parallel.schedules import make_schedule
@@ -69,7 +69,7 @@ def pipeline_schedules(out: Path, style: FigureStyle) -> None:
         suptitle="One training step of an 8-layer MLP, four pipeline schedules, p = 4 devices, m = 8 microbatches;\n"
         "bubble = idle time / busy time of a device",
         color_key=op_kind,
-        label=op_label,
+        tags=[pipe.schedule.op_tag for pipe, _ in runs],  # B0 where a schedule runs the backward whole, else I0, W0
         arrows=False,
         caption="Forward 1 µs, input gradients 1 µs, weight gradients 1 µs per stage and microbatch (halved for "
         "the interleaved schedule's half-size stages); messages take no time.",

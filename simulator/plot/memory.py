@@ -18,7 +18,19 @@ from ..activity import unpack
 from ..memory import memory_timeline
 from ..trace import Trace
 from ..units import size_unit
-from .style import CAPTION_COLOR, PALETTE, FigureStyle, new_figure, save_figure, time_axis
+from .style import (
+    CAPTION_COLOR,
+    PALETTE,
+    TITLE_FONT,
+    TITLE_LINE,
+    FigureStyle,
+    extra_lines,
+    figure_style,
+    new_figure,
+    save_figure,
+    time_axis,
+    wrap_text,
+)
 
 if TYPE_CHECKING:
     from ..cost import CostModel
@@ -51,8 +63,13 @@ def plot_memory(
     top = max(y_max or 0, peak)
     unit, scale = size_unit(max(top, 1))
     lines = n <= MAX_LINES
-    fig = new_figure(width, 3.6 if lines else 2.2 + min(0.12 * n, 7.0), style)
-    ax = fig.add_axes((0.09, 0.16, 0.78, 0.7) if lines else (0.09, 0.12, 0.78, 0.76))
+    fig_w = width or figure_style(style).width
+    title = wrap_text(title, 0.78 * fig_w, TITLE_FONT) if title else title
+    extra = TITLE_LINE * extra_lines(title, 1)  # inches for a title that wraps
+    fig_h = (3.6 if lines else 2.2 + min(0.12 * n, 7.0)) + extra
+    fig = new_figure(fig_w, fig_h, style)
+    y0, y1 = (0.58 if lines else 0.26) / fig_h, 1 - (0.5 + extra) / fig_h  # the axes, in figure fractions
+    ax = fig.add_axes((0.09, y0, 0.78, y1 - y0))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     time_axis(ax, t_end)
@@ -82,7 +99,7 @@ def plot_memory(
         im = ax.imshow(image, aspect="auto", origin="upper", extent=(0, t_end, n - 0.5, -0.5), cmap="viridis",
                        interpolation="nearest", vmin=0, vmax=top * scale or None)  # fmt: skip
         ax.set_ylabel("device")
-        cax = fig.add_axes((0.89, 0.12, 0.015, 0.76))
+        cax = fig.add_axes((0.89, y0, 0.015, y1 - y0))
         fig.colorbar(im, cax=cax, label=f"memory held ({unit})")
     if title:
         ax.set_title(title, loc="left")

@@ -9,9 +9,11 @@ ids, so regenerating an unchanged figure gives the same bytes (clean diffs for c
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -142,6 +144,30 @@ def save_figure(
             fig.savefig(path, format=fmt, dpi=dpi, metadata=_METADATA.get(fmt), facecolor="white")
             paths.append(path)
     return paths
+
+
+def wrap_text(text: str, width_in: float, fontsize: float, bold: bool = False) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (its own line breaks
+    kept), so a title written for a wide paper figure still fits a narrower slide."""
+    per_char = fontsize * (0.6 if bold else 0.55) / 72  # DejaVu Sans, an average character, in inches
+    chars = max(int(width_in / per_char), 20)
+    return "\n".join(textwrap.fill(line, chars) or line for line in text.split("\n"))
+
+
+TITLE_FONT, CAPTION_FONT = 11.0, 7.5  # points (axes.titlesize in style.RC; captions)
+TITLE_LINE, CAPTION_LINE = 0.2, 0.14  # inches each further line of a wrapped title or caption takes
+
+
+def caption_text(caption: bool | str, cost: Any) -> str:
+    """The caption's text: the one given, or the cost model's description."""
+    if isinstance(caption, str):
+        return caption
+    return cost.describe() if caption and cost is not None else ""
+
+
+def extra_lines(text: str | bool | None, beyond: int = 0) -> int:
+    """How many lines ``text`` has beyond the first ``beyond``."""
+    return max((text.count("\n") + 1 if isinstance(text, str) and text else 0) - beyond, 0)
 
 
 def family(name: str) -> str:

@@ -35,18 +35,25 @@ from .legend import draw_legend, legend_rows
 from .style import (
     ARROW_COLOR,
     CAPTION_COLOR,
+    CAPTION_FONT,
+    CAPTION_LINE,
     IDLE_COLOR,
     IDLE_HATCH_COLOR,
     RECV_COLOR,
     SEND_COLOR,
+    TITLE_FONT,
+    TITLE_LINE,
     FigureStyle,
     assign_colors,
+    caption_text,
+    extra_lines,
     family,
     figure_style,
     new_figure,
     save_figure,
     text_color,
     time_axis,
+    wrap_text,
 )
 
 if TYPE_CHECKING:
@@ -103,8 +110,12 @@ def plot_timeline(
     st = figure_style(style)
     rows = legend_rows(act, color_key, arrows) if legend else 0
     if ax is None:
-        fig = new_figure(width, figure_height(n, st) + 0.3 * max(rows - 1, 0), st)
-        ax = fig.add_axes(_axes_box(fig, bool(title), rows, caption))
+        fig_w = width or st.width
+        title = wrap_text(title, 0.84 * fig_w, TITLE_FONT) if title else title
+        caption = wrap_text(caption_text(caption, cost), 0.98 * fig_w, CAPTION_FONT) if caption else caption
+        extra = 0.3 * max(rows - 1, 0) + TITLE_LINE * extra_lines(title, 1) + CAPTION_LINE * extra_lines(caption, 1)
+        fig = new_figure(fig_w, figure_height(n, st) + extra, st)
+        ax = fig.add_axes(_axes_box(fig, title, rows, caption))
     else:
         fig = ax.figure
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
@@ -114,9 +125,9 @@ def plot_timeline(
     if title:
         ax.set_title(title, loc="left", pad=6 + 18 * rows)
     if caption:
-        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
+        text = caption_text(caption, cost)
         if text:
-            fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom", wrap=True)
+            fig.text(0.01, 0.005, text, fontsize=CAPTION_FONT, color=CAPTION_COLOR, ha="left", va="bottom")
     return fig
 
 
@@ -128,41 +139,51 @@ def plot_timelines(
     width: float | None = None,
     caption: bool | str = True,
     style: str | FigureStyle = "paper",
+    tags: Sequence[Callable[[str], str]] | None = None,
     **kwargs,
 ) -> Figure:
     """Several runs stacked on one time scale (e.g. blocking vs overlapped), one panel each.
 
-    One legend, above the first panel, lists what appears in any panel."""
+    One legend, above the first panel, lists what appears in any panel. tags: one block-label function
+    per run (e.g. each pipeline schedule's ``op_tag``), instead of one ``label`` for all. Titles, the
+    suptitle and the caption wrap to the figure's width."""
     if len(runs) != len(titles):
         raise ValueError(f"plot_timelines: {len(runs)} runs but {len(titles)} titles; give one title per run")
     st = figure_style(style)
+    fig_w = width or st.width
     acts = [activity(r) for r in runs]
     both = merged(acts)
     t_end = max(a.end_time for a in acts) or 1e-9
     rows = [_rows_height(a.world_size, st) for a in acts]
     color_key = kwargs.get("color_key", family)
     arrows = kwargs.get("arrows", True)
-    above = [0.35 + (0.3 * legend_rows(both, color_key, arrows) if k == 0 else 0) for k, a in enumerate(acts)]
+    labels = list(tags) if tags is not None else [kwargs.pop("label", op_tag)] * len(runs)
+    if len(labels) != len(runs):
+        raise ValueError(f"plot_timelines: {len(runs)} runs but {len(labels)} tags; give one per run")
+    kwargs.pop("label", None)
+    titles = [wrap_text(t, 0.84 * fig_w, TITLE_FONT) for t in titles]
+    suptitle = wrap_text(suptitle, 0.98 * fig_w, 12, bold=True) if suptitle else suptitle
+    text = wrap_text(caption_text(caption, unpack(runs[0])[1]), 0.98 * fig_w, CAPTION_FONT)
+    legend_h = 0.3 * legend_rows(both, color_key, arrows)
+    above = [0.35 + TITLE_LINE * extra_lines(t, 1) + (legend_h if k == 0 else 0) for k, t in enumerate(titles)]
     below = 0.5  # tick labels and axis label
-    head = 0.15 + 0.4 * bool(suptitle)
-    foot = 0.22 * bool(caption)
+    head = 0.15 + (0.4 + 0.22 * extra_lines(suptitle, 1)) * bool(suptitle)
+    foot = (0.08 + CAPTION_LINE * extra_lines(text)) * bool(text)
     height = head + sum(rows) + sum(above) + below * len(acts) + foot
-    fig = new_figure(width, height, st)
+    fig = new_figure(fig_w, height, st)
     y = height - head  # inches from the bottom
     for k, (run, title) in enumerate(zip(runs, titles)):
         y -= above[k] + rows[k]
         ax = fig.add_axes((0.09, y / height, 0.84, rows[k] / height))
-        plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=False, caption=False, **kwargs)
+        plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=False, caption=False, label=labels[k], **kwargs)
         if k == 0:
             draw_legend(ax, both, color_key, arrows)
             ax.set_title(title, loc="left", pad=6 + 18 * legend_rows(both, color_key, arrows))
         y -= below
     if suptitle:
         fig.text(0.01, 1 - 0.1 / height, suptitle, ha="left", va="top", fontweight="bold", fontsize=12)
-    cost = unpack(runs[0])[1]
-    if caption:
-        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
-        fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom")
+    if text:
+        fig.text(0.01, 0.005, text, fontsize=CAPTION_FONT, color=CAPTION_COLOR, ha="left", va="bottom")
     return fig
 
 
@@ -365,9 +386,11 @@ def _utilization(ax: Axes, act: Activity) -> None:
     ax.text(1.005, 1.0, "busy", transform=ax.transAxes, ha="left", va="bottom", fontsize=fontsize, color=CAPTION_COLOR)
 
 
-def _axes_box(fig: Figure, title: bool, legend_rows: int, caption: bool | str) -> tuple[float, float, float, float]:
+def _axes_box(
+    fig: Figure, title: str | None, legend_rows: int, caption: bool | str
+) -> tuple[float, float, float, float]:
     """Axes position with fixed margins in inches: title and legend above, axis label and caption below."""
     h = fig.get_figheight()
-    top = 1 - (0.15 + 0.35 * bool(title) + 0.3 * legend_rows) / h
-    bottom = (0.55 + 0.22 * bool(caption)) / h
+    top = 1 - (0.15 + (0.35 + TITLE_LINE * extra_lines(title, 1)) * bool(title) + 0.3 * legend_rows) / h
+    bottom = (0.55 + (0.08 + CAPTION_LINE * extra_lines(caption)) * bool(caption)) / h
     return (0.09, bottom, 0.84, top - bottom)
