@@ -78,9 +78,10 @@ def fit(label: str, room: int) -> str:
     if room <= 0:
         return ""
     mb = microbatch_of(label)
-    if mb is not None and len(mb) < room:
-        head = label[: _MB.search(label).start()]
-        return head[: room - len(mb)] + mb
+    if mb is not None and len(mb) <= room:  # the number first: with no room for more, the number alone
+        head = label[: _MB.search(label).start()] if len(mb) < room else ""
+        sep = "." if head[-1:].isdigit() and len(mb) + 1 < room else ""  # S0 of microbatch 3: "S0.3", not "S03"
+        return head[: room - len(mb) - len(sep)] + sep + mb
     return label[:room]
 
 

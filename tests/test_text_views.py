@@ -128,3 +128,22 @@ def test_timeline_command_fits_its_columns_and_filters(capsys):
     assert main(["timeline", "pipeline-1f1b", "--window", "8:12", "--columns", "70"]) == 0
     grid = capsys.readouterr().out.splitlines()
     assert grid[0].startswith("time (us) 8")
+
+
+def test_a_students_pipeline_keeps_its_microbatch_numbers_in_the_grid():
+    from simulator import World
+    from simulator.oplabels import fit
+    from simulator.textgrid import text_timeline
+
+    def student(dev):  # stage r of a 4-stage pipeline, ops named after the stage and the microbatch
+        for i in range(4):
+            h = np.full(2, float(i)) if dev.rank == 0 else dev.recv(dev.rank - 1, tag=i, shape=(2,), dtype=np.float64)
+            y = dev.compute(f"S{dev.rank}.mb{i}", lambda h: h + 1, h)
+            if dev.rank < dev.world_size - 1:
+                dev.send(y, dev.rank + 1, tag=i)
+
+    grid = text_timeline(World(4).run(student)).splitlines()
+    assert grid[1].startswith("device 0  S0.0=S0.1=S0.2=S0.3=")  # not S, S, S, S
+    assert "S3.3=" in grid[4] and "-" in grid[4]  # every op visible, and the message's latency
+    assert [fit("S0.mb12", n) for n in (7, 5, 3, 2, 1)] == ["S0.mb12", "S0.12", "S12", "12", "S"]
+    assert fit("h2.mb3", 2) == "h3" and fit("loss", 2) == "lo"
