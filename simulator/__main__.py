@@ -10,11 +10,15 @@ import sys
 from collections.abc import Callable, Sequence
 
 from .cli_show import EventFilter, devices_arg, kinds_arg, show_scenario, steps_arg, terminal_width
+from .cli_types import bounded_int, output_file, output_folder
 from .examples import all_scenarios, get
+from .textgrid import MAX_SLOTS
 from .values import ValueStyle
 from .view.document import MAX_EVENTS
 
 DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
+MAX_EVENTS_LIMIT = 10**9  # an event budget, not an allocation; beyond this no viewer opens the file anyway
+MAX_RANKS = 64  # real processes on this one machine
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
@@ -65,6 +69,8 @@ def cmd_figures(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
+    except OSError as exc:
+        return _cannot_write(exc)
     print(f"{len(written)} files in {args.out}/")
     return 0
 
@@ -76,7 +82,10 @@ def cmd_export(args: argparse.Namespace) -> int:
     result = _result(args.scenario)
     if result is None:
         return 2
-    info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+    try:
+        info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+    except OSError as exc:
+        return _cannot_write(exc)
     print(f"wrote {info.path}: {info.events:,} events")
     if info.collapsed:
         print(info.note)
@@ -138,8 +147,18 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     except ImportError as exc:  # torch is an optional extra
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2
-    main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
+    try:
+        main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
+    except OSError as exc:
+        return _cannot_write(exc)
     return 0
+
+
+def _cannot_write(exc: OSError) -> int:
+    """A write that failed after the checks (a full disk, a read-only file system): say so, exit 2."""
+    where = f" {exc.filename}" if exc.filename else ""
+    print(f"cannot write{where}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
+    return 2
 
 
 def _result(name: str):
@@ -179,7 +198,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
             p.add_argument(
                 "--width",
-                type=_positive_int,
+                type=bounded_int(40, 1000),
                 help="keep lines within this many characters (default: the terminal's, at most 120)",
             ),
         ),
@@ -193,20 +212,20 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument(
                 "--values",
                 choices=("new", "all", "names"),
-                help="with --step: show in full the value each event places (new, the default), every value held "
-                "(all), or names only",
+                help="with --step: show every value held (all), only the value each event places in full (new), "
+                "or names only (default: all where each device's values fit on one line, else new)",
             ),
             *_filters(p),
             p.add_argument(
                 "--max-elements",
-                type=_positive_int,
+                type=bounded_int(0, 100_000),
                 default=ValueStyle().max_elements,
                 help="show arrays of up to this many numbers in full; larger ones as shape, first values and norm "
                 f"(default: {ValueStyle().max_elements})",
             ),
             p.add_argument(
                 "--width",
-                type=_positive_int,
+                type=bounded_int(40, 1000),
                 help="keep lines within this many characters (default: the terminal's, at most 120)",
             ),
         ),
@@ -215,11 +234,13 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_html,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("-o", "--out", metavar="FILE", help="the page to write (default: SCENARIO.html)"),
+            p.add_argument(
+                "-o", "--out", type=output_file, metavar="FILE", help="the page to write (default: SCENARIO.html)"
+            ),
             p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
             p.add_argument(
                 "--max-events",
-                type=_positive_int,
+                type=bounded_int(1, MAX_EVENTS_LIMIT),
                 default=MAX_EVENTS,
                 help=f"show at most this many events; longer runs are thinned to a window, and the page says so "
                 f"(default: {MAX_EVENTS:,})",
@@ -235,7 +256,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_figures,
         lambda p: (
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
-            p.add_argument("--out", default="figures", help="output folder (default: figures)"),
+            p.add_argument("--out", type=output_folder, default="figures", help="output folder (default: figures)"),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
             p.add_argument(
                 "--style",
@@ -249,10 +270,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_export,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("--out", help="output file (default: SCENARIO.trace.json)"),
+            p.add_argument("--out", type=output_file, help="output file (default: SCENARIO.trace.json)"),
             p.add_argument(
                 "--max-events",
-                type=int,
+                type=bounded_int(1, MAX_EVENTS_LIMIT),
                 default=1_000_000,
                 help="collapse per-chunk events above this many (default: 1,000,000)",
             ),
@@ -264,13 +285,13 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
                 "--width",
-                type=_positive_int,
+                type=bounded_int(1, MAX_SLOTS),
                 help="at most this many time slots (default: what fits the terminal); a slot is a round length of "
-                "time (1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer",
+                f"time (1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer; at most {MAX_SLOTS:,}",
             ),
             p.add_argument(
                 "--columns",
-                type=_positive_int,
+                type=bounded_int(40, 1000),
                 help="keep lines within this many characters (default: the terminal's, at most 120)",
             ),
             p.add_argument("--devices", type=devices_arg, help="only these devices' rows, e.g. 0,2 or 0-3"),
@@ -285,10 +306,16 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
     "calibrate": (
         cmd_calibrate,
         lambda p: (
-            p.add_argument("--ranks", type=int, default=2, help="ranks that ping-pong in pairs (default: 2)"),
+            p.add_argument(
+                "--ranks", type=bounded_int(2, MAX_RANKS), default=2, help="ranks that ping-pong in pairs (default: 2)"
+            ),
             p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
-            p.add_argument("--out", default="cost.json", help="cost model file to write (default: cost.json)"),
-            p.add_argument("--repeats", type=int, default=20, help="round trips per message size (default: 20)"),
+            p.add_argument(
+                "--out", type=output_file, default="cost.json", help="cost model file to write (default: cost.json)"
+            ),
+            p.add_argument(
+                "--repeats", type=bounded_int(1, 10_000), default=20, help="round trips per message size (default: 20)"
+            ),
             p.add_argument(
                 "--pattern",
                 default="pingpong",
@@ -325,13 +352,6 @@ def _window(text: str) -> tuple[float | None, float | None]:
         return (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"cannot read {text!r} as START:END in microseconds, e.g. 2:10") from None
-
-
-def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text} is not a positive whole number")
-    return value
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -76,7 +76,7 @@ class Divergence:
         elif self.where == "held value":
             head = f"device {rec.rank} holds {got} as {what}, but it should hold {exp}."
         elif self.where == "partial sums":
-            head = f"the partial sums of {what} add up to {got}, but {self.name} is {exp} on one device."
+            head = f"the partial sums of {self.name} on devices {self.path} add up to {got}, but {what} is {exp} on one device."
         elif self.where == "result":
             head = f"device {self.rank} returned {got} as the result{self.path}, but on one device it is {exp}."
         else:
@@ -285,13 +285,24 @@ class _Checker:
         if rec.partial is not None:
             self._add_partial(i, rec)
             return
-        if rec.index is None and rec.inputs is not None:
-            ref_inputs = ref.inputs.get(rec.name)
-            if ref_inputs is not None and len(ref_inputs) == len(rec.inputs):
-                for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
-                    if self._compare("input", rec.rank, i, rec, rec.name, exp, found, pos):
-                        self._ambiguous(ref, found, None, f"input {pos} of op {rec.name} on device {rec.rank} is")
-        self._compare(where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output)
+        wrong_before = len(self.diverged)
+        output_right = self._compare(where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output)
+        ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
+            return
+        if not output_right and not all(_same_role(f, e) for f, e in zip(rec.inputs, ref_inputs)):
+            return  # another way to compute it (other inputs, other shapes): the output says it all
+        # A wrong output is explained at the first wrong input (B got x, not A), where the input has the
+        # shape of the model's, or is a block of it (an op on a shard). A right output from other inputs is
+        # another way to compute the same value, not a bug: its inputs are not held against it.
+        inputs_wrong = []
+        for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
+            self.checked += 1
+            if same(found, exp, self.rtol, self.atol):
+                self._ambiguous(ref, found, None, f"input {pos} of op {rec.name} on device {rec.rank} is")
+            elif not output_right:
+                inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
+        self.diverged[wrong_before:wrong_before] = inputs_wrong
 
     # ---- values the reference cannot name --------------------------------------------------------
     def _unknown(self, rank: int, name: str, value: Any, context: str) -> None:
@@ -374,7 +385,7 @@ class _Checker:
                 total = total + p.record.output
             ref = self._ref(rec.rank)
             members = ", ".join(map(str, group))
-            self._compare(
+            self._compare(  # the path field says over which devices
                 "partial sums", rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), total, path=members
             )
 
@@ -552,11 +563,49 @@ class _Checker:
 
     def _hint(self, d: Divergence) -> str | None:
         found, expected = np.asarray(d.found), np.asarray(d.expected)
+        if d.where == "result" and self._results_add_up(d):
+            return (
+                "The devices' results add up to the model's result: each device returned a partial sum "
+                "(the all-reduce that adds them is missing?)."
+            )
         if d.where == "input" and _floaty(found, expected):
             block = diagnose.block_of(found, expected)
             if block is not None:
                 return self._shard_advice(d, diagnose.show_index(block))
-        return diagnose.explain(found, expected, self.world_size)
+        return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+
+    def _results_add_up(self, d: Divergence) -> bool:
+        """Whether what the devices returned (at this place in the result) sums to the expected value."""
+        leaves = []
+        for out in self.outputs or []:
+            for path, leaf, _ in _pairs(out, d.reference.result) if out is not None else ():
+                if _path(path) == d.path:
+                    leaves.append(np.asarray(leaf))
+        if len(leaves) < 2 or any(leaf.shape != np.shape(d.expected) for leaf in leaves):
+            return False
+        return same(sum(leaves[1:], leaves[0]), d.expected, self.rtol, self.atol)
+
+    def _group_sizes(self, d: Divergence) -> list[int]:
+        """The sizes of the groups this device sums over (collectives, partial sums): k times too big names one."""
+        sizes = {len(g) for g in self.trace.groups if d.rank in g} | {self.world_size}
+        partial = getattr(d.record, "partial", None)
+        return sorted(sizes | ({len(partial)} if partial else set()))
+
+    def _wrong_block(self, d: Divergence) -> str | None:
+        """A shard that is another block of the same value: taken from the wrong device, or an index off by one."""
+        index = getattr(d.record, "index", None)
+        if index is None or callable(index) or d.name not in d.reference.values:
+            return None
+        found, whole = np.asarray(d.found), np.asarray(d.reference.values[d.name])
+        if not _floaty(found, whole) or found.shape == whole.shape:
+            return None
+        block = diagnose.block_of(found, whole)
+        if block is None:
+            return None
+        return (
+            f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+            "this device should hold: a shard taken from another device, or an index off by one?"
+        )
 
 
 def _partial_words(p: Op, how: str) -> str:
@@ -565,6 +614,12 @@ def _partial_words(p: Op, how: str) -> str:
         f"That is device {p.rank}'s partial sum of {p.name} (one term of a sum over devices {group}), {how} as if "
         f"it were the complete {p.name}: the all-reduce that adds the partial sums is missing?"
     )
+
+
+def _same_role(found: Any, expected: Any) -> bool:
+    """Whether an op's input plays the model's input's part: the same shape, or a block of it."""
+    a, b = np.asarray(found), np.asarray(expected)
+    return a.shape == b.shape or (_floaty(a, b) and diagnose.block_of(a, b) is not None)
 
 
 def _floaty(a: Any, b: Any) -> bool:

@@ -62,6 +62,13 @@ if TYPE_CHECKING:
 
 TAG_BASE = 1 << 30
 
+
+class CollectiveTag(int):
+    """A tag in the collectives' reserved range (from TAG_BASE); the only kind a device accepts there."""
+
+    __slots__ = ()
+
+
 REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
     "sum": np.add,
     "avg": np.add,  # summed, then divided by the group size once
@@ -99,7 +106,10 @@ def resolve_group(dev: Any, group: Sequence[int] | None) -> tuple[int, ...]:
 class _Call:
     """One collective call on one device: its group, its position in it, its tag and labels."""
 
-    __slots__ = ("dev", "group", "p", "me", "tag", "label", "fn", "op", "name", "partials", "reduce_name")
+    __slots__ = (
+        "dev", "group", "p", "me", "tag", "label", "fn", "op", "name", "partials", "reduce_name", "kind", "algorithm",
+        "number",
+    )  # fmt: skip
 
     def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
         table = ALGORITHMS[kind]
@@ -112,9 +122,11 @@ class _Call:
         self.p = len(g)
         self.me = g.index(dev.rank)
         counts = dev.__dict__.setdefault("_collective_calls", {})
-        n = counts.get(g, 0)
-        counts[g] = n + 1
-        self.tag = TAG_BASE + (n % 16384) * 65536 + (zlib.crc32(repr(g).encode()) & 0xFFFF)
+        members = tuple(sorted(g))  # counted per set of members, so a group listed in another order is caught
+        n = counts.get(members, 0)
+        counts[members] = n + 1
+        self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + (zlib.crc32(repr(g).encode()) & 0xFFFF))
+        self.kind, self.algorithm, self.number = kind, algorithm, n
         self.label = f"{kind}#{n} {algorithm}"
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
@@ -122,6 +134,16 @@ class _Call:
         # partial-sum names only mean something for sums
         self.partials = [f"{partials}[{m}]" for m in range(self.p)] if partials and op in ("sum", "avg") else None
         self.reduce_name = f"{kind}.{op}"
+
+    def agree(self, **details: Any) -> None:
+        """Tell the simulator what this member calls, so that members of one group calling different
+        collectives (or with other arguments) get an error naming both calls, never a result."""
+        hook = getattr(self.dev, "_agree_collective", None)
+        if hook is None or self.p == 1:
+            return
+        args = [f"{k}={v!r}" for k, v in details.items() if v is not None]
+        call = f"{self.kind}({', '.join([*args, f'algorithm={self.algorithm!r}', f'group={self.group}'])})"
+        hook(self.group, self.number, call)
 
     def send(self, value: Any, pos: int, step: Any, what: Any) -> Request:
         return self.dev.isend(value, self.group[pos], self.tag, label=f"{self.label} step {step} chunk {what}")
@@ -650,6 +672,7 @@ def all_reduce(
     """
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
     x = _freeze(x)
+    c.agree(op=op, shape=x.shape, dtype=x.dtype.name)
     if c.p == 1:
         return c.result(x)
     return c.result(ALGORITHMS["all_reduce"][algorithm](c, x))
@@ -684,6 +707,7 @@ def reduce_scatter(
         pre = (slice(None),) * (axis % arr.ndim)
         default = [(*pre, slice(b[j], b[j + 1])) for j in range(c.p)]
         blocks = [arr[default[j]] for j in range(c.p)]
+    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype.name)
     idx = indices if indices is not None else default
 
     def index(j):
@@ -720,6 +744,7 @@ def all_gather(
     c = _Call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
+    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype.name)
     if len(shapes) != c.p or shapes[c.me] != mine.shape:
         raise ValueError(
             f"device {dev.rank}: all_gather shapes={shapes} must list {c.p} shapes, this member's being {mine.shape}"
@@ -760,6 +785,7 @@ def broadcast(
     """Every member ends with ``src``'s ``x`` (others pass None; shape/dtype declare the contract)."""
     c = _Call(dev, "broadcast", group, algorithm, None, name)
     root = _root(c, src, "src")
+    c.agree(src=src)
     if c.me == root:
         x = _freeze(x)
     if c.p == 1:
@@ -782,6 +808,7 @@ def reduce(
     c = _Call(dev, "reduce", group, algorithm, op, name, partials)
     root = _root(c, dst, "dst")
     x = _freeze(x)
+    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype.name)
     out = x if c.p == 1 else ALGORITHMS["reduce"][algorithm](c, x, root)
     if c.me != root:
         return None
@@ -803,6 +830,7 @@ def scatter(
     """Member m ends with ``chunks[m]`` from ``src`` (others pass None; shape/dtype declare the contract)."""
     c = _Call(dev, "scatter", group, algorithm, None, name)
     root = _root(c, src, "src")
+    c.agree(src=src)
     if c.me == root:
         if chunks is None or len(chunks) != c.p:
             raise ValueError(f"device {dev.rank}: scatter from it needs a list of {c.p} chunks, one per member")
@@ -830,6 +858,7 @@ def gather(
     """Device ``dst`` ends with every member's ``x`` in member order (others get None)."""
     c = _Call(dev, "gather", group, algorithm, None, name)
     root = _root(c, dst, "dst")
+    c.agree(dst=dst)
     x = _freeze(x)
     shapes = [tuple(s) for s in shapes] if shapes is not None else [x.shape] * c.p
     if c.p == 1:
@@ -854,6 +883,7 @@ def all_to_all(
     shapes: the shapes this member expects from each member (declared as contracts), if known.
     """
     c = _Call(dev, "all_to_all", group, algorithm)
+    c.agree()
     if len(chunks) != c.p:
         raise ValueError(f"device {dev.rank}: all_to_all needs {c.p} chunks (one per member), got {len(chunks)}")
     chunks = [_freeze(ch) for ch in chunks]
@@ -866,6 +896,7 @@ def all_to_all(
 def barrier(dev: Device, group: Sequence[int] | None = None, algorithm: str = "dissemination") -> None:
     """No member leaves before every member has arrived."""
     c = _Call(dev, "barrier", group, algorithm)
+    c.agree()
     if c.p > 1:
         ALGORITHMS["barrier"][algorithm](c)
 

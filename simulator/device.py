@@ -18,13 +18,15 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .collectives import CollectiveMethods
+from .collectives import TAG_BASE, CollectiveMethods, CollectiveTag
 from .cost import op_flops
-from .errors import ContractError, SimulationError
+from .errors import ContractError, OpError, SimulationError, describe_inputs
 from .trace import Message, Op
 
 if TYPE_CHECKING:
     from .engine import Engine
+
+INF = float("inf")
 
 
 class Request:
@@ -88,9 +90,30 @@ def frozen(value: Any) -> np.ndarray:
 
 def freeze(value: Any) -> np.ndarray:
     """A read-only copy of ``value``: what a message carries."""
-    arr = np.array(value)
+    return sealed(np.array(value))
+
+
+def sealed(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only for good: a read-only view of it, whose flag cannot be set back (numpy
+    refuses to make a view writeable over read-only memory), so no program can change what the trace
+    recorded."""
     arr.setflags(write=False)
-    return arr
+    return arr.view()
+
+
+def check_payload(value: Any, rank: int, where: str) -> None:
+    """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
+            "mask as two arrays (value.data and value.mask)."
+        )
+    kind = value.dtype.kind if isinstance(value, np.ndarray) else np.asarray(value).dtype.kind
+    if kind not in "biufc":
+        raise TypeError(
+            f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
+            "array or a scalar of booleans, integers, floats or complex numbers), not strings, bytes or objects"
+        )
 
 
 class DeviceMemory:
@@ -164,6 +187,7 @@ class Device(DeviceMemory, CollectiveMethods):
         self.clock = 0.0
         self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
+        self._log: list[tuple[str, Any]] = []  # this device's events, in its program order, until they settle
         self._blocked: Request | None = None
         self._done = False
 
@@ -173,11 +197,13 @@ class Device(DeviceMemory, CollectiveMethods):
     # ---- memory -------------------------------------------------------------------------------
     def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         eng = self._engine
+        if eng._op_ids + len(eng._messages) >= eng.max_events:
+            eng._too_many_events(self.rank)
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
         kept = arr if eng.keep_payloads else None
         op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
-        eng._events.append((kind, op))
+        self._log.append((kind, op))
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
@@ -208,13 +234,27 @@ class Device(DeviceMemory, CollectiveMethods):
         """
         eng = self._engine
         group = partial_group(self, partial, name)
-        out = fn(*inputs)
+        try:
+            out = fn(*inputs)
+        except Exception as exc:  # name the op, the device and what it was given; keep numpy's words
+            raise OpError(
+                f"op {name!r} on device {self.rank} raised {type(exc).__name__}: {exc}\n"
+                f"  its inputs: {describe_inputs(inputs)}"
+            ) from exc
         if isinstance(out, np.ndarray) and out.flags.writeable:
-            out.setflags(write=False)
+            out = sealed(out)
         if seconds is None:
             if flops is None:
                 flops = op_flops(fn, inputs, out)
+            elif not 0 <= flops < INF:
+                raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
             seconds = eng.cost.compute_time(flops)
+        elif not 0 <= seconds < INF:
+            raise ValueError(
+                f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"
+            )
+        if eng._op_ids + len(eng._messages) >= eng.max_events:
+            eng._too_many_events(self.rank)
         t0 = self.clock
         nbytes = _nbytes(out) if keep else 0
         if eng.keep_payloads:
@@ -223,7 +263,7 @@ class Device(DeviceMemory, CollectiveMethods):
         else:
             op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
         op.partial, op.label = group, label
-        eng._events.append(("op", op))
+        self._log.append(("op", op))
         if keep:
             self._memory[name] = out
         if seconds > 0:
@@ -251,18 +291,20 @@ class Device(DeviceMemory, CollectiveMethods):
     def _post_send(self, value, dst, tag, label) -> Request | None:
         """Record and route a message; returns the pending send Request, or None if already complete."""
         eng = self._engine
-        if dst == self.rank or not 0 <= dst < self.world_size:
-            self._bad_peer(dst, "send", "dst")
+        if type(dst) is not int or dst == self.rank or not 0 <= dst < self.world_size:
+            dst = self._peer(dst, "send", "dst")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "send")
         if _immutable(value):  # nobody can write through it: hand it over as it is
             payload = value
+            if payload.dtype.kind not in "biufc":  # a held array of strings, say
+                check_payload(payload, self.rank, f"send(dst={dst})")
         else:
-            payload = np.array(value)
-            if payload.dtype.hasobject:
-                raise TypeError(
-                    f"device {self.rank}: send(dst={dst}) got {type(value).__name__} {value!r:.60}; a message "
-                    "carries numbers (a NumPy array or a scalar), not Python objects"
-                )
-            payload.setflags(write=False)
+            check_payload(value, self.rank, f"send(dst={dst})")
+            payload = sealed(np.array(value))
+        n = len(eng._messages)
+        if n + eng._op_ids >= eng.max_events:
+            eng._too_many_events(self.rank)
         t = self.clock
         nbytes = payload.nbytes
         if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
@@ -270,7 +312,7 @@ class Device(DeviceMemory, CollectiveMethods):
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
             start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
         msg = Message(
-            len(eng._messages),
+            n,
             self.rank,
             dst,
             tag,
@@ -284,7 +326,7 @@ class Device(DeviceMemory, CollectiveMethods):
             arrive,
         )
         eng._messages.append(msg)
-        eng._events.append(("send", msg))
+        self._log.append(("send", msg))
         sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
         key = (self.rank, dst, tag)
         posted = eng._posted.get(key)
@@ -317,10 +359,12 @@ class Device(DeviceMemory, CollectiveMethods):
 
     def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
         eng = self._engine
+        if type(src) is not int or src == self.rank or not 0 <= src < self.world_size:
+            src = self._peer(src, "recv", "src")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "recv")
         if shape is not None or dtype is not None or eng.strict:
             shape, dtype = self._contract(src, tag, shape, dtype)
-        elif src == self.rank or not 0 <= src < self.world_size:
-            self._bad_peer(src, "recv", "src")
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
         key = (src, self.rank, tag)
         box = eng._mail.get(key)
@@ -345,12 +389,11 @@ class Device(DeviceMemory, CollectiveMethods):
         index: Any = None,
     ) -> np.ndarray:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
-        box = self._engine._mail.get((src, self.rank, tag))
+        fast = type(src) is int and (type(tag) is CollectiveTag or (type(tag) is int and 0 <= tag < TAG_BASE))
+        box = self._engine._mail.get((src, self.rank, tag)) if fast else None
         if box and box[0][1] is None:  # fast path: an eager message is already on its way
             if shape is not None or dtype is not None or self._engine.strict:
                 shape, dtype = self._contract(src, tag, shape, dtype)
-            elif src == self.rank or not 0 <= src < self.world_size:
-                self._bad_peer(src, "recv", "src")
             msg = box.popleft()[0]
             if msg.t_arrive > self.clock:
                 self._advance(msg.t_arrive)
@@ -374,9 +417,7 @@ class Device(DeviceMemory, CollectiveMethods):
         return self._deliver(req.msg, req.shape, req.dtype, req.name, req.index)
 
     def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
-        """Validate a receive's peer and normalise its declared contract."""
-        if src == self.rank or not 0 <= src < self.world_size:
-            self._bad_peer(src, "recv", "src")
+        """Normalise a receive's declared contract."""
         if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
             shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         if dtype is not None and not isinstance(dtype, np.dtype):
@@ -409,7 +450,7 @@ class Device(DeviceMemory, CollectiveMethods):
         msg.t_recv = self.clock
         msg.name = name
         msg.index = index
-        eng._events.append(("recv", msg))
+        self._log.append(("recv", msg))
         if name is not None:
             self._memory[name] = payload
         if not eng.keep_payloads:
@@ -426,9 +467,43 @@ class Device(DeviceMemory, CollectiveMethods):
             eng._push(t, self.rank)
             eng._give_way()
 
-    def _bad_peer(self, peer: Any, op: str, arg: str) -> None:
+    def _agree_collective(self, group: tuple[int, ...], number: int, call: str) -> None:
+        """A collective call about to start (see collectives._Call.agree): the engine compares members' calls."""
+        self._engine._agree(self.rank, group, number, call)
+
+    def _peer(self, peer: Any, op: str, arg: str) -> int:
+        """A valid peer rank as an int, or an error that names the value and the fix."""
+        if isinstance(peer, (bool, np.bool_)) or not isinstance(peer, (int, np.integer)):
+            raise TypeError(
+                f"device {self.rank}: {op}({arg}={peer!r}) must name a device by its rank, an int in "
+                f"0..{self.world_size - 1}; got {type(peer).__name__}"
+            )
+        peer = int(peer)
         if peer == self.rank:
             raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        raise ValueError(
-            f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
-        )
+        if not 0 <= peer < self.world_size:
+            raise ValueError(
+                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+            )
+        return peer
+
+    def _tag(self, tag: Any, op: str) -> int:
+        """A valid tag: an int from 0 below the collectives' range, or a collective's own tag."""
+        if type(tag) is CollectiveTag:
+            return tag
+        if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)):
+            raise TypeError(
+                f"device {self.rank}: {op}(tag={tag!r}): a tag is an int (0 to {TAG_BASE - 1:,}); "
+                f"got {type(tag).__name__}"
+            )
+        tag = int(tag)
+        if tag < 0:
+            raise ValueError(
+                f"device {self.rank}: {op}(tag={tag}): tags are >= 0; use a tag from 0 to {TAG_BASE - 1:,}"
+            )
+        if tag >= TAG_BASE:
+            raise ValueError(
+                f"device {self.rank}: {op}(tag={tag:,}): tags from {TAG_BASE:,} (2**30) up are reserved for the "
+                f"collectives, whose messages would be mixed up with yours; use a tag below {TAG_BASE:,}"
+            )
+        return tag

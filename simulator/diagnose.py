@@ -14,6 +14,7 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -27,17 +28,17 @@ def _floats(*arrays: np.ndarray) -> bool:
     return all(a.dtype.kind in "biuf" and a.size > 0 for a in arrays)
 
 
-def explain(found: Any, expected: Any, group_size: int | None = None) -> str | None:
+def explain(found: Any, expected: Any, group_sizes: Sequence[int] = ()) -> str | None:
     """The first pattern that fits, as a sentence (None if none does)."""
     a, b = np.asarray(found), np.asarray(expected)
     if not _floats(a, b):
         return None
     if a.shape != b.shape:
         return wrong_axis(a, b)
-    return scaled(a, b, group_size) or reordered(a, b) or rolled(a, b)
+    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b)
 
 
-def scaled(a: np.ndarray, b: np.ndarray, group_size: int | None = None) -> str | None:
+def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str | None:
     """'Every element is 4 times what it should be' (k fitted by least squares, then checked)."""
     bb = float(np.vdot(b, b))
     if bb == 0 or a.shape != b.shape:
@@ -48,7 +49,7 @@ def scaled(a: np.ndarray, b: np.ndarray, group_size: int | None = None) -> str |
     if abs(k - round(k)) < 1e-6 * max(1.0, abs(k)) and round(k) >= 2:
         k_int = round(k)
         text = f"Every element is {k_int} times what it should be"
-        if group_size is not None and k_int == group_size:
+        if k_int in group_sizes:
             return text + (
                 f", and {k_int} is the number of devices in the group: the values were summed over the {k_int} "
                 "devices but not divided by them (sum, not average?)."

@@ -21,23 +21,38 @@ builds its own engine, so two simulations can run side by side in one process.
 from __future__ import annotations
 
 import gc
+import inspect
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
 
+import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from .cost import CostModel
 from .device import Device, Request
-from .errors import DeadlockError, RankError, SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .errors import (
+    CollectiveMismatchError,
+    DeadlockError,
+    EventLimitError,
+    RankError,
+    SimulationError,
+    UnreceivedMessagesError,
+    UnreceivedMessagesWarning,
+)
 from .ordering import canonical, event_time, number
 from .presets import teaching
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
+MAX_DEVICES = 1 << 16
+# Default limits on events per run: a program that never stops ends with an error naming who keeps
+# going, long before it fills memory (about 0.5 kB per event with payloads, 0.2 kB without).
+MAX_EVENTS_WITH_PAYLOADS = 2_000_000
+MAX_EVENTS_METADATA = 50_000_000
 
 
 @dataclass(frozen=True)
@@ -54,6 +69,8 @@ class World:
     keep_payloads: keep every message payload and op input/output in the trace (for the checker and
                    stepping); turn off for large runs to record metadata only
     leftovers:     what to do with messages nobody received: "warn", "error" or "ignore"
+    max_events:    stop a run that records more events (messages and ops) than this with an EventLimitError
+                   (default: 2,000,000 with payloads, 50,000,000 metadata only)
     """
 
     size: int
@@ -62,6 +79,7 @@ class World:
     strict: bool = False
     keep_payloads: bool = True
     leftovers: str = "warn"
+    max_events: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -73,8 +91,19 @@ class World:
                 f"World(cost={self.cost!r}): give a CostModel, or a preset name such as 'dgx-h100' "
                 "(see simulator.presets.PRESETS)"
             )
-        if not isinstance(self.size, int) or self.size < 1:
-            raise ValueError(f"World(size={self.size!r}): size must be a positive number of devices")
+        if isinstance(self.size, (bool, np.bool_)) or not isinstance(self.size, (int, np.integer)):
+            raise TypeError(f"World(size={self.size!r}): size is a number of devices, an int from 1 to {MAX_DEVICES:,}")
+        object.__setattr__(self, "size", int(self.size))
+        if not 1 <= self.size <= MAX_DEVICES:
+            raise ValueError(
+                f"World(size={self.size:,}): size must be from 1 to {MAX_DEVICES:,} devices (each device is a "
+                "coroutine with its own memory; a larger world would not fit this simulator)"
+            )
+        if self.max_events is None:
+            limit = MAX_EVENTS_WITH_PAYLOADS if self.keep_payloads else MAX_EVENTS_METADATA
+            object.__setattr__(self, "max_events", limit)
+        elif isinstance(self.max_events, bool) or not isinstance(self.max_events, int) or self.max_events < 1:
+            raise ValueError(f"World(max_events={self.max_events!r}): give a positive number of events")
         if self.send_mode not in SEND_MODES:
             raise ValueError(f"World(send_mode={self.send_mode!r}): choose one of {SEND_MODES}")
         if self.leftovers not in LEFTOVER_POLICIES:
@@ -82,6 +111,7 @@ class World:
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
+        _check_program(program)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
@@ -113,11 +143,13 @@ class Engine:
         self.rendezvous = world.send_mode == "rendezvous"
         self.strict = world.strict
         self.keep_payloads = world.keep_payloads
+        self.max_events = world.max_events
         self.net = world.cost.network(world.size)
+        # with zero latency a message can arrive when it is sent: the canonical order then checks causality
+        self._instant = world.cost.latency == 0 or getattr(world.cost.topology, "inter_latency", 1.0) == 0
         self.trace = Trace(world.size, world.keep_payloads)
-        # Events in the order the engine processes them; moved into trace.events in canonical order
-        # (simulator/ordering.py) once no device can record an earlier one.
-        self._events: list[tuple[str, Any]] = []
+        # Each device logs its own events (Device._log, in program order, so in time order); they move
+        # into trace.events in canonical order (simulator/ordering.py) once no device can record an earlier one.
         self._messages: list[Message] = []  # in the order sent (raw ids, renumbered in canonical order)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
@@ -128,6 +160,7 @@ class Engine:
         self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
         self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
         self._failure: tuple[int, BaseException] | None = None
+        self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         self._unfinished = world.size
         self._direct = False
         self._in_time_order = True  # every device yields to any device with an earlier event
@@ -140,13 +173,18 @@ class Engine:
     def _body(self, dev: Device, program, args, kwargs) -> Callable[[], None]:
         def run() -> None:
             try:
-                self.outputs[dev.rank] = program(dev, *args, **kwargs)
+                out = program(dev, *args, **kwargs)
+                if inspect.isgenerator(out) or inspect.iscoroutine(out):
+                    _not_a_plain_function(program, out)
+                self.outputs[dev.rank] = out
             except GreenletExit:
                 raise
             except BaseException as exc:  # reported by the scheduler, with the rank
                 self._failure = (dev.rank, exc)
             dev._done = True
             self._unfinished -= 1
+            if not self._unfinished:
+                self.trace.outputs = self.outputs
 
         return run
 
@@ -217,8 +255,8 @@ class Engine:
             self._failure = None
             self.close()
             self._settle()
-            if isinstance(exc, SimulationError):  # already names the devices involved
-                raise exc
+            if isinstance(exc, SimulationError) or not isinstance(exc, Exception):
+                raise exc  # names the devices involved already; or Ctrl-C / SystemExit, which must pass
             raise RankError(rank, exc) from exc
 
     def step(self) -> bool:
@@ -244,17 +282,20 @@ class Engine:
 
     def _settle(self, before: float | None = None) -> None:
         """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
-        pending = self._events
-        if not pending:
+        lanes = []
+        for dev in self.devices:
+            log = dev._log
+            if before is None:
+                ready, dev._log = log, []
+            else:  # a device's log is in time order: its ready events are a prefix
+                k = 0
+                while k < len(log) and event_time(*log[k]) < before:
+                    k += 1
+                ready, dev._log = log[:k], log[k:]
+            lanes.append(ready)
+        if not any(lanes):
             return
-        if before is None:
-            ready, self._events = pending, []
-        else:
-            ready = [e for e in pending if event_time(*e) < before]
-            if not ready:
-                return
-            self._events = [e for e in pending if event_time(*e) >= before]
-        ordered = canonical(ready)
+        ordered = canonical(lanes, self._instant)
         self._final_op_ids = number(ordered, self.trace.messages, self.trace.ops, self._final_op_ids)
         self.trace.events.extend(ordered)
 
@@ -285,14 +326,13 @@ class Engine:
         try:
             while heap:
                 tick()
+            self._settle()
         finally:
             if collecting:
                 gc.enable()
-        self._settle()
         if self._unfinished:
             self._raise_deadlock()
         self._report_leftovers()
-        self.trace.outputs = self.outputs
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:
@@ -302,6 +342,45 @@ class Engine:
                 g.parent = getcurrent()
                 g.throw(GreenletExit)
         self._heap.clear()
+
+    # ---- checks on the way -----------------------------------------------------------------------
+    def _agree(self, rank: int, group: tuple[int, ...], number: int, call: str) -> None:
+        """Compare this member's collective call with the first member's call of the same number."""
+        key = (tuple(sorted(group)), number)
+        entry = self._calls.get(key)
+        if entry is None:
+            self._calls[key] = [rank, call, 1]
+            self.trace.groups.add(key[0])
+            return
+        first, first_call, came = entry
+        if call != first_call:
+            (r0, c0), (r1, c1) = sorted([(first, first_call), (rank, call)])
+            raise CollectiveMismatchError(
+                f"devices {key[0]} made different collective calls (call #{number} among them):\n"
+                f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"
+                "  every member of a group must make the same collective calls, in the same order, with the same "
+                "arguments (the same group order, root, op, algorithm and shapes)"
+            )
+        if came + 1 == len(group):
+            del self._calls[key]
+        else:
+            entry[2] = came + 1
+
+    def _too_many_events(self, rank: int) -> None:
+        """The event limit is reached: name the device that keeps going, and how to raise the limit."""
+        sends: dict[int, int] = {}
+        for m in self._messages:
+            sends[m.src] = sends.get(m.src, 0) + 1
+        top = max(sends, key=sends.get) if sends else rank
+        what = (
+            f"device {top} sent {sends[top]:,} of the {len(self._messages):,} messages"
+            if sends and sends[top] * 2 > len(self._messages)
+            else f"device {rank} was running when the limit was reached"
+        )
+        raise EventLimitError(  # from the device's own coroutine: the scheduler ends the run
+            f"the run recorded {self.max_events:,} events, its limit: {what}. A program that never stops? "
+            "If the run is meant to be this long, raise the limit: World(..., max_events=...)"
+        )
 
     # ---- errors -------------------------------------------------------------------------------
     def _raise_deadlock(self) -> None:
@@ -362,7 +441,9 @@ class Engine:
             return
         left = sorted((m for box in self._mail.values() for m, _ in box), key=lambda m: m.id)
         unmatched = [req for box in self._posted.values() for req in box]
-        if not left and not unmatched:
+        in_mail = {id(m) for m in left}
+        unwaited = [m for m in self.trace.messages if m.t_recv is None and id(m) not in in_mail]
+        if not left and not unmatched and not unwaited:
             return
         parts = []
         if left:
@@ -378,10 +459,43 @@ class Engine:
                 f"{len(unmatched)} receive(s) were posted but no message ever matched them:\n{shown}\n"
                 "  the program never waited on them; add the matching send, or drop the irecv"
             )
+        if unwaited:
+            shown = "\n".join(
+                f"  device {m.dst}: irecv(src={m.src}, tag={m.tag}) got {_short(m)}" for m in unwaited[:10]
+            )
+            parts.append(
+                f"{len(unwaited)} message(s) arrived for a posted irecv that the program never waited on:\n{shown}\n"
+                "  wait on the request (dev.wait(req)) to complete the receive"
+            )
         text = "\n".join(parts)
         if policy == "error":
             raise UnreceivedMessagesError(text)
         warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
+
+
+def _short(m: Message) -> str:
+    return f"message #{m.id} {tuple(m.shape)} {np.dtype(m.dtype).name}"
+
+
+def _check_program(program: Any) -> None:
+    if not callable(program):
+        raise TypeError(f"a rank program is a function of the device, program(dev, *args); got {program!r:.60}")
+    if inspect.isgeneratorfunction(program) or inspect.iscoroutinefunction(program):
+        _not_a_plain_function(program, None)
+
+
+def _not_a_plain_function(program: Any, made: Any) -> None:
+    if inspect.iscoroutine(made):
+        made.close()  # never awaited: close it quietly
+    what = (
+        "an async def function"
+        if inspect.iscoroutinefunction(program) or inspect.iscoroutine(made)
+        else ("a generator function (it uses yield)")
+    )
+    raise TypeError(
+        f"the rank program {getattr(program, '__name__', program)!r} is {what}: write it as a plain function "
+        "that calls dev.send / dev.recv; the simulator runs each device as a coroutine for you"
+    )
 
 
 def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:

@@ -34,3 +34,29 @@ class UnreceivedMessagesError(SimulationError):
 
 class UnreceivedMessagesWarning(UserWarning):
     """The run ended with messages nobody received."""
+
+
+class CollectiveMismatchError(SimulationError):
+    """Members of one group made different collective calls (kind, arguments, or group order)."""
+
+
+class OpError(SimulationError):
+    """An op's function raised; the message names the op, the device and its inputs, the cause is chained."""
+
+
+class EventLimitError(SimulationError):
+    """A run recorded more events than its limit: most likely a program that never stops."""
+
+
+def describe_inputs(inputs: tuple) -> str:
+    """``(2, 4) float64, (3, 6) float64``: the shapes and dtypes of an op's inputs, for error messages."""
+    import numpy as np
+
+    parts = []
+    for x in inputs:
+        if isinstance(x, np.ndarray) or np.isscalar(x):
+            a = np.asarray(x)
+            parts.append(f"{a.shape} {a.dtype.name}")
+        else:
+            parts.append(type(x).__name__)
+    return ", ".join(parts) if parts else "no inputs"

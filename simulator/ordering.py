@@ -27,23 +27,22 @@ def event_time(kind: str, rec: Any) -> float:
     return rec.t_start
 
 
-def event_rank(kind: str, rec: Any) -> int:
-    if kind == "send":
-        return rec.src
-    if kind == "recv":
-        return rec.dst
-    return rec.rank
+def canonical(lanes: list[list[Event]], instant_messages: bool = True) -> list[Event]:
+    """Each device's events (lane r: device r's, in its program order) merged in canonical order.
 
-
-def canonical(events: list[Event]) -> list[Event]:
-    """The events (each device's in its own program order) in canonical order (see the module docstring)."""
+    instant_messages: whether a message can arrive at the time it was sent (a cost model with zero
+    latency); only then can sorting by time put a receive before its send, and that is checked.
+    """
+    events = [e for lane in lanes for e in lane]
     n = len(events)
     if n < 2:
-        return list(events)
-    times = np.fromiter((event_time(k, r) for k, r in events), dtype=float, count=n)
-    ranks = np.fromiter((event_rank(k, r) for k, r in events), dtype=np.int64, count=n)
-    order = np.lexsort((np.arange(n), ranks, times))
-    if not _sends_first(events, order, times):
+        return events
+    # Inlined, one pass: this runs over every event of runs with millions of them. The lanes are
+    # concatenated in rank order, so a stable sort by time breaks ties by rank, then program order.
+    times = np.array([r.t_send if k == "send" else r.t_recv if k == "recv" else r.t_start for k, r in events])
+    order = np.argsort(times, kind="stable")
+    if instant_messages and not _sends_first(events, order, times):
+        ranks = np.repeat(np.arange(len(lanes)), [len(lane) for lane in lanes])
         order = _causal_merge(events, times, ranks)
     return [events[i] for i in order.tolist()]
 

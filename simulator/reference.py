@@ -49,7 +49,8 @@ class Reference:
             if kind not in ("op", "hold") or rec.output is None:
                 continue
             ref.values[rec.name] = rec.output
-            ref.docs[rec.name] = rec.doc or (f"the output of {rec.name}" if kind == "op" else f"the value {rec.name}")
+            if rec.doc:
+                ref.docs[rec.name] = rec.doc
             if kind == "op":
                 ref.inputs[rec.name] = rec.inputs
                 if rec.label is None and rec.name not in ref.computed:

@@ -24,7 +24,7 @@ EXPECTATIONS = ("match", "diverge", "error")
 class Scenario:
     """A runnable, checkable story.
 
-    expect: "match" (the check passes), "diverge" (the check points at a bug), or "error" (the run
+    expect: "match" (the check passes), "diverge" (the check FAILS at a bug), or "error" (the run
     itself stops with a SimulationError such as a deadlock or a contract violation).
     """
 
@@ -82,7 +82,7 @@ class ScenarioRun:
             return self.error is not None
         if self.report is None:
             return expect == "match"
-        return self.report.ok == (expect == "match")
+        return self.report.verdict == ("passed" if expect == "match" else "FAILED")
 
     def summary(self) -> str:
         if self.error is not None:

@@ -29,6 +29,9 @@ if TYPE_CHECKING:
     from .cost import CostModel
     from .engine import RunResult
 
+# A grid wider than this is no longer a picture, and each slot costs memory for every device.
+MAX_SLOTS = 10_000
+
 
 def text_timeline(
     run: RunResult | Trace,
@@ -59,12 +62,17 @@ def text_timeline(
         raise ValueError(f"text_timeline(window={window}): the end must come after the start")
     span = t_to - t_from
     if dt is None:
-        if width < 1:
-            raise ValueError(f"text_timeline(width={width}): give at least one column")
+        if not 1 <= width <= MAX_SLOTS:
+            raise ValueError(f"text_timeline(width={width}): give at least one column and at most {MAX_SLOTS:,}")
         dt = nice_step(span / width) if span > 0 else 1.0
-    elif not dt > 0:
-        raise ValueError(f"text_timeline(dt={dt!r}): the slot length must be > 0 seconds")
+    elif not (dt > 0 and math.isfinite(dt)):
+        raise ValueError(f"text_timeline(dt={dt!r}): the slot length must be > 0 seconds and finite")
     slots = max(1, math.ceil(span / dt - 1e-9)) if span > 0 else 1
+    if slots > MAX_SLOTS:
+        raise ValueError(
+            f"text_timeline(dt={dt!r}): the run lasts {span:g} s, {slots:,} slots of dt; at most {MAX_SLOTS:,} fit. "
+            f"Give a longer dt, e.g. dt={nice_step(span / MAX_SLOTS):g}"
+        )
     ranks = range(act.world_size) if devices is None else [r for r in devices if 0 <= r < act.world_size]
     rows, labels = [], []
     for rank in ranks:

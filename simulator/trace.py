@@ -149,6 +149,7 @@ class Trace:
         self.ops: list[Op] = []
         self.payloads = payloads  # whether message payloads and op values were kept
         self.outputs: list[Any] | None = None  # what each device's program returned, once it has finished
+        self.groups: set[tuple[int, ...]] = set()  # the groups of devices that made collective calls together
 
     def __len__(self) -> int:
         return len(self.events)

@@ -16,9 +16,38 @@ def test_readme_python_blocks_run_and_print_what_they_claim():
             exec(compile(block, "README.md", "exec"), namespace)  # later blocks build on earlier ones
     printed = out.getvalue()
     assert "[49.]" in printed
-    assert printed.count("check passed") == 2
+    assert printed.count("check passed") == 3
     assert "check passed: 7 values and the result match the single-device run" in printed
-    assert "check passed: 6 values and the result match the single-device run" in printed
+    assert "check passed: 8 values and the result match the single-device run" in printed
+
+
+def _checker_block() -> str:
+    return next(b for b in re.findall(r"```python\n(.*?)```", README, re.S) if "def row_parallel" in b)
+
+
+def _run_variant(old: str, new: str) -> str:
+    block = _checker_block()
+    assert old in block
+    namespace: dict = {}
+    out = io.StringIO()
+    first = re.findall(r"```python\n(.*?)```", README, re.S)[0]
+    with contextlib.redirect_stdout(out):
+        exec(compile(first, "README.md", "exec"), namespace)
+        out.truncate(0)
+        exec(compile(block.replace(old, new), "README.md", "exec"), namespace)
+    return " ".join(out.getvalue().split())
+
+
+def test_readme_quotes_the_missing_all_reduce_as_the_checker_words_it():
+    text = _run_variant("return dev.all_reduce(y)", "return y")
+    quoted = re.search(r'Forget the all-reduce \(`return y`\) and the check says: "(.*?)"\. Leave', README, re.S)
+    for piece in " ".join(quoted.group(1).split()).split("[[...]]"):
+        assert piece.strip() in text
+
+
+def test_readme_advice_for_a_missing_index_and_a_missing_partial():
+    assert "the block [:, 0:3] of that input" in _run_variant("index=cols)  # returns", ")  # returns")
+    assert "partial=True" in _run_variant("partial=True)", ")")
 
 
 def test_readme_quotes_the_checker_word_for_word():

@@ -16,8 +16,8 @@ BUG_SETTINGS = settings(max_examples=20, deadline=None)
 
 @st.composite
 def sizes(draw):
-    p = draw(st.integers(2, 4))
-    b, d = draw(st.integers(1, 3)), draw(st.integers(1, 4))
+    p = draw(st.integers(2, 8))
+    b, d = draw(st.integers(1, 8)), draw(st.integers(1, 4))
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
     return p, b, d, rng
 

@@ -4,8 +4,14 @@ The torch.distributed backend runs the same rank programs on real processes (glo
 GPUs) and records the same kind of trace, with measured times:
 
     launch.py      TorchWorld (N local rank processes, kept up for several runs) and launch (one run)
+    rankproc.py    one rank process as the launcher holds it (its pipes), started and stopped
+    replies.py     gathering the ranks' replies to a run; a failure turned into one error naming its cause
+    loopback.py    the launcher's store, listening on 127.0.0.1 only; gloo kept on the loopback interface
+    lifeline.py    a rank exits when its launcher does, however the launcher ends
+    stderr_tail.py each rank's stderr passed on to the launcher's, its last lines kept for errors
     torch.py       TorchDevice: the Device API over torch.distributed, inside one rank process
     native.py      torch.distributed's own collectives behind the simulator's collective signatures
+    groups.py      subgroups' process groups, created by their members alone without any deadlock
     wire.py        what a message is on the wire (shape/dtype header, payload bytes); NumPy only
     recording.py   what each rank records, and the merge into one Trace; NumPy only
     worker.py      the body of a rank process (join the group, run jobs, report failures)
@@ -14,6 +20,7 @@ GPUs) and records the same kind of trace, with measured times:
     calibrate.py   ping-pong measurements fitted to a cost model; costfile.py reads and writes it
     crosscheck.py  PyTorch's own pipelining, DTensor and tensor-parallel layers, for comparison
     demos.py       small rank programs: point-to-point patterns, failures, collectives
+    scripted.py    rank programs made of data (steps), for property tests of real runs against simulations
     pool.py        large result buffers reused once unreferenced; errors.py: the backend's errors
 
 Importing this package does not import torch: only the modules that need it do, so torch stays an

@@ -3,42 +3,114 @@
     {"latency": 4.1e-05, "bandwidth": 1.9e9, "flops": 6.0e8, "name": "gloo, 2 ranks, measured",
      "measured": {...}}
 
-Only the fields ``CostModel`` has are read back; ``measured`` keeps the raw samples for reference.
+Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
+``memory`` (bytes, or null for unlimited), ``name`` (text) and ``topology`` are optional: "fully-connected"
+(the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
+``measured`` keeps the raw samples for reference and is not read back. Anything else is refused, and
+so are numbers written as text or as true/false, each with the field's name, so a typo or a hand-edit
+fails on loading rather than later in a simulation.
+
 This module needs no torch: a simulation can load a file calibrated on another machine.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from ..cost import CostModel
+from ..cost import CostModel, FullyConnected, Ring, TwoLevel
+from ..files import write_text
 
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
+_REQUIRED = ("latency", "bandwidth", "flops")
+_FIELDS = (*_NUMBERS, "name", "topology", "measured")
+_TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
+_TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
 
 
 def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None = None, name: str = "") -> Path:
-    """Write ``cost``'s numbers (and any measurements) as JSON; returns the path."""
+    """Write ``cost``'s numbers, topology (and any measurements) as JSON, whole or not at all; returns the path."""
     data: dict[str, Any] = {k: getattr(cost, k) for k in _NUMBERS}
-    if name:
-        data["name"] = name
+    topology = _topology_to_json(cost.topology)
+    if topology is not None:
+        data["topology"] = topology
+    if name or cost.name:
+        data["name"] = name or cost.name
     if measured:
         data["measured"] = measured
-    path = Path(path)
-    path.write_text(json.dumps(data, indent=2) + "\n")
-    return path
+    return write_text(path, json.dumps(data, indent=2) + "\n")
 
 
 def load_cost(path: str | Path) -> CostModel:
-    """The ``CostModel`` a file written by ``save_cost`` (or by hand) describes."""
+    """The ``CostModel`` a file written by ``save_cost`` (or by hand) describes; a ValueError names any bad field."""
     try:
         data = json.loads(Path(path).read_text())
-    except (OSError, json.JSONDecodeError) as exc:
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise ValueError(f"cannot read a cost model from {path}: {exc}") from exc
-    known = {f.name for f in dataclasses.fields(CostModel)}
-    missing = [k for k in ("latency", "bandwidth", "flops") if k not in data]
+    if not isinstance(data, dict):
+        raise ValueError(f"cost model file {path} holds a JSON {type(data).__name__}; it must be an object {{...}}")
+    unknown = sorted(set(data) - set(_FIELDS))
+    if unknown:
+        raise ValueError(f"cost model file {path}: unknown field(s) {', '.join(map(repr, unknown))}; known: {_FIELDS}")
+    missing = [k for k in _REQUIRED if k not in data]
     if missing:
         raise ValueError(f"cost model file {path} lacks {', '.join(missing)}; write it with save_cost or calibrate")
-    return CostModel(**{k: v for k, v in data.items() if k in known})
+    kwargs: dict[str, Any] = {k: _number(path, k, data[k]) for k in _REQUIRED}
+    if data.get("memory") is not None:
+        kwargs["memory"] = _number(path, "memory", data["memory"])
+    if "name" in data:
+        if not isinstance(data["name"], str):
+            raise ValueError(f'cost model file {path}: "name" must be text, got {data["name"]!r}')
+        kwargs["name"] = data["name"]
+    if "topology" in data:
+        kwargs["topology"] = _topology_from_json(path, data["topology"])
+    try:
+        return CostModel(**kwargs)
+    except ValueError as exc:
+        raise ValueError(f"cost model file {path}: {exc}") from exc
+
+
+def _number(path: str | Path, key: str, value: Any) -> float:
+    """A JSON number (not text, not true/false, not NaN), or a ValueError naming the field and the fix.
+
+    Ranges (a latency >= 0, a bandwidth > 0, ...) are ``CostModel``'s to check.
+    """
+    # bool is an int in Python: without this, true would load as 1 second
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+        raise ValueError(
+            f'cost model file {path}: "{key}" must be a number, got {json.dumps(value)}; '
+            f'write it without quotes, e.g. "{key}": 1e-05'
+        )
+    return value
+
+
+def _topology_to_json(topology: Any) -> Any:
+    if isinstance(topology, FullyConnected):
+        return None  # the default: files stay as they were before topologies could be saved
+    if isinstance(topology, Ring):
+        return "ring"
+    if isinstance(topology, TwoLevel):
+        return {"two-level": {k: getattr(topology, k) for k in _TWO_LEVEL}}
+    raise ValueError(f"save_cost: cannot write the topology {topology!r}; choose FullyConnected, Ring or TwoLevel")
+
+
+def _topology_from_json(path: str | Path, value: Any) -> Any:
+    if isinstance(value, str) and value in _TOPOLOGIES:
+        return _TOPOLOGIES[value]()
+    if isinstance(value, dict) and list(value) == ["two-level"] and isinstance(value["two-level"], dict):
+        fields = value["two-level"]
+        if sorted(fields) != sorted(_TWO_LEVEL):
+            raise ValueError(f'cost model file {path}: "two-level" needs exactly the fields {", ".join(_TWO_LEVEL)}')
+        node_size = fields["node_size"]
+        if isinstance(node_size, bool) or not isinstance(node_size, int):
+            raise ValueError(f'cost model file {path}: "node_size" must be a whole number, got {json.dumps(node_size)}')
+        try:
+            return TwoLevel(node_size, *(_number(path, k, fields[k]) for k in _TWO_LEVEL[1:]))
+        except ValueError as exc:
+            raise ValueError(f"cost model file {path}: {exc}") from exc
+    raise ValueError(
+        f'cost model file {path}: "topology" {json.dumps(value)} is not one I know; write "fully-connected", '
+        f'"ring", or {{"two-level": {{"node_size": 8, "inter_latency": 5e-06, "inter_bandwidth": 2.5e10}}}}'
+    )

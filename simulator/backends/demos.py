@@ -162,3 +162,34 @@ def all_reduce_check(dev: Device, n: int) -> dict[str, bool]:
         "results distinct": not np.shares_memory(total, mean) and bool(np.array_equal(total, expected)),
         "read-only": not total.flags.writeable,
     }
+
+
+def sleep_then_return(dev: Device, seconds: float, value: Any, ranks: tuple[int, ...] | None = None) -> Any:
+    """The ``ranks`` (default: all) wait ``seconds`` without communicating, then every rank returns ``value``.
+
+    A run to interrupt, or to overrun a time limit.
+    """
+    import time
+
+    if ranks is None or dev.rank in ranks:
+        time.sleep(seconds)
+    return value
+
+
+def overlapping_subgroups(dev: Device) -> list[np.ndarray]:
+    """On 3 ranks, all-reduces over two subgroups that share rank 0: (0, 1), then (0, 2).
+
+    Rank 0 creates two groups, ranks 1 and 2 one each: group creation must not depend on how many
+    groups a rank has created before (see ``backends.groups``).
+    """
+    out = []
+    if dev.rank in (0, 1):
+        out.append(dev.all_reduce(np.array([dev.rank + 1, 10]), group=(0, 1)))
+    if dev.rank in (0, 2):
+        out.append(dev.all_reduce(np.array([dev.rank + 1, 100]), group=(0, 2)))
+    return out
+
+
+def mismatched_all_reduce(dev: Device) -> np.ndarray:
+    """Each rank all-reduces an array of a different length: gloo aborts the process (SIGABRT)."""
+    return dev.all_reduce(np.ones(4 + 4 * dev.rank))

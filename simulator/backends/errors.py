@@ -6,7 +6,8 @@ Inside a rank process:
 
 In the launching process, a failed run raises ``RemoteRankError`` (a ``RankError``): it names the rank,
 the exception type and message, and carries the rank's traceback text; ``RankTimeoutError`` is the
-same for a rank that timed out (it is also a ``TimeoutError``).
+same for a rank that timed out (it is also a ``TimeoutError``). ``WorldBusyError``: a second thread
+called a world that is already running a program.
 """
 
 from __future__ import annotations
@@ -40,3 +41,7 @@ class RemoteRankError(RankError):
 
 class RankTimeoutError(RemoteRankError, TimeoutError):
     """A rank timed out (a hang: e.g. a recv whose sender never sends)."""
+
+
+class WorldBusyError(SimulationError, RuntimeError):
+    """A TorchWorld was called while another thread's call on it was still running."""

@@ -4,17 +4,24 @@
         result = world.run(program, x)          # like World(2).run(program, x) in the simulator
         result.outputs, result.trace            # the same kind of Trace, with measured times
 
-How the processes find each other without a port race: the launcher opens a TCPStore on port 0 (the
-operating system picks a free port, and the launcher keeps it open), then starts N processes with
-the ``spawn`` method; each connects to that store on 127.0.0.1 and joins the group with a short
-timeout. Gloo's own connections stay on the loopback interface. The processes stay up between runs,
-so the start-up cost (seconds: every process imports torch) is paid once per world.
+How the processes find each other without a port race: the launcher opens a TCPStore on a port the
+operating system picks, listening on 127.0.0.1 only (``loopback``), then starts N processes with the
+``spawn`` method; each connects to that store and joins the group with a short timeout. Gloo's own
+connections stay on the loopback interface. The processes stay up between runs, so the start-up cost
+(seconds: every process imports torch) is paid once per world.
+
+Every wait is bounded: each communication by ``timeout``, the start by ``start_timeout``, a whole run
+by ``run_timeout`` (300 s by default), stopping the ranks by a few seconds.
 
 Failures: when a rank raises, the launcher stops every rank and raises ``RemoteRankError`` naming the
 rank, with its traceback. A rank stuck in a communication for longer than ``timeout`` becomes a
-``RankTimeoutError`` (a hang is never silent). A rank process that dies is reported with its exit
-code. In every case, all rank processes are ended (asked first, then terminated, then killed) and
-joined before the error is raised, so no child process is left behind.
+``RankTimeoutError`` (a hang is never silent); so does a run past ``run_timeout``, naming the ranks
+still running. A rank process that dies is reported with its exit code and the last lines it wrote to
+stderr (where gloo explains its aborts). In every case, all rank processes are ended (asked first,
+then terminated, then killed) and joined before the error is raised, so no child process is left
+behind. Any other exception during a run, Ctrl-C included, stops the ranks too; runs are numbered and
+a reply counts only for its own run, so no run ever returns another's results. If the launching
+process itself dies, its ranks notice and exit (``lifeline``).
 
 Rank programs (and their arguments) must be picklable: module-level functions of an importable
 module, not functions defined in a notebook cell or a test's closure.
@@ -23,13 +30,14 @@ module, not functions defined in a notebook cell or a test's closure.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import multiprocessing as mp
-import time
+import os
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import timedelta
-from multiprocessing.connection import wait as wait_any
+from multiprocessing.reduction import ForkingPickler
 from typing import Any
 
 import torch.distributed as dist
@@ -37,14 +45,18 @@ import torch.distributed as dist
 from ..engine import World
 from ..errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from ..trace import Trace
-from .errors import RankTimeoutError, RemoteRankError
+from .errors import WorldBusyError
+from .loopback import HOST, loopback_store
+from .rankproc import RankProcess, spawn_rank, stop_ranks
 from .recording import merge
+from .replies import Awaited, collect
 from .torch import SEND_MODES
-from .worker import PROGRAM_ERROR, ErrorReport, WorkerConfig, main
+from .worker import WorkerConfig
 
 BACKENDS = ("gloo", "nccl")
 COLLECTIVE_MODES = ("native", "messages")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
+RUN_TIMEOUT = 300.0  # seconds; generous for a teaching program, and a hang still ends
 
 
 @dataclass
@@ -74,10 +86,15 @@ class TorchWorld:
     collectives:   "native" (torch.distributed's collectives) or "messages" (the simulator's
                    algorithms message by message)
     start_timeout: seconds the processes may take to start and join the group
-    run_timeout:   optional limit on a whole run (None: only each communication is limited)
+    run_timeout:   seconds a whole run may take (default 300); past it the run stops with an error
+                   naming the ranks still running. It catches what ``timeout`` cannot: a rank stuck
+                   outside any communication. None removes the limit.
 
     A failed run (or one that leaves messages in flight) stops the processes; the next run starts
-    fresh ones. The processes are daemonic: they also end if the launching process exits.
+    fresh ones. So does any exception while the ranks run, Ctrl-C (KeyboardInterrupt) included: the
+    ranks may be anywhere in the program, so the world is closed, and the next run starts anew.
+    A world runs one program at a time: a second thread that calls ``run`` meanwhile gets
+    ``WorldBusyError``. The processes end with the launching process, however it ends (see ``lifeline``).
     """
 
     def __init__(
@@ -93,22 +110,23 @@ class TorchWorld:
         headers: bool = True,
         collectives: str = "native",
         start_timeout: float = 120.0,
-        run_timeout: float | None = None,
+        run_timeout: float | None = RUN_TIMEOUT,
     ) -> None:
-        if not isinstance(size, int) or size < 1:
+        if not isinstance(size, int) or isinstance(size, bool) or size < 1:
             raise ValueError(f"TorchWorld(size={size!r}): size must be a positive number of ranks")
         _choose("backend", backend, BACKENDS)
         _choose("send_mode", send_mode, SEND_MODES)
         _choose("leftovers", leftovers, LEFTOVER_POLICIES)
         _choose("collectives", collectives, COLLECTIVE_MODES)
-        if not timeout > 0:
-            raise ValueError(f"TorchWorld(timeout={timeout!r}): give a positive number of seconds")
+        for name, value in (("timeout", timeout), ("start_timeout", start_timeout), ("run_timeout", run_timeout)):
+            if not (value is None and name == "run_timeout") and not _positive_seconds(value):
+                raise ValueError(f"TorchWorld({name}={value!r}): give a positive number of seconds")
         self.size = size
         self.backend = backend
         self.timeout = float(timeout)
         self.leftovers = leftovers
-        self.start_timeout = start_timeout
-        self.run_timeout = run_timeout
+        self.start_timeout = float(start_timeout)
+        self.run_timeout = None if run_timeout is None else float(run_timeout)
         self.device_options = {
             "send_mode": send_mode,
             "strict": strict,
@@ -118,13 +136,15 @@ class TorchWorld:
             "collectives": collectives,
         }
         self.cost = None  # a real run has no cost model: figures draw each message over its measured flight
-        self._procs: list[Any] = []
-        self._conns: list[Any] = []
+        self._ranks: list[RankProcess] = []
         self._store: Any = None
+        self._runs = itertools.count(1)  # run numbers; 0 is the start
+        self._lock = threading.Lock()  # one call at a time (see ``_exclusive``)
+        self._busy = ""
         self.hosts: list[str] = []
 
     def __repr__(self) -> str:
-        state = "running" if self._procs else "stopped"
+        state = "running" if self._ranks else "stopped"
         return f"<TorchWorld {self.size} x {self.backend} {state}>"
 
     def __enter__(self) -> TorchWorld:
@@ -137,50 +157,67 @@ class TorchWorld:
     @property
     def pids(self) -> list[int]:
         """The process ids of the running ranks (empty when stopped)."""
-        return [p.pid for p in self._procs]
+        return [r.proc.pid for r in self._ranks]
 
     # ---- life cycle ---------------------------------------------------------------------------
     def start(self) -> None:
         """Start the rank processes and wait until all have joined the group (idempotent)."""
-        if self._procs:
-            return
-        self._check_backend()
-        self._store = dist.TCPStore(
-            "127.0.0.1", 0, None, True, timeout=timedelta(seconds=self.start_timeout), wait_for_workers=False
-        )
-        config = WorkerConfig(self.size, self.backend, "127.0.0.1", self._store.port, self.timeout)
-        ctx = mp.get_context("spawn")
-        try:
-            for rank in range(self.size):
-                parent, child = ctx.Pipe()
-                proc = ctx.Process(target=main, args=(rank, config, child), name=f"simulator-rank-{rank}", daemon=True)
-                proc.start()
-                child.close()
-                self._procs.append(proc)
-                self._conns.append(parent)
-            replies = self._collect(("ready",), self.start_timeout, "start and join the process group")
-        except BaseException:
-            self.close()
-            raise
-        self.hosts = [reply[1] for reply in replies]
+        with self._exclusive("start"):
+            self._start()
 
     def close(self) -> None:
         """End every rank process: ask, then terminate, then kill; always join them all."""
-        for conn in self._conns:
-            with contextlib.suppress(OSError, ValueError):  # already closed by its process
-                conn.send(("close",))
-        deadline = time.monotonic() + 2.0
-        for proc in self._procs:
-            proc.join(max(0.0, deadline - time.monotonic()))
-        for stop in ("terminate", "kill"):
-            alive = [p for p in self._procs if p.is_alive()]
-            for proc in alive:
-                getattr(proc, stop)()
-            for proc in alive:
-                proc.join(2.0)
-        for conn in self._conns:
-            conn.close()
-        self._procs, self._conns, self._store = [], [], None
+        with self._exclusive("close"):
+            self._stop()
+
+    def _start(self) -> None:
+        if self._ranks:
+            return
+        self._check_backend()
+        self._store = loopback_store(self.start_timeout)
+        config = WorkerConfig(
+            self.size,
+            self.backend,
+            HOST,
+            self._store.port,
+            self.timeout,
+            launcher_pid=os.getpid(),
+            death_signal=threading.current_thread() is threading.main_thread(),
+        )
+        ctx = mp.get_context("spawn")
+        try:
+            for rank in range(self.size):
+                self._ranks.append(spawn_rank(ctx, rank, config))
+            replies = self._collect("ready", 0, self.start_timeout, "start and join the process group", "start_timeout")
+        except BaseException:
+            self._stop(ask=False)
+            raise
+        self.hosts = [reply[2] for reply in replies]
+
+    def _stop(self, ask: bool = True) -> None:
+        # forget the ranks first: if this is interrupted, the world is stopped all the same (and the
+        # ranks it did not reach end with their lifelines, closed in stop_ranks' finally)
+        ranks, store = self._ranks, self._store
+        self._ranks, self._store = [], None
+        try:
+            stop_ranks(ranks, ask)
+        finally:
+            del store  # the store (and its listening socket) goes once no rank can still be using it
+
+    @contextlib.contextmanager
+    def _exclusive(self, what: str) -> Iterator[None]:
+        """One call at a time: two threads running on one world would take each other's replies."""
+        if not self._lock.acquire(blocking=False):
+            raise WorldBusyError(
+                f"TorchWorld.{what}: this world is busy ({self._busy}); a world runs one call at a time. "
+                f"Wait for that call to return, or give each thread its own TorchWorld"
+            )
+        self._busy = f"thread {threading.current_thread().name!r} is in {what}"
+        try:
+            yield
+        finally:
+            self._busy = ""
+            self._lock.release()
 
     # ---- running ------------------------------------------------------------------------------
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> TorchRunResult:
@@ -202,90 +239,32 @@ class TorchWorld:
         return self._run(program, args, kwargs, options, world.leftovers)
 
     def _run(self, program, args, kwargs, options: dict[str, Any], leftovers: str) -> TorchRunResult:
-        self.start()
-        for conn in self._conns:
-            conn.send(("run", program, args, kwargs, options))
-        replies = self._collect(("done",), self.run_timeout, f"finish {getattr(program, '__name__', program)}")
-        trace = merge(self.size, [reply[2] for reply in replies], [reply[1] for reply in replies])
-        open_receives = {rank: reply[3] for rank, reply in enumerate(replies) if reply[3]}
-        left = trace.unreceived()
-        if left or open_receives:
-            # A message still in flight, or a posted receive never waited on, would be matched by the
-            # next run's traffic: start the next run on fresh processes.
-            self.close()
+        with self._exclusive("run"):
+            run = next(self._runs)
+            command = _command(run, program, args, kwargs, options)  # before anything starts
+            self._start()
+            try:
+                for r in self._ranks:
+                    r.conn.send_bytes(command)
+                replies = self._collect("done", run, self.run_timeout, f"finish {_name(program)}", "run_timeout")
+            except BaseException:
+                # Ctrl-C, or any failure while the ranks run: they may be anywhere in the program, and a
+                # later run must never see this one's traffic or replies. Stop them; the next run starts anew.
+                self._stop(ask=False)
+                raise
+            trace = merge(self.size, [reply[3] for reply in replies], [reply[2] for reply in replies])
+            open_receives = {rank: reply[4] for rank, reply in enumerate(replies) if reply[4]}
+            left = trace.unreceived()
+            if left or open_receives:
+                # A message still in flight, or a posted receive never waited on, would be matched by the
+                # next run's traffic: start the next run on fresh processes.
+                self._stop()
         _report_leftovers(leftovers, left, open_receives)
-        return TorchRunResult([reply[1] for reply in replies], trace, self)
+        return TorchRunResult([reply[2] for reply in replies], trace, self)
 
-    def _collect(self, expected: tuple[str, ...], timeout: float | None, what: str) -> list[tuple]:
-        """One reply from every rank; on an error, a death or the deadline: close and raise."""
-        replies: dict[int, tuple] = {}
-        deadline = None if timeout is None else time.monotonic() + timeout
-        by_conn = {conn: rank for rank, conn in enumerate(self._conns)}
-        by_sentinel = {proc.sentinel: rank for rank, proc in enumerate(self._procs)}
-        while len(replies) < self.size:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            ready = wait_any([c for r, c in enumerate(self._conns) if r not in replies] + list(by_sentinel), left)
-            if not ready:
-                missing = [r for r in range(self.size) if r not in replies]
-                self.close()
-                raise RankTimeoutError(
-                    missing[0],
-                    "TimeoutError",
-                    f"device(s) {', '.join(map(str, missing))} did not {what} within {timeout:g} s",
-                    "",
-                    _progress(replies, self.size),
-                )
-            for obj in ready:
-                if obj in by_conn:
-                    rank = by_conn[obj]
-                    try:
-                        reply = obj.recv()
-                    except EOFError:  # its process is gone; the sentinel says how
-                        continue
-                    if reply[0] == "error":
-                        self._fail(reply[1], replies)
-                    if reply[0] in expected:
-                        replies[rank] = reply
-                else:
-                    rank = by_sentinel[obj]
-                    proc = self._procs[rank]
-                    proc.join(0.5)
-                    if rank not in replies or proc.exitcode:
-                        self._fail_dead(rank, proc.exitcode, replies)
-                    del by_sentinel[obj]
-        return [replies[r] for r in range(self.size)]
-
-    def _fail(self, first: ErrorReport, replies: dict[int, tuple]) -> None:
-        """Gather the reports that arrive at about the same time, pick the root cause, stop all, raise.
-
-        A process that died without a word counts as a report too: the peers' "connection reset"
-        errors that follow it are echoes, and rank below it (see ``worker.PRIORITY``).
-        """
-        reports = [first]
-        deadline = time.monotonic() + 0.2
-        for conn in self._conns:
-            while conn.poll(max(0.0, deadline - time.monotonic())):
-                try:
-                    reply = conn.recv()
-                except EOFError:
-                    break
-                if reply[0] == "error":
-                    reports.append(reply[1])
-        reported = {r.rank for r in reports}
-        for rank, proc in enumerate(self._procs):
-            if rank not in reported and not proc.is_alive() and proc.exitcode:
-                reports.append(_died(rank, proc.exitcode))
-        self.close()
-        root = max(reports, key=lambda r: (r.priority, -r.t))
-        others = sorted({r.rank for r in reports} - {root.rank})
-        note = _progress(replies, self.size)
-        if others:
-            note += f"; device(s) {', '.join(map(str, others))} failed after it"
-        cls = RankTimeoutError if root.timeout else RemoteRankError
-        raise cls(root.rank, root.exc_type, root.message, root.traceback, note) from root.exception()
-
-    def _fail_dead(self, rank: int, exitcode: int | None, replies: dict[int, tuple]) -> None:
-        self._fail(_died(rank, exitcode), replies)
+    def _collect(self, kind: str, run: int, timeout: float | None, what: str, limit: str) -> list[tuple]:
+        awaited = Awaited(kind, run, timeout, what, limit, self.timeout)
+        return collect(self._ranks, awaited, lambda: self._stop(ask=False))
 
     def _check_backend(self) -> None:
         if not dist.is_available():
@@ -321,17 +300,28 @@ def _choose(what: str, value: str, choices: tuple[str, ...]) -> None:
         raise ValueError(f"TorchWorld({what}={value!r}): choose one of {choices}")
 
 
-def _progress(replies: dict[int, tuple], size: int) -> str:
-    done = sorted(replies)
-    if not done:
-        return "no device had finished"
-    return f"device(s) {', '.join(map(str, done))} had finished; {size - len(done)} had not"
+def _positive_seconds(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
 
 
-def _died(rank: int, exitcode: int | None) -> ErrorReport:
-    """The report of a rank process that exited without reporting (a crash, a kill, os._exit)."""
-    text = f"the process of device {rank} exited with code {exitcode} without reporting a result"
-    return ErrorReport(rank, "ProcessDied", text, "", PROGRAM_ERROR, False, time.time(), None)
+def _name(program: Any) -> str:
+    return getattr(program, "__qualname__", None) or getattr(program, "__name__", None) or repr(program)
+
+
+def _command(run: int, program: Any, args: tuple, kwargs: dict, options: dict) -> bytes:
+    """The run command, pickled once for every rank: a program that cannot travel fails here, before any
+    rank has it (otherwise some ranks would run it and others not). The job travels pickled inside the
+    command, so a rank that cannot unpickle it (e.g. a function of the launcher's ``__main__``) still
+    knows which run to report the error for."""
+    try:
+        job = bytes(ForkingPickler.dumps((program, args, kwargs, options)))
+        return bytes(ForkingPickler.dumps(("run", run, job)))
+    except Exception as exc:
+        raise TypeError(
+            f"cannot send {_name(program)} and its arguments to the rank processes: {exc}. A rank program and its "
+            f"arguments must pickle: define the program at module level in an importable module (not in a "
+            f"notebook cell, inside a function, or as a lambda)"
+        ) from exc
 
 
 def _report_leftovers(policy: str, left: list, open_receives: dict[int, int]) -> None:

@@ -12,8 +12,9 @@ Where torch needs equal sizes on every rank (gloo's all_gather, gather, scatter,
 the pieces differ (torch.chunk's rule makes trailing chunks smaller), pieces travel as bytes padded
 to the largest and are cut back after. Metadata the receivers lack (a broadcast's shape and dtype,
 a gather's shapes) travels first as small int64 headers, as point-to-point messages do.
-Subgroups become torch process groups, created on first use by their members only
-(``use_local_synchronization``) and kept for the life of the rank process.
+Subgroups become torch process groups, created on first use by their members only, under a name
+made of their ranks alone (see ``groups``: overlapping subgroups cannot deadlock), and kept for the
+life of the rank process.
 """
 
 from __future__ import annotations
@@ -45,7 +46,13 @@ def chunk_bounds(n: int, parts: int) -> list[int]:
 
 
 class Group:
-    """A collective's members as seen by one rank: the ranks, this rank's position, the torch group."""
+    """A collective's members as seen by one rank: the ranks, this rank's position, the torch group.
+
+    A group lists its ranks in any order, and a member's position in that list is its place in the
+    collective (the simulator's rule: member j gets block j of a reduce_scatter, piece j of an
+    all_gather is member j's). A torch group holds its ranks sorted, so lists that torch orders by
+    position go through ``to_torch`` and come back through ``from_torch``.
+    """
 
     def __init__(self, dev: TorchDevice, group: Sequence[int] | None) -> None:
         ranks = tuple(range(dev.world_size)) if group is None else tuple(int(r) for r in group)
@@ -56,7 +63,19 @@ class Group:
         self.ranks = ranks
         self.p = len(ranks)
         self.me = ranks.index(dev.rank)
-        self.pg = None if len(ranks) == dev.world_size and ranks == tuple(sorted(ranks)) else dev.process_group(ranks)
+        self.pg = None if len(ranks) == dev.world_size else dev.process_group(ranks)
+        self._torch_order = [ranks.index(r) for r in sorted(ranks)]  # group position of torch position k
+
+    def to_torch(self, items: Sequence[Any]) -> list[Any]:
+        """A list in group order (item j for member j), reordered as torch lists members (sorted ranks)."""
+        return [items[j] for j in self._torch_order]
+
+    def from_torch(self, items: Sequence[Any]) -> list[Any]:
+        """A list torch returned (sorted ranks), reordered to group order."""
+        out: list[Any] = [None] * len(items)
+        for k, j in enumerate(self._torch_order):
+            out[j] = items[k]
+        return out
 
     def root(self, rank: int, arg: str) -> int:
         if rank not in self.ranks:
@@ -100,9 +119,8 @@ def reduce_scatter(
     width = max(b.size for b in blocks)
     flat = [np.pad(b.reshape(-1), (0, width - b.size)) for b in blocks]
     out = dev.tensor(np.empty(width, dtype=blocks[0].dtype))
-    dev.native(
-        lambda: dist.reduce_scatter(out, [dev.tensor(f) for f in flat], op=_op(op), group=g.pg), "reduce_scatter"
-    )
+    ins = g.to_torch([dev.tensor(f) for f in flat])
+    dev.native(lambda: dist.reduce_scatter(out, ins, op=_op(op), group=g.pg), "reduce_scatter")
     mine = blocks[g.me]
     result = _finish_avg(dev.array(out)[: mine.size].reshape(mine.shape), op, g.p)
     return dev.record_collective("reduce_scatter", name, (x,), result, t0, idx[g.me] if idx is not None else None)
@@ -119,7 +137,7 @@ def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, 
     width = max(nbytes_of(s, mine.dtype) for s in shapes)
     bufs = [dev.tensor(np.empty(width, dtype=np.uint8)) for _ in range(g.p)]
     dev.native(lambda: dist.all_gather(bufs, dev.tensor(_padded_bytes(mine, width)), group=g.pg), "all_gather")
-    pieces = [_unpad(dev.array(b), s, mine.dtype) for b, s in zip(bufs, shapes)]
+    pieces = [_unpad(dev.array(b), s, mine.dtype) for b, s in zip(g.from_torch(bufs), shapes)]
     if axis is None:
         dev.record_collective("all_gather", None, (mine,), None, t0)
         return pieces
@@ -172,7 +190,7 @@ def scatter(dev, chunks, src, group=None, algorithm="direct", *, shape=None, dty
     if dev.rank != src:
         dev.check_collective_contract("scatter", src, shape, dtype, got_shape, got_dtype)
     out = dev.tensor(np.empty(width, dtype=np.uint8))
-    send = [dev.tensor(_padded_bytes(c, width)) for c in chunks] if dev.rank == src else None
+    send = g.to_torch([dev.tensor(_padded_bytes(c, width)) for c in chunks]) if dev.rank == src else None
     dev.native(lambda: dist.scatter(out, send, src=src, group=g.pg), "scatter")
     result = _unpad(dev.array(out), got_shape, got_dtype)
     return dev.record_collective("scatter", name, (), result, t0, indices[g.me] if indices is not None else None)
@@ -184,14 +202,14 @@ def gather(dev, x, dst, group=None, algorithm="direct", *, shapes=None, name=Non
     x = freeze(x)
     heads = [dev.tensor(np.zeros(HEADER_LEN, np.int64)) for _ in range(g.p)]
     dev.native(lambda: dist.all_gather(heads, dev.tensor(encode_header(x, dev.rank)), group=g.pg), "gather")
-    metas = [decode_header(dev.array(h)) for h in heads]
+    metas = [decode_header(dev.array(h)) for h in g.from_torch(heads)]
     width = max(nbytes_of(s, d) for s, d in metas)
     bufs = [dev.tensor(np.empty(width, dtype=np.uint8)) for _ in range(g.p)] if dev.rank == dst else None
     dev.native(lambda: dist.gather(dev.tensor(_padded_bytes(x, width)), bufs, dst=dst, group=g.pg), "gather")
     if dev.rank != dst:
         dev.record_collective("gather", None, (x,), None, t0)
         return None
-    pieces = [_unpad(dev.array(b), s, d) for b, (s, d) in zip(bufs, metas)]
+    pieces = [_unpad(dev.array(b), s, d) for b, (s, d) in zip(g.from_torch(bufs), metas)]
     dev.record_collective("gather", None, (x,), None, t0)
     return pieces
 
@@ -203,16 +221,15 @@ def all_to_all(dev, chunks, group=None, algorithm="direct", *, shapes=None) -> l
     chunks = [freeze(c) for c in chunks]
     heads_out = [dev.tensor(encode_header(c, dev.rank)) for c in chunks]
     heads_in = [dev.tensor(np.zeros(HEADER_LEN, np.int64)) for _ in range(g.p)]
-    dev.native(lambda: dist.all_to_all(heads_in, heads_out, group=g.pg), "all_to_all")
+    dev.native(lambda: dist.all_to_all(g.to_torch(heads_in), g.to_torch(heads_out), group=g.pg), "all_to_all")
     metas = [decode_header(dev.array(h)) for h in heads_in]
     width = max([nbytes_of(s, d) for s, d in metas] + [c.nbytes for c in chunks])
     widths = [dev.tensor(np.array([width], np.int64))]
     dev.native(lambda: dist.all_reduce(widths[0], op=dist.ReduceOp.MAX, group=g.pg), "all_to_all")
     width = int(dev.array(widths[0])[0])
     bufs = [dev.tensor(np.empty(width, dtype=np.uint8)) for _ in range(g.p)]
-    dev.native(
-        lambda: dist.all_to_all(bufs, [dev.tensor(_padded_bytes(c, width)) for c in chunks], group=g.pg), "all_to_all"
-    )
+    ins = [dev.tensor(_padded_bytes(c, width)) for c in chunks]
+    dev.native(lambda: dist.all_to_all(g.to_torch(bufs), g.to_torch(ins), group=g.pg), "all_to_all")
     if shapes is not None:
         for j, (s, d) in enumerate(metas):
             if j != g.me:

@@ -44,6 +44,7 @@ from ..device import DeviceMemory, _nbytes, partial_group
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
+from .groups import new_subgroup
 from .pool import BufferPool
 from .recording import OpRecord, RankRecord, RecvRecord, SendRecord
 from .wire import (
@@ -385,12 +386,13 @@ class TorchDevice(DeviceMemory):
 
     # ---- what native collectives need (see ``native``) ---------------------------------------
     def process_group(self, ranks: tuple[int, ...]) -> Any:
-        """The torch process group of these ranks, created by its members on first use."""
+        """The torch process group of these ranks, created by its members on first use (see ``groups``)."""
+        key = tuple(sorted(ranks))  # torch's groups hold their ranks sorted
         groups = self.resources.groups
-        pg = groups.get(ranks)
+        pg = groups.get(key)
         if pg is None:
-            pg = self.native(lambda: dist.new_group(list(ranks), use_local_synchronization=True), "new_group")
-            groups[ranks] = pg
+            pg = self.native(lambda: new_subgroup(key, self.wait_timeout), f"creating the process group {key}")
+            groups[key] = pg
         return pg
 
     def buffer(self, shape: tuple[int, ...], dtype: Any) -> np.ndarray:

@@ -33,7 +33,9 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..cli_types import output_file
 from ..examples import all_scenarios
+from ..files import atomic_write
 from ..reference import check
 from .recording import merge
 from .torch import RankResources, TorchDevice
@@ -59,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("target", help="a scenario name, or package.module:function")
     parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds before a communication is a hang")
-    parser.add_argument("--save", help="rank 0 pickles the merged trace and the outputs to this file")
+    parser.add_argument("--save", type=output_file, help="rank 0 pickles the merged trace and the outputs to this file")
     args = parser.parse_args(argv)
     program, prog_args, sim_world, reference = resolve(args.target)
 
@@ -111,7 +113,7 @@ def report(args: argparse.Namespace, world_size: int, gathered: list, reference:
     if reference is not None:
         print(check(trace, reference()))
     if args.save:
-        with open(args.save, "wb") as f:
+        with atomic_write(args.save, "wb") as f:  # whole or not at all
             pickle.dump({"trace": trace, "outputs": outputs}, f)
     left = trace.unreceived()
     if left:

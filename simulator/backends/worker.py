@@ -2,8 +2,18 @@
 
 The process talks to its launcher over a pipe, in this protocol (launcher -> worker, then back):
 
-    ("run", program, args, kwargs, options)  ->  ("done", output, record, open_receives)  or  ("error", report)
+    (joining)                                       ->  ("ready", 0, hostname)  or  ("error", 0, report)
+    ("run", run, job)   ->  ("done", run, output, record, open_receives)  or  ("error", run, report)
+                            (job: the pickled (program, args, kwargs, options), unpickled by the worker)
     ("close",)                      ->  the process leaves its loop, destroys the group and exits
+
+``run`` numbers the runs of a world; every reply carries the number of the run it answers, and the
+launcher takes a reply only for the run it is waiting on (a reply can never be taken for another run's).
+
+Besides that pipe, a rank has two more: its stderr goes to the launcher (``stderr_tail``: a rank that
+gloo aborts leaves its last words there), and it watches a lifeline (``lifeline``: it exits as soon as
+its launcher has gone). It ignores SIGINT: Ctrl-C in a terminal reaches every process of the
+foreground group, and the launcher, not each rank, decides what it means (it stops the ranks).
 
 Before each run the ranks agree on a common start (``common_epoch``); after a run a worker waits
 for its eager sends still in flight only when the next command comes, so that a peer still receiving
@@ -16,6 +26,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import socket
 import time
 import traceback
@@ -27,6 +38,9 @@ import torch
 import torch.distributed as dist
 
 from .errors import CommError, CommTimeoutError
+from .lifeline import watch_launcher
+from .loopback import loopback_interface
+from .stderr_tail import redirect_stderr
 from .torch import RankResources, TorchDevice
 
 # How much a failure report says about the root cause: a program's own error beats a timeout, and a
@@ -44,6 +58,8 @@ class WorkerConfig:
     store_host: str
     store_port: int
     timeout: float
+    launcher_pid: int = 0  # 0: do not check the parent (e.g. a process started some other way)
+    death_signal: bool = False  # also ask the kernel for SIGKILL when the launcher dies (see ``lifeline``)
 
 
 @dataclass
@@ -88,17 +104,16 @@ def _pickled(exc: BaseException) -> bytes | None:
         return None
 
 
-def loopback_interface() -> str | None:
-    """The name of the loopback network interface (``lo`` on Linux, ``lo0`` on macOS), if any."""
-    try:
-        names = [name for _, name in socket.if_nameindex()]
-    except OSError:
-        return None
-    return next((n for n in names if n in ("lo", "lo0")), None)
+def main(rank: int, config: WorkerConfig, conn: Any, lifeline: Any = None, stderr: Any = None) -> None:
+    """Entry point of a rank process (``multiprocessing`` target).
 
-
-def main(rank: int, config: WorkerConfig, conn: Any) -> None:
-    """Entry point of a rank process (``multiprocessing`` target)."""
+    lifeline: the read end of the launcher's lifeline pipe; stderr: the write end of this rank's stderr pipe.
+    """
+    if stderr is not None:
+        redirect_stderr(stderr)
+    if lifeline is not None:
+        watch_launcher(lifeline, config.launcher_pid, config.death_signal)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     lo = loopback_interface()
     if lo is not None:  # gloo binds to this interface: stay on 127.0.0.1
         os.environ.setdefault("GLOO_SOCKET_IFNAME", lo)
@@ -107,9 +122,9 @@ def main(rank: int, config: WorkerConfig, conn: Any) -> None:
         try:
             device = join_group(rank, config)
         except BaseException as exc:
-            conn.send(("error", report_of(rank, exc)))
+            conn.send(("error", 0, report_of(rank, exc)))
             return
-        conn.send(("ready", socket.gethostname()))
+        conn.send(("ready", 0, socket.gethostname()))
         serve(rank, config, device, conn)
     finally:
         if dist.is_initialized():
@@ -138,8 +153,9 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
         command = conn.recv()
         if command[0] == "close":
             return
-        _, program, args, kwargs, options = command
+        _, run, job = command
         try:
+            program, args, kwargs, options = pickle.loads(job)
             if dev is not None:  # the previous run's eager sends were all received: let them complete
                 dev.settle()
                 dev = None
@@ -149,10 +165,10 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
             dev.start_clock(common_epoch(device, same_host))  # t = 0 on every rank, right before the program
             dev.record.t_begin = dev.clock
             output = program(dev, *args, **kwargs)
-            conn.send(("done", output, dev.record, dev.open_receives()))
+            conn.send(("done", run, output, dev.record, dev.open_receives()))
         except BaseException as exc:
             dev = None
-            conn.send(("error", report_of(rank, exc)))
+            conn.send(("error", run, report_of(rank, exc)))
 
 
 def all_gather_objects(obj: Any, world_size: int) -> list[Any]:

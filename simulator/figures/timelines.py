@@ -14,6 +14,7 @@ import numpy as np
 from ..cost import Ring, TwoLevel
 from ..engine import RunResult, World
 from ..examples import get
+from ..files import write_text
 from ..plot.style import FigureStyle
 from ..presets import classroom, dgx_h100
 from ..textgrid import text_timeline
@@ -45,7 +46,7 @@ def gpipe_two_stages(out: Path, style: FigureStyle) -> None:
 @figure("timeline_gpipe_two_stages.txt")
 def gpipe_two_stages_text(out: Path, style: FigureStyle) -> None:
     """The same pipeline as a plain-text grid (one slot = 1 us)."""
-    (out / "timeline_gpipe_two_stages.txt").write_text(text_timeline(gpipe_run(), dt=1 * US) + "\n")
+    write_text(out / "timeline_gpipe_two_stages.txt", text_timeline(gpipe_run(), dt=1 * US) + "\n")
 
 
 @figure("memory_gpipe_two_stages.png", "memory_gpipe_two_stages.svg")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..engine import RunResult
+from ..files import write_text
 from ..parallel.data import DataParallel
 from ..parallel.measure import bubble, op_kind, peak_activation_bytes, peak_activation_microbatches
 from ..parallel.mlp import MLP
@@ -89,7 +90,7 @@ def pipeline_schedules_grid(out: Path, style: FigureStyle) -> None:
     for name, options, formula in SCHEDULES:
         sched = make_schedule(name, P, M, **options)
         lines += [f"{sched.name}, p = {P}, m = {M} (bubble {formula})", sched.grid(), ""]
-    (out / "pipeline_schedules_grid.txt").write_text("\n".join(lines))
+    write_text(out / "pipeline_schedules_grid.txt", "\n".join(lines))
 
 
 @figure(
@@ -171,4 +172,4 @@ def copy_vs_split(out: Path, style: FigureStyle) -> None:
         "1F1B), and waits for the others in the bubble. ZeRO-3 keeps the copy's arithmetic and divides the",
         "parameters too, at the price of gathering each layer before every use (the extra messages).",
     ]
-    (out / "memory_copy_vs_split.txt").write_text("\n".join(lines) + "\n")
+    write_text(out / "memory_copy_vs_split.txt", "\n".join(lines) + "\n")

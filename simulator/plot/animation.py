@@ -24,6 +24,7 @@ from matplotlib.collections import LineCollection
 from matplotlib.patches import Circle
 
 from ..activity import activity
+from ..files import atomic_path
 from ..trace import Trace
 from ..units import time_unit
 from .style import ARROW_COLOR, CAPTION_COLOR, FigureStyle, assign_colors, family, figure_style, new_figure, text_color
@@ -136,7 +137,8 @@ def animate_messages(
         return [*circles, *op_texts, paths, dots, *labels, heading, clock]
 
     anim = FuncAnimation(fig, draw, frames=len(times), blit=False)
-    anim.save(path, writer=PillowWriter(fps=fps, metadata={"software": "parallelism-simulator"}), dpi=dpi)
+    with atomic_path(path) as tmp:  # a failed save leaves the previous animation intact
+        anim.save(tmp, writer=PillowWriter(fps=fps, metadata={"software": "parallelism-simulator"}), dpi=dpi)
     return path
 
 

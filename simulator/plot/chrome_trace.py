@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..activity import _first_free, message_spans, unpack
+from ..files import atomic_write
 from ..memory import memory_timeline
 from ..trace import Trace
 
@@ -85,12 +86,16 @@ def write_chrome_trace(
     max_events: int = MAX_EVENTS,
     memory: bool = True,
 ) -> ExportInfo:
-    """Write the run as Chrome Trace Event JSON to ``path``, one event per line (streamed)."""
+    """Write the run as Chrome Trace Event JSON to ``path``, one event per line (streamed).
+
+    The file is written whole or not at all (``simulator.files.atomic_write``): an export that fails
+    part-way leaves an existing file as it was.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     events, info, other = _export(run, cost, max_events, memory)
     count = 0
-    with path.open("w") as f:
+    with atomic_write(path) as f:
         f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(other) + ',\n"traceEvents": [\n')
         for ev in events:
             f.write((",\n" if count else "") + json.dumps(ev, separators=(",", ":")))

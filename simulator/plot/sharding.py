@@ -9,14 +9,17 @@ partial layout a last panel shows what the pending reduction would give.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from ..files import atomic_write
 from ..sharded import Layout, ShardedArray
 from ..sharding_table import blocks, cell_holders
-from .style import FigureStyle, figure_style, new_figure, save_figure
+from .style import FigureStyle, figure_style, new_figure
 
 MAX_ANNOTATED = 64  # pieces with more elements are drawn without their numbers
 
@@ -146,6 +149,7 @@ def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None, style: 
 def save_sharding(x: Layout | ShardedArray, path: str, **kw) -> str:
     """Draw and save to ``path`` (format from the suffix); returns the path."""
     fig = plot_sharding(x, **kw)
-    stem, _, fmt = str(path).rpartition(".")
-    save_figure(fig, stem, (fmt,))
+    fmt = Path(path).suffix.lstrip(".").lower() or "png"
+    with atomic_write(path, "wb") as f:  # a failed save leaves the previous figure intact
+        fig.savefig(f, format=fmt, dpi=fig.style.dpi)
     return path

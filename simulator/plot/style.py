@@ -20,6 +20,7 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter
 
+from ..files import atomic_write
 from ..units import time_unit
 
 # Okabe-Ito colours (distinguishable with the common forms of colour blindness), then extras.
@@ -141,7 +142,8 @@ def save_figure(
     with matplotlib.rc_context(RC):
         for fmt in formats:
             path = stem.with_suffix(f".{fmt}")
-            fig.savefig(path, format=fmt, dpi=dpi, metadata=_METADATA.get(fmt), facecolor="white")
+            with atomic_write(path, "wb") as f:  # a failed save leaves the previous figure intact
+                fig.savefig(f, format=fmt, dpi=dpi, metadata=_METADATA.get(fmt), facecolor="white")
             paths.append(path)
     return paths
 

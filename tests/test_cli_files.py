@@ -1,0 +1,119 @@
+"""Writing files: whole or not at all, and every bad --out / bound refused by the parser with a clear message."""
+
+import os
+import sys
+
+import pytest
+
+from simulator.__main__ import main
+from simulator.examples import get
+from simulator.plot import chrome_trace
+
+
+def usage_error(argv, capsys) -> str:
+    """Run the command line, expect a usage error (exit 2, no traceback); return what it printed."""
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err
+
+
+def test_a_failed_export_leaves_the_old_file_intact(tmp_path, monkeypatch):
+    path = tmp_path / "split.trace.json"
+    run = get("split").run().result
+    chrome_trace.write_chrome_trace(run, path)
+    before = path.read_bytes()
+
+    real_export = chrome_trace._export
+
+    def failing_export(*args):
+        events, info, other = real_export(*args)
+
+        def some_then_fail():
+            yield next(iter(events))
+            raise KeyboardInterrupt  # Ctrl-C half-way through writing
+
+        return some_then_fail(), info, other
+
+    monkeypatch.setattr(chrome_trace, "_export", failing_export)
+    with pytest.raises(KeyboardInterrupt):
+        chrome_trace.write_chrome_trace(run, path)
+    assert path.read_bytes() == before
+    assert os.listdir(tmp_path) == ["split.trace.json"]  # the temporary file is gone too
+
+
+def test_export_out_must_be_a_writable_file(tmp_path, capsys):
+    assert "an empty file name" in usage_error(["export", "split", "--out", ""], capsys)
+    assert f"{tmp_path} is a folder; give a file name inside it" in usage_error(
+        ["export", "split", "--out", str(tmp_path)], capsys
+    )
+    a_file = tmp_path / "a.txt"
+    a_file.write_text("x")
+    assert f"{a_file} is a file, not a folder" in usage_error(
+        ["export", "split", "--out", str(a_file / "x.json")], capsys
+    )
+    assert "--out: an empty folder name" in usage_error(["figures", "--out", ""], capsys)
+    assert f"{a_file} is a file, not a folder; give a folder name" in usage_error(
+        ["figures", "--out", str(a_file)], capsys
+    )
+    # a missing folder is made, as before
+    assert main(["export", "split", "--out", str(tmp_path / "new" / "split.json")]) == 0
+
+
+@pytest.mark.skipif(hasattr(os, "geteuid") and os.geteuid() == 0, reason="root may write anywhere")
+def test_a_folder_without_write_permission_is_refused(tmp_path, capsys):
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        assert "no permission to write into" in usage_error(
+            ["export", "split", "--out", str(locked / "x.json")], capsys
+        )
+    finally:
+        locked.chmod(0o700)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc is Linux's")
+def test_a_write_that_fails_after_the_checks_is_a_message_not_a_traceback(capsys):
+    # /proc passes the permission check as root but refuses every new file
+    assert main(["export", "split", "--out", "/proc/simulator-test/split.json"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("cannot write /proc/simulator-test") and "choose another --out" in err
+
+
+@pytest.mark.parametrize("width", ["0", "-3", "10001", "1000000000", str(10**26), "1e26", "wide"])
+def test_timeline_width_is_bounded(width, capsys):
+    err = usage_error(["timeline", "split", "--width", width], capsys)
+    assert "--width" in err and (
+        "out of range: give a whole number from 1 to 10,000" in err or "not a whole number" in err
+    )
+
+
+def test_timeline_width_at_the_bound_works(capsys):
+    assert main(["timeline", "split", "--width", "10000"]) == 0
+    assert "device 1" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, words",
+    [
+        (["export", "split", "--max-events", "0"], "--max-events: 0 is out of range: give a whole number from 1"),
+        (["calibrate", "--ranks", "1"], "--ranks: 1 is out of range: give a whole number from 2 to 64"),
+        (["calibrate", "--repeats", "0"], "--repeats: 0 is out of range"),
+        (["calibrate", "--out", ""], "--out: an empty file name"),
+    ],
+)
+def test_other_bounds_are_usage_errors(argv, words, capsys):
+    assert words in usage_error(argv, capsys)
+
+
+def test_text_timeline_refuses_a_grid_too_wide():
+    from simulator.textgrid import text_timeline
+
+    run = get("split").run().result
+    with pytest.raises(ValueError, match="give at least one column and at most 10,000"):
+        text_timeline(run, 10**9)
+    with pytest.raises(ValueError, match="at most 10,000 fit. Give a longer dt"):
+        text_timeline(run, dt=run.trace.end_time / 10**7)

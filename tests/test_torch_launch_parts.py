@@ -1,0 +1,69 @@
+"""The launcher's parts, without starting any rank process: run numbers, pickling up front, stderr tails."""
+
+import io
+import multiprocessing
+import os
+import sys
+
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.backends.rankproc import RankProcess  # noqa: E402
+from simulator.backends.replies import Awaited, collect  # noqa: E402
+from simulator.backends.stderr_tail import StderrTail  # noqa: E402
+
+
+class IdleProcess:
+    """Stands in for a rank process that stays alive: its sentinel never becomes ready."""
+
+    def __init__(self):
+        self._never, self._keep = multiprocessing.Pipe(duplex=False)
+        self.sentinel = self._never
+        self.exitcode = None
+
+    def join(self, timeout=None):
+        pass
+
+    def is_alive(self):
+        return True
+
+
+def test_a_reply_counts_only_for_the_run_it_answers():
+    ranks, rank_ends = [], []
+    for rank in range(2):
+        launcher_end, rank_end = multiprocessing.Pipe()
+        ranks.append(RankProcess(rank, IdleProcess(), launcher_end, None, None))
+        rank_ends.append(rank_end)
+    # the replies of an interrupted run 1 arrive late, before those of run 2
+    for rank, end in enumerate(rank_ends):
+        end.send(("done", 1, f"stale {rank}", None, 0))
+        end.send(("done", 2, f"fresh {rank}", None, 0))
+    replies = collect(ranks, Awaited("done", 2, 5.0, "finish", "run_timeout", 30.0), stop=lambda: None)
+    assert [reply[2] for reply in replies] == ["fresh 0", "fresh 1"]
+
+
+def test_a_program_that_cannot_travel_is_refused_before_any_process_starts():
+    world = TorchWorld(2)
+    with pytest.raises(TypeError, match=r"cannot send .*<lambda>.* must pickle: define the program at module level"):
+        world.run(lambda dev: dev.rank)
+    assert world.pids == [] and multiprocessing.active_children() == []
+
+
+def test_bad_time_limits_are_refused():
+    for kwargs in ({"timeout": 0}, {"start_timeout": -1}, {"run_timeout": True}, {"run_timeout": "60"}):
+        with pytest.raises(ValueError, match="give a positive number of seconds"):
+            TorchWorld(2, **kwargs)
+    assert TorchWorld(2, run_timeout=None).run_timeout is None  # explicitly unbounded
+
+
+def test_a_stderr_tail_passes_lines_on_and_keeps_the_last_ones(monkeypatch):
+    read_fd, write_fd = os.pipe()
+    seen = io.StringIO()
+    monkeypatch.setattr(sys, "stderr", seen)
+    tail = StderrTail(3, os.fdopen(read_fd, "rb"), keep=3)
+    os.write(write_fd, "".join(f"line {i}\n" for i in range(5)).encode() + "what(): ünïcode, no newline".encode())
+    os.close(write_fd)  # the process has gone
+    assert tail.last_lines(wait=5) == ["line 3", "line 4", "what(): ünïcode, no newline"]
+    assert seen.getvalue().startswith("line 0\nline 1\n")
