@@ -45,7 +45,8 @@ class Snapshot:
         """The snapshot as text, every line within ``width`` characters.
 
         values:  "all": every value held, small arrays in full (matrices over several lines);
-                 "new": only the value the last event placed in full, the others by name;
+                 "new": what changed: on more than two devices only the devices of the last event (and their
+                 messages in flight), with the value the event placed in full and the others by name;
                  "names": names only
         devices: show only these devices (and the messages to or from them)
         """
@@ -60,10 +61,18 @@ class Snapshot:
         else:
             head += "(start: nothing has happened yet)"
         lines = [head]
-        shown = range(len(self.memory)) if devices is None else [r for r in devices if 0 <= r < len(self.memory)]
-        label_w = len(f"device {len(self.memory) - 1}")
+        n = len(self.memory)
+        if devices is None and values == "new" and self.last_event and n > 2:
+            devices = _involved(*self.last_event)  # what changed: the devices of this event (the rest said below)
+            others = n - len(devices)
+        else:
+            others = 0
+        shown = range(n) if devices is None else [r for r in devices if 0 <= r < n]
+        label_w = len(f"device {n - 1}")
         for rank in shown:
             lines += self._device_lines(rank, f"  {f'device {rank}':<{label_w}} | ", width, style, values)
+        if others:
+            lines.append(f"  ({others} other devices: unchanged)")
         flying = [m for m in self.in_flight if devices is None or m.src in shown or m.dst in shown]
         lines += _flight_lines(flying, width, style)
         return "\n".join(lines)
@@ -97,6 +106,11 @@ class Snapshot:
 
 
 VALUE_MODES = ("all", "new", "names")
+
+
+def _involved(kind: str, rec: Any) -> list[int]:
+    """The devices an event happens on: both ends of a message, else the device of the op."""
+    return sorted({rec.src, rec.dst}) if kind in ("send", "recv") else [rec.rank]
 
 
 def _held_name(name: str, rec: Any) -> str:
