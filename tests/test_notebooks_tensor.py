@@ -23,6 +23,7 @@ def test_tensor_parallel_notebook_executes():
 @pytest.mark.slow
 def test_ring_all_reduce_notebook_executes():
     nb = execute_notebook("03_ring_all_reduce.ipynb")
+    assert assert_every_plot_shows(nb) == 1  # the ring on its clock
     text = outputs_text(nb)
     assert "all_reduce#0 ring step 2 chunk 0     3 -> 0   x[1]+x[2]+x[3] elements 0-1 (flattened)" in text
     assert "check passed: 44 values and the result match the single-device run" in text

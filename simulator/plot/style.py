@@ -173,8 +173,9 @@ def extra_lines(text: str | bool | None, beyond: int = 0) -> int:
 
 
 def family(name: str) -> str:
-    """The colour group of an op: its name without numbers, so F0, F1, F2 share a colour."""
-    key = re.sub(r"\d+", "", name).strip(" _-:#.[](){}=")
+    """The colour group of an op: its name without numbers, so F0, F1, F2 share a colour (an index in
+    brackets reads as ``[i]``: x[0]+x[1] and x[2]+x[3] are both ``x[i]+x[i]``)."""
+    key = re.sub(r"\d+", "", re.sub(r"\[\d+\]", "[i]", name)).strip(" _-:#.(){}=")
     return key or name
 
 
