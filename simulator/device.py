@@ -404,6 +404,16 @@ class Device(DeviceMemory, CollectiveMethods):
             return self._deliver(msg, shape, dtype, name, index)
         return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
 
+    def test(self, req: Request) -> bool:
+        """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
+
+        The answer is the one strict time order gives: every device with an earlier event runs first,
+        so a message sent before now in simulated time has been sent, however the engine schedules.
+        """
+        if not self._engine._in_time_order:
+            self._engine._catch_up(self)
+        return req.done is not None and req.done <= self.clock
+
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""
         if req.owner != self.rank:

@@ -341,6 +341,10 @@ class TorchDevice(DeviceMemory):
         """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
         return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
 
+    def test(self, req: TorchRequest) -> bool:
+        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        return req.done is not None
+
     def wait(self, req: TorchRequest) -> np.ndarray | None:
         """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""
         if req.owner != self.rank:
