@@ -56,17 +56,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .placements import chunk_bounds
+from .tags import TAG_BASE, CollectiveTag
 
 if TYPE_CHECKING:
     from .device import Device, Request
-
-TAG_BASE = 1 << 30
-
-
-class CollectiveTag(int):
-    """A tag in the collectives' reserved range (from TAG_BASE); the only kind a device accepts there."""
-
-    __slots__ = ()
 
 
 REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
@@ -138,6 +131,11 @@ class _Call:
     def agree(self, **details: Any) -> None:
         """Tell the simulator what this member calls, so that members of one group calling different
         collectives (or with other arguments) get an error naming both calls, never a result."""
+        if self.op == "avg" and np.dtype(details["dtype"]).kind not in "fc":
+            raise TypeError(
+                f"device {self.dev.rank}: {self.kind}(op='avg') needs floating-point values (an average of integers "
+                f"is not an integer), got {details['dtype']}: pass x.astype(float), or use op='sum'"
+            )
         hook = getattr(self.dev, "_agree_collective", None)
         if hook is None or self.p == 1:
             return

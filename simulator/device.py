@@ -18,9 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .collectives import TAG_BASE, CollectiveMethods, CollectiveTag
+from .collectives import CollectiveMethods
 from .cost import op_flops
 from .errors import ContractError, OpError, SimulationError, describe_inputs
+from .tags import TAG_BASE, CollectiveTag, user_tag
 from .trace import Message, Op
 
 if TYPE_CHECKING:
@@ -99,6 +100,19 @@ def sealed(arr: np.ndarray) -> np.ndarray:
     recorded."""
     arr.setflags(write=False)
     return arr.view()
+
+
+def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
+    """``fn(*inputs)``, its output read-only for good; an error names the op, the device and its inputs."""
+    try:
+        out = fn(*inputs)
+    except Exception as exc:  # keep numpy's words, add where and with what
+        raise OpError(
+            f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
+        ) from exc
+    if isinstance(out, np.ndarray) and out.flags.writeable:
+        out = sealed(out)
+    return out
 
 
 def check_payload(value: Any, rank: int, where: str) -> None:
@@ -234,15 +248,7 @@ class Device(DeviceMemory, CollectiveMethods):
         """
         eng = self._engine
         group = partial_group(self, partial, name)
-        try:
-            out = fn(*inputs)
-        except Exception as exc:  # name the op, the device and what it was given; keep numpy's words
-            raise OpError(
-                f"op {name!r} on device {self.rank} raised {type(exc).__name__}: {exc}\n"
-                f"  its inputs: {describe_inputs(inputs)}"
-            ) from exc
-        if isinstance(out, np.ndarray) and out.flags.writeable:
-            out = sealed(out)
+        out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
                 flops = op_flops(fn, inputs, out)
@@ -400,6 +406,16 @@ class Device(DeviceMemory, CollectiveMethods):
             return self._deliver(msg, shape, dtype, name, index)
         return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
 
+    def test(self, req: Request) -> bool:
+        """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
+
+        The answer is the one strict time order gives: every device with an earlier event runs first,
+        so a message sent before now in simulated time has been sent, however the engine schedules.
+        """
+        if not self._engine._in_time_order:
+            self._engine._catch_up(self)
+        return req.done is not None and req.done <= self.clock
+
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""
         if req.owner != self.rank:
@@ -488,9 +504,7 @@ class Device(DeviceMemory, CollectiveMethods):
         return peer
 
     def _tag(self, tag: Any, op: str) -> int:
-        """A valid tag: an int from 0 below the collectives' range, or a collective's own tag."""
-        if type(tag) is CollectiveTag:
-            return tag
+        return user_tag(tag, self.rank, op)
         if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)):
             raise TypeError(
                 f"device {self.rank}: {op}(tag={tag!r}): a tag is an int (0 to {TAG_BASE - 1:,}); "

@@ -219,6 +219,14 @@ class Engine:
             t = req.done
             self._push(t if t > dev.clock else dev.clock, dev.rank)
 
+    def _catch_up(self, dev: Device) -> None:
+        """Let every device with an event earlier than ``dev``'s clock run first (devices may run ahead of
+        each other on private links; a device that tests a request must see what time order shows)."""
+        heap = self._heap
+        while heap and heap[0][0] < dev.clock:
+            self._push(dev.clock, dev.rank)
+            self._give_way()
+
     def _give_way(self) -> None:
         """Called by a device that blocks or yields: resume the next device in time order.
 

@@ -264,3 +264,9 @@ def test_world_size_has_a_bound():
 def test_every_error_here_is_a_simulation_error_or_a_plain_type_or_value_error():
     assert issubclass(CollectiveMismatchError, SimulationError)
     assert issubclass(OpError, SimulationError) and issubclass(EventLimitError, SimulationError)
+
+
+@pytest.mark.parametrize("call", ["all_reduce", "reduce_scatter"])
+def test_an_average_of_integers_is_refused_with_the_fix(call):
+    with pytest.raises(RankError, match=r"op='avg'\) needs floating-point values .* got int64: pass x.astype\(float\)"):
+        World(2).run(lambda dev: getattr(dev, call)(np.arange(4), op="avg"))

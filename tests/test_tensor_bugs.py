@@ -2,7 +2,7 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulator import World
@@ -77,6 +77,10 @@ def test_all_reduce_applied_twice(case):
     p, b, d_, rng = case
     X, A, B = mlp_case(p, b, d_, rng)
     ref = Reference.of(tp.mlp_reference, X, A, B, p, True)
+    z = ref.values["Z"]
+    # Where gelu has all but zeroed a device's hidden units, its partial sum is ~0 and Z equals another
+    # device's partial sum to the last bits: no check can tell the wrong message from the right one.
+    assume(all(not np.isclose(ref.values[f"Z.partial[{j}]"], z, rtol=1e-6).any() for j in range(p)))
     d, text = first(World(p).run(ex.bug_all_reduce_twice, X, A, B), ref)
     assert d.where == "message"
     assert d.record.label.startswith("all_reduce#1 ")  # the second all-reduce's first wrong message

@@ -31,7 +31,7 @@ def world():
 def test_split_equals_simulation_and_passes_the_check(world):
     sim, real = get("split").run(), run_scenario(get("split"), world)
     np.testing.assert_array_equal(real.result.outputs[1], [49.0])
-    assert real.report.ok and real.report.checked == sim.report.checked == 6
+    assert real.report.ok and real.report.checked == sim.report.checked == 7
     assert compare(sim.result, real.result, exact=True).ok
     (msg,) = real.result.trace.messages
     assert (msg.src, msg.dst, msg.tag, msg.shape, np.dtype(msg.dtype), msg.nbytes, msg.name) == (
@@ -58,7 +58,7 @@ def test_check_takes_a_real_run_result_as_it_takes_a_simulated_one(world):
 
     real = world.run(seeds.split, seeds.X)
     report = check(real, Reference.of(seeds.model, seeds.X))
-    assert report.ok and report.checked == 6
+    assert report.ok and report.checked == 7
 
 
 def test_the_same_tools_read_a_measured_trace(world):
@@ -80,7 +80,7 @@ def test_wrong_input_is_flagged_at_the_same_message(world):
     assert not real.report.ok and real.as_expected
     assert real.report.first.explain() == sim.report.first.explain()
     assert (real.report.first.where, real.report.first.record.id) == ("message", 0)
-    assert real.report.divergent == sim.report.divergent == 3
+    assert real.report.divergent == sim.report.divergent == 4
     assert compare(sim.result, real.result, exact=True).ok
 
 

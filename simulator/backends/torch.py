@@ -13,7 +13,7 @@ it is received). What differs:
   is an ``isend`` kept in flight (gloo itself only completes a send once the receiver has posted its
   recv). ``"rendezvous"`` makes ``send`` wait for that, as the simulator's rendezvous mode does.
 - Every wait has a timeout: a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
-- Tags must be ints in 0 .. 2**31 - 1, and NCCL matches messages by order per pair of ranks,
+- Tags must be ints in 0 .. 2**30 - 1 (as in the simulator: the collectives own the range above), and NCCL matches messages by order per pair of ranks,
   not by tag; so on NCCL an ``irecv`` reads its header at once (it returns once the sender has sent),
   and programs that post several receives before any send deadlock there (a timeout, not a hang).
 - ``compute(..., seconds=...)`` is a modelling directive of the simulator; here the measured time of
@@ -40,7 +40,7 @@ import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
 from ..cost import op_flops
-from ..device import DeviceMemory, _nbytes, partial_group
+from ..device import DeviceMemory, _nbytes, partial_group, run_op
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
 from .errors import CommError, CommTimeoutError
@@ -248,10 +248,8 @@ class TorchDevice(DeviceMemory):
         """
         group = partial_group(self, partial, name)
         t0 = self.clock
-        out = fn(*inputs)
+        out = run_op(self.rank, name, fn, inputs)
         t1 = self.clock
-        if isinstance(out, np.ndarray) and out.flags.writeable:
-            out.setflags(write=False)
         if flops is None:
             flops = op_flops(fn, inputs, out)
         nbytes = _nbytes(out) if keep else 0
@@ -343,6 +341,10 @@ class TorchDevice(DeviceMemory):
     ) -> np.ndarray:
         """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
         return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    def test(self, req: TorchRequest) -> bool:
+        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        return req.done is not None
 
     def wait(self, req: TorchRequest) -> np.ndarray | None:
         """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""

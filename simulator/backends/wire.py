@@ -9,13 +9,16 @@ payload. With headers off, every recv must declare shape and dtype, and nothing 
 
 Headers travel on a process group of their own (the same ranks, a second communicator), with the
 message's own tag: so several messages on one channel can never get a header matched with a
-payload, and every tag torch accepts (0 to 2**31 - 1) stays available to programs. Payloads travel as bytes (uint8), so any
+payload, and every user tag (0 to 2**30 - 1, see simulator/tags.py) stays available to programs. Payloads
+travel as bytes (uint8), so any
 NumPy dtype crosses, whatever the transport supports. This module needs only NumPy.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from ..tags import user_tag
 
 MAX_DIMS = 8
 HEADER_LEN = 2 + MAX_DIMS
@@ -43,17 +46,9 @@ DTYPES: tuple[np.dtype, ...] = tuple(
 _CODES = {d: i for i, d in enumerate(DTYPES)}
 
 
-TAG_LIMIT = 1 << 31  # torch.distributed tags are C ints
-
-
 def check_tag(tag: object, rank: int, op: str) -> int:
-    """torch.distributed tags are non-negative 32-bit ints; say so clearly for anything else."""
-    if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)) or not 0 <= tag < TAG_LIMIT:
-        raise TypeError(
-            f"device {rank}: {op}(tag={tag!r}): the torch backend needs an int tag in 0 .. 2**31 - 1 "
-            f"(the simulator accepts any hashable tag, torch.distributed does not); use e.g. tag=0, 1, 2"
-        )
-    return int(tag)
+    """The simulator's rule for tags (simulator/tags.py), which torch.distributed's int32 tags contain."""
+    return user_tag(tag, rank, op)
 
 
 def encode_header(arr: np.ndarray, rank: int = 0) -> np.ndarray:

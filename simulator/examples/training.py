@@ -186,10 +186,7 @@ SCENARIOS = [
         story="Both devices hold the whole model and take half of the batch each. Each computes the mean "
         "gradient over its half; a ring all-reduce sums them and each divides by two: the whole batch's "
         "gradient, as on one device.",
-        # The classroom model, not the teaching default: the overlapped all-reduce polls for arrived chunks
-        # between ops, and under the default's 0.5 us per op launch a poll can race a message that run-ahead
-        # has not sent yet, so running and stepping would time it differently (an engine limitation).
-        world=World(2, cost="classroom"),
+        world=World(2),
         program=DP,
         args=(PARAMS, X, T),
         reference=lambda: DP.reference(PARAMS, X, T),
@@ -252,10 +249,7 @@ SCENARIOS = [
         story="Each replica computes the mean gradient over its half of the batch; the all-reduce sums the two "
         "means, and the division by two is missing. The step's gradient comes out twice too large, which "
         "training would feel as a doubled learning rate. The check recognises the sum.",
-        # The classroom model, not the teaching default: the overlapped all-reduce polls for arrived chunks
-        # between ops, and under the default's 0.5 us per op launch a poll can race a message that run-ahead
-        # has not sent yet, so running and stepping would time it differently (an engine limitation).
-        world=World(2, cost="classroom"),
+        world=World(2),
         program=DP_SUM,
         args=(PARAMS, X, T),
         reference=lambda: DP_SUM.reference(PARAMS, X, T),
