@@ -18,7 +18,14 @@ PLOTTING = re.compile(r"^[^#\n]*\b(plot_\w+|plot_timelines)\(", re.M)  # a cell 
 def execute_notebook(name: str, timeout: int = 300) -> nbformat.NotebookNode:
     """Run notebooks/<name> in a fresh kernel started in the repository root; return it executed."""
     nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT)}},
+        record_timing=False,  # stored notebooks change only when their outputs do
+    )
+    client.execute()
     return nb
 
 
