@@ -102,8 +102,9 @@ class Divergence:
 class Unchecked:
     """Something the checker could not compare, and what to do about it."""
 
-    kind: str  # "unknown name", "never computed", "unplaced message", "result", "ambiguous", "partial sums"
+    kind: str  # "unknown name", "never computed", "unplaced message", "result", "partial sums"
     text: str
+    name: str | None = None  # the name in question, for an unknown name
 
 
 @dataclass
@@ -130,7 +131,7 @@ class CheckReport:
     @property
     def unknown(self) -> list[str]:
         """Names in the run that the reference does not have."""
-        return [u.text.split(" ", 1)[0] for u in self.unchecked if u.kind == "unknown name"]
+        return [u.name for u in self.unchecked if u.kind == "unknown name"]
 
     def __str__(self) -> str:
         return self._verdict_text() + _notes(self.notes)
@@ -218,7 +219,9 @@ class _Checker:
         self.refs: dict[int, Reference] = {}
         self.origin: list[dict[int, Op | Message]] = [{} for _ in range(trace.world_size)]  # id(value) -> record
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
+        self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
+        self._block_searches = 64
 
     # ---- the walk ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
@@ -283,6 +286,7 @@ class _Checker:
             return
         self.produced.setdefault(id(ref), set()).add(rec.name)
         if rec.partial is not None:
+            self.partial_records[rec.rank].append(rec)
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
@@ -320,7 +324,7 @@ class _Checker:
             )
         context = f" {context}" if context else ""
         self.unchecked.append(
-            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}")
+            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)
         )
 
     def _place(self, i: int, msg: Message) -> None:
@@ -343,6 +347,9 @@ class _Checker:
         if names:
             return " and ".join(f"{n} on one device" for n in names[:3]), " or ".join(names[:3])
         a = np.asarray(value)
+        if self._block_searches <= 0:  # each search scans every value: a few dozen explain plenty
+            return None
+        self._block_searches -= 1
         for n, v in ref.values.items():
             b = np.asarray(v)
             if b.dtype.kind in "biuf" and a.dtype.kind in "biuf" and a.ndim == b.ndim and a.size < b.size:
@@ -394,8 +401,9 @@ class _Checker:
         rec = self.origin[rank].get(id(value))
         if isinstance(rec, Op) and rec.partial is not None:
             return rec
-        for rec in self.origin[rank].values():
-            if isinstance(rec, Op) and rec.partial is not None and same(value, rec.output, self.rtol, self.atol):
+        shape = np.shape(value)
+        for rec in self.partial_records[rank]:
+            if np.shape(rec.output) == shape and same(value, rec.output, self.rtol, self.atol):
                 return rec
         return None
 

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .collectives import CollectiveMethods
+from .cost import op_flops
 from .errors import ContractError, OpError, SimulationError, describe_inputs
 from .tags import TAG_BASE, CollectiveTag, user_tag
 from .trace import Message, Op
@@ -234,7 +235,8 @@ class Device(DeviceMemory, CollectiveMethods):
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
 
-        flops:   work for the cost model (default: one operation per output element)
+        flops:   work for the cost model (default: 2mnk for np.matmul / np.dot / @ of an (m, k) and a
+                 (k, n) array, else one operation per output element; see ``cost.op_flops``)
         seconds: a fixed duration instead of flops
         index:   which part of the single-device value ``name`` this computes (for the checker)
         partial: this output is one term of a sum over a group of devices, and the group's terms add up
@@ -249,7 +251,7 @@ class Device(DeviceMemory, CollectiveMethods):
         out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
-                flops = np.size(out) if isinstance(out, np.ndarray) else 1
+                flops = op_flops(fn, inputs, out)
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
             seconds = eng.cost.compute_time(flops)
@@ -403,6 +405,16 @@ class Device(DeviceMemory, CollectiveMethods):
                 self._advance(msg.t_arrive)
             return self._deliver(msg, shape, dtype, name, index)
         return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+
+    def test(self, req: Request) -> bool:
+        """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
+
+        The answer is the one strict time order gives: every device with an earlier event runs first,
+        so a message sent before now in simulated time has been sent, however the engine schedules.
+        """
+        if not self._engine._in_time_order:
+            self._engine._catch_up(self)
+        return req.done is not None and req.done <= self.clock
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""

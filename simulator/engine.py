@@ -43,6 +43,7 @@ from .errors import (
     UnreceivedMessagesWarning,
 )
 from .ordering import canonical, event_time, number
+from .presets import teaching
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -59,7 +60,8 @@ class World:
     """A set of simulated devices and the rules they run under.
 
     size:          number of devices (ranks 0..size-1)
-    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100")
+    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100"); by
+                   default ``presets.teaching()``, at which small examples' ops and messages all show
     send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
                    cannot start until the matching receive is posted: two sends facing each other
                    deadlock, as with large messages in MPI or NCCL)
@@ -72,7 +74,7 @@ class World:
     """
 
     size: int
-    cost: CostModel = field(default_factory=CostModel)
+    cost: CostModel = field(default_factory=teaching)
     send_mode: str = "eager"
     strict: bool = False
     keep_payloads: bool = True
@@ -216,6 +218,14 @@ class Engine:
         if dev._blocked is req:
             t = req.done
             self._push(t if t > dev.clock else dev.clock, dev.rank)
+
+    def _catch_up(self, dev: Device) -> None:
+        """Let every device with an event earlier than ``dev``'s clock run first (devices may run ahead of
+        each other on private links; a device that tests a request must see what time order shows)."""
+        heap = self._heap
+        while heap and heap[0][0] < dev.clock:
+            self._push(dev.clock, dev.rank)
+            self._give_way()
 
     def _give_way(self) -> None:
         """Called by a device that blocks or yields: resume the next device in time order.

@@ -28,6 +28,7 @@ from typing import NamedTuple
 
 from ..engine import find_cycle
 from ..errors import SimulationError
+from ..oplabels import schedule_tag
 
 F, B, I, W = "F", "B", "I", "W"  # noqa: E741 (I is the zero-bubble papers' name for the input-gradient pass)
 SEND_F, RECV_F, SEND_B, RECV_B = "SEND_F", "RECV_F", "SEND_B", "RECV_B"
@@ -147,6 +148,11 @@ class Schedule:
     def splits_backward(self) -> bool:
         """True when the schedule runs the backward as separate I and W actions."""
         return any(a.kind in (I, W) for acts in self.actions.values() for a in acts)
+
+    def op_tag(self, name: str) -> str:
+        """How a timeline labels an op of a run of this schedule: ``F3``, and ``B3`` for the whole backward
+        (``I3``/``W3`` where the schedule splits it), as the pipeline papers draw them."""
+        return schedule_tag((I,) if self.splits_backward else (F, B))(name)
 
     def compute_only(self) -> Schedule:
         """The same schedule without its send and receive actions."""
