@@ -4,12 +4,14 @@ import re
 
 import pytest
 
-from tests.notebooks import execute_notebook, outputs_text
+from tests.notebooks import assert_every_plot_shows, execute_notebook, outputs_text
 
 
 @pytest.mark.slow
 def test_pipeline_schedules_notebook_executes():
-    text = outputs_text(execute_notebook("07_pipeline_schedules.ipynb"))
+    nb = execute_notebook("07_pipeline_schedules.ipynb")
+    assert assert_every_plot_shows(nb) == 1
+    text = outputs_text(nb)
     assert text.count("same order as torch on every device: True") == 5
     assert "placement (stage -> device): (0, 1, 2, 3, 3, 2, 1, 0)" in text
     assert "check passed" in text and "h2.mb0 freed 1 time" in text

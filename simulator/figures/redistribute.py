@@ -16,6 +16,7 @@ from ..engine import World
 from ..files import write_text
 from ..mesh import DeviceMesh
 from ..placements import P, Placement, R, S
+from ..plot.style import FigureStyle
 from ..redistribute import redistribute
 from ..redistribute_plan import plan
 from ..sharded import Layout
@@ -66,7 +67,7 @@ def rows() -> list[tuple[str, str, int, int]]:
 
 
 @figure("redistribute_volumes.txt", needs=_torch_missing)
-def redistribute_volumes(out: Path) -> None:
+def redistribute_volumes(out: Path, style: FigureStyle) -> None:
     """Bytes per device of redistributions on a 2 x 2 mesh: the simulator's DTensor-planned steps beside DTensor's."""
     table = rows()
     w0, w1 = max(len(r[0]) for r in table), max(len(r[1]) for r in table)

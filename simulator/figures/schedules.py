@@ -14,10 +14,11 @@ from pathlib import Path
 from ..engine import RunResult
 from ..files import write_text
 from ..parallel.bubbles import bubble_ratio
-from ..parallel.measure import bubble, op_kind, op_label
+from ..parallel.measure import bubble, op_kind
 from ..parallel.mlp import MLP
 from ..parallel.pipeline import ActionCosts, Pipeline
 from ..parallel.schedules import make_schedule
+from ..plot.style import FigureStyle
 from . import figure
 
 US = 1e-6
@@ -50,7 +51,7 @@ def _title(name: str, pipe: Pipeline, run: RunResult, formula: str) -> str:
 
 
 @figure("timeline_pipeline_schedules_v.png", "timeline_pipeline_schedules_v.svg")
-def pipeline_schedules_v(out: Path) -> None:
+def pipeline_schedules_v(out: Path, style: FigureStyle) -> None:
     """Looped BFS, interleaved zero bubble, ZB-V and DualPipeV on 4 devices and 8 microbatches, one time scale."""
     from ..plot.style import save_figure
     from ..plot.timeline import plot_timelines
@@ -61,16 +62,17 @@ def pipeline_schedules_v(out: Path) -> None:
         [_title(name, pipe, run, formula) for (pipe, run), (name, _, formula) in zip(runs, SCHEDULES)],
         suptitle="Two stages per device: the schedules torch.distributed.pipelining ships past 1F1B, p = 4, m = 8",
         color_key=op_kind,
-        label=op_label,
+        tags=[pipe.schedule.op_tag for pipe, _ in runs],
         arrows=False,
         caption="F, I and W 0.5 µs per stage and microbatch; messages free. Stages on devices: s % 4 (looped BFS, "
         "interleaved ZB), a V 0 1 2 3 3 2 1 0 (ZB-V, DualPipeV).",
+        style=style,
     )
     save_figure(fig, out / "timeline_pipeline_schedules_v")
 
 
 @figure("pipeline_schedules_v_grid.txt")
-def pipeline_schedules_v_grid(out: Path) -> None:
+def pipeline_schedules_v_grid(out: Path, style: FigureStyle) -> None:
     """The same four schedules as text grids, from the schedule objects (one column per stage-sized time unit)."""
     lines = [
         "One row per pipeline rank (rank 0 runs on device 0, ...), one column per time unit: a forward, an input-",

@@ -14,6 +14,7 @@ from ..engine import RunResult
 from ..parallel.transformer import Transformer
 from ..parallel.transformer_costs import activation_elements, activation_volume, forward_bytes, op_region
 from ..parallel.transformer_step import TransformerStep
+from ..plot.style import FigureStyle
 from ..presets import classroom
 from ..reference import check
 from ..units import size_unit
@@ -47,7 +48,7 @@ def _size(n: int) -> str:
 
 
 @figure("timeline_sequence_parallel.png", "timeline_sequence_parallel.svg")
-def sequence_parallel_timeline(out: Path) -> None:
+def sequence_parallel_timeline(out: Path, style: FigureStyle) -> None:
     """One transformer block's training step on 4 devices: tensor parallel, then sequence parallel (same bytes)."""
     from ..plot.style import save_figure
     from ..plot.timeline import plot_timelines
@@ -67,12 +68,13 @@ def sequence_parallel_timeline(out: Path) -> None:
         color_key=op_region,
         label=lambda name: "",
         arrows=False,
+        style=style,
     )
     save_figure(fig, out / "timeline_sequence_parallel")
 
 
 @figure("memory_sequence_parallel.png", "memory_sequence_parallel.svg")
-def sequence_parallel_memory(out: Path) -> None:
+def sequence_parallel_memory(out: Path, style: FigureStyle) -> None:
     """Activation memory a device keeps for the backward, one device to 8, with and without sequence parallelism."""
     from ..plot.bars import plot_grouped_bars
     from ..plot.style import save_figure
@@ -98,5 +100,6 @@ def sequence_parallel_memory(out: Path) -> None:
         caption="D = 32, 8 heads, F = 64, 2 sequences of 16 tokens. Sequence parallelism divides the values outside "
         "attention and the MLP by t; regathering, the layer norms' outputs too.",
         labels=labels,
+        style=style,
     )
     save_figure(fig, out / "memory_sequence_parallel")

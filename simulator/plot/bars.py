@@ -11,7 +11,7 @@ from collections.abc import Sequence
 import numpy as np
 from matplotlib.figure import Figure
 
-from .style import CAPTION_COLOR, PALETTE, new_figure
+from .style import CAPTION_COLOR, CAPTION_FONT, PALETTE, TITLE_FONT, FigureStyle, figure_style, new_figure, wrap_text
 
 
 def plot_grouped_bars(
@@ -23,13 +23,18 @@ def plot_grouped_bars(
     title: str | None = None,
     caption: str | None = None,
     labels: Sequence[Sequence[str]] | None = None,
-    width: float = 9.0,
+    width: float | None = None,
+    style: str | FigureStyle = "paper",
 ) -> Figure:
-    """values[s][g]: the bar of series s in group g; labels (same shape), if given, are written on the bars."""
+    """values[s][g]: the bar of series s in group g; labels (same shape), if given, are written on the bars.
+
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)."""
     if len(values) != len(series) or any(len(v) != len(groups) for v in values):
         raise ValueError(f"plot_grouped_bars: need {len(series)} series of {len(groups)} values each")
-    fig = new_figure(width, 3.8)
-    ax = fig.add_axes((0.09, 0.17, 0.68, 0.7))
+    st = figure_style(style)
+    fig_w = width or st.width
+    fig = new_figure(fig_w, 4.2, st)
+    ax = fig.add_axes((0.1, 0.2, 0.86, 0.62))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     x = np.arange(len(groups))
@@ -43,9 +48,10 @@ def plot_grouped_bars(
     ax.set_ylabel(ylabel)
     ax.grid(axis="y", color="#e4e4e4", linewidth=0.6)
     ax.set_axisbelow(True)
-    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False, fontsize=8)
+    ax.legend(loc="upper right", frameon=False, fontsize=8)
     if title:
-        ax.set_title(title, loc="left")
+        ax.set_title(wrap_text(title, 0.86 * fig_w, TITLE_FONT), loc="left")
     if caption:
-        fig.text(0.01, 0.01, caption, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom")
+        text = wrap_text(caption, 0.98 * fig_w, CAPTION_FONT)
+        fig.text(0.01, 0.01, text, fontsize=CAPTION_FONT, color=CAPTION_COLOR, ha="left", va="bottom")
     return fig
