@@ -44,6 +44,7 @@ from ..placements import chunk_bounds
 from .transformer import Transformer
 
 ALL = slice(None)
+TOKEN_SUMMED = ("bo", "b2", "gamma1", "beta1", "gamma2", "beta2")  # applied whole outside the regions
 
 
 def chunk(n: int, parts: int, j: int) -> slice:
@@ -85,8 +86,15 @@ class TensorSplit:
 
     @property
     def param_partial(self) -> tuple[int, ...] | None:
-        """The group over which the layer norms' and output biases' gradients are partial sums."""
+        """The group over which the layer norms' and output biases' gradients (and the loss) are partial sums."""
         return None
+
+    def grad_partial(self, what: str) -> tuple[int, ...] | None:
+        """The group over which this device's gradient of parameter ``what`` is a partial sum (None: complete).
+
+        Gradients are sums over tokens: a device that sees some tokens of the sequence holds one term of the
+        gradient of every parameter it applies to them whole (the layer norms and output biases here)."""
+        return self.param_partial if what in TOKEN_SUMMED else None
 
     # ---- which part of each value this device holds ----------------------------------------------
     @property

@@ -99,7 +99,8 @@ class Block:
         attention: Any = None,
     ) -> None:
         self.model, self.split, self.layer, self.batch = model, split, layer, batch
-        self.attention = attention or LocalAttention(model, split, layer)
+        make = getattr(split, "attention", None)  # a split with its own attention (context parallelism's ring)
+        self.attention = attention or (make(layer) if make else LocalAttention(model, split, layer))
         self.p: dict[str, np.ndarray] = {}
         for what in ("Wq", "Wk", "Wv", "Wo", "bo", "W1", "b1", "W2", "b2", "gamma1", "beta1", "gamma2", "beta2"):
             index = split.param_index(what)
@@ -131,14 +132,19 @@ class Block:
             for what, w in (("q", "Wq"), ("k", "Wk"), ("v", "Wv"))
         )
         attn = self.attention.forward(dev, q, k, v, g)
-        proj = dev.compute(n("proj"), T.linear, attn, p["Wo"], partial=split.partial, flops=mm_flops(attn, p["Wo"]))
+        whole = oi if split.partial is None else None  # complete on this device's tokens, or a partial sum
+        proj = dev.compute(
+            n("proj"), T.linear, attn, p["Wo"], partial=split.partial, index=whole, flops=mm_flops(attn, p["Wo"])
+        )
         proj = split.exit(dev, n("proj"), proj)  # g
         h = self._residual(dev, x, proj, "bo", "attn_out", 1, "h", g, rows)
         ln2 = dev.compute(n("ln2"), T.layer_norm, h, p["gamma2"], p["beta2"], index=oi)
         ln2 = split.enter(dev, n("ln2"), ln2)  # f
         u = dev.compute(n("u"), T.linear_bias, ln2, p["W1"], p["b1"], index=fi, flops=mm_flops(ln2, p["W1"]))
         act = dev.compute(n("act"), T.gelu, u, index=fi)
-        down = dev.compute(n("down"), T.linear, act, p["W2"], partial=split.partial, flops=mm_flops(act, p["W2"]))
+        down = dev.compute(
+            n("down"), T.linear, act, p["W2"], partial=split.partial, index=whole, flops=mm_flops(act, p["W2"])
+        )
         down = split.exit(dev, n("down"), down)  # g
         return self._residual(dev, h, down, "b2", "mlp_out", 2, "y", g, rows)
 
@@ -165,16 +171,16 @@ class Block:
         n = partial(vname, self.layer, g=g)
         mem, p, split = dev.memory, self.p, self.split
         oi, fi = split.index("outside"), split.index("ff")
-        pp = split.param_partial
         grads: dict[str, np.ndarray] = {}
 
-        def grad(what: str, fn, *inputs, part=None, **kw) -> None:
+        def grad(what: str, fn, *inputs, **kw) -> None:
+            part = split.grad_partial(what)  # a sum over this device's tokens only: one term of the gradient
             index = None if part is not None else split.param_index(what)
             grads[what] = dev.compute(n("d" + what), fn, *inputs, index=index, partial=part, **kw)
 
         # the MLP, backwards
         dmlp = self._undrop(dev, dy, 2, "dmlp_out", g)
-        grad("b2", T.token_sum, dmlp, part=pp)
+        grad("b2", T.token_sum, dmlp)
         dmlp_name = n("dmlp_out") if mem.get(n("mask2")) is not None else n("dy")
         dmlp = split.exit_grad(dev, dmlp_name, dmlp)  # g-bar
         act, u = mem[n("act")], mem[n("u")]
@@ -185,18 +191,25 @@ class Block:
         ln2 = split.regathered(dev, n("ln2"), mem[n("ln2")])
         grad("W1", T.linear_weight_grad, ln2, du, flops=mm_flops(du, p["W1"].T))
         grad("b1", T.token_sum, du)
+        whole = oi if split.partial is None else None  # complete on this device's tokens, or a partial sum
         dln2 = dev.compute(
-            n("dln2"), T.linear_input_grad, du, p["W1"], partial=split.partial, flops=mm_flops(du, p["W1"].T)
+            n("dln2"),
+            T.linear_input_grad,
+            du,
+            p["W1"],
+            partial=split.partial,
+            index=whole,
+            flops=mm_flops(du, p["W1"].T),
         )
         dln2 = split.enter_grad(dev, n("dln2"), dln2)  # f-bar
         h = mem[n("h")]
-        grad("gamma2", T.layer_norm_gamma_grad, dln2, h, part=pp)
-        grad("beta2", T.token_sum, dln2, part=pp)
+        grad("gamma2", T.layer_norm_gamma_grad, dln2, h)
+        grad("beta2", T.token_sum, dln2)
         dh = dev.compute(n("dh"), _ln_residual_grad, dy, dln2, h, p["gamma2"], index=oi)
         self._free(dev, g, "act", "u", "du", "ln2", "h", "dln2", "mask2", "dmlp_out", "dy")
         # attention, backwards
         dattn_out = self._undrop(dev, dh, 1, "dattn_out", g)
-        grad("bo", T.token_sum, dattn_out, part=pp)
+        grad("bo", T.token_sum, dattn_out)
         out_name = n("dattn_out") if mem.get(n("mask1")) is not None else n("dh")
         dattn_out = split.exit_grad(dev, out_name, dattn_out)  # g-bar
         attn = mem[n("attn")]
@@ -207,13 +220,13 @@ class Block:
         for what, d in (("Wq", dq), ("Wk", dk), ("Wv", dv)):
             grad(what, T.linear_weight_grad, ln1, d, flops=mm_flops(ln1, p[what]))
         dln1 = dev.compute(
-            n("dln1"), T.qkv_input_grad, dq, dk, dv, p["Wq"], p["Wk"], p["Wv"], partial=split.partial,
+            n("dln1"), T.qkv_input_grad, dq, dk, dv, p["Wq"], p["Wk"], p["Wv"], partial=split.partial, index=whole,
             flops=3 * mm_flops(dq, p["Wq"].T),
         )  # fmt: skip
         dln1 = split.enter_grad(dev, n("dln1"), dln1)  # f-bar
         x = mem[_input_of(self.layer, g)]
-        grad("gamma1", T.layer_norm_gamma_grad, dln1, x, part=pp)
-        grad("beta1", T.token_sum, dln1, part=pp)
+        grad("gamma1", T.layer_norm_gamma_grad, dln1, x)
+        grad("beta1", T.token_sum, dln1)
         dx = dev.compute(input_grad_name(self.layer, g), _ln_residual_grad, dh, dln1, x, p["gamma1"], index=oi)
         self._free(dev, g, "attn", "dattn", "dq", "dk", "dv", "q", "k", "v", "ln1", "dln1", "mask1", "dattn_out", "dh")
         dev.free(_input_of(self.layer, g))

@@ -176,3 +176,24 @@ def op_region(name: str) -> str:
         if pattern.search(name):
             return words
     return "loss, sums"
+
+
+def context_volume(model: Transformer, batch: int, seq: int, c: int, microbatches: int = 1) -> tuple[int, int]:
+    """Messages and bytes of a context-parallel step over c devices, summed over the devices.
+
+    Per block and microbatch each device sends its neighbour c - 1 key blocks and c - 1 value blocks in
+    the forward, the same again in the backward, and c pairs of travelling dK and dV sums (the last pair
+    home to the block's owner): 6c - 4 messages of b S / c x D elements. Once per step, every parameter's
+    gradient and the loss are all-reduced (ring: 2 (c - 1) messages per device each).
+    """
+    if c == 1:
+        return 0, 0
+    block = batch // microbatches * (seq // c) * model.d_model
+    per_device = (6 * c - 4) * model.blocks * microbatches
+    messages, nbytes = per_device * c, per_device * c * block * BYTES
+    d, f = model.d_model, model.d_ff
+    params = [d * d] * 4 + [d * f] * 2 + [d] * 6 + [f]  # Wq Wk Wv Wo, W1 W2, six D-wide vectors, b1
+    for n in params * model.blocks + [1]:  # ... and the loss
+        messages += 2 * (c - 1) * c  # a ring all-reduce: every chunk crosses c - 1 links, twice
+        nbytes += 2 * (c - 1) * n * BYTES
+    return messages, nbytes

@@ -23,6 +23,7 @@ from ..device import Device
 from ..engine import RunResult, World
 from ..reference import Reference
 from . import transformer_ops as T
+from .context import ContextSplit
 from .mlp import split_rows
 from .sequence import TensorSplit, make_split
 from .transformer import WEIGHTS, Transformer, pname, vname
@@ -38,6 +39,9 @@ class TransformerStep:
     regather:          with sequence parallelism, gather the regions' inputs again in the backward
                        instead of keeping them from the forward (Megatron-LM's choice: less memory,
                        one more all-gather per region)
+    context:           the context-parallel group instead: each device keeps some tokens of every sequence,
+                       attention runs as a ring (``simulator.parallel.context``), in the chunk ``order``
+                       "balanced" (device i holds chunks i and 2c - 1 - i of 2c) or "contiguous"
     """
 
     model: Transformer
@@ -45,12 +49,27 @@ class TransformerStep:
     tensor: tuple[int, ...] | None = None
     sequence_parallel: bool = False
     regather: bool = False
+    context: tuple[int, ...] | None = None
+    order: str = "balanced"
+
+    def __post_init__(self) -> None:
+        if self.tensor is not None and self.context is not None:
+            raise ValueError(
+                "TransformerStep splits over one group, tensor= or context=; the 5-D composition "
+                "(simulator.parallel.compose5d) combines them"
+            )
+
+    @property
+    def group(self) -> tuple[int, ...] | None:
+        return self.tensor if self.tensor is not None else self.context
 
     def split(self, dev: Device, seq_len: int) -> TensorSplit:
+        if self.context is not None:
+            return ContextSplit(self.model, tuple(self.context), dev.rank, seq_len, self.order)
         return make_split(self.model, dev.rank, seq_len, self.tensor, self.sequence_parallel, self.regather)
 
     def world(self, **options: Any) -> World:
-        return World(len(self.tensor) if self.tensor else 1, **options)
+        return World(len(self.group) if self.group else 1, **options)
 
     def run(self, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray, **world_options: Any) -> RunResult:
         return self.world(**world_options).run(self, params, x, t)
@@ -60,7 +79,7 @@ class TransformerStep:
         return Reference.of(TransformerStep(self.model, self.microbatches), params, x, t)
 
     def __call__(self, dev: Device, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray) -> dict:
-        if self.tensor is not None and dev.rank not in self.tensor:
+        if self.group is not None and dev.rank not in self.group:
             return None
         model = self.model
         model.check_batch(x, t)
@@ -111,7 +130,7 @@ class GradientBuffers:
         self.names: dict[str, str] = {}
 
     def _is_partial(self, what: str) -> Any:
-        return self.split.param_partial if what in ("bo", "b2", "gamma1", "beta1", "gamma2", "beta2") else None
+        return self.split.grad_partial(what)
 
     def add(self, layer: int, grads: dict[str, np.ndarray], g: int) -> None:
         for what, value in grads.items():
