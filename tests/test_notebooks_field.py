@@ -33,3 +33,16 @@ def test_transformer_notebook_executes():
     assert re.search(r"\n\s+4\s+10240\s+6400\s+4864\n", text)
     assert "the all-reduce that adds the partial sums is missing?" in text
     assert "check FAILED at the first divergence: op L0.proj.mb0 on device 0 computed" in text
+
+
+@pytest.mark.slow
+def test_context_parallel_notebook_executes():
+    nb = execute_notebook("09_context_parallel.ipynb")
+    assert assert_every_plot_shows(nb) == 1
+    text = outputs_text(nb)
+    assert "device 0: chunks (0, 7), tokens [0, 1, 2, 3, 28, 29, 30, 31]" in text
+    assert "contiguous  chunk pairs per device: [3, 7, 11, 15]" in text
+    assert "balanced    chunk pairs per device: [9, 9, 9, 9]" in text
+    assert "messages, bytes: (416, 68656)  closed form: (416, 68656)" in text
+    assert "check passed" in text
+    assert "check FAILED at the first divergence: op L0.scores.mb0 on device 1" in text
