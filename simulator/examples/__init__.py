@@ -5,9 +5,17 @@ from __future__ import annotations
 import difflib
 
 from ..scenario import Scenario
-from . import context, schedules, seeds, tensor, training, transformer
+from . import context, experts, schedules, seeds, tensor, training, transformer
 
-_MODULES = (seeds, tensor, training, schedules, transformer, context)  # each module lists its scenarios in SCENARIOS
+_MODULES = (
+    seeds,
+    tensor,
+    training,
+    schedules,
+    transformer,
+    context,
+    experts,
+)  # each module lists its scenarios in SCENARIOS
 
 
 def all_scenarios() -> dict[str, Scenario]:
