@@ -46,3 +46,16 @@ def test_context_parallel_notebook_executes():
     assert "messages, bytes: (416, 68656)  closed form: (416, 68656)" in text
     assert "check passed" in text
     assert "check FAILED at the first divergence: op L0.scores.mb0 on device 1" in text
+
+
+@pytest.mark.slow
+def test_expert_parallel_notebook_executes():
+    nb = execute_notebook("10_expert_parallel.ipynb")
+    assert assert_every_plot_shows(nb) == 1
+    text = outputs_text(nb)
+    assert "rows each expert takes: [[0, 1], [0, 1], [3, 2]]" in text
+    assert re.search(r"hand-written (\S+), finite difference \1", text)
+    assert "check passed" in text
+    assert "messages, bytes: (54, 1712)  closed form: (54, 1712)" in text
+    assert "check FAILED at the first divergence: op E0.out on device 2" in text
+    assert "check FAILED at the first divergence: op y on device 0" in text

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from ..engine import World
-from ..parallel import experts_ops as X
 from ..parallel.expert_parallel import ExpertParallel, all_to_all_single
 from ..parallel.experts import MoE
 from ..scenario import Scenario
@@ -125,4 +124,3 @@ SCENARIOS = [
 ]
 
 assert [list(r.counts()) for r in MODEL.routings(PARAMS, X_IN)] == [[1, 2, 1], [1, 1, 2], [2, 1, 1]], "routing moved"
-__all__ = ["SCENARIOS", "X"]

@@ -232,3 +232,12 @@ def expert_volume(model: MoE, counts: np.ndarray) -> tuple[int, int]:
     messages = 9 * P * (P - 1)
     nbytes = (P * (P - 1) * E + 4 * off_device * D + 2 * (P - 1) * (D * E + 1)) * 8
     return messages, nbytes
+
+
+def op_region(name: str) -> str:
+    """What an op of an expert-parallel step does, in words (a timeline's colour key)."""
+    if name.startswith("E") and "." in name:
+        return "expert backward" if name.split(".", 1)[1].startswith(("d", "backward")) else "expert forward"
+    if name in ("logits", "probs", "choice", "gates", "kept", "dgates", "dlogits", "dWr"):
+        return "router"
+    return "combine, loss, sums"
