@@ -114,6 +114,23 @@ class ContextSplit:
     def param_index(self, what: str) -> Any:
         return None
 
+    # what ring attention needs to know of a split: its ring, its place on it, and its parts of the values
+    @property
+    def ring(self) -> tuple[int, ...]:
+        return self.group
+
+    @property
+    def cp_index(self) -> int:
+        return self.j
+
+    def block_index(self, rows: np.ndarray, cols: np.ndarray) -> tuple:
+        """The block of a (B, H, S, S) value: queries at positions ``rows``, keys at ``cols``, every head."""
+        return (ALL, ALL, rows[:, None], cols[None, :])
+
+    def kv_index(self, tokens: np.ndarray) -> tuple:
+        """The part of k or v a block of ``tokens`` is: those tokens, every head."""
+        return (ALL, tokens, ALL)
+
     def attention(self, layer: int) -> RingAttention | LocalAttention:
         """The ring; on one device, plain attention (the whole sequence is there)."""
         return RingAttention(self.model, self, layer) if self.cp > 1 else LocalAttention(self.model, self, layer)
@@ -160,7 +177,7 @@ class RingAttention:
 
     def _index(self, rows: np.ndarray, cols: np.ndarray) -> tuple:
         """The block of a (B, H, S, S) value: these rows (queries) and columns (keys), true positions."""
-        return (ALL, ALL, rows[:, None], cols[None, :])
+        return self.split.block_index(rows, cols)
 
     def _true(self, member: int, part: slice) -> np.ndarray:
         return positions(self.split.seq_len, self.split.cp, member, self.split.order)[part]
@@ -173,12 +190,12 @@ class RingAttention:
     ):
         """Send ``values`` to the next member and post the receives of the previous member's, named as
         the model's values with the positions of block ``owner`` (or unnamed, labelled, for sums on the way)."""
-        c, me = self.split.cp, self.split.j
-        nxt, prev = self.split.group[(me + 1) % c], self.split.group[(me - 1) % c]
+        c, me = self.split.cp, self.split.cp_index
+        nxt, prev = self.split.ring[(me + 1) % c], self.split.ring[(me - 1) % c]
         label = f"ring attention L{self.layer} mb{g} step {step}"
         sends = [dev.isend(v, nxt, self._tag(g, step, w), label=label) for w, v in enumerate(values)]
         theirs = positions(self.split.seq_len, c, owner, self.split.order)
-        index = (ALL, theirs, ALL)
+        index = self.split.kv_index(theirs)
         recvs = [
             dev.irecv(
                 prev,
@@ -195,7 +212,7 @@ class RingAttention:
     # ---- forward ---------------------------------------------------------------------------------
     def forward(self, dev: Device, q: np.ndarray, k: np.ndarray, v: np.ndarray, g: int) -> np.ndarray:
         n = partial(vname, self.layer, g=g)
-        c, me, dh = self.split.cp, self.split.j, self.dh
+        c, me, dh = self.split.cp, self.split.cp_index, self.dh
         label = f"ring attention L{self.layer} mb{g}"
         mine = self._chunks(me)
         states: list[R.State | None] = [None, None]
@@ -236,7 +253,7 @@ class RingAttention:
     # ---- backward --------------------------------------------------------------------------------
     def backward(self, dev: Device, dattn: np.ndarray, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         n = partial(vname, self.layer, g=g)
-        c, me, dh = self.split.cp, self.split.j, self.dh
+        c, me, dh = self.split.cp, self.split.cp_index, self.dh
         label = f"ring attention L{self.layer} mb{g} backward"
         q, k, v, attn, lse = self.saved.pop(g)
         mine = self._chunks(me)

@@ -44,7 +44,8 @@ from ..placements import chunk_bounds
 from .transformer import Transformer
 
 ALL = slice(None)
-TOKEN_SUMMED = ("bo", "b2", "gamma1", "beta1", "gamma2", "beta2")  # applied whole outside the regions
+# applied whole outside the regions (the router of a mixture of experts too): a device sums over its own tokens
+TOKEN_SUMMED = ("bo", "b2", "gamma1", "beta1", "gamma2", "beta2", "Wr")
 
 
 def chunk(n: int, parts: int, j: int) -> slice:
@@ -121,11 +122,12 @@ class TensorSplit:
         """The part of a (B, S, ...) value of ``kind`` this device holds, or None for all of it.
 
         kinds: "outside" (B, S, D) values outside the regions; "heads" q, k, v and the attention output;
-        "probs" scores and probabilities (B, H, S, S); "ff" the MLP's hidden values.
+        "probs" scores and probabilities (B, H, S, S); "ff" the MLP's hidden values; "region" the tokens a
+        region's input and output partial sums cover.
         """
         if kind == "outside":
             return None if self.seq == ALL else (ALL, self.seq, ALL)
-        if self.tp == 1:
+        if self.tp == 1 or kind == "region":  # "region": the tokens a region's partial sums cover (all of them)
             return None
         return {"heads": (ALL, ALL, self.cols), "probs": (ALL, self.heads), "ff": (ALL, ALL, self.ff)}[kind]
 

@@ -132,7 +132,9 @@ class Block:
             for what, w in (("q", "Wq"), ("k", "Wk"), ("v", "Wv"))
         )
         attn = self.attention.forward(dev, q, k, v, g)
-        whole = oi if split.partial is None else None  # complete on this device's tokens, or a partial sum
+        whole = (
+            oi if split.partial is None else split.index("region")
+        )  # complete on this device's tokens, or a partial sum
         proj = dev.compute(
             n("proj"), T.linear, attn, p["Wo"], partial=split.partial, index=whole, flops=mm_flops(attn, p["Wo"])
         )
@@ -175,8 +177,7 @@ class Block:
 
         def grad(what: str, fn, *inputs, **kw) -> None:
             part = split.grad_partial(what)  # a sum over this device's tokens only: one term of the gradient
-            index = None if part is not None else split.param_index(what)
-            grads[what] = dev.compute(n("d" + what), fn, *inputs, index=index, partial=part, **kw)
+            grads[what] = dev.compute(n("d" + what), fn, *inputs, index=split.param_index(what), partial=part, **kw)
 
         # the MLP, backwards
         dmlp = self._undrop(dev, dy, 2, "dmlp_out", g)
@@ -191,7 +192,9 @@ class Block:
         ln2 = split.regathered(dev, n("ln2"), mem[n("ln2")])
         grad("W1", T.linear_weight_grad, ln2, du, flops=mm_flops(du, p["W1"].T))
         grad("b1", T.token_sum, du)
-        whole = oi if split.partial is None else None  # complete on this device's tokens, or a partial sum
+        whole = (
+            oi if split.partial is None else split.index("region")
+        )  # complete on this device's tokens, or a partial sum
         dln2 = dev.compute(
             n("dln2"),
             T.linear_input_grad,

@@ -94,7 +94,7 @@ def run_microbatches(
     """Forward, loss and backward of each microbatch in turn; the summed gradients and the loss."""
     oi = split.index("outside")
     factor = 1.0 / (x.shape[0] * x.shape[1])  # the loss is a mean over every token of the batch
-    last = model.blocks - 1
+    last = blocks[-1].layer
     buffers = GradientBuffers(dev, split)
     losses = []
     for g, rows in enumerate(split_rows(x.shape[0], microbatches)):
@@ -110,7 +110,7 @@ def run_microbatches(
         dev.free(vname(last, "y", g))
         for block in reversed(blocks):
             dy, grads = block.backward(dev, dy, g)
-            buffers.add(block.layer, grads, g)
+            buffers.add(block, grads, g)
         dev.free(f"dx.mb{g}")
     out = buffers.finish()
     total = sum(losses[1:], losses[0])
@@ -122,44 +122,54 @@ def run_microbatches(
 
 
 class GradientBuffers:
-    """Each parameter's gradient summed over microbatches in a buffer named after the sum, then named itself."""
+    """Each parameter's gradient summed over microbatches in a buffer named after the sum, then named itself.
+
+    A layer may say otherwise: ``grad_name(what, g)`` the name of its microbatch's gradient (an expert-parallel
+    layer's own, for sums that mix other devices' sequences), ``internal_grads`` the parameters whose sums are
+    then its intermediates (labelled, unchecked by name), and ``sync_group(what)`` the devices its step gradient
+    is summed over (default: the split's).
+    """
 
     def __init__(self, dev: Device, split: TensorSplit) -> None:
         self.dev, self.split = dev, split
         self.sums: dict[str, np.ndarray] = {}
         self.names: dict[str, str] = {}
+        self.owner: dict[str, Any] = {}
 
-    def _is_partial(self, what: str) -> Any:
-        return self.split.grad_partial(what)
-
-    def add(self, layer: int, grads: dict[str, np.ndarray], g: int) -> None:
+    def add(self, block: Any, grads: dict[str, np.ndarray], g: int) -> None:
+        internal = getattr(block, "internal_grads", ())
         for what, value in grads.items():
-            key, part = pname(layer, "d" + what), vname(layer, "d" + what, g)
+            key = pname(block.layer, "d" + what)
+            name_of = getattr(block, "grad_name", None)
+            part = name_of(what, g) if name_of else vname(block.layer, "d" + what, g)
             if key not in self.sums:
-                self.sums[key], self.names[key] = value, part
+                self.sums[key], self.names[key], self.owner[key] = value, part, block
                 continue
             total = f"{self.names[key]}+{part}"
             self.sums[key] = self.dev.compute(
-                total, np.add, self.sums[key], value, seconds=0.0, index=self._index(what),
-                partial=self._is_partial(what),
+                total, np.add, self.sums[key], value, seconds=0.0, index=self.split.param_index(what),
+                partial=None if what in internal else getattr(block, "grad_partial", self.split.grad_partial)(what),
+                label=f"gradient sum L{block.layer}" if what in internal else None,
             )  # fmt: skip
             self.dev.free(self.names[key])
             self.dev.free(part)
             self.names[key] = total
 
-    def _index(self, what: str) -> Any:
-        return None if self._is_partial(what) else self.split.param_index(what)
-
     def finish(self) -> dict[str, np.ndarray]:
-        """The step's gradients, named ``L0.dWq``; the partial ones summed over the group."""
+        """The step's gradients, named ``L0.dWq``; those that are partial sums all-reduced over their group (the
+        layer's or the split's ``sync_group``: every device that holds the parameter for other tokens)."""
         out = {}
         for key, value in self.sums.items():
             what = key.split(".d", 1)[1]
-            grad = self.dev.compute(
-                key, _const(value), seconds=0.0, index=self._index(what), partial=self._is_partial(what)
-            )
+            block = self.owner[key]
+            sync = getattr(block, "sync_group", None) or getattr(self.split, "sync_group", self.split.grad_partial)
+            group, index = sync(what), self.split.param_index(what)
+            grad = self.dev.compute(key, _const(value), seconds=0.0, index=index, partial=group)
             self.dev.free(self.names[key])
-            out[key] = self.split.sync_param_grad(self.dev, key, grad) if self._is_partial(what) else grad
+            if group:  # (recorded with this device's part: an all-reduce's result carries no index)
+                total = self.dev.all_reduce(grad, "sum", group)
+                grad = self.dev.compute(key, _const(total), seconds=0.0, index=index)
+            out[key] = grad
         return out
 
 
