@@ -59,3 +59,14 @@ def test_expert_parallel_notebook_executes():
     assert "messages, bytes: (54, 1712)  closed form: (54, 1712)" in text
     assert "check FAILED at the first divergence: op E0.out on device 2" in text
     assert "check FAILED at the first divergence: op y on device 0" in text
+
+
+@pytest.mark.slow
+def test_five_dimensions_notebook_executes():
+    nb = execute_notebook("11_five_dimensions.ipynb")
+    assert assert_every_plot_shows(nb) == 1
+    text = outputs_text(nb)
+    assert "device 21 at {'dp': 1, 'ep': 0, 'pp': 1, 'cp': 0, 'tp': 1}" in text
+    assert "check passed" in text
+    assert re.search(r"44 gradients and the loss; largest relative difference from one device's: \d\.\de-1[4-7]", text)
+    assert "total: 13536 = 13536" in text
