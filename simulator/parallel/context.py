@@ -231,10 +231,11 @@ class RingAttention:
                         n("scores"), partial(R.block_scores, head_dim=dh, qpos=qpos, kpos=kpos, causal=self.model.causal),
                         q[:, qa], kc[:, kb], index=index, keep=False, flops=flops,
                     )  # fmt: skip
-                    part = dev.compute(n("ring_state"), partial(R.block_state, head_dim=dh), s, vc[:, kb],
-                                       keep=False, label=label, flops=flops)  # fmt: skip
+                    part = dev.compute(n("ring_state"), lambda ss, vv: R.pack(R.block_state(ss, vv, dh)), s,
+                                       vc[:, kb], keep=False, label=label, flops=flops)  # fmt: skip
                     states[a] = part if states[a] is None else dev.compute(
-                        n("ring_state"), R.merge, states[a], part, keep=False, label=label
+                        n("ring_state"), lambda x, y: R.pack(R.merge(R.unpack(x), R.unpack(y))), states[a], part,
+                        keep=False, label=label,
                     )  # fmt: skip
             if step < c - 1:
                 kc, vc = (dev.wait(r) for r in recvs)
@@ -243,10 +244,10 @@ class RingAttention:
         if c > 1:  # the visiting blocks used the names k and v; this device's own are still what it holds
             dev.hold(n("k"), k, index=self.split.index("heads"))
             dev.hold(n("v"), v, index=self.split.index("heads"))
-        attn = dev.compute(n("attn"), lambda a, b: np.concatenate([R.finish(a), R.finish(b)], axis=1),
+        attn = dev.compute(n("attn"), lambda a, b: np.concatenate([R.finish(R.unpack(a)), R.finish(R.unpack(b))], axis=1),
                            states[0], states[1], index=self.split.index("heads"))  # fmt: skip
-        lse = dev.compute(n("attn_lse"), lambda a, b: (R.log_sum_exp(a), R.log_sum_exp(b)), states[0], states[1],
-                          label=label)  # fmt: skip
+        lse = [dev.compute(n(f"attn_lse{a}"), lambda st: R.log_sum_exp(R.unpack(st)), states[a], label=label)
+               for a in range(2)]  # fmt: skip
         self.saved[g] = (q, k, v, attn, lse)
         return attn
 
@@ -280,14 +281,12 @@ class RingAttention:
                     dp = dev.compute(n("dprobs"), partial(R.block_dprobs, head_dim=dh), dattn[:, qa], vc[:, kb],
                                      index=index, keep=False, flops=flops)  # fmt: skip
                     ds = dev.compute(n("dscores"), R.block_dscores, p, dp, d_rows[a], index=index, keep=False)
-                    terms = dev.compute(
-                        n("ring_grads"),
-                        lambda ds, p, qq, kk, do: (R.q_grad(ds, kk, dh), R.k_grad(ds, qq, dh), R.v_grad(p, do, dh)),
-                        ds, p, q[:, qa], kc[:, kb], dattn[:, qa], keep=False, label=label, flops=3 * flops,
-                    )  # fmt: skip
-                    dq[:, qa] += terms[0]
-                    dk_here[:, kb] += terms[1]
-                    dv_here[:, kb] += terms[2]
+                    dq[:, qa] += dev.compute(n("ring_dq"), partial(R.q_grad, head_dim=dh), ds, kc[:, kb],
+                                             keep=False, label=label, flops=flops)  # fmt: skip
+                    dk_here[:, kb] += dev.compute(n("ring_dk_term"), partial(R.k_grad, head_dim=dh), ds, q[:, qa],
+                                                  keep=False, label=label, flops=flops)  # fmt: skip
+                    dv_here[:, kb] += dev.compute(n("ring_dv_term"), partial(R.v_grad, head_dim=dh), p, dattn[:, qa],
+                                                  keep=False, label=label, flops=flops)  # fmt: skip
             dkc = dev.compute(n("ring_dk"), np.add, dkc, dk_here, keep=False, label=label)
             dvc = dev.compute(n("ring_dv"), np.add, dvc, dv_here, keep=False, label=label)
             if c == 1:

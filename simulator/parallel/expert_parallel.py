@@ -35,7 +35,7 @@ from ..engine import RunResult, World
 from ..reference import Reference
 from . import experts_ops as X
 from .experts import MoE, moe_reference
-from .transformer_ops import mse_grad, mse_loss
+from .transformer_ops import gelu, gelu_grad, mse_grad, mse_loss
 
 ALL = slice(None)
 
@@ -183,14 +183,18 @@ class ExpertParallel:
         for e, pieces in self._by_expert(got, counts, s, P).items():
             dout = dev.compute(f"E{e}.dout", lambda *p: np.concatenate(p), *pieces)
             x_in, u = dev.memory[f"E{e}.in"], dev.memory[f"E{e}.u"]
-            back = dev.compute(
-                f"E{e}.backward", X.expert_backward, x_in, u, w[f"E{e}.W1"], w[f"E{e}.W2"], dout,
-                keep=False, label="expert backward", flops=2 * _mlp_flops(x_in, w[f"E{e}.W1"]) + 2 * _mlp_flops(u, w[f"E{e}.W2"]),
-            )  # fmt: skip
-            dev.compute(f"E{e}.du", _const(back["du"]), seconds=0.0)
-            for name in ("dW1", "db1", "dW2", "db2"):
-                grads[f"E{e}.{name}"] = dev.compute(f"E{e}.{name}", _const(back[name]), seconds=0.0)
-            dins[e] = dev.compute(f"E{e}.din", _const(back["din"]), seconds=0.0)
+            w1, w2 = w[f"E{e}.W1"], w[f"E{e}.W2"]
+            flops = _mlp_flops(x_in, w1)
+            du = dev.compute(f"E{e}.du", lambda d, uu, w=w2: gelu_grad(d @ w.T, uu), dout, u, flops=flops)
+            terms = {
+                "dW2": (lambda uu, d: gelu(uu).T @ d, u, dout),
+                "db2": (lambda d: d.sum(axis=0), dout),
+                "dW1": (lambda xx, d: xx.T @ d, x_in, du),
+                "db1": (lambda d: d.sum(axis=0), du),
+            }
+            for name, (fn, *inputs) in terms.items():
+                grads[f"E{e}.{name}"] = dev.compute(f"E{e}.{name}", fn, *inputs, flops=flops if "W" in name else None)
+            dins[e] = dev.compute(f"E{e}.din", lambda d, w=w1: d @ w.T, du, flops=flops)
         returned = self.combine(dev, group, dins, counts, s, sends, recvs)
         dgates = dev.compute("dgates", lambda d, *o: X.gate_grads(d, route, list(o)), dy, *[outs[e] for e in range(E)],
                              index=(rows, ALL))  # fmt: skip

@@ -70,6 +70,16 @@ def log_sum_exp(state: State) -> np.ndarray:
     return m + np.log(total)
 
 
+def pack(state: State) -> np.ndarray:
+    """A state as one array, (B, H, n, Dh + 2): o, then m, then l (an op's output is one array)."""
+    o, m, total = state
+    return np.concatenate([o, m[..., None], total[..., None]], axis=-1)
+
+
+def unpack(packed: np.ndarray) -> State:
+    return packed[..., :-2], packed[..., -2], packed[..., -1]
+
+
 def block_probs(s: np.ndarray, lse: np.ndarray) -> np.ndarray:
     """P = exp(S - lse): these queries' final softmax probabilities over these keys."""
     return np.exp(s - lse[..., None])

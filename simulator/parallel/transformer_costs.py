@@ -159,13 +159,13 @@ def forward_bytes(trace: Trace, device: int, until: str | None = None) -> int:
 
 _REGIONS = (
     (re.compile(r"\.(ln[12]|h|y|attn_out|mlp_out|attn_drop|mlp_drop|mask[12])\.mb"), "norm, residual"),
-    (re.compile(r"\.(q|k|v|scores|probs|attn|proj|ring_state|attn_lse)\.mb"), "attention"),
+    (re.compile(r"\.(q|k|v|scores|probs|attn|proj|ring_state|attn_lse\d)\.mb"), "attention"),
     (re.compile(r"\.(u|act|down)\.mb"), "MLP"),
     (
         re.compile(r"\.(dln[12]|dh|dmlp_out|dattn_out|dy|dgamma[12]|dbeta[12]|dbo|db2)\.mb|^dx\.mb"),
         "bwd norm",
     ),
-    (re.compile(r"\.(dq|dk|dv|dprobs|dscores|dattn|dW[qkvo]|ring_grads|ring_d[kv])\.mb"), "bwd attention"),
+    (re.compile(r"\.(dq|dk|dv|dprobs|dscores|dattn|dW[qkvo]|ring_dq|ring_d[kv]_term|ring_d[kv])\.mb"), "bwd attention"),
     (re.compile(r"\.(dact|du|dW[12]|db1)\.mb"), "bwd MLP"),
 )
 
