@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import same
+from .compare import same, structured
 from .engine import World
 from .trace import Trace
 
@@ -91,6 +91,8 @@ class Reference:
         self, found: Any, *, rtol: float | None = None, atol: float | None = None, exclude: str | None = None
     ) -> list[str]:
         """Names of reference values equal to ``found`` (the 'this is x' in an explanation)."""
+        if structured(found):
+            return [n for n, v in self.values.items() if n != exclude and structured(v) and same(found, v, rtol, atol)]
         a = np.asarray(found)
         first = a.flat[0] if a.size and a.dtype.kind in "biuf" else None
         hits = []
@@ -109,6 +111,8 @@ class Reference:
         if index is None or index[0] != len(self.values):
             groups: dict[tuple, list] = {}
             for n, v in self.values.items():
+                if structured(v):
+                    continue  # an op's several outputs: found by identify's own loop
                 arr = np.asarray(v)
                 numeric = arr.size and arr.dtype.kind in "biuf" and np.all(np.isfinite(arr))
                 scale = float(np.abs(arr).max()) if numeric else None
