@@ -10,7 +10,14 @@ Assumptions, stated once (each topology below says how it refines them):
   messages in the order they were posted (no overtaking).
 - An eager (buffered) send completes at once; a rendezvous send completes when its last byte has left
   the sender (after the matching receive was posted), not when it arrives.
-- A device computes one op at a time; f floating-point operations take ``f / flops`` seconds.
+- Messages of different sizes may follow different regimes (``CostModel.regimes``): from a regime's
+  ``min_bytes`` on, its own latency and bandwidth replace the model's, as real transports change
+  protocol with the size (a small message goes in one piece, a large one by rendezvous and streaming).
+- A device computes one op at a time; f floating-point operations take ``f / flops`` seconds. With a
+  ``memory_bandwidth``, an op that moves b bytes (its inputs read, its output written) takes at least
+  ``b / memory_bandwidth`` (the roofline: whichever of arithmetic and memory traffic is slower sets the
+  time), so an addition of two large arrays costs what its memory traffic costs. Every op also costs
+  ``op_latency`` (a kernel launch, or an interpreter's call overhead).
 - Compute and communication overlap: a link carries bytes while its devices compute. A program gets
   that overlap by posting ``isend``/``irecv`` before computing and waiting afterwards (in eager mode a
   plain ``send`` is buffered and overlaps too).
@@ -83,13 +90,14 @@ class FullyConnected:
         return Network(cost, world_size)
 
     def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
-        return cost.latency + nbytes / cost.bandwidth
+        alpha, bw = cost.link(nbytes)
+        return alpha + nbytes / bw
 
     def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
-        return nbytes / cost.bandwidth
+        return nbytes / cost.link(nbytes)[1]
 
     def describe(self, cost: CostModel) -> str:
-        return f"fully connected, {_link(cost.latency, cost.bandwidth)} per directed link"
+        return f"fully connected, {_links(cost)} per directed link"
 
 
 @dataclass(frozen=True)
@@ -110,13 +118,14 @@ class Ring:
         return RingNetwork(cost, world_size)
 
     def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
-        return self.hops(src, dst, world_size) * cost.latency + nbytes / cost.bandwidth
+        alpha, bw = cost.link(nbytes)
+        return self.hops(src, dst, world_size) * alpha + nbytes / bw
 
     def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
-        return nbytes / cost.bandwidth
+        return nbytes / cost.link(nbytes)[1]
 
     def describe(self, cost: CostModel) -> str:
-        return f"bidirectional ring, {_link(cost.latency, cost.bandwidth)} per link, shortest-way cut-through routing"
+        return f"bidirectional ring, {_links(cost)} per link, shortest-way cut-through routing"
 
     @staticmethod
     def route(src: int, dst: int, world_size: int) -> list[tuple[int, int]]:
@@ -170,17 +179,35 @@ class TwoLevel:
 
     def message_time(self, cost: CostModel, src: int, dst: int, nbytes: float, world_size: int | None = None) -> float:
         if self.same_node(src, dst):
-            return cost.latency + nbytes / cost.bandwidth
+            alpha, bw = cost.link(nbytes)
+            return alpha + nbytes / bw
         return self.inter_latency + nbytes / self.inter_bandwidth
 
     def wire_time(self, cost: CostModel, src: int, dst: int, nbytes: float) -> float:
-        return nbytes / (cost.bandwidth if self.same_node(src, dst) else self.inter_bandwidth)
+        return nbytes / (cost.link(nbytes)[1] if self.same_node(src, dst) else self.inter_bandwidth)
 
     def describe(self, cost: CostModel) -> str:
         return (
-            f"nodes of {self.node_size} devices: inside a node {_link(cost.latency, cost.bandwidth)} per directed "
+            f"nodes of {self.node_size} devices: inside a node {_links(cost)} per directed "
             f"link; between nodes {_link(self.inter_latency, self.inter_bandwidth)} per device port"
         )
+
+
+@dataclass(frozen=True)
+class LinkRegime:
+    """Messages of at least ``min_bytes`` (up to the next regime's) cost ``latency + n / bandwidth``.
+
+    Calibration finds these where measured message times bend (``simulator.backends.fit``).
+    """
+
+    min_bytes: int
+    latency: float
+    bandwidth: float
+
+    def __post_init__(self) -> None:
+        if isinstance(self.min_bytes, bool) or not isinstance(self.min_bytes, int) or self.min_bytes < 1:
+            raise ValueError(f"LinkRegime(min_bytes={self.min_bytes!r}): give a whole number of bytes >= 1")
+        _check_link("LinkRegime", self.latency, self.bandwidth)
 
 
 @dataclass(frozen=True)
@@ -196,6 +223,10 @@ class CostModel:
     name:      a short label for figures and reports (the presets set it)
     op_latency: seconds every op costs before its arithmetic (a kernel launch; default 0), so that the
                many tiny ops of a classroom example take visible time
+    memory_bandwidth: bytes per second an op reads and writes (None: ops are limited by FLOPs alone);
+               an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
+    regimes:   ``LinkRegime``s in increasing ``min_bytes``: messages from a regime's size on use its latency
+               and bandwidth instead of ``latency`` and ``bandwidth`` (which hold below the first regime)
     """
 
     latency: float = 1e-6
@@ -205,9 +236,19 @@ class CostModel:
     topology: FullyConnected | Ring | TwoLevel = field(default_factory=FullyConnected)
     name: str = ""
     op_latency: float = 0.0
+    memory_bandwidth: float | None = None
+    regimes: tuple[LinkRegime, ...] = ()
 
     def __post_init__(self) -> None:
         _check_link("CostModel", self.latency, self.bandwidth)
+        if self.memory_bandwidth is not None and not self.memory_bandwidth > 0:
+            raise ValueError(f"CostModel.memory_bandwidth must be > 0 bytes/s or None, got {self.memory_bandwidth!r}")
+        object.__setattr__(self, "regimes", tuple(self.regimes))
+        if any(not isinstance(r, LinkRegime) for r in self.regimes):
+            raise ValueError(f"CostModel.regimes must be LinkRegime objects, got {self.regimes!r}")
+        sizes = [r.min_bytes for r in self.regimes]
+        if sizes != sorted(set(sizes)):
+            raise ValueError(f"CostModel.regimes must start at increasing sizes, got min_bytes {sizes}")
         if not (self.op_latency >= 0 and math.isfinite(self.op_latency)):
             raise ValueError(f"CostModel.op_latency must be a finite number >= 0 seconds, got {self.op_latency!r}")
         if not self.flops > 0:
@@ -218,6 +259,22 @@ class CostModel:
     def compute_time(self, flops: float) -> float:
         """Seconds a device needs for an op of ``flops`` floating-point operations (plus ``op_latency``)."""
         return self.op_latency + flops / self.flops if self.op_latency else flops / self.flops
+
+    def op_time(self, flops: float, nbytes: float = 0.0) -> float:
+        """Seconds for an op of ``flops`` that reads and writes ``nbytes``: the slower of the two, plus ``op_latency``."""
+        t = flops / self.flops
+        if self.memory_bandwidth is not None and nbytes / self.memory_bandwidth > t:
+            t = nbytes / self.memory_bandwidth
+        return self.op_latency + t
+
+    def link(self, nbytes: float) -> tuple[float, float]:
+        """(latency, bandwidth) of a message of ``nbytes``: the regime its size falls in, or the model's own."""
+        alpha, bw = self.latency, self.bandwidth
+        for r in self.regimes:
+            if nbytes < r.min_bytes:
+                break
+            alpha, bw = r.latency, r.bandwidth
+        return alpha, bw
 
     def message_time(self, nbytes: float, src: int = 0, dst: int = 1, world_size: int | None = None) -> float:
         """Seconds for one message from src to dst when every link on its way is idle.
@@ -240,7 +297,8 @@ class CostModel:
         mem = "unlimited memory" if self.memory is None else f"{self.memory / 1e9:g} GB memory"
         who = f"{self.name}: " if self.name else ""
         launch = f" plus {self.op_latency * 1e6:g} us per op" if self.op_latency else ""
-        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{launch}, {mem}"
+        traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic" if self.memory_bandwidth else ""
+        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{traffic}{launch}, {mem}"
 
 
 MATMULS = (np.matmul, np.dot, operator.matmul)  # recognised as matrix products when costing an op
@@ -261,37 +319,64 @@ def op_flops(fn: Callable[..., Any], inputs: Sequence[Any], out: Any) -> float:
     return np.size(out) if isinstance(out, np.ndarray) else 1
 
 
+def op_bytes(inputs: Sequence[Any], out: Any) -> int:
+    """The bytes an op reads and writes: its array inputs and its array output (for the roofline)."""
+    n = out.nbytes if isinstance(out, np.ndarray) else 0
+    for a in inputs:
+        if isinstance(a, np.ndarray):
+            n += a.nbytes
+    return n
+
+
+def _regime_table(cost: CostModel) -> tuple[tuple[int, float, float], ...]:
+    """(min_bytes, latency, 1 / bandwidth) per regime, for the networks' hot path."""
+    return tuple((r.min_bytes, r.latency, 1.0 / r.bandwidth) for r in cost.regimes)
+
+
+def _in_regime(table: tuple[tuple[int, float, float], ...], nbytes: int, alpha: float, inv_bw: float):
+    for lo, a, ib in table:
+        if nbytes < lo:
+            break
+        alpha, inv_bw = a, ib
+    return alpha, inv_bw
+
+
 class Network:
     """Per-run state of fully connected links: when each directed link is next free."""
 
-    __slots__ = ("_alpha", "_inv_bw", "_free")
+    __slots__ = ("_alpha", "_inv_bw", "_free", "_regimes")
     shared_links = False  # link (src, dst) carries only src's messages
 
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
         self._inv_bw = 1.0 / cost.bandwidth
         self._free: dict[tuple[int, int], float] = {}
+        self._regimes = _regime_table(cost)
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         """Book a message posted at time t. Returns (start, sender_done, arrival)."""
+        alpha, inv_bw = self._alpha, self._inv_bw
+        if self._regimes:
+            alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
         key = (src, dst)
         start = self._free.get(key, 0.0)
         if start < t:
             start = t
-        done = start + nbytes * self._inv_bw
+        done = start + nbytes * inv_bw
         self._free[key] = done
-        return start, done, done + self._alpha
+        return start, done, done + alpha
 
 
 class RingNetwork:
     """Per-run state of a ring: when each directed neighbour link is next free (see ``Ring``)."""
 
-    __slots__ = ("_alpha", "_inv_bw", "_free", "_routes", "_p")
+    __slots__ = ("_alpha", "_inv_bw", "_free", "_routes", "_p", "_regimes")
     shared_links = True  # messages between non-neighbours pass over other devices' links
 
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
         self._inv_bw = 1.0 / cost.bandwidth
+        self._regimes = _regime_table(cost)
         self._p = world_size
         self._free: dict[tuple[int, int], float] = {}
         self._routes: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -300,14 +385,16 @@ class RingNetwork:
         route = self._routes.get((src, dst))
         if route is None:
             route = self._routes[(src, dst)] = Ring.route(src, dst, self._p)
-        alpha = self._alpha
+        alpha, inv_bw = self._alpha, self._inv_bw
+        if self._regimes:
+            alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
         free = self._free
         start = t
         for k, link in enumerate(route):  # the head reaches link k at start + k * alpha
             s = free.get(link, 0.0) - k * alpha
             if s > start:
                 start = s
-        wire = nbytes * self._inv_bw
+        wire = nbytes * inv_bw
         for k, link in enumerate(route):
             free[link] = start + k * alpha + wire
         done = start + wire
@@ -317,12 +404,13 @@ class RingNetwork:
 class TwoLevelNetwork:
     """Per-run state of a two-level machine: intra-node links, and each device's network port."""
 
-    __slots__ = ("_alpha", "_inv_bw", "_alpha_x", "_inv_bw_x", "_node_size", "_free", "_tx", "_rx")
+    __slots__ = ("_alpha", "_inv_bw", "_alpha_x", "_inv_bw_x", "_node_size", "_free", "_tx", "_rx", "_regimes")
     shared_links = True  # a device's incoming network port takes messages from many senders
 
     def __init__(self, cost: CostModel, topo: TwoLevel, world_size: int) -> None:
         self._alpha = cost.latency
         self._inv_bw = 1.0 / cost.bandwidth
+        self._regimes = _regime_table(cost)
         self._alpha_x = topo.inter_latency
         self._inv_bw_x = 1.0 / topo.inter_bandwidth
         self._node_size = topo.node_size
@@ -333,13 +421,16 @@ class TwoLevelNetwork:
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         ns = self._node_size
         if src // ns == dst // ns:
+            alpha, inv_bw = self._alpha, self._inv_bw
+            if self._regimes:
+                alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
             key = (src, dst)
             start = self._free.get(key, 0.0)
             if start < t:
                 start = t
-            done = start + nbytes * self._inv_bw
+            done = start + nbytes * inv_bw
             self._free[key] = done
-            return start, done, done + self._alpha
+            return start, done, done + alpha
         start = max(t, self._tx[src], self._rx[dst])
         done = start + nbytes * self._inv_bw_x
         self._tx[src] = self._rx[dst] = done
@@ -355,6 +446,22 @@ def _check_link(who: str, latency: float, bandwidth: float) -> None:
 
 def _link(latency: float, bandwidth: float) -> str:
     return f"alpha = {latency * 1e6:g} us, B = {bandwidth / 1e9:g} GB/s"
+
+
+def _links(cost: CostModel) -> str:
+    """The link figures, with each size regime's own when there are several."""
+    if not cost.regimes:
+        return _link(cost.latency, cost.bandwidth)
+    parts = [f"{_link(cost.latency, cost.bandwidth)} below {_size(cost.regimes[0].min_bytes)}"]
+    parts += [f"{_link(r.latency, r.bandwidth)} from {_size(r.min_bytes)}" for r in cost.regimes]
+    return "; ".join(parts)
+
+
+def _size(nbytes: float) -> str:
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
 
 
 def _rate(flops: float) -> str:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .collectives import CollectiveMethods
-from .cost import op_flops
+from .cost import op_bytes, op_flops
 from .errors import ContractError, OpError, SimulationError, describe_inputs
 from .tags import TAG_BASE, CollectiveTag, user_tag
 from .trace import Message, Op
@@ -254,7 +254,11 @@ class Device(DeviceMemory, CollectiveMethods):
                 flops = op_flops(fn, inputs, out)
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
-            seconds = eng.cost.compute_time(flops)
+            cost = eng.cost
+            if cost.memory_bandwidth is None:
+                seconds = cost.compute_time(flops)
+            else:  # the roofline: memory traffic may be what limits the op
+                seconds = cost.op_time(flops, op_bytes(inputs, out))
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"

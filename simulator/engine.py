@@ -146,7 +146,12 @@ class Engine:
         self.max_events = world.max_events
         self.net = world.cost.network(world.size)
         # with zero latency a message can arrive when it is sent: the canonical order then checks causality
-        self._instant = world.cost.latency == 0 or getattr(world.cost.topology, "inter_latency", 1.0) == 0
+        cost = world.cost
+        self._instant = (
+            cost.latency == 0
+            or any(r.latency == 0 for r in cost.regimes)
+            or getattr(cost.topology, "inter_latency", 1.0) == 0
+        )
         self.trace = Trace(world.size, world.keep_payloads)
         # Each device logs its own events (Device._log, in program order, so in time order); they move
         # into trace.events in canonical order (simulator/ordering.py) once no device can record an earlier one.

@@ -4,9 +4,11 @@
      "measured": {...}}
 
 Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
-``memory`` (bytes, or null for unlimited), ``name`` (text) and ``topology`` are optional: "fully-connected"
+``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
+``op_latency`` (seconds per op), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
+1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and ``topology`` are optional: "fully-connected"
 (the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
-``measured`` keeps the raw samples for reference and is not read back. Anything else is refused, and
+``measured`` keeps the raw samples and the fit's residuals for reference and is not read back. Anything else is refused, and
 so are numbers written as text or as true/false, each with the field's name, so a typo or a hand-edit
 fails on loading rather than later in a simulation.
 
@@ -20,12 +22,14 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..cost import CostModel, FullyConnected, Ring, TwoLevel
+from ..cost import CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
 from ..files import write_text
 
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
 _REQUIRED = ("latency", "bandwidth", "flops")
-_FIELDS = (*_NUMBERS, "name", "topology", "measured")
+_OPTIONAL = ("memory_bandwidth", "op_latency")  # written only when set, so older files stay as they were
+_FIELDS = (*_NUMBERS, *_OPTIONAL, "regimes", "name", "topology", "measured")
+_REGIME = ("min_bytes", "latency", "bandwidth")
 _TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
 _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
 
@@ -33,6 +37,9 @@ _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
 def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None = None, name: str = "") -> Path:
     """Write ``cost``'s numbers, topology (and any measurements) as JSON, whole or not at all; returns the path."""
     data: dict[str, Any] = {k: getattr(cost, k) for k in _NUMBERS}
+    data |= {k: getattr(cost, k) for k in _OPTIONAL if getattr(cost, k)}
+    if cost.regimes:
+        data["regimes"] = [{k: getattr(r, k) for k in _REGIME} for r in cost.regimes]
     topology = _topology_to_json(cost.topology)
     if topology is not None:
         data["topology"] = topology
@@ -58,8 +65,13 @@ def load_cost(path: str | Path) -> CostModel:
     if missing:
         raise ValueError(f"cost model file {path} lacks {', '.join(missing)}; write it with save_cost or calibrate")
     kwargs: dict[str, Any] = {k: _number(path, k, data[k]) for k in _REQUIRED}
-    if data.get("memory") is not None:
-        kwargs["memory"] = _number(path, "memory", data["memory"])
+    for key in ("memory", "memory_bandwidth"):
+        if data.get(key) is not None:
+            kwargs[key] = _number(path, key, data[key])
+    if "op_latency" in data:
+        kwargs["op_latency"] = _number(path, "op_latency", data["op_latency"])
+    if "regimes" in data:
+        kwargs["regimes"] = _regimes_from_json(path, data["regimes"])
     if "name" in data:
         if not isinstance(data["name"], str):
             raise ValueError(f'cost model file {path}: "name" must be text, got {data["name"]!r}')
@@ -84,6 +96,24 @@ def _number(path: str | Path, key: str, value: Any) -> float:
             f'write it without quotes, e.g. "{key}": 1e-05'
         )
     return value
+
+
+def _regimes_from_json(path: str | Path, value: Any) -> tuple[LinkRegime, ...]:
+    example = '[{"min_bytes": 262144, "latency": 1.2e-04, "bandwidth": 1.5e9}]'
+    if not isinstance(value, list) or any(not isinstance(r, dict) or sorted(r) != sorted(_REGIME) for r in value):
+        raise ValueError(f'cost model file {path}: "regimes" must be a list like {example}, got {json.dumps(value)}')
+    out = []
+    for r in value:
+        size = r["min_bytes"]
+        if isinstance(size, bool) or not isinstance(size, int):
+            raise ValueError(f'cost model file {path}: "min_bytes" must be a whole number, got {json.dumps(size)}')
+        try:
+            out.append(
+                LinkRegime(size, _number(path, "latency", r["latency"]), _number(path, "bandwidth", r["bandwidth"]))
+            )
+        except ValueError as exc:
+            raise ValueError(f"cost model file {path}: {exc}") from exc
+    return tuple(out)
 
 
 def _topology_to_json(topology: Any) -> Any:

@@ -1,0 +1,76 @@
+"""Message-size regimes and the roofline for ops: what calibration fits, as the simulator uses it."""
+
+import numpy as np
+import pytest
+
+from simulator import World
+from simulator.backends.costfile import load_cost, save_cost
+from simulator.cost import CostModel, LinkRegime, Ring
+
+REGIMES = (LinkRegime(64 << 10, 100e-6, 2e9), LinkRegime(4 << 20, 1e-3, 1e9))
+COST = CostModel(latency=10e-6, bandwidth=4e9, flops=1e10, regimes=REGIMES)
+
+
+def one_message(dev, n):
+    if dev.rank == 0:
+        dev.send(np.zeros(n, np.uint8), 1)
+    else:
+        dev.recv(0)
+
+
+@pytest.mark.parametrize(
+    ("n", "alpha", "bandwidth"),
+    [(1 << 10, 10e-6, 4e9), ((64 << 10) - 1, 10e-6, 4e9), (64 << 10, 100e-6, 2e9), (16 << 20, 1e-3, 1e9)],
+)
+def test_a_message_costs_what_its_size_regime_says(n, alpha, bandwidth):
+    assert COST.link(n) == (alpha, bandwidth)
+    assert COST.message_time(n) == pytest.approx(alpha + n / bandwidth)
+    msg = World(2, cost=COST).run(one_message, n).trace.messages[0]
+    assert msg.t_arrive - msg.t_send == pytest.approx(alpha + n / bandwidth, rel=1e-12)
+    ring = CostModel(latency=10e-6, bandwidth=4e9, regimes=REGIMES, topology=Ring())
+    assert ring.message_time(n, 0, 2, world_size=4) == pytest.approx(2 * alpha + n / bandwidth)
+
+
+def test_regimes_are_checked():
+    with pytest.raises(ValueError, match="increasing sizes"):
+        CostModel(regimes=(REGIMES[1], REGIMES[0]))
+    with pytest.raises(ValueError, match="LinkRegime objects"):
+        CostModel(regimes=((1, 2e-6, 1e9),))
+    with pytest.raises(ValueError, match="whole number of bytes"):
+        LinkRegime(0, 1e-6, 1e9)
+    assert "from 64 KiB" in COST.describe() and "below 64 KiB" in COST.describe()
+
+
+def test_roofline_an_addition_costs_its_memory_traffic_a_matmul_its_flops():
+    cost = CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6)
+    a, b = np.ones(1 << 16), np.ones(1 << 16)  # 512 KiB each: the sum reads 1 MiB and writes 512 KiB
+    w, m = np.ones((256, 256)), np.ones((64, 256))
+
+    def program(dev):
+        dev.compute("s", np.add, a, b)
+        dev.compute("p", np.matmul, m, w)
+
+    ops = World(1, cost=cost).run(program).trace.ops
+    add, mat = (o.t_end - o.t_start for o in ops)
+    assert add == pytest.approx(5e-6 + 3 * a.nbytes / 1e9)
+    assert mat == pytest.approx(5e-6 + 2 * 64 * 256 * 256 / 1e10)
+    assert cost.op_time(100, 0) == cost.compute_time(100)
+    with pytest.raises(ValueError, match="memory_bandwidth"):
+        CostModel(memory_bandwidth=0)
+
+
+def test_cost_file_keeps_regimes_memory_bandwidth_and_op_latency(tmp_path):
+    cost = CostModel(latency=1e-5, bandwidth=3e9, flops=2e10, regimes=REGIMES, memory_bandwidth=8e9, op_latency=4e-6)
+    loaded = load_cost(save_cost(tmp_path / "c.json", cost))
+    assert loaded.regimes == REGIMES
+    assert (loaded.memory_bandwidth, loaded.op_latency) == (8e9, 4e-6)
+    (tmp_path / "bad.json").write_text(
+        '{"latency": 1e-6, "bandwidth": 1e9, "flops": 1e9, "regimes": [{"min_bytes": 8}]}'
+    )
+    with pytest.raises(ValueError, match='"regimes" must be a list like'):
+        load_cost(tmp_path / "bad.json")
+    (tmp_path / "bad2.json").write_text(
+        '{"latency": 1e-6, "bandwidth": 1e9, "flops": 1e9, "regimes": [{"min_bytes": 8, "latency": "1", "bandwidth": 1}]}'
+    )
+    with pytest.raises(ValueError, match='"latency" must be a number'):
+        load_cost(tmp_path / "bad2.json")
