@@ -1,70 +1,70 @@
-"""Does the simulator predict a real run? A ring all-reduce, simulated with a calibrated cost model
-and measured on real gloo processes.
+"""Does the simulator predict a real run? Ring all-reduces, simulated under a cost model calibrated in the
+same run and measured on real gloo processes.
 
-For each world size: calibrate the cost model on those very ranks (ping-pong in pairs, all pairs at
-once, and the speed of elementwise addition; see ``simulator.backends.calibrate``); run the ring
-all-reduce of ``simulator.collectives`` message by message on the real ranks (``collectives=
-"messages"``), ``--runs`` times, and take the median measured time; simulate the same program under
-the calibrated cost model; report predicted / measured. The target is 0.7 to 1.3.
+For each world size: calibrate on those very ranks (every rank sends to the next at once, as in a ring
+step; additions; matrix products; see ``simulator.backends.calibrate``), then simulate and measure the
+ring all-reduce of ``simulator.collectives``, message by message (``collectives="messages"``), at each
+size. Both sides are timed alike (``simulator.backends.prediction``). The whole is repeated ``--runs``
+times, each with a fresh calibration, and the table gives every run's predicted / measured and their
+spread. The target is 0.7 to 1.3 in every run.
 
-    python benchmarks/torch_ring_prediction.py [--ranks 2 4] [--mib 1 4] [--runs 7]
-
-The machine matters: ranks that share too few cores wait for the operating system's scheduler, not
-for the network, and no alpha-beta model describes that (see the report in the README).
+    python benchmarks/torch_ring_prediction.py [--ranks 2 3 4] [--kib 64 256 1024 4096 16384 65536] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 
-import numpy as np
+from simulator.backends.prediction import (
+    Row,
+    machine_line,
+    measured_seconds,
+    predicted_seconds,
+    ring_all_reduces,
+    spread_table,
+    wait_for_quiet,
+)
+from simulator.units import binary_size
+
+CALIBRATION_SIZES = tuple(1 << k for k in range(10, 26))  # 1 KiB .. 32 MiB: every chunk a ring below sends
 
 
-def ring_all_reduce(dev, nbytes: int) -> None:
-    """Rank program: one ring all-reduce of ``nbytes`` of float64 (the message algorithm, step by step)."""
-    dev.all_reduce(np.ones(nbytes // 8), algorithm="ring")
-
-
-STATISTICS = {"median": np.median, "mean": np.mean}
-
-
-def measure(ranks: int, mib: list[int], runs: int, pattern: str, statistic: str) -> list[tuple[int, int, float, float]]:
-    from simulator import World
+def one_run(ranks: list[int], kib: list[int], repeats: int, verbose: bool) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     rows = []
-    with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
-        sizes = (64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20)
-        cal = calibrate(world=world, sizes=sizes, repeats=15, pattern=pattern, statistic=statistic)
-        print(cal.summary())
-        for m in mib:
-            nbytes = m << 20
-            measured = float(STATISTICS[statistic]([world.run(ring_all_reduce, nbytes).time for _ in range(runs)]))
-            predicted = World(ranks, cost=cal.cost, keep_payloads=False).run(ring_all_reduce, nbytes).time
-            rows.append((ranks, m, predicted, measured))
+    for p in ranks:
+        with TorchWorld(p, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
+            cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, pattern="ring")
+            if verbose:
+                print(cal.summary(), flush=True)
+            for k in kib:
+                n = k << 10
+                measured = measured_seconds(world, ring_all_reduces, n, repeats=repeats)
+                predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n)
+                rows.append(Row(f"ring all-reduce {binary_size(n)}", p, predicted, measured))
     return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
-    parser.add_argument("--mib", type=int, nargs="+", default=[1, 16])
-    parser.add_argument("--runs", type=int, default=7)
-    parser.add_argument("--pattern", default="exchange", choices=("pingpong", "exchange"))
-    parser.add_argument("--statistic", default="mean", choices=("median", "mean"))
+    parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
+    parser.add_argument("--kib", type=int, nargs="+", default=[64, 256, 1024, 4096, 16384, 65536])
+    parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
+    parser.add_argument("--repeats", type=int, default=7, help="measured all-reduces per size and run (default: 7)")
+    parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
     args = parser.parse_args()
-    rows = [row for n in args.ranks for row in measure(n, args.mib, args.runs, args.pattern, args.statistic)]
-    print("\nring all-reduce, float64, gloo on this machine:")
-    print("  ranks   size    predicted    measured   predicted/measured")
-    for ranks, m, predicted, measured in rows:
-        ok = "ok" if 0.7 <= predicted / measured <= 1.3 else "OUT OF 0.7-1.3"
-        print(
-            f"  {ranks:>5}  {m:>3} MiB  {predicted * 1e3:8.2f} ms  {measured * 1e3:8.2f} ms  {predicted / measured:8.2f}  {ok}"
-        )
+    load = wait_for_quiet(max_wait=args.max_wait)
+    runs = []
+    for r in range(args.runs):
+        runs.append(one_run(args.ranks, args.kib, args.repeats, args.verbose))
+        print(f"run {r + 1} of {args.runs} done", flush=True)
+    print("\nring all-reduce, float64, gloo on this machine, predicted / measured in each run:")
+    print(spread_table(runs))
+    print(machine_line(load))
 
 
 if __name__ == "__main__":
     main()
-    print(f"(machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end)")

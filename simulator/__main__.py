@@ -319,8 +319,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument(
                 "--pattern",
                 default="pingpong",
-                choices=("pingpong", "exchange"),
-                help="one direction at a time, or both partners at once (default: pingpong)",
+                choices=("pingpong", "exchange", "ring"),
+                help="one direction at a time, both partners at once, or every rank to the next at once (default: pingpong)",
             ),
             p.add_argument(
                 "--statistic",

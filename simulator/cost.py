@@ -48,6 +48,8 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .units import binary_size
+
 
 class LinkState(Protocol):
     """Per-run link state, as the engine uses it.
@@ -452,16 +454,9 @@ def _links(cost: CostModel) -> str:
     """The link figures, with each size regime's own when there are several."""
     if not cost.regimes:
         return _link(cost.latency, cost.bandwidth)
-    parts = [f"{_link(cost.latency, cost.bandwidth)} below {_size(cost.regimes[0].min_bytes)}"]
-    parts += [f"{_link(r.latency, r.bandwidth)} from {_size(r.min_bytes)}" for r in cost.regimes]
+    parts = [f"{_link(cost.latency, cost.bandwidth)} below {binary_size(cost.regimes[0].min_bytes)}"]
+    parts += [f"{_link(r.latency, r.bandwidth)} from {binary_size(r.min_bytes)}" for r in cost.regimes]
     return "; ".join(parts)
-
-
-def _size(nbytes: float) -> str:
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:g} {unit}"
-    return f"{nbytes:g} B"
 
 
 def _rate(flops: float) -> str:

@@ -29,6 +29,14 @@ def size_unit(nbytes: float) -> tuple[str, float]:
     return "B", 1.0
 
 
+def binary_size(nbytes: float) -> str:
+    """A message size as programs write it, in powers of two: ``64 KiB``, ``1 MiB``, ``8 B``."""
+    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"
+
+
 def inline(value: Any, precision: int | None = None) -> str:
     """A small array on one line, e.g. ``[[0, 1], [2, 3]]``: text views stay aligned, one row each."""
     text = np.array2string(np.asarray(value), separator=", ", precision=precision, max_line_width=1 << 30)

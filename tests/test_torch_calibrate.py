@@ -20,7 +20,7 @@ def test_fit_recovers_alpha_and_bandwidth_from_exact_times():
     assert alpha == pytest.approx(50e-6, rel=1e-9) and bandwidth == pytest.approx(2e9, rel=1e-9)
     alpha, bandwidth = fit_alpha_beta(sizes, [n / 1e9 for n in sizes])  # no latency at all
     assert alpha == pytest.approx(0, abs=1e-12) and bandwidth == pytest.approx(1e9, rel=1e-6)
-    with pytest.raises(ValueError, match="do not grow with the message size"):
+    with pytest.raises(ValueError, match="the message times do not grow with the size"):
         fit_alpha_beta(sizes, [1e-3 - n * 1e-10 for n in sizes])
 
 
@@ -45,21 +45,20 @@ def test_cost_file_round_trip_and_clear_errors(tmp_path):
 def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, capsys):
     pytest.importorskip("torch.distributed")
     from simulator.__main__ import main
+    from simulator.backends.calibrate import ADD_SIZES, SIZES
 
     out = tmp_path / "cost.json"
     assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
-    assert "calibrated on 2 gloo ranks (pingpong): latency" in printed and f"wrote {out}" in printed
+    assert "calibrated on 2 gloo ranks (pingpong):" in printed and f"wrote {out}" in printed
+    assert "regime 0:" in printed and "memory bandwidth" in printed and "GFLOP/s" in printed
     cost = load_cost(out)
     assert cost.latency >= 0 and cost.bandwidth > 0 and cost.flops > 0
+    assert cost.op_latency >= 0 and cost.memory_bandwidth > 0
     measured = json.loads(out.read_text())["measured"]
-    assert sorted(map(int, measured["one_way_seconds"])) == [
-        8,
-        1 << 10,
-        16 << 10,
-        64 << 10,
-        256 << 10,
-        1 << 20,
-        4 << 20,
-    ]
+    assert sorted(map(int, measured["one_way_seconds"])) == list(SIZES)
     assert all(t > 0 for t in measured["one_way_seconds"].values())
+    # the residual of the fit at every size, and one entry per message regime
+    assert sorted(map(int, measured["fit_relative_error"])) == list(SIZES)
+    assert len(measured["message_regimes"]) == len(cost.regimes) + 1
+    assert sorted(map(int, measured["reduce_relative_error"])) == list(ADD_SIZES)

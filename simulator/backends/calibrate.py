@@ -1,16 +1,17 @@
-"""Calibration: measure latency, bandwidth and compute speed on the real backend; write a cost model.
+"""Calibration: measure messages, reductions and matrix products on real ranks; fit a cost model.
 
-Ping-pong: ranks pair up (0 with 1, 2 with 3, ...); in each pair the even rank sends n bytes and the
-odd one sends them straight back, ``repeats`` times per size, all pairs at once. One-way time =
-median round trip / 2. Exchange (``pattern="exchange"``): both partners send at once, so every rank
-sends and receives at the same time, as in each step of a ring collective; on a machine whose
-cores are shared by the ranks this loaded bandwidth is what a collective sees. The messages go through ``TorchDevice.send``/``recv``, header and NumPy conversion
-included, so the model describes exactly what a simulated message stands for.
+What is measured (``probes``), and what each fit gives the ``CostModel``:
 
-Fit: alpha + n / B minimising the *relative* error over the sizes (plain least squares would let
-the largest messages decide alpha alone). Compute: every rank times elementwise additions of float64
-arrays (the operation collectives perform), and the FLOP/s is the median over ranks of elements
-added per second.
+- messages of 8 B to 16 MiB (ping-pong, or both partners at once): ``latency + n / bandwidth`` fitted
+  in pieces (``fit.fit_pieces``): one line per size regime where the times bend, the first piece as the
+  model's ``latency`` and ``bandwidth``, the others as ``LinkRegime``s;
+- additions of two float64 arrays into a new one, 1 KiB to 16 MiB, through ``dev.compute`` as a
+  collective's reductions run: ``op_latency + bytes / memory_bandwidth`` with bytes = both inputs and
+  the output (the roofline's memory side: an addition is limited by memory traffic, not arithmetic);
+- float64 matrix products: ``flops``, the dense arithmetic rate a training step's layers see.
+
+Every fit minimises the relative error over the sizes, and the residual at each size (model /
+measured - 1) is printed and written with the cost file, so a reader sees where the model holds.
 
     cal = calibrate(size=2)             # -> Calibration; cal.cost is a CostModel
     cal.save("cost.json")               # load_cost("cost.json") in any simulation
@@ -18,137 +19,93 @@ added per second.
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
-from ..cost import CostModel
-from ..device import Device
+from ..cost import CostModel, LinkRegime
+from ..units import binary_size
 from .costfile import save_cost
+from .fit import Line, fit_line, fit_pieces
 from .launch import TorchWorld
+from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions
 
-# median: the typical message; mean: the expected cost, rare scheduling stalls included (a run of many
-# messages pays for them, so the mean predicts a long run better on a busy machine)
-STATISTICS = {"median": np.median, "mean": np.mean}
-SIZES = (8, 1 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)
-ADD_SIZES = (1 << 14, 1 << 16, 1 << 18)  # float64 elements per addition
+__all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]
 
-
-def pingpong(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
-) -> dict[int, float] | None:
-    """Rank program: one-way seconds per size for this rank's pair (None for a rank left over)."""
-    partner = dev.rank ^ 1
-    if partner >= dev.world_size:
-        return None
-    first = dev.rank % 2 == 0
-    out = {}
-    for n in sizes:
-        buf = np.zeros(n, dtype=np.uint8)
-        trips = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            if first:
-                req = dev.isend(buf, partner, tag=1)
-                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-            else:
-                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-                req = dev.isend(buf, partner, tag=1)
-            dev.wait(req)  # already received (the reply came back), so this returns at once
-            if i >= warmup:
-                trips.append((time.perf_counter() - t0) / 2)
-        out[n] = float(STATISTICS[statistic](trips))
-    return out
-
-
-def exchange(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
-) -> dict[int, float] | None:
-    """Rank program: like ``pingpong``, but both partners send at once (every link busy, as in a ring step).
-
-    The time of one exchange is the one-way time of a message while the links carry as much traffic
-    as a collective's steps put on them (the "Sendrecv" pattern of MPI benchmarks).
-    """
-    partner = dev.rank ^ 1
-    if partner >= dev.world_size:
-        return None
-    out = {}
-    for n in sizes:
-        buf = np.zeros(n, dtype=np.uint8)
-        times = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            req = dev.isend(buf, partner, tag=1)
-            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-            dev.wait(req)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        out[n] = float(STATISTICS[statistic](times))
-    return out
-
-
-PATTERNS = {"pingpong": pingpong, "exchange": exchange}
-
-
-def add_rate(dev: Device, sizes: tuple[int, ...] = ADD_SIZES, repeats: int = 20) -> float:
-    """Rank program: elements added per second (float64 ``a + b``), as compute ops record them."""
-    elements = seconds = 0.0
-    for n in sizes:
-        a, b = np.ones(n), np.ones(n)
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            np.add(a, b)
-            seconds += time.perf_counter() - t0
-            elements += n
-    return elements / seconds
+SIZES = (8, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
+ADD_SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # bytes of each operand
+MATMUL_SHAPES = ((64, 256, 256), (128, 512, 512), (256, 512, 1024))
 
 
 def fit_alpha_beta(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
-    """(alpha, bandwidth) of t = alpha + n / bandwidth, least relative error; alpha >= 0."""
-    n, t = np.asarray(sizes, dtype=float), np.asarray(seconds, dtype=float)
-    w = 1.0 / t
-    (alpha, inv_bw), *_ = np.linalg.lstsq(np.stack([w, n * w], axis=1), np.ones_like(t), rcond=None)
-    if alpha < 0:  # the smallest messages are pure latency: refit the slope with alpha = 0
-        alpha, inv_bw = 0.0, float(np.sum(n * t * w**2) / np.sum((n * w) ** 2))
-    if inv_bw <= 0:
-        raise ValueError(f"the measured times do not grow with the message size: {dict(zip(sizes, seconds))}")
-    return float(alpha), float(1.0 / inv_bw)
+    """(alpha, bandwidth) of t = alpha + n / bandwidth, least relative error; alpha >= 0 (one line)."""
+    line = fit_line(sizes, seconds, "the message times")
+    return line.intercept, 1.0 / line.slope
 
 
 @dataclass
 class Calibration:
-    """Measured figures and the cost model fitted to them."""
+    """Measured figures, the lines fitted to them, and the cost model they make."""
 
     size: int
     backend: str
     pattern: str
-    one_way: dict[int, float]  # bytes -> median one-way seconds (pair of ranks 0 and 1)
-    add_rates: list[float]  # per rank, elements added per second
+    one_way: dict[int, float]  # message bytes -> one-way seconds (pair of ranks 0 and 1)
+    reduce_seconds: dict[int, float]  # bytes per operand -> seconds per addition (median over ranks)
+    matmul_seconds: dict[int, float]  # FLOPs -> seconds per product (median over ranks)
+    pieces: list[Line]  # the message fit, one line per size regime
+    reduce_line: Line  # seconds against bytes moved (3 x the operand)
+    matmul_line: Line  # seconds against FLOPs
     cost: CostModel
-    fit_error: dict[int, float] = field(default_factory=dict)  # bytes -> model / measured - 1
+    fit_error: dict[int, float] = field(default_factory=dict)  # message bytes -> model / measured - 1
+    reduce_error: dict[int, float] = field(default_factory=dict)
+    matmul_error: dict[int, float] = field(default_factory=dict)
 
     def save(self, path: str | Path) -> Path:
         measured = {
             "ranks": self.size,
             "backend": self.backend,
             "pattern": self.pattern,
-            "one_way_seconds": {str(k): v for k, v in self.one_way.items()},
-            "add_elements_per_second": self.add_rates,
-            "fit_relative_error": {str(k): v for k, v in self.fit_error.items()},
+            "one_way_seconds": _keyed(self.one_way),
+            "fit_relative_error": _keyed(self.fit_error),
+            "message_regimes": [
+                {"from_bytes": p.lo, "to_bytes": p.hi, "latency": p.intercept, "bandwidth": 1 / p.slope}
+                for p in self.pieces
+            ],
+            "reduce_seconds": _keyed(self.reduce_seconds),
+            "reduce_relative_error": _keyed(self.reduce_error),
+            "matmul_seconds_by_flops": _keyed(self.matmul_seconds),
+            "matmul_relative_error": _keyed(self.matmul_error),
         }
         return save_cost(path, self.cost, measured, name=f"{self.backend}, {self.size} ranks, measured")
 
     def summary(self) -> str:
         c = self.cost
         lines = [
-            f"calibrated on {self.size} {self.backend} ranks ({self.pattern}): latency {c.latency * 1e6:.1f} us, "
-            f"bandwidth {c.bandwidth / 1e9:.3g} GB/s, compute {c.flops / 1e9:.3g} GFLOP/s (elementwise add)",
-            "  bytes       measured one-way    model     error",
+            f"calibrated on {self.size} {self.backend} ranks ({self.pattern}): {len(self.pieces)} message regime(s)",
         ]
+        for k, p in enumerate(self.pieces):
+            lines.append(
+                f"  regime {k}: {binary_size(p.lo)} .. {binary_size(p.hi)}: latency {p.intercept * 1e6:.1f} us, "
+                f"bandwidth {1 / p.slope / 1e9:.3g} GB/s"
+            )
+        lines.append("  bytes       measured one-way    model     error")
         for n, t in self.one_way.items():
             lines.append(f"  {n:>9}   {t * 1e6:12.1f} us  {c.message_time(n) * 1e6:9.1f} us  {self.fit_error[n]:+7.1%}")
+        lines.append(
+            f"reduction (float64 add into a new array): op latency {c.op_latency * 1e6:.1f} us, "
+            f"memory bandwidth {(c.memory_bandwidth or 0) / 1e9:.3g} GB/s (inputs + output)"
+        )
+        lines.append("  operand     measured            model     error")
+        for n, t in self.reduce_seconds.items():
+            model = self.reduce_line(3 * n)
+            lines.append(f"  {n:>9}   {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.reduce_error[n]:+7.1%}")
+        lines.append(f"matrix products (float64): {c.flops / 1e9:.3g} GFLOP/s")
+        lines.append("  FLOPs       measured            model     error")
+        for f, t in self.matmul_seconds.items():
+            model = self.matmul_line(f)
+            lines.append(f"  {f:>9.3g}   {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.matmul_error[f]:+7.1%}")
         return "\n".join(lines)
 
 
@@ -160,13 +117,17 @@ def calibrate(
     *,
     pattern: str = "pingpong",
     statistic: str = "median",
+    add_sizes: tuple[int, ...] = ADD_SIZES,
+    matmul_shapes: tuple[tuple[int, int, int], ...] = MATMUL_SHAPES,
+    max_regimes: int = 3,
     world: TorchWorld | None = None,
     timeout: float = 60.0,
 ) -> Calibration:
     """Measure on ``size`` real ranks (or on ``world``, if given) and fit a cost model.
 
-    pattern:   "pingpong" (one direction at a time) or "exchange" (both partners send at once)
-    statistic: "median" or "mean" of the repeats, per size
+    pattern:     "pingpong" (one direction at a time) or "exchange" (both partners send at once)
+    statistic:   "median" or "mean" of the repeats, per size
+    max_regimes: at most this many message-size regimes (1: a single alpha-beta line)
     """
     if pattern not in PATTERNS:
         raise ValueError(f"calibrate(pattern={pattern!r}): choose one of {tuple(PATTERNS)}")
@@ -174,15 +135,50 @@ def calibrate(
         raise ValueError(f"calibrate(statistic={statistic!r}): choose one of {tuple(STATISTICS)}")
     if world is None:
         with TorchWorld(size, backend, timeout=timeout, keep_payloads=False) as w:
-            return calibrate(size, backend, sizes, repeats, pattern=pattern, statistic=statistic, world=w)
+            return calibrate(
+                size,
+                backend,
+                sizes,
+                repeats,
+                pattern=pattern,
+                statistic=statistic,
+                add_sizes=add_sizes,
+                matmul_shapes=matmul_shapes,
+                max_regimes=max_regimes,
+                world=w,
+            )
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
     one_way = world.run(PATTERNS[pattern], tuple(sizes), repeats, statistic=statistic).outputs[0]
-    rates = world.run(add_rate).outputs
-    alpha, bandwidth = fit_alpha_beta(list(one_way), list(one_way.values()))
-    cost = CostModel(latency=alpha, bandwidth=bandwidth, flops=float(np.median(rates)))
-    error = {n: cost.message_time(n) / t - 1 for n, t in one_way.items()}
-    return Calibration(world.size, world.backend, pattern, one_way, [float(r) for r in rates], cost, error)
+    adds = _median_over_ranks(world.run(reductions, tuple(add_sizes), repeats, statistic=statistic).outputs)
+    products = _median_over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs)
+    pieces = fit_pieces(list(one_way), list(one_way.values()), max_pieces=max_regimes, what="the message times")
+    reduce_line = fit_line([3 * n for n in adds], list(adds.values()), "the addition times")
+    matmul_line = fit_line(list(products), list(products.values()), "the matrix-product times")
+    first, *rest = pieces
+    cost = CostModel(
+        latency=first.intercept,
+        bandwidth=1.0 / first.slope,
+        flops=1.0 / matmul_line.slope,
+        op_latency=reduce_line.intercept,
+        memory_bandwidth=1.0 / reduce_line.slope,
+        regimes=tuple(LinkRegime(_boundary(lower, p), p.intercept, 1.0 / p.slope) for lower, p in zip(pieces, rest)),
+    )
+    return Calibration(
+        world.size,
+        world.backend,
+        pattern,
+        one_way,
+        adds,
+        products,
+        pieces,
+        reduce_line,
+        matmul_line,
+        cost,
+        _errors(lambda n: cost.message_time(n), one_way),
+        _errors(lambda n: reduce_line(3 * n), adds),
+        _errors(matmul_line, products),
+    )
 
 
 def main_calibrate(
@@ -194,3 +190,20 @@ def main_calibrate(
     if out:
         print(f"wrote {cal.save(out)}")
     return cal
+
+
+def _boundary(lower: Line, upper: Line) -> int:
+    """Where a regime begins: midway (geometrically) between the last size below it and its first size."""
+    return int(round(np.sqrt(lower.hi * upper.lo)))
+
+
+def _median_over_ranks(outputs: list[dict[int, float]]) -> dict[int, float]:
+    return {k: float(np.median([o[k] for o in outputs])) for k in outputs[0]}
+
+
+def _errors(model, measured: dict[int, float]) -> dict[int, float]:
+    return {k: float(model(k)) / t - 1 for k, t in measured.items()}
+
+
+def _keyed(d: dict) -> dict[str, float]:
+    return {str(k): v for k, v in d.items()}

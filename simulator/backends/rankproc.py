@@ -8,18 +8,28 @@ Each rank process is started with the ``spawn`` method and three pipes:
 
 The launcher's copies of the rank's ends are closed right after the start, so each pipe has exactly
 one holder at each end: a pipe ends exactly when its holder goes.
+
+Like torchrun, ranks start with one thread for OpenMP and BLAS (``OMP_NUM_THREADS=1`` unless the
+caller's environment says otherwise): several ranks share the machine's cores, and a NumPy matrix
+product that also spreads over every core makes the ranks' threads fight for them.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
+import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from .stderr_tail import StderrTail
 from .worker import WorkerConfig, main
+
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+_ENVIRONMENT = threading.Lock()  # one spawn at a time changes the environment the child inherits
 
 
 @dataclass
@@ -49,7 +59,8 @@ def spawn_rank(ctx: Any, rank: int, config: WorkerConfig) -> RankProcess:
         target=main, args=(rank, config, child_conn, life_read, err_write), name=f"simulator-rank-{rank}", daemon=True
     )
     try:
-        proc.start()
+        with _one_thread_each():
+            proc.start()
     except BaseException:
         for end in (conn, life_write, err_read):
             end.close()
@@ -58,6 +69,22 @@ def spawn_rank(ctx: Any, rank: int, config: WorkerConfig) -> RankProcess:
         for end in (child_conn, life_read, err_write):
             end.close()
     return RankProcess(rank, proc, conn, life_write, StderrTail(rank, err_read))
+
+
+@contextlib.contextmanager
+def _one_thread_each() -> Iterator[None]:
+    """The spawned child inherits the environment at its start: set the thread counts for it, then restore."""
+    with _ENVIRONMENT:
+        unset = [k for k in THREAD_VARIABLES if k not in os.environ]
+        if "OMP_NUM_THREADS" in os.environ:  # the caller chose: leave every count as it is
+            unset = []
+        for k in unset:
+            os.environ[k] = "1"
+        try:
+            yield
+        finally:
+            for k in unset:
+                os.environ.pop(k, None)
 
 
 def stop_ranks(ranks: list[RankProcess], ask: bool = True) -> None:

@@ -1,0 +1,124 @@
+"""Predicted against measured: one rank program simulated under a calibrated cost model and run on real ranks.
+
+Both sides time the same thing the same way. The rank program repeats its work, each time after a
+barrier, and every rank notes when it started and ended (``dev.clock``: simulated seconds in a
+simulation, seconds since a common start on real ranks on one machine). A repeat lasts from the moment
+the last rank started to the moment the last rank ended: the collective cannot move before every
+member has joined it, and the simulation starts every rank together, so a rank that the operating
+system wakes late is not counted against the model. The first repeat warms buffers and connections
+up and is left out; the figure is the median of the rest.
+
+The rank programs live here (not in a script) so that rank processes can import them.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..cost import CostModel
+from ..device import Device
+from ..engine import World
+
+
+def timed_repeats(dev: Device, work: Callable[[], Any], repeats: int) -> list[tuple[float, float]]:
+    """Run ``work()`` ``repeats`` times, each after a barrier; this rank's (start, end) of each."""
+    spans = []
+    for _ in range(repeats):
+        dev.barrier()
+        t0 = dev.clock
+        work()
+        spans.append((t0, dev.clock))
+    return spans
+
+
+def ring_all_reduces(dev: Device, nbytes: int, repeats: int) -> list[tuple[float, float]]:
+    """Rank program: ``repeats`` ring all-reduces of ``nbytes`` of float64, message by message."""
+    x = np.ones(nbytes // 8)
+    return timed_repeats(dev, lambda: dev.all_reduce(x, algorithm="ring"), repeats)
+
+
+def training_steps(dev: Device, step: Callable[..., Any], args: tuple, repeats: int) -> list[tuple[float, float]]:
+    """Rank program: ``repeats`` training steps ``step(dev, *args)`` (a ``Pipeline`` or ``DataParallel``)."""
+    return timed_repeats(dev, lambda: step(dev, *args), repeats)
+
+
+def repeat_seconds(outputs: Sequence[list[tuple[float, float]]]) -> list[float]:
+    """Each repeat's duration: from the last rank's start to the last rank's end."""
+    return [max(o[k][1] for o in outputs) - max(o[k][0] for o in outputs) for k in range(len(outputs[0]))]
+
+
+def measured_seconds(world: Any, program: Callable[..., Any], *args: Any, repeats: int) -> float:
+    """Median duration over ``repeats`` on real ranks (``world``: a ``TorchWorld``), the first left out."""
+    outputs = world.run(program, *args, repeats + 1).outputs
+    return float(np.median(repeat_seconds(outputs)[1:]))
+
+
+def predicted_seconds(size: int, cost: CostModel, program: Callable[..., Any], *args: Any) -> float:
+    """The same program simulated under ``cost``: one repeat after a warm-up one (a simulation is deterministic)."""
+    outputs = World(size, cost=cost, keep_payloads=False).run(program, *args, 2).outputs
+    return repeat_seconds(outputs)[1]
+
+
+@dataclass(frozen=True)
+class Row:
+    """One prediction against one measurement."""
+
+    what: str
+    ranks: int
+    predicted: float
+    measured: float
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.measured
+
+
+def spread_table(runs: Sequence[Sequence[Row]], low: float = 0.7, high: float = 1.3) -> str:
+    """Each row's predicted / measured over the runs: min-max, and whether every run is within [low, high]."""
+    width = max(len(row.what) for row in runs[0])
+    lines = [
+        f"  {'what':{width}} {'ranks':>5}  {'predicted':>10}  {'measured':>10}  {'ratio, each run':>16}  {'spread':>9}",
+    ]
+    for k, row in enumerate(runs[0]):
+        ratios = [run[k].ratio for run in runs]
+        pred = np.median([run[k].predicted for run in runs])
+        meas = np.median([run[k].measured for run in runs])
+        ok = "ok" if all(low <= r <= high for r in ratios) else f"OUT OF {low}-{high}"
+        each = " ".join(f"{r:.2f}" for r in ratios)
+        lines.append(
+            f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {each:>16}  "
+            f"{min(ratios):.2f}-{max(ratios):.2f}  {ok}"
+        )
+    return "\n".join(lines)
+
+
+def load_average() -> float:
+    """The 1-minute load average of this machine (what else is running)."""
+    return os.getloadavg()[0]
+
+
+def wait_for_quiet(limit: float = 0.8, max_wait: float = 600.0, poll: float = 30.0) -> float:
+    """Wait (up to ``max_wait`` seconds) until the 1-minute load is at most ``limit``; the load then measured."""
+    waited = 0.0
+    load = load_average()
+    while load > limit and waited < max_wait:
+        print(f"  load {load:.2f} > {limit}: waiting {poll:g} s for the machine to be quiet", flush=True)
+        time.sleep(poll)
+        waited += poll
+        load = load_average()
+    return load
+
+
+def machine_line(load_before: float) -> str:
+    """The machine and its load, for the benchmark's output and the README."""
+    one, five, fifteen = os.getloadavg()
+    return (
+        f"machine: {os.cpu_count()} cores; load average before {load_before:.2f}, "
+        f"after {one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min); {time.strftime('%Y-%m-%d %H:%M')}"
+    )

@@ -1,0 +1,138 @@
+"""The rank programs calibration runs on real ranks: messages, additions and matrix products, timed.
+
+Ping-pong: ranks pair up (0 with 1, 2 with 3, ...); in each pair the even rank sends n bytes and the
+odd one sends them straight back, ``repeats`` times per size, all pairs at once. One-way time =
+round trip / 2. Exchange: both partners send at once, so every rank sends and receives at the same
+time, as in each step of a ring collective; on a machine whose cores the ranks share, this loaded
+time is what a collective sees. Ring: every rank sends to the next and receives from the previous at
+once, exactly one step of a ring collective on all ranks (on two ranks the same as exchange). Messages go through the device's ``send``/``recv`` (header and NumPy
+conversion included), so the times describe exactly what a simulated message stands for.
+
+Additions and matrix products go through ``dev.compute`` as a collective's reductions and a training
+step's layers do, so the times include what every op costs on a real rank besides its arithmetic
+(the call, the recording). Every rank measures at once: the ranks share the machine as they will in
+the runs the model predicts. Each program returns {size: seconds} with ``statistic`` over the repeats.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from ..device import Device
+
+# median: the typical message; mean: the expected cost, rare scheduling stalls included (a run of many
+# messages pays for them, so the mean predicts a long run better on a busy machine)
+STATISTICS: dict[str, Callable[[list[float]], float]] = {
+    "median": lambda v: float(np.median(v)),
+    "mean": lambda v: float(np.mean(v)),
+}
+
+
+def pingpong(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
+) -> dict[int, float] | None:
+    """One-way seconds per size for this rank's pair (None for a rank left over)."""
+    partner = dev.rank ^ 1
+    if partner >= dev.world_size:
+        return None
+    first = dev.rank % 2 == 0
+    out = {}
+    for n in sizes:
+        buf = np.zeros(n, dtype=np.uint8)
+        trips = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            if first:
+                req = dev.isend(buf, partner, tag=1)
+                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+            else:
+                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+                req = dev.isend(buf, partner, tag=1)
+            dev.wait(req)  # already received (the reply came back), so this returns at once
+            if i >= warmup:
+                trips.append((time.perf_counter() - t0) / 2)
+        out[n] = STATISTICS[statistic](trips)
+    return out
+
+
+def exchange(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
+) -> dict[int, float] | None:
+    """Like ``pingpong``, but both partners send at once (the "Sendrecv" pattern of MPI benchmarks)."""
+    partner = dev.rank ^ 1
+    if partner >= dev.world_size:
+        return None
+    out = {}
+    for n in sizes:
+        buf = np.zeros(n, dtype=np.uint8)
+        times = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            req = dev.isend(buf, partner, tag=1)
+            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+            dev.wait(req)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out[n] = STATISTICS[statistic](times)
+    return out
+
+
+def ring(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
+) -> dict[int, float]:
+    """Seconds for one ring step: send n bytes to the next rank while receiving n from the previous one."""
+    right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
+    out = {}
+    for n in sizes:
+        buf = np.zeros(n, dtype=np.uint8)
+        times = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            req = dev.isend(buf, right, tag=1)
+            dev.recv(left, tag=1, shape=(n,), dtype=np.uint8)
+            dev.wait(req)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out[n] = STATISTICS[statistic](times)
+    return out
+
+
+PATTERNS = {"pingpong": pingpong, "exchange": exchange, "ring": ring}
+
+
+def reductions(
+    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 2, statistic: str = "median"
+) -> dict[int, float]:
+    """Seconds to add two float64 arrays of n bytes each into a new one, as a collective's reduction does."""
+    out = {}
+    for n in sizes:
+        a, b = np.ones(n // 8), np.ones(n // 8)
+        times = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            dev.compute("calibration.add", np.add, a, b, keep=False)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out[n] = STATISTICS[statistic](times)
+    return out
+
+
+def matmuls(
+    dev: Device, shapes: tuple[tuple[int, int, int], ...], repeats: int, warmup: int = 1, statistic: str = "median"
+) -> dict[int, float]:
+    """Seconds per float64 (m, k) @ (k, n) product, keyed by its FLOPs (2mkn), as a layer's forward computes."""
+    out = {}
+    rng = np.random.default_rng(dev.rank)
+    for m, k, n in shapes:
+        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+        times = []
+        for i in range(warmup + repeats):
+            t0 = time.perf_counter()
+            dev.compute("calibration.matmul", np.matmul, a, b, keep=False)
+            if i >= warmup:
+                times.append(time.perf_counter() - t0)
+        out[2 * m * k * n] = STATISTICS[statistic](times)
+    return out
