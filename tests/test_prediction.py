@@ -1,0 +1,60 @@
+"""The prediction harness on the simulator alone: timing rules, the spread table, the GPU script without a GPU."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from simulator.backends.prediction import Row, predicted_seconds, repeat_seconds, ring_all_reduces, spread_table
+from simulator.cost import CostModel, LinkRegime
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_a_repeat_lasts_from_the_last_start_to_the_last_end():
+    # rank 1 starts late in the first repeat; rank 0 ends last in the second
+    outputs = [[(0.0, 5.0), (10.0, 16.0)], [(2.0, 6.0), (10.5, 15.0)]]
+    assert repeat_seconds(outputs) == [4.0, 5.5]
+
+
+@pytest.mark.parametrize("p", [2, 3, 4])
+def test_predicted_ring_all_reduce_is_the_closed_form(p):
+    alpha, bw, flops, op = 30e-6, 2e9, 1e9, 2e-6
+    cost = CostModel(latency=alpha, bandwidth=bw, flops=flops, op_latency=op)
+    n = 3 * 4 * 8 * 1024  # divisible by 2, 3 and 4 float64 chunks
+    chunk = n / p
+    steps = 2 * (p - 1)
+    closed = steps * (alpha + chunk / bw) + (p - 1) * (op + chunk / 8 / flops)
+    assert predicted_seconds(p, cost, ring_all_reduces, n) == pytest.approx(closed, rel=1e-9)
+
+
+def test_predicted_ring_uses_the_regime_of_its_chunk_and_the_memory_traffic_of_its_additions():
+    cost = CostModel(
+        latency=10e-6, bandwidth=4e9, flops=1e12, memory_bandwidth=5e9, regimes=(LinkRegime(256 << 10, 200e-6, 1e9),)
+    )
+    n = 1 << 20  # chunks of 512 KiB on 2 ranks: the second regime; the addition moves 3 x 512 KiB
+    closed = 2 * (200e-6 + (n / 2) / 1e9) + 3 * (n / 2) / 5e9
+    assert predicted_seconds(2, cost, ring_all_reduces, n) == pytest.approx(closed, rel=1e-9)
+
+
+def test_spread_table_gives_each_run_and_flags_any_run_out_of_range():
+    runs = [[Row("a", 2, 1.0, 1.0), Row("b", 4, 1.0, 2.0)], [Row("a", 2, 1.1, 1.0), Row("b", 4, 1.0, 1.0)]]
+    lines = spread_table(runs).splitlines()
+    assert "1.00 1.10" in lines[1] and "1.00-1.10  ok" in lines[1]
+    assert "0.50 1.00" in lines[2] and "OUT OF 0.7-1.3" in lines[2]
+    assert max(len(line) for line in lines) <= 120
+
+
+def test_gpu_check_says_no_gpu_and_exits_cleanly_without_one(tmp_path):
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the script measures instead")
+    out = tmp_path / "gpu.md"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "benchmarks" / "gpu_check.py"), "--out", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0 and done.stdout.startswith("no GPU:") and not out.exists()
