@@ -6,15 +6,15 @@ the trace as one op); ``torch.distributed.all_reduce(t)`` on a tensor made once 
 place, nothing recorded: the strict baseline); and the same on a fresh copy of x (what a direct
 caller who must keep x pays). Each round's time is the slowest rank's; the figures are medians, and
 the ratio is given both as the ratio of the medians and as the median of each round's ratio
-(neighbours in time, so a machine whose load drifts affects both alike). The target is at most 1.1.
+(neighbours in time, so a machine whose load drifts affects both alike). The target is at most 1.1 by the
+median of the rounds' ratios, in every one of ``--runs`` consecutive runs (fresh ranks each).
 
-    python benchmarks/torch_allreduce_overhead.py [--ranks 2] [--mib 64] [--repeats 7]
+    python benchmarks/torch_allreduce_overhead.py [--ranks 2] [--mib 64] [--repeats 15] [--runs 3]
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import time
 
 import numpy as np
@@ -47,22 +47,18 @@ def race(dev, nbytes: int, repeats: int) -> dict[str, list[float]]:
     return times
 
 
-def main() -> None:
+def one_run(ranks: int, mib: int, repeats: int) -> float:
+    """One run on fresh ranks: prints its figures, returns the median of the rounds' ratios."""
     from simulator.backends.launch import TorchWorld
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranks", type=int, default=2)
-    parser.add_argument("--mib", type=int, default=64)
-    parser.add_argument("--repeats", type=int, default=15)
-    args = parser.parse_args()
-    with TorchWorld(args.ranks, "gloo", timeout=120, keep_payloads=False) as world:
-        outputs = world.run(race, args.mib << 20, args.repeats).outputs
+    with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False) as world:
+        outputs = world.run(race, mib << 20, repeats).outputs
     # a collective ends when its slowest rank ends: take the max over ranks of each round
     rounds = {k: np.max([o[k] for o in outputs], axis=0) for k in outputs[0]}
     med = {k: float(np.median(v)) for k, v in rounds.items()}
     # the rounds alternate the order of the calls, so each round's ratio compares neighbours in time
     paired = float(np.median(rounds["backend"] / rounds["direct"]))
-    print(f"all_reduce of {args.mib} MiB float64 on {args.ranks} gloo ranks, median of {args.repeats} rounds:")
+    print(f"all_reduce of {mib} MiB float64 on {ranks} gloo ranks, median of {repeats} rounds:")
     print(f"  torch.distributed.all_reduce, in place:        {med['direct'] * 1e3:8.1f} ms")
     print(f"  torch.distributed.all_reduce on a fresh copy:  {med['direct_copy'] * 1e3:8.1f} ms")
     print(f"  TorchDevice.all_reduce (native):               {med['backend'] * 1e3:8.1f} ms")
@@ -70,8 +66,25 @@ def main() -> None:
         f"  backend / in place: {med['backend'] / med['direct']:.3f} (medians), {paired:.3f} (median of the rounds' ratios)"
     )
     print(f"  backend / fresh copy: {med['backend'] / med['direct_copy']:.3f}")
+    return paired
+
+
+def main() -> None:
+    from simulator.backends.prediction import machine_line, wait_for_quiet
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--mib", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--runs", type=int, default=3, help="consecutive runs, each on fresh ranks (default: 3)")
+    parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    args = parser.parse_args()
+    load = wait_for_quiet(max_wait=args.max_wait)
+    paired = [one_run(args.ranks, args.mib, args.repeats) for _ in range(args.runs)]
+    ok = "ok" if all(r <= 1.1 for r in paired) else "OVER 1.1"
+    print(f"backend / in place, median of the rounds' ratios, each run: {' '.join(f'{r:.3f}' for r in paired)}  {ok}")
+    print(machine_line(load))
 
 
 if __name__ == "__main__":
     main()
-    print(f"(machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f} at the end)")

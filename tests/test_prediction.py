@@ -58,3 +58,22 @@ def test_gpu_check_says_no_gpu_and_exits_cleanly_without_one(tmp_path):
         timeout=120,
     )
     assert done.returncode == 0 and done.stdout.startswith("no GPU:") and not out.exists()
+
+
+def test_native_all_reduce_pieces_double_from_the_first_to_the_largest():
+    pytest.importorskip("torch.distributed")
+    from simulator.backends.native import piece_bounds
+
+    mib = 1 << 20
+    assert piece_bounds(64 * mib, 1, mib, 32 * mib) == [
+        0,
+        mib,
+        3 * mib,
+        7 * mib,
+        15 * mib,
+        31 * mib,
+        63 * mib,
+        64 * mib,
+    ]
+    assert piece_bounds(10, 8, 64, 64) == [0, 8, 10]  # elements, not bytes
+    assert piece_bounds(0, 8) == [0]

@@ -68,8 +68,9 @@ def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
 
 
 def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(world4):
-    from simulator.backends.native import PIECE_BYTES
+    from simulator.backends.native import FIRST_PIECE_BYTES, piece_bounds
 
-    n = 2 * PIECE_BYTES // 8 + 12345  # three pieces, the last one short
+    n = 3 * FIRST_PIECE_BYTES // 8 + 12345  # pieces of 1, 2, then a short one
+    assert len(piece_bounds(n, 8, FIRST_PIECE_BYTES, 1 << 30)) == 4
     for rank, checks in enumerate(world4.run(demos.all_reduce_check, n).outputs):
         assert all(checks.values()), (rank, checks)

@@ -34,9 +34,23 @@ if TYPE_CHECKING:
 REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
 
 
-# A large all-reduce goes in pieces of this size, so that copying the input into the result buffer
-# (the price of a functional API over torch's in-place one) overlaps with the reduction itself.
-PIECE_BYTES = 8 << 20
+# A large all-reduce goes in pieces, so that copying the input into the result buffer (the price of a
+# functional API over torch's in-place one) overlaps with the reduction of the pieces before. The
+# first piece is small (its copy cannot overlap anything) and each next one doubles, up to the last:
+# a few collectives, not one per fixed-size piece.
+FIRST_PIECE_BYTES = 1 << 20
+MAX_PIECE_BYTES = 32 << 20
+
+
+def piece_bounds(n: int, itemsize: int, first: int = FIRST_PIECE_BYTES, largest: int = MAX_PIECE_BYTES) -> list[int]:
+    """Element offsets of the pieces of an n-element all-reduce: doubling from ``first`` bytes to ``largest``."""
+    bounds, at, size = [0], 0, max(1, first // max(1, itemsize))
+    cap = max(1, largest // max(1, itemsize))
+    while at < n:
+        at = min(n, at + size)
+        bounds.append(at)
+        size = min(2 * size, cap)
+    return bounds
 
 
 def chunk_bounds(n: int, parts: int) -> list[int]:
@@ -88,11 +102,11 @@ def all_reduce(dev, x, op="sum", group=None, algorithm="ring", *, name=None, par
     x = np.asarray(x)
     out = dev.buffer(x.shape, x.dtype)  # torch reduces in place: into a copy, the caller's array stays intact
     flat, src = out.reshape(-1), x.reshape(-1)
-    step = max(1, PIECE_BYTES // max(1, x.itemsize))
+    bounds = piece_bounds(flat.size, x.itemsize, FIRST_PIECE_BYTES, MAX_PIECE_BYTES)
     works = []
-    for lo in range(0, flat.size, step):  # copy piece k + 1 while torch reduces piece k
-        np.copyto(flat[lo : lo + step], src[lo : lo + step])
-        piece = dev.tensor(flat[lo : lo + step])
+    for lo, hi in zip(bounds, bounds[1:]):  # copy piece k + 1 while torch reduces piece k
+        np.copyto(flat[lo:hi], src[lo:hi])
+        piece = dev.tensor(flat[lo:hi])
         works.append(
             dev.native(lambda p=piece: dist.all_reduce(p, op=_op(op), group=g.pg, async_op=True), "all_reduce")
         )
