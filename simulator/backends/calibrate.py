@@ -35,7 +35,8 @@ __all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calib
 
 SIZES = (8, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
 ADD_SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # bytes of each operand
-MATMUL_SHAPES = ((64, 256, 256), (128, 512, 512), (256, 512, 1024))
+# (m, k, n): skinny products, as a microbatch of a few rows through a layer makes, and square-ish ones
+MATMUL_SHAPES = ((16, 512, 512), (32, 512, 512), (64, 512, 512), (256, 512, 1024))
 
 
 def fit_alpha_beta(sizes: list[int], seconds: list[float]) -> tuple[float, float]:

@@ -74,7 +74,7 @@ def fit_pieces(
     x: Sequence[float],
     t: Sequence[float],
     max_pieces: int = 3,
-    min_points: int = 2,
+    min_points: int = 3,
     floor: float = 0.03,
     slack: float = 1.5,
     what: str = "the measured times",
@@ -82,7 +82,8 @@ def fit_pieces(
     """Lines over consecutive ranges of sizes, split where the measurements bend.
 
     Every split of the sorted sizes into up to ``max_pieces`` ranges of at least ``min_points`` sizes
-    is tried (the sizes are few: a dozen or two). The fewest pieces are kept whose root-mean-square
+    is tried (the sizes are few: a dozen or two; a piece of two sizes would fit any two points exactly, so
+    three is the least). The fewest pieces are kept whose root-mean-square
     relative error is within ``floor`` (the noise of a measurement) or within ``slack`` times the
     best error any number of pieces reaches: more lines are not chosen to follow noise.
     """
