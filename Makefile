@@ -50,7 +50,9 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
 	$(BIN)/python benchmarks/torch_ring_prediction.py
+	$(BIN)/python benchmarks/torch_step_prediction.py
 	$(BIN)/python benchmarks/torch_allreduce_overhead.py
+	$(BIN)/python benchmarks/gpu_check.py
 	$(BIN)/python benchmarks/view_page_scale.py
 
 lint: $(BIN)/.installed
