@@ -242,16 +242,24 @@ class Network:
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
         self._inv_bw = 1.0 / cost.bandwidth
-        self._free: dict[tuple[int, int], float] = {}
+        self._free: dict[int, dict[int, float]] = {}  # src -> {dst: when link (src, dst) is next free}
+
+    def private_links(self, src: int) -> dict[int, float]:
+        """Device src's outgoing links (dst -> next free time): only src books them, so the engine may
+        book them inline, as ``transfer`` does, with ``alpha`` and ``1 / B`` from the cost model."""
+        links = self._free.get(src)
+        if links is None:
+            links = self._free[src] = {}
+        return links
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         """Book a message posted at time t. Returns (start, sender_done, arrival)."""
-        key = (src, dst)
-        start = self._free.get(key, 0.0)
+        links = self.private_links(src)
+        start = links.get(dst, 0.0)
         if start < t:
             start = t
         done = start + nbytes * self._inv_bw
-        self._free[key] = done
+        links[dst] = done
         return start, done, done + self._alpha
 
 

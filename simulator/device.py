@@ -4,48 +4,73 @@ A device has a rank, a private memory of named arrays, a clock, and point-to-poi
 the torch.distributed names (``send``/``recv``/``isend``/``irecv``/``wait``). Blocking calls suspend
 the program (a greenlet) until the engine's simulated clock says the call completes.
 
-Nothing crosses between devices except messages, and neither side can change what the other holds:
-a payload is handed to the receiver read-only, copied at the send unless it is already immutable (a
-read-only array over read-only memory, as hold, compute and recv produce), which needs no copy.
+Nothing crosses between devices except messages, and neither side can change what the other holds
+(see ``simulator.values``: payloads are read-only, copied at the send unless already immutable).
+
+Every send, receive and op is recorded as one packed row (``simulator.columns``): these methods are
+the engine's hot path, so they avoid making objects per message (a blocking receive that finds its
+message waiting makes none at all) and bind what they use to locals.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .collectives import CollectiveMethods
-from .errors import ContractError, OpError, SimulationError, describe_inputs
+from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG, OP, OP_DROPPED, OP_KEPT, RECV
+from .errors import ContractError, SimulationError
 from .tags import TAG_BASE, CollectiveTag, user_tag
-from .trace import Message, Op
+from .values import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
+    DeviceMemory,
+    _immutable,
+    _nbytes,
+    check_payload,
+    freeze,
+    frozen,
+    partial_group,
+    run_op,
+    sealed,
+)
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 INF = float("inf")
+NAN = float("nan")
+_pack_msg = MSG.pack
+_pack_recv = RECV.pack
+_pack_op = OP.pack
+_ndarray = np.ndarray
 
 
 class Request:
-    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known."""
+    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known.
 
-    __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index", "t_post")
+    A matched receive holds its message's ``row`` and ``payload`` until it is waited on.
+    """
 
-    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
+    __slots__ = (
+        "kind", "owner", "peer", "tag", "row", "payload", "done", "shape", "dtype", "name", "index", "t_post", "taken",
+    )  # fmt: skip
+
+    def __init__(self, kind, owner, peer, tag, row, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
         self.kind = kind
         self.owner = owner
         self.peer = peer
         self.tag = tag
-        self.msg = msg
+        self.row = row  # the message's row (a send's from the start, a receive's once matched)
+        self.payload = None
         self.done = done
         self.shape = shape
         self.dtype = dtype
         self.name = name
         self.index = index
         self.t_post = t_post  # when it was posted: a rendezvous transfer cannot start before both are
+        self.taken = False  # a receive's payload was handed over (waiting twice is an error)
 
     def describe(self) -> str:
         if self.kind == "send":
@@ -55,138 +80,6 @@ class Request:
     def __repr__(self) -> str:
         state = "pending" if self.done is None else f"done at {self.done:.3g} s"
         return f"<Request device {self.owner} {self.describe()} {state}>"
-
-
-def _nbytes(value: Any) -> int:
-    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, (tuple, list)):
-        return sum(_nbytes(v) for v in value)
-    if isinstance(value, (int, float, complex, np.generic)):
-        return np.asarray(value).nbytes
-    return 0
-
-
-def _immutable(value: Any) -> bool:
-    """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
-
-    Sending one needs no copy: neither side can change what the other sees. Anything else, a writable
-    array, a view of one, a list, a scalar, is copied into a fresh read-only array.
-    """
-    while type(value) is np.ndarray:
-        if value.flags.writeable:
-            return False
-        value = value.base
-        if value is None:
-            return True
-    return False
-
-
-def frozen(value: Any) -> np.ndarray:
-    """``value`` itself when it is already immutable, else a read-only copy: sendable without copies."""
-    return value if _immutable(value) else freeze(value)
-
-
-def freeze(value: Any) -> np.ndarray:
-    """A read-only copy of ``value``: what a message carries."""
-    return sealed(np.array(value))
-
-
-def sealed(arr: np.ndarray) -> np.ndarray:
-    """``arr`` made read-only for good: a read-only view of it, whose flag cannot be set back (numpy
-    refuses to make a view writeable over read-only memory), so no program can change what the trace
-    recorded."""
-    arr.setflags(write=False)
-    return arr.view()
-
-
-def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
-    """``fn(*inputs)``, its output read-only for good; an error names the op, the device and its inputs."""
-    try:
-        out = fn(*inputs)
-    except Exception as exc:  # keep numpy's words, add where and with what
-        raise OpError(
-            f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
-        ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
-    return out
-
-
-def check_payload(value: Any, rank: int, where: str) -> None:
-    """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
-    if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(
-            f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
-            "mask as two arrays (value.data and value.mask)."
-        )
-    kind = value.dtype.kind if isinstance(value, np.ndarray) else np.asarray(value).dtype.kind
-    if kind not in "biufc":
-        raise TypeError(
-            f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
-            "array or a scalar of booleans, integers, floats or complex numbers), not strings, bytes or objects"
-        )
-
-
-class DeviceMemory:
-    """A device's private memory of named values; each backend records changes its own way."""
-
-    rank: int
-    _memory: dict[str, Any]
-
-    @property
-    def memory(self) -> Mapping[str, Any]:
-        """This device's named values (read-only view)."""
-        return MappingProxyType(self._memory)
-
-    def hold(
-        self, name: str, value: Any, *, index: Any = None, partial: Any = None, doc: str | None = None
-    ) -> np.ndarray:
-        """Place a value in this device's memory under ``name`` (an input, a weight, a shard).
-
-        index:   which part of the single-device value ``name`` this is (e.g. ``np.s_[:, 0:3]``)
-        partial: this is one term of a sum over a group of devices whose total is ``name``: True (every
-                 device) or the group's ranks (see ``Device.compute``)
-        """
-        arr = freeze(value)
-        self._record_memory("hold", name, arr, index, doc, partial_group(self, partial, name))
-        self._memory[name] = arr
-        return arr
-
-    def free(self, name: str) -> None:
-        """Drop a named value from memory."""
-        if name not in self._memory:
-            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
-        self._record_memory("free", name, None, None, None, None)
-        del self._memory[name]
-
-    def _record_memory(
-        self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None, partial: tuple | None
-    ) -> None:
-        """Record a hold (arr) or a free (None) in this backend's trace."""
-        raise NotImplementedError
-
-
-def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
-    """``partial=`` as a tuple of ranks: True means every device; a group must include the device."""
-    if partial is None or partial is False:
-        return None
-    if partial is True:
-        return tuple(range(dev.world_size))
-    try:
-        group = tuple(int(r) for r in partial)
-    except TypeError:
-        raise TypeError(
-            f"device {dev.rank}: partial={partial!r} for {name!r}: say True (a sum over every device) or list the "
-            "ranks whose terms add up to it, e.g. partial=(0, 1)"
-        ) from None
-    if len(set(group)) != len(group) or any(not 0 <= r < dev.world_size for r in group) or dev.rank not in group:
-        raise ValueError(
-            f"device {dev.rank}: partial={group} for {name!r} must list distinct ranks in 0..{dev.world_size - 1}, "
-            f"this device ({dev.rank}) among them"
-        )
-    return group
 
 
 class Device(DeviceMemory, CollectiveMethods):
@@ -200,9 +93,13 @@ class Device(DeviceMemory, CollectiveMethods):
         self.clock = 0.0
         self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
-        self._log: list[tuple[str, Any]] = []  # this device's events, in its program order, until they settle
         self._blocked: Request | None = None
         self._done = False
+        rec = engine._rec
+        self._rec = rec
+        self._log = rec.log.append  # one byte per event, in the order events happen
+        # this device's outgoing links, when no other device books them (fully connected): booked inline
+        self._links = engine.net.private_links(rank) if hasattr(engine.net, "private_links") else None
 
     def __repr__(self) -> str:
         return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
@@ -210,13 +107,20 @@ class Device(DeviceMemory, CollectiveMethods):
     # ---- memory -------------------------------------------------------------------------------
     def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         eng = self._engine
-        if eng._op_ids + len(eng._messages) >= eng.max_events:
+        rec = self._rec
+        if eng._left <= 0:
             eng._too_many_events(self.rank)
+        eng._left -= 1
+        row = rec.n_ops
+        rec.n_ops = row + 1
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        kept = arr if eng.keep_payloads else None
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
-        self._log.append((kind, op))
+        rec.ops += _pack_op(HOLD if kind == "hold" else FREE, self.rank, rec.names(name), -1, t, t, 0.0, nbytes)
+        self._log(EV_OP)
+        if rec.keep_payloads:
+            rec.op_payloads.append((None, arr))
+        if index is not None or doc is not None or partial is not None:
+            rec.op_extra[row] = (index, doc, partial)
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
@@ -245,41 +149,63 @@ class Device(DeviceMemory, CollectiveMethods):
         label:   the collective step this op belongs to (set by the collectives)
         """
         eng = self._engine
-        group = partial_group(self, partial, name)
+        group = partial_group(self, partial, name) if partial is not None else None
         out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
-                flops = np.size(out) if isinstance(out, np.ndarray) else 1
+                flops = out.size if isinstance(out, np.ndarray) else 1
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
-            seconds = eng.cost.compute_time(flops)
+            seconds = flops / eng._flop_rate
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"
             )
-        if eng._op_ids + len(eng._messages) >= eng.max_events:
-            eng._too_many_events(self.rank)
-        t0 = self.clock
-        nbytes = _nbytes(out) if keep else 0
-        if eng.keep_payloads:
-            ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep, nbytes)
-        else:
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
-        op.partial, op.label = group, label
-        self._log.append(("op", op))
+        inputs = (
+            tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
+            if self._rec.keep_payloads
+            else None
+        )
+        self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
         if keep:
             self._memory[name] = out
         if seconds > 0:
-            self._advance(t0 + seconds)
+            self._advance(self.clock + seconds)
         return out
+
+    def _record_op(self, name, out, inputs, flops, seconds, index, group, doc, keep, label) -> None:
+        """One op row (and its payloads and extras, if any) at the current time."""
+        eng = self._engine
+        rec = self._rec
+        if eng._left <= 0:
+            eng._too_many_events(self.rank)
+        eng._left -= 1
+        row = rec.n_ops
+        rec.n_ops = row + 1
+        t0 = self.clock
+        nbytes = _nbytes(out) if keep else 0
+        rec.ops += _pack_op(
+            OP_KEPT if keep else OP_DROPPED,
+            self.rank,
+            rec.names(name),
+            -1 if label is None else rec.labels(label),
+            t0,
+            t0 + seconds,
+            NAN if flops is None else flops,
+            nbytes,
+        )
+        self._log(EV_OP)
+        if rec.keep_payloads:
+            rec.op_payloads.append((inputs, out))
+        if index is not None or doc is not None or group is not None:
+            rec.op_extra[row] = (index, doc, group)
 
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
-        sreq = self._post_send(value, dst, tag, label)
+        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
         if sreq is None:  # eager: already complete
-            sreq = Request("send", self.rank, dst, tag, None, self.clock)
+            sreq = Request("send", self.rank, dst, tag, self._rec.n_msgs - 1, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
@@ -288,59 +214,67 @@ class Device(DeviceMemory, CollectiveMethods):
         Eager mode: returns at once (the message is buffered; the link carries it when free).
         Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
         """
-        sreq = self._post_send(value, dst, tag, label)
+        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
         if sreq is not None:
             self.wait(sreq)
 
-    def _post_send(self, value, dst, tag, label) -> Request | None:
-        """Record and route a message; returns the pending send Request, or None if already complete."""
+    def _post_send(self, value, dst, tag, label: int, step: int, chunk: int) -> Request | None:
+        """Record and route a message; returns the pending send Request, or None if already complete.
+
+        label: the interned label (or -1); step and chunk: a collective chunk's (or -1), see ``columns``.
+        """
         eng = self._engine
-        if type(dst) is not int or dst == self.rank or not 0 <= dst < self.world_size:
+        rank = self.rank
+        if type(dst) is not int or dst == rank or not 0 <= dst < self.world_size:
             dst = self._peer(dst, "send", "dst")
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "send")
-        if _immutable(value):  # nobody can write through it: hand it over as it is
+        if type(value) is _ndarray and _immutable(value):  # nobody can write through it: hand it over as it is
             payload = value
-            if payload.dtype.kind not in "biufc":  # a held array of strings, say
-                check_payload(payload, self.rank, f"send(dst={dst})")
         else:
-            check_payload(value, self.rank, f"send(dst={dst})")
+            check_payload(value, rank, f"send(dst={dst})")
             payload = sealed(np.array(value))
-        n = len(eng._messages)
-        if n + eng._op_ids >= eng.max_events:
-            eng._too_many_events(self.rank)
+        rec = self._rec
+        key = (payload.shape, payload.dtype)
+        sig = rec.sigs.get(key)
+        if sig is None:
+            check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
+            sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+        if eng._left <= 0:
+            eng._too_many_events(rank)
+        eng._left -= 1
+        row = rec.n_msgs
+        rec.n_msgs = row + 1
         t = self.clock
-        nbytes = payload.nbytes
+        links = self._links
         if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            start = arrive = None
+            start = arrive = NAN
+            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
+        elif links is not None:  # a private link: book it here (what Network.transfer does)
+            nbytes = rec.sig_values[sig][2]
+            start = links.get(dst, 0.0)
+            if start < t:
+                start = t
+            done = start + nbytes * eng._inv_bw
+            links[dst] = done
+            arrive = done + eng._alpha
+            sreq = None
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
-        msg = Message(
-            n,
-            self.rank,
-            dst,
-            tag,
-            payload.shape,
-            payload.dtype,
-            nbytes,
-            t,
-            payload,
-            label,
-            start,
-            arrive,
-        )
-        eng._messages.append(msg)
-        self._log.append(("send", msg))
-        sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
-        key = (self.rank, dst, tag)
+            start, _, arrive = eng.net.transfer(rank, dst, rec.sig_values[sig][2], t)
+            sreq = None
+        rec.msgs += _pack_msg(rank, dst, tag, sig, label, step, chunk, t, start, arrive)
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        key = (rank, dst, tag)
         posted = eng._posted.get(key)
         if posted:
-            eng._match(msg, sreq, posted.popleft())
+            eng._match(row, payload, arrive if sreq is None else None, sreq, posted.popleft())
         else:
             box = eng._mail.get(key)
             if box is None:
                 box = eng._mail[key] = deque()
-            box.append((msg, sreq))
+            box.append((row, payload, arrive if sreq is None else None, sreq))
         return sreq
 
     def irecv(
@@ -373,8 +307,7 @@ class Device(DeviceMemory, CollectiveMethods):
         key = (src, self.rank, tag)
         box = eng._mail.get(key)
         if box:
-            msg, sreq = box.popleft()
-            eng._match(msg, sreq, rreq)
+            eng._match(*box.popleft(), rreq)
         else:
             posted = eng._posted.get(key)
             if posted is None:
@@ -393,15 +326,16 @@ class Device(DeviceMemory, CollectiveMethods):
         index: Any = None,
     ) -> np.ndarray:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
+        eng = self._engine
         fast = type(src) is int and (type(tag) is CollectiveTag or (type(tag) is int and 0 <= tag < TAG_BASE))
-        box = self._engine._mail.get((src, self.rank, tag)) if fast else None
-        if box and box[0][1] is None:  # fast path: an eager message is already on its way
-            if shape is not None or dtype is not None or self._engine.strict:
+        box = eng._mail.get((src, self.rank, tag)) if fast else None
+        if box and box[0][3] is None:  # fast path: an eager message is already on its way
+            if shape is not None or dtype is not None or eng.strict:
                 shape, dtype = self._contract(src, tag, shape, dtype)
-            msg = box.popleft()[0]
-            if msg.t_arrive > self.clock:
-                self._advance(msg.t_arrive)
-            return self._deliver(msg, shape, dtype, name, index)
+            row, payload, arrive, _ = box.popleft()
+            if arrive > self.clock:
+                self._advance(arrive)
+            return self._deliver(row, payload, shape, dtype, name, index)
         return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
 
     def wait(self, req: Request) -> np.ndarray | None:
@@ -416,9 +350,11 @@ class Device(DeviceMemory, CollectiveMethods):
             self._advance(req.done)
         if req.kind == "send":
             return None
-        if req.msg.t_recv is not None:
-            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.msg.id}")
-        return self._deliver(req.msg, req.shape, req.dtype, req.name, req.index)
+        if req.taken:
+            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.row}")
+        req.taken = True
+        payload, req.payload = req.payload, None
+        return self._deliver(req.row, payload, req.shape, req.dtype, req.name, req.index)
 
     def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
         """Normalise a receive's declared contract."""
@@ -433,33 +369,33 @@ class Device(DeviceMemory, CollectiveMethods):
             )
         return shape, dtype
 
-    def _deliver(self, msg: Message, shape, dtype, name, index) -> np.ndarray:
+    def _deliver(self, row: int, payload: Any, shape, dtype, name, index) -> Any:
         """The receive completes now: check the contract, record it, hand over the payload."""
-        payload = msg.payload
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
-            declared = (
-                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
-            )
-            raise ContractError(
-                f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
-                f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
-                + (
-                    f"The message belongs to {msg.label}: every member of a collective must pass an array of the "
-                    "same shape and dtype."
-                    if msg.label
-                    else "Make the sender send what the receiver declares, or fix the declaration."
-                )
-            )
-        eng = self._engine
-        msg.t_recv = self.clock
-        msg.name = name
-        msg.index = index
-        self._log.append(("recv", msg))
-        if name is not None:
-            self._memory[name] = payload
-        if not eng.keep_payloads:
-            msg.payload = None
+            self._contract_violated(row, payload, shape, dtype)
+        rec = self._rec
+        rec.recvs += _pack_recv(row, self.clock)
+        self._log(EV_RECV)
+        if name is not None or index is not None:
+            rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
         return payload
+
+    def _contract_violated(self, row: int, payload: Any, shape, dtype) -> None:
+        src, dst, tag, _, label, step, chunk = MSG.unpack_from(self._rec.msgs, row * MSG.size)[:7]
+        labelled = label >= 0
+        declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+        raise ContractError(
+            f"contract violated on message #{row} from device {src} to device {dst} (tag {tag}): "
+            f"device {dst} declared {declared}, device {src} sent {payload.shape} {payload.dtype.name}. "
+            + (
+                f"The message belongs to {self._engine.trace.label_text(label, step, chunk)}: every member of a "
+                "collective must pass an array of the same shape and dtype."
+                if labelled
+                else "Make the sender send what the receiver declares, or fix the declaration."
+            )
+        )
 
     # ---- clock --------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
@@ -493,19 +429,3 @@ class Device(DeviceMemory, CollectiveMethods):
 
     def _tag(self, tag: Any, op: str) -> int:
         return user_tag(tag, self.rank, op)
-        if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)):
-            raise TypeError(
-                f"device {self.rank}: {op}(tag={tag!r}): a tag is an int (0 to {TAG_BASE - 1:,}); "
-                f"got {type(tag).__name__}"
-            )
-        tag = int(tag)
-        if tag < 0:
-            raise ValueError(
-                f"device {self.rank}: {op}(tag={tag}): tags are >= 0; use a tag from 0 to {TAG_BASE - 1:,}"
-            )
-        if tag >= TAG_BASE:
-            raise ValueError(
-                f"device {self.rank}: {op}(tag={tag:,}): tags from {TAG_BASE:,} (2**30) up are reserved for the "
-                f"collectives, whose messages would be mixed up with yours; use a tag below {TAG_BASE:,}"
-            )
-        return tag

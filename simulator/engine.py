@@ -31,6 +31,8 @@ from typing import Any
 import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from .columnar import ColumnarTrace
+from .columns import Recorder
 from .cost import CostModel
 from .device import Device, Request
 from .errors import (
@@ -42,7 +44,7 @@ from .errors import (
     UnreceivedMessagesError,
     UnreceivedMessagesWarning,
 )
-from .ordering import canonical, event_time, number
+from .ordering import settle
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -145,17 +147,20 @@ class Engine:
         self.net = world.cost.network(world.size)
         # with zero latency a message can arrive when it is sent: the canonical order then checks causality
         self._instant = world.cost.latency == 0 or getattr(world.cost.topology, "inter_latency", 1.0) == 0
-        self.trace = Trace(world.size, world.keep_payloads)
-        # Each device logs its own events (Device._log, in program order, so in time order); they move
-        # into trace.events in canonical order (simulator/ordering.py) once no device can record an earlier one.
-        self._messages: list[Message] = []  # in the order sent (raw ids, renumbered in canonical order)
+        # Devices record rows as events happen (simulator/columns.py); they move into trace.events in
+        # canonical order (simulator/ordering.py) once no device can record an earlier one.
+        self._rec = Recorder(world.keep_payloads)
+        self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)
+        self._left = self.max_events  # events (messages and ops) the run may still record
+        self._flop_rate = world.cost.flops
+        self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
+        self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
         self._heap: list[tuple[float, int, int]] = []
         self._seq = 0
-        self._op_ids = 0
-        self._final_op_ids = 0
-        self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
+        # (src, dst, tag) -> deque[(row, payload, arrival or None, send Request or None)]: sent, not received
+        self._mail: dict[tuple[int, int, int], Any] = {}
         self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
         self._failure: tuple[int, BaseException] | None = None
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
@@ -194,18 +199,17 @@ class Engine:
         self._seq += 1
         heappush(self._heap, (t, self._seq, rank))
 
-    def _next_op_id(self) -> int:
-        self._op_ids += 1
-        return self._op_ids - 1
-
-    def _match(self, msg: Message, sreq: Request, rreq: Request) -> None:
-        """Pair a message with the receive that takes it; wake whoever waits on either."""
-        if msg.t_start is None:  # rendezvous: the transfer starts once both sides have posted
-            start = rreq.t_post if rreq.t_post > msg.t_send else msg.t_send
-            msg.t_start, sreq.done, msg.t_arrive = self.net.transfer(msg.src, msg.dst, msg.nbytes, start)
+    def _match(self, row: int, payload: Any, arrive: float | None, sreq: Request | None, rreq: Request) -> None:
+        """Pair a message (its row, payload, arrival) with the receive that takes it; wake whoever waits on either."""
+        if arrive is None:  # rendezvous: the transfer starts once both sides have posted
+            start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
+            nbytes = payload.nbytes
+            start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, nbytes, start)
+            self._rec.write_times(row, start, arrive)
             self._wake(sreq)
-        rreq.msg = msg
-        rreq.done = arrive = msg.t_arrive
+        rreq.row = row
+        rreq.payload = payload
+        rreq.done = arrive
         dev = self.devices[rreq.owner]
         if dev._blocked is rreq:  # wake the receiver when the message arrives (inlined _wake: hot path)
             self._seq += 1
@@ -280,22 +284,7 @@ class Engine:
 
     def _settle(self, before: float | None = None) -> None:
         """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
-        lanes = []
-        for dev in self.devices:
-            log = dev._log
-            if before is None:
-                ready, dev._log = log, []
-            else:  # a device's log is in time order: its ready events are a prefix
-                k = 0
-                while k < len(log) and event_time(*log[k]) < before:
-                    k += 1
-                ready, dev._log = log[:k], log[k:]
-            lanes.append(ready)
-        if not any(lanes):
-            return
-        ordered = canonical(lanes, self._instant)
-        self._final_op_ids = number(ordered, self.trace.messages, self.trace.ops, self._final_op_ids)
-        self.trace.events.extend(ordered)
+        settle(self.trace, before, self._instant)
 
     def events(self) -> Iterator[tuple[str, Any]]:
         """Advance the run event by event, yielding each new (kind, record) as it happens."""
@@ -330,6 +319,7 @@ class Engine:
                 gc.enable()
         if self._unfinished:
             self._raise_deadlock()
+        self.trace.finish()
         self._report_leftovers()
         return RunResult(self.outputs, self.trace, self.world)
 
@@ -366,13 +356,12 @@ class Engine:
 
     def _too_many_events(self, rank: int) -> None:
         """The event limit is reached: name the device that keeps going, and how to raise the limit."""
-        sends: dict[int, int] = {}
-        for m in self._messages:
-            sends[m.src] = sends.get(m.src, 0) + 1
-        top = max(sends, key=sends.get) if sends else rank
+        src = self._rec.table("msgs", copy=True)["src"]
+        sends = np.bincount(src, minlength=1)
+        top = int(sends.argmax())
         what = (
-            f"device {top} sent {sends[top]:,} of the {len(self._messages):,} messages"
-            if sends and sends[top] * 2 > len(self._messages)
+            f"device {top} sent {sends[top]:,} of the {len(src):,} messages"
+            if len(src) and sends[top] * 2 > len(src)
             else f"device {rank} was running when the limit was reached"
         )
         raise EventLimitError(  # from the device's own coroutine: the scheduler ends the run
@@ -437,10 +426,16 @@ class Engine:
         policy = self.world.leftovers
         if policy == "ignore":
             return
-        left = sorted((m for box in self._mail.values() for m, _ in box), key=lambda m: m.id)
+        trace = self.trace
+        rows = [entry[0] for box in self._mail.values() for entry in box]
+        left = sorted((trace.message_at_row(r) for r in rows), key=lambda m: m.id)
         unmatched = [req for box in self._posted.values() for req in box]
-        in_mail = {id(m) for m in left}
-        unwaited = [m for m in self.trace.messages if m.t_recv is None and id(m) not in in_mail]
+        in_mail = set(rows)
+        t_recv = trace.message_columns()["t_recv"]  # in number order
+        late = np.flatnonzero(np.isnan(t_recv))
+        if not len(late) and not unmatched:
+            return  # (the common case, decided without making a record per message)
+        unwaited = [m for m in (trace.message(int(i)) for i in late) if m._row not in in_mail]
         if not left and not unmatched and not unwaited:
             return
         parts = []
