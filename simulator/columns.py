@@ -109,7 +109,7 @@ class Recorder:
         self.n_ops = 0
         self.names = Interner()  # op names, message names
         self.labels = Interner()
-        self.sigs: dict[tuple, int] = {}  # (shape, dtype) -> id
+        self.sigs: dict[tuple, tuple[int, int]] = {}  # (shape, dtype) -> (id, bytes)
         self.sig_values: list[tuple[tuple[int, ...], np.dtype, int]] = []  # id -> (shape, dtype, nbytes)
         self.keep_payloads = keep_payloads
         self.msg_payloads: list[Any] = []
@@ -117,14 +117,14 @@ class Recorder:
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
 
-    def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> int:
-        """The id of a (shape, dtype) pair (its byte count comes with it)."""
+    def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
+        """The id of a (shape, dtype) pair, and its byte count."""
         key = (shape, dtype)
-        i = self.sigs.get(key)
-        if i is None:
-            i = self.sigs[key] = len(self.sig_values)
+        sig = self.sigs.get(key)
+        if sig is None:
+            sig = self.sigs[key] = (len(self.sig_values), nbytes)
             self.sig_values.append((shape, dtype, nbytes))
-        return i
+        return sig
 
     def write_times(self, row: int, start: float, arrive: float) -> None:
         """A rendezvous message is matched: its transfer's start and arrival go into its row."""

@@ -54,7 +54,8 @@ class Request:
     """
 
     __slots__ = (
-        "kind", "owner", "peer", "tag", "row", "payload", "done", "shape", "dtype", "name", "index", "t_post", "taken",
+        "kind", "owner", "peer", "tag", "row", "payload", "sig", "done", "shape", "dtype", "name", "index", "t_post",
+        "taken",
     )  # fmt: skip
 
     def __init__(self, kind, owner, peer, tag, row, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
@@ -64,6 +65,7 @@ class Request:
         self.tag = tag
         self.row = row  # the message's row (a send's from the start, a receive's once matched)
         self.payload = None
+        self.sig = None  # (signature id, bytes) of the matched message
         self.done = done
         self.shape = shape
         self.dtype = dtype
@@ -82,6 +84,20 @@ class Request:
         return f"<Request device {self.owner} {self.describe()} {state}>"
 
 
+class Channel:
+    """One (src, dst, tag): messages sent on it and not yet received, receives posted and not yet matched.
+
+    A message waits as ``(row, payload, arrival, send Request, signature)``: arrival None and a send
+    Request for a rendezvous send not yet matched, else the arrival time and None.
+    """
+
+    __slots__ = ("mail", "posted")
+
+    def __init__(self) -> None:
+        self.mail: deque[tuple] = deque()
+        self.posted: deque[Request] = deque()
+
+
 class Device(DeviceMemory, CollectiveMethods):
     """One simulated device. Rank programs call only these methods (the collectives come from
     ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
@@ -98,8 +114,17 @@ class Device(DeviceMemory, CollectiveMethods):
         rec = engine._rec
         self._rec = rec
         self._log = rec.log.append  # one byte per event, in the order events happen
+        self._add_msg = rec.msgs.extend  # (bound once: the hot path calls them for every message)
+        self._add_recv = rec.recvs.extend
+        # The last payload received: immutable for good, and what forwarding programs (a ring pass, an
+        # all-gather) send next, so sending it again skips the immutability check.
+        self._known: Any = None
+        self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
+        self._greenlet: Any = None  # set by the engine
+        self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
         # this device's outgoing links, when no other device books them (fully connected): booked inline
-        self._links = engine.net.private_links(rank) if hasattr(engine.net, "private_links") else None
+        private = hasattr(engine.net, "private_links") and not engine.rendezvous
+        self._links = engine.net.private_links(rank) if private else None
 
     def __repr__(self) -> str:
         return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
@@ -108,14 +133,13 @@ class Device(DeviceMemory, CollectiveMethods):
     def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         eng = self._engine
         rec = self._rec
-        if eng._left <= 0:
-            eng._too_many_events(self.rank)
-        eng._left -= 1
         row = rec.n_ops
+        if row + rec.n_msgs >= eng.max_events:
+            eng._too_many_events(self.rank)
         rec.n_ops = row + 1
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        rec.ops += _pack_op(HOLD if kind == "hold" else FREE, self.rank, rec.names(name), -1, t, t, 0.0, nbytes)
+        rec.ops.extend(_pack_op(HOLD if kind == "hold" else FREE, self.rank, rec.names(name), -1, t, t, 0.0, nbytes))
         self._log(EV_OP)
         if rec.keep_payloads:
             rec.op_payloads.append((None, arr))
@@ -177,22 +201,23 @@ class Device(DeviceMemory, CollectiveMethods):
         """One op row (and its payloads and extras, if any) at the current time."""
         eng = self._engine
         rec = self._rec
-        if eng._left <= 0:
-            eng._too_many_events(self.rank)
-        eng._left -= 1
         row = rec.n_ops
+        if row + rec.n_msgs >= eng.max_events:
+            eng._too_many_events(self.rank)
         rec.n_ops = row + 1
         t0 = self.clock
         nbytes = _nbytes(out) if keep else 0
-        rec.ops += _pack_op(
-            OP_KEPT if keep else OP_DROPPED,
-            self.rank,
-            rec.names(name),
-            -1 if label is None else rec.labels(label),
-            t0,
-            t0 + seconds,
-            NAN if flops is None else flops,
-            nbytes,
+        rec.ops.extend(
+            _pack_op(
+                OP_KEPT if keep else OP_DROPPED,
+                self.rank,
+                rec.names(name),
+                -1 if label is None else rec.labels(label),
+                t0,
+                t0 + seconds,
+                NAN if flops is None else flops,
+                nbytes,
+            )
         )
         self._log(EV_OP)
         if rec.keep_payloads:
@@ -229,52 +254,67 @@ class Device(DeviceMemory, CollectiveMethods):
             dst = self._peer(dst, "send", "dst")
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "send")
-        if type(value) is _ndarray and _immutable(value):  # nobody can write through it: hand it over as it is
-            payload = value
-        else:
-            check_payload(value, rank, f"send(dst={dst})")
-            payload = sealed(np.array(value))
         rec = self._rec
-        key = (payload.shape, payload.dtype)
-        sig = rec.sigs.get(key)
-        if sig is None:
-            check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
-            sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
-        if eng._left <= 0:
-            eng._too_many_events(rank)
-        eng._left -= 1
+        if value is self._known:  # forwarding what it just received: checked already
+            payload = value
+            sig = self._known_sig
+        else:
+            if type(value) is _ndarray and _immutable(value):
+                payload = value  # nobody can write through it: hand it over as it is
+            else:
+                check_payload(value, rank, f"send(dst={dst})")
+                payload = sealed(np.array(value))
+            sig = rec.sigs.get((payload.shape, payload.dtype))
+            if sig is None:
+                check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
+                sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
         row = rec.n_msgs
+        if row + rec.n_ops >= eng.max_events:
+            eng._too_many_events(rank)
         rec.n_msgs = row + 1
         t = self.clock
         links = self._links
-        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            start = arrive = NAN
-            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
-        elif links is not None:  # a private link: book it here (what Network.transfer does)
-            nbytes = rec.sig_values[sig][2]
+        if links is not None:  # a private link (eager sends): book it here, as Network.transfer does
             start = links.get(dst, 0.0)
             if start < t:
                 start = t
-            done = start + nbytes * eng._inv_bw
+            done = start + sig[1] * eng._inv_bw
             links[dst] = done
             arrive = done + eng._alpha
             sreq = None
+        elif eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            start = arrive = NAN
+            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            start, _, arrive = eng.net.transfer(rank, dst, rec.sig_values[sig][2], t)
+            start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
             sreq = None
-        rec.msgs += _pack_msg(rank, dst, tag, sig, label, step, chunk, t, start, arrive)
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
         self._log(EV_SEND)
         if rec.keep_payloads:
             rec.msg_payloads.append(payload)
         key = (rank, dst, tag)
-        posted = eng._posted.get(key)
-        if posted:
-            eng._match(row, payload, arrive if sreq is None else None, sreq, posted.popleft())
+        ch = eng._chans.get(key)
+        if ch is None:
+            ch = eng._chans[key] = Channel()
+        if sreq is not None:  # rendezvous
+            if ch.posted:
+                eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
+            else:
+                ch.mail.append((row, payload, None, sreq, sig))
+        elif ch.posted:  # a receive waits for it (Engine._match, inlined: the hot path)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
         else:
-            box = eng._mail.get(key)
-            if box is None:
-                box = eng._mail[key] = deque()
-            box.append((row, payload, arrive if sreq is None else None, sreq))
+            ch.mail.append((row, payload, arrive, None, sig))
         return sreq
 
     def irecv(
@@ -305,14 +345,13 @@ class Device(DeviceMemory, CollectiveMethods):
             shape, dtype = self._contract(src, tag, shape, dtype)
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
         key = (src, self.rank, tag)
-        box = eng._mail.get(key)
-        if box:
-            eng._match(*box.popleft(), rreq)
+        ch = eng._chans.get(key)
+        if ch is None:
+            ch = eng._chans[key] = Channel()
+        if ch.mail:
+            eng._match(ch.mail.popleft(), rreq)
         else:
-            posted = eng._posted.get(key)
-            if posted is None:
-                posted = eng._posted[key] = deque()
-            posted.append(rreq)
+            ch.posted.append(rreq)
         return rreq
 
     def recv(
@@ -327,16 +366,44 @@ class Device(DeviceMemory, CollectiveMethods):
     ) -> np.ndarray:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
         eng = self._engine
-        fast = type(src) is int and (type(tag) is CollectiveTag or (type(tag) is int and 0 <= tag < TAG_BASE))
-        box = eng._mail.get((src, self.rank, tag)) if fast else None
-        if box and box[0][3] is None:  # fast path: an eager message is already on its way
-            if shape is not None or dtype is not None or eng.strict:
-                shape, dtype = self._contract(src, tag, shape, dtype)
-            row, payload, arrive, _ = box.popleft()
+        rank = self.rank
+        if type(src) is not int or src == rank or not 0 <= src < self.world_size:
+            src = self._peer(src, "recv", "src")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "recv")
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
+            return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+        key = (src, rank, tag)
+        ch = eng._chans.get(key)
+        if ch is None:
+            ch = eng._chans[key] = Channel()
+        mail = ch.mail
+        if mail:  # the message is on its way already: take it
+            row, payload, arrive, _, sig = mail.popleft()
             if arrive > self.clock:
                 self._advance(arrive)
-            return self._deliver(row, payload, shape, dtype, name, index)
-        return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+        else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
+            req = self._rreq
+            req.peer, req.tag, req.done = src, tag, None
+            ch.posted.append(req)
+            self._blocked = req
+            eng._give_way()
+            self._blocked = None
+            row, payload, sig = req.row, req.payload, req.sig
+            req.payload = None
+        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+            self._contract_violated(row, payload, shape, dtype)
+        self._add_recv(_pack_recv(row, self.clock))
+        self._log(EV_RECV)
+        self._known = payload
+        self._known_sig = sig
+        if name is not None or index is not None:
+            self._rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
+        return payload
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""
@@ -354,6 +421,7 @@ class Device(DeviceMemory, CollectiveMethods):
             raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.row}")
         req.taken = True
         payload, req.payload = req.payload, None
+        self._known_sig = req.sig
         return self._deliver(req.row, payload, req.shape, req.dtype, req.name, req.index)
 
     def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
@@ -374,8 +442,9 @@ class Device(DeviceMemory, CollectiveMethods):
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
             self._contract_violated(row, payload, shape, dtype)
         rec = self._rec
-        rec.recvs += _pack_recv(row, self.clock)
+        self._add_recv(_pack_recv(row, self.clock))
         self._log(EV_RECV)
+        self._known = payload  # (and wait set _known_sig)
         if name is not None or index is not None:
             rec.msg_extra[row] = (name, index)
             if name is not None:

@@ -34,7 +34,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 from .columnar import ColumnarTrace
 from .columns import Recorder
 from .cost import CostModel
-from .device import Device, Request
+from .device import Channel, Device, Request
 from .errors import (
     CollectiveMismatchError,
     DeadlockError,
@@ -151,17 +151,16 @@ class Engine:
         # canonical order (simulator/ordering.py) once no device can record an earlier one.
         self._rec = Recorder(world.keep_payloads)
         self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)
-        self._left = self.max_events  # events (messages and ops) the run may still record
         self._flop_rate = world.cost.flops
         self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
         self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
-        self._heap: list[tuple[float, int, int]] = []
+        self._heap: list[tuple[float, int, int]] = []  # (time, sequence, rank): who runs next, in time order
+        self._ready: list[tuple[float, Device]] = []  # (time, device): who may run, when running ahead (see finish)
+        self._ahead = False
         self._seq = 0
-        # (src, dst, tag) -> deque[(row, payload, arrival or None, send Request or None)]: sent, not received
-        self._mail: dict[tuple[int, int, int], Any] = {}
-        self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
+        self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         self._unfinished = world.size
@@ -169,6 +168,8 @@ class Engine:
         self._in_time_order = True  # every device yields to any device with an earlier event
         self._sched = getcurrent()
         self._greenlets = [greenlet(self._body(dev, program, args, kwargs)) for dev in self.devices]
+        for dev, g in zip(self.devices, self._greenlets):
+            dev._greenlet = g
         for r in range(world.size):
             self._push(0.0, r)
 
@@ -196,24 +197,28 @@ class Engine:
         return self._unfinished == 0
 
     def _push(self, t: float, rank: int) -> None:
-        self._seq += 1
-        heappush(self._heap, (t, self._seq, rank))
+        if self._ahead:
+            self._ready.append((t, self.devices[rank]))
+        else:
+            self._seq += 1
+            heappush(self._heap, (t, self._seq, rank))
 
-    def _match(self, row: int, payload: Any, arrive: float | None, sreq: Request | None, rreq: Request) -> None:
-        """Pair a message (its row, payload, arrival) with the receive that takes it; wake whoever waits on either."""
+    def _match(self, sent: tuple, rreq: Request) -> None:
+        """Pair a message (a mailbox entry: row, payload, arrival, send Request, signature) with the receive
+        that takes it; wake whoever waits on either. (Device._post_send inlines the eager case.)"""
+        row, payload, arrive, sreq, sig = sent
         if arrive is None:  # rendezvous: the transfer starts once both sides have posted
             start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
-            nbytes = payload.nbytes
-            start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, nbytes, start)
+            start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, sig[1], start)
             self._rec.write_times(row, start, arrive)
             self._wake(sreq)
         rreq.row = row
         rreq.payload = payload
+        rreq.sig = sig
         rreq.done = arrive
         dev = self.devices[rreq.owner]
-        if dev._blocked is rreq:  # wake the receiver when the message arrives (inlined _wake: hot path)
-            self._seq += 1
-            heappush(self._heap, (arrive if arrive > dev.clock else dev.clock, self._seq, dev.rank))
+        if dev._blocked is rreq:  # wake the receiver when the message arrives
+            self._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
 
     def _wake(self, req: Request) -> None:
         dev = self.devices[req.owner]
@@ -225,8 +230,22 @@ class Engine:
         """Called by a device that blocks or yields: resume the next device in time order.
 
         When running to the end, switch straight to that device (one switch instead of two); when
-        stepping, return to the scheduler so each step stops promptly.
+        stepping, return to the scheduler so each step stops promptly. Running ahead, the next device is
+        the one woken last (a stack: no ordering needed, see ``finish``).
         """
+        if self._ahead:
+            ready = self._ready
+            if ready:
+                t, dev = ready[-1]
+                g = dev._greenlet
+                if g:  # started (a new greenlet must start from the scheduler, or stacks would nest)
+                    ready.pop()
+                    if t > dev.clock:
+                        dev.clock = t
+                    g.switch()  # never the current device: running ahead, a device is woken only when blocked
+                    return
+            self._sched.switch()
+            return
         heap = self._heap
         if self._direct and heap:
             t, _, rank = heap[0]
@@ -242,8 +261,12 @@ class Engine:
         self._sched.switch()
 
     def _tick(self) -> None:
-        """Resume the device with the earliest pending event until it blocks or yields."""
-        t, _, rank = heappop(self._heap)
+        """Resume the device with the earliest pending event (running ahead: the last woken) until it blocks or yields."""
+        if self._ahead:
+            t, dev = self._ready.pop()
+            rank = dev.rank
+        else:
+            t, _, rank = heappop(self._heap)
         dev = self.devices[rank]
         if t > dev.clock:
             dev.clock = t
@@ -298,14 +321,19 @@ class Engine:
 
     def finish(self) -> RunResult:
         """Run to the end; report leftovers; return the result."""
-        heap = self._heap
         tick = self._tick
         self._direct = True
         # Where no two senders share a link and sends are eager, a device's sends book only its own
         # links, in its own (time) order, and a receive waits for its own message whatever the order
         # devices run in: devices may then run ahead of each other, and the log is put in canonical
         # order at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
+        # Then the order devices run in is free: a stack of woken devices replaces the heap.
         self._in_time_order = self.rendezvous or getattr(self.net, "shared_links", True)
+        if not self._in_time_order:
+            self._ahead = True
+            self._ready.extend((t, self.devices[r]) for t, _, r in sorted(self._heap, reverse=True))  # earliest on top
+            self._heap.clear()
+        heap = self._ready if self._ahead else self._heap
         # The trace holds millions of small records and makes no reference cycles: pausing the
         # cyclic garbage collector saves its repeated full scans of them (restored afterwards).
         collecting = gc.isenabled()
@@ -330,6 +358,7 @@ class Engine:
                 g.parent = getcurrent()
                 g.throw(GreenletExit)
         self._heap.clear()
+        self._ready.clear()
 
     # ---- checks on the way -----------------------------------------------------------------------
     def _agree(self, rank: int, group: tuple[int, ...], number: int, call: str) -> None:
@@ -414,10 +443,10 @@ class Engine:
             req = dev._blocked
             if dev._done or req is None or req.kind != "recv":
                 continue
-            for (src, dst, tag), box in self._mail.items():
-                if src == req.peer and dst == dev.rank and tag != req.tag and box:
+            for (src, dst, tag), ch in self._chans.items():
+                if src == req.peer and dst == dev.rank and tag != req.tag and ch.mail:
                     hints.append(
-                        f"  device {src} did send device {dev.rank} {len(box)} message(s) with tag {tag}, "
+                        f"  device {src} did send device {dev.rank} {len(ch.mail)} message(s) with tag {tag}, "
                         f"which nobody received: do the tags of the send and the recv match?"
                     )
         return hints
@@ -427,9 +456,9 @@ class Engine:
         if policy == "ignore":
             return
         trace = self.trace
-        rows = [entry[0] for box in self._mail.values() for entry in box]
+        rows = [entry[0] for ch in self._chans.values() for entry in ch.mail]
         left = sorted((trace.message_at_row(r) for r in rows), key=lambda m: m.id)
-        unmatched = [req for box in self._posted.values() for req in box]
+        unmatched = [req for ch in self._chans.values() for req in ch.posted]
         in_mail = set(rows)
         t_recv = trace.message_columns()["t_recv"]  # in number order
         late = np.flatnonzero(np.isnan(t_recv))
