@@ -79,8 +79,15 @@ class ColumnarTrace(Trace):
         return t
 
     def unreceived(self) -> list[Message]:
-        t_recv = self.message_columns()["t_recv"]
-        return [self.message(int(i)) for i in np.flatnonzero(np.isnan(t_recv))]
+        return [self.message(int(i)) for i in np.flatnonzero(np.isnan(self.receive_times()))]
+
+    def receive_times(self) -> np.ndarray:
+        """When each settled message was received, in number order (NaN: not received)."""
+        rows = self._msg_row.values
+        t_recv = np.full(len(rows), np.nan)
+        have = rows < self._t_recv.n
+        t_recv[have] = self._t_recv.values[rows[have]]
+        return t_recv
 
     # ---- records ---------------------------------------------------------------------------------
     def message(self, number: int) -> Message:
@@ -115,10 +122,7 @@ class ColumnarTrace(Trace):
         out = {name: table[name] for name in MSG_DTYPE.names}
         out["id"] = np.arange(len(rows))
         out["nbytes"] = self.sig_nbytes()[table["sig"]] if len(rows) else np.zeros(0, np.int64)
-        t_recv = np.full(len(rows), np.nan)
-        have = rows < self._t_recv.n
-        t_recv[have] = self._t_recv.values[rows[have]]
-        out["t_recv"] = t_recv
+        out["t_recv"] = self.receive_times()
         return out
 
     def op_columns(self, only_ops: bool = False) -> dict[str, np.ndarray]:

@@ -252,6 +252,10 @@ class Network:
             links = self._free[src] = {}
         return links
 
+    def is_private(self, src: int, dst: int) -> bool:
+        """Whether only src books link (src, dst) (always, when fully connected)."""
+        return True
+
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         """Book a message posted at time t. Returns (start, sender_done, arrival)."""
         links = self.private_links(src)
@@ -306,19 +310,30 @@ class TwoLevelNetwork:
         self._alpha_x = topo.inter_latency
         self._inv_bw_x = 1.0 / topo.inter_bandwidth
         self._node_size = topo.node_size
-        self._free: dict[tuple[int, int], float] = {}
+        self._free: dict[int, dict[int, float]] = {}  # src -> {dst in its node: when link (src, dst) is next free}
         self._tx = [0.0] * world_size  # when each device's outgoing network port is next free
         self._rx = [0.0] * world_size  # ... and its incoming one
+
+    def is_private(self, src: int, dst: int) -> bool:
+        """Whether only src books what a message from src to dst uses: a link inside a node, not the ports."""
+        return src // self._node_size == dst // self._node_size
+
+    def private_links(self, src: int) -> dict[int, float]:
+        """Device src's links inside its node (dst -> next free time), booked with ``alpha`` and ``1 / B``."""
+        links = self._free.get(src)
+        if links is None:
+            links = self._free[src] = {}
+        return links
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         ns = self._node_size
         if src // ns == dst // ns:
-            key = (src, dst)
-            start = self._free.get(key, 0.0)
+            links = self.private_links(src)
+            start = links.get(dst, 0.0)
             if start < t:
                 start = t
             done = start + nbytes * self._inv_bw
-            self._free[key] = done
+            links[dst] = done
             return start, done, done + self._alpha
         start = max(t, self._tx[src], self._rx[dst])
         done = start + nbytes * self._inv_bw_x

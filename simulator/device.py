@@ -23,6 +23,7 @@ import numpy as np
 from .collectives import CollectiveMethods
 from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG, OP, OP_DROPPED, OP_KEPT, RECV
 from .errors import ContractError, SimulationError
+from .meta import MetaArray
 from .tags import TAG_BASE, CollectiveTag, user_tag
 from .values import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
     DeviceMemory,
@@ -123,7 +124,7 @@ class Device(DeviceMemory, CollectiveMethods):
         self._greenlet: Any = None  # set by the engine
         self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
         # this device's outgoing links, when no other device books them (fully connected): booked inline
-        private = hasattr(engine.net, "private_links") and not engine.rendezvous
+        private = not getattr(engine.net, "shared_links", True) and not engine.rendezvous
         self._links = engine.net.private_links(rank) if private else None
 
     def __repr__(self) -> str:
@@ -134,8 +135,8 @@ class Device(DeviceMemory, CollectiveMethods):
         eng = self._engine
         rec = self._rec
         row = rec.n_ops
-        if row + rec.n_msgs >= eng.max_events:
-            eng._too_many_events(self.rank)
+        if row + rec.n_msgs >= eng._checkpoint:
+            eng._event_checkpoint(self.rank)
         rec.n_ops = row + 1
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
@@ -177,7 +178,7 @@ class Device(DeviceMemory, CollectiveMethods):
         out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
-                flops = out.size if isinstance(out, np.ndarray) else 1
+                flops = out.size if isinstance(out, (np.ndarray, MetaArray)) else 1
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
             seconds = flops / eng._flop_rate
@@ -202,8 +203,8 @@ class Device(DeviceMemory, CollectiveMethods):
         eng = self._engine
         rec = self._rec
         row = rec.n_ops
-        if row + rec.n_msgs >= eng.max_events:
-            eng._too_many_events(self.rank)
+        if row + rec.n_msgs >= eng._checkpoint:
+            eng._event_checkpoint(self.rank)
         rec.n_ops = row + 1
         t0 = self.clock
         nbytes = _nbytes(out) if keep else 0
@@ -259,7 +260,7 @@ class Device(DeviceMemory, CollectiveMethods):
             payload = value
             sig = self._known_sig
         else:
-            if type(value) is _ndarray and _immutable(value):
+            if (type(value) is _ndarray and _immutable(value)) or type(value) is MetaArray:
                 payload = value  # nobody can write through it: hand it over as it is
             else:
                 check_payload(value, rank, f"send(dst={dst})")
@@ -269,8 +270,8 @@ class Device(DeviceMemory, CollectiveMethods):
                 check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
                 sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
         row = rec.n_msgs
-        if row + rec.n_ops >= eng.max_events:
-            eng._too_many_events(rank)
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
         rec.n_msgs = row + 1
         t = self.clock
         links = self._links

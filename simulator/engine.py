@@ -31,8 +31,9 @@ from typing import Any
 import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from .booked import Booking
 from .columnar import ColumnarTrace
-from .columns import Recorder
+from .columns import SETTLE_EVERY, Recorder
 from .cost import CostModel
 from .device import Channel, Device, Request
 from .errors import (
@@ -151,6 +152,8 @@ class Engine:
         # canonical order (simulator/ordering.py) once no device can record an earlier one.
         self._rec = Recorder(world.keep_payloads)
         self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)
+        # the hot path compares the event count with this one number: the limit, or the next settle
+        self._checkpoint = min(self.max_events, SETTLE_EVERY)
         self._flop_rate = world.cost.flops
         self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
         self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
@@ -163,6 +166,7 @@ class Engine:
         self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
+        self._bookings: dict[tuple, Booking] = {}  # (group, call number) -> a ring all-reduce booked whole
         self._unfinished = world.size
         self._direct = False
         self._in_time_order = True  # every device yields to any device with an earlier event
@@ -302,8 +306,18 @@ class Engine:
                     self._raise_deadlock()
                 return False
             self._tick()
-            self._settle(self._heap[0][0] if self._heap else None)
+            self._settle(self._settle_bound())
         return True
+
+    def _settle_bound(self) -> float | None:
+        """No event earlier than this can still be recorded: the heap's first time, or the arrival of a
+        device waiting for a collective to be booked whole (see simulator/booked.py), if earlier."""
+        bound = self._heap[0][0] if self._heap else None
+        for b in self._bookings.values():
+            t = b.waiting_since()
+            if bound is None or t < bound:
+                bound = t
+        return bound
 
     def _settle(self, before: float | None = None) -> None:
         """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
@@ -383,6 +397,24 @@ class Engine:
         else:
             entry[2] = came + 1
 
+    def _event_checkpoint(self, rank: int) -> None:
+        """The event count reached ``_checkpoint``: the limit (an error), or time to settle some events."""
+        rec = self._rec
+        count = rec.n_msgs + rec.n_ops
+        if count >= self.max_events:
+            self._too_many_events(rank)
+        self.settle_below()
+        self._checkpoint = min(self.max_events, count + SETTLE_EVERY)
+
+    def settle_below(self, floor: float | None = None) -> None:
+        """Settle every recorded event that no device can still precede: each device's next event is at its
+        clock or later (``floor``: a lower clock the caller knows of, e.g. booked collective members')."""
+        bound = min((d.clock for d in self.devices if not d._done), default=None if floor is None else floor)
+        if floor is not None and bound is not None and floor < bound:
+            bound = floor
+        if bound is not None:
+            self._settle(bound)
+
     def _too_many_events(self, rank: int) -> None:
         """The event limit is reached: name the device that keeps going, and how to raise the limit."""
         src = self._rec.table("msgs", copy=True)["src"]
@@ -460,7 +492,7 @@ class Engine:
         left = sorted((trace.message_at_row(r) for r in rows), key=lambda m: m.id)
         unmatched = [req for ch in self._chans.values() for req in ch.posted]
         in_mail = set(rows)
-        t_recv = trace.message_columns()["t_recv"]  # in number order
+        t_recv = trace.receive_times()  # in number order
         late = np.flatnonzero(np.isnan(t_recv))
         if not len(late) and not unmatched:
             return  # (the common case, decided without making a record per message)

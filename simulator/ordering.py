@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; the row is code >> 2
 
 
+WINDOW = 1 << 20  # events sorted at once: a settle of millions goes window by window in time, to bound its memory
+
+
 def settle(trace: ColumnarTrace, before: float | None = None, instant_messages: bool = True) -> int:
     """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order.
 
@@ -38,25 +41,43 @@ def settle(trace: ColumnarTrace, before: float | None = None, instant_messages: 
     Returns how many events were settled.
     """
     codes, times, ranks = _pending(trace)
-    if not len(codes):
-        return 0
-    if before is not None:
+    trace._pending = None
+    if before is not None and len(codes):
         now = times < before
         if not now.all():
             trace._pending = (codes[~now], times[~now], ranks[~now])
             codes, times, ranks = codes[now], times[now], ranks[now]
-            if not len(codes):
-                return 0
-        else:
-            trace._pending = None
-    else:
-        trace._pending = None
-    order = np.lexsort((ranks, times))  # stable: ties keep program order
-    if instant_messages and not _sends_first(trace, codes, times, order):
-        order = _causal_merge(trace, codes, times, ranks)
-    codes = codes[order]
-    _number(trace, codes, times[order])
-    return len(codes)
+    n = len(codes)
+    for lo, hi in _windows(times):
+        if lo is None:
+            c, t, r = codes, times, ranks
+        else:  # events in [lo, hi): each device's are a run of its own, so the windows' orders join up
+            at = np.flatnonzero((times >= lo) & (times < hi))
+            c, t, r = codes[at], times[at], ranks[at]
+            del at
+        order = np.lexsort((r, t))  # stable: ties keep program order
+        if instant_messages and not _sends_first(trace, c, t, order):
+            order = _causal_merge(trace, c, t, r)
+        del r
+        _number(trace, c[order], t[order])
+        del c, t, order
+    return n
+
+
+def _windows(times: np.ndarray) -> list[tuple[float | None, float | None]]:
+    """Time windows of about WINDOW events each, covering every time; one (None, None) if few enough."""
+    if len(times) <= WINDOW:
+        return [(None, None)] if len(times) else []
+    counts, edges = np.histogram(times, bins=max(64, 8 * len(times) // WINDOW))
+    cuts = [-np.inf]
+    filled = 0
+    for count, edge in zip(counts.tolist(), edges[1:].tolist()):
+        filled += count
+        if filled >= WINDOW:
+            cuts.append(edge)
+            filled = 0
+    cuts[-1:] = [cuts[-1], np.inf] if cuts[-1] != -np.inf else [-np.inf, np.inf]
+    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def _pending(trace: ColumnarTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -65,7 +86,7 @@ def _pending(trace: ColumnarTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     kinds = np.frombuffer(rec.log, np.uint8).copy() if rec.log else np.empty(0, np.uint8)
     rec.log.clear()
     n = len(kinds)
-    codes = np.empty(n, np.int64)
+    codes = np.empty(n, trace._codes.values.dtype)
     times = np.empty(n, np.float64)
     ranks = np.empty(n, np.int32)
     if n:
@@ -74,24 +95,26 @@ def _pending(trace: ColumnarTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             if not len(at):
                 continue
             if kind == EV_RECV:  # the receive rows since the last settle, one per receive event
-                rows = np.frombuffer(rec.recvs, RECV_DTYPE).copy()
+                recvs = np.frombuffer(rec.recvs, RECV_DTYPE)
+                rows = recvs["row"].astype(codes.dtype)
+                times[at] = recvs["t"]
+                del recvs
                 rec.recvs.clear()
-                msg_rows = rows["row"].astype(np.int64)
-                codes[at] = msg_rows << 2 | CODE_RECV
-                times[at] = rows["t"]
-                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", msg_rows)
+                codes[at] = rows << 2 | CODE_RECV
+                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", rows)
             elif kind == EV_SEND:
-                rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=np.int64)
+                rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=codes.dtype)
                 trace._seen_msgs += len(at)
                 codes[at] = rows << 2 | CODE_SEND
                 times[at] = _field(rec.msgs, MSG_DTYPE, "t_send", rows)
                 ranks[at] = _field(rec.msgs, MSG_DTYPE, "src", rows)
             else:
-                rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=np.int64)
+                rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=codes.dtype)
                 trace._seen_ops += len(at)
                 codes[at] = rows << 2 | CODE_OP
                 times[at] = _field(rec.ops, OP_DTYPE, "t_start", rows)
                 ranks[at] = _field(rec.ops, OP_DTYPE, "rank", rows)
+            del at, rows
     if trace._pending is not None:  # older events held back by an earlier settle come first
         old = trace._pending
         codes, times, ranks = (np.concatenate([o, c]) for o, c in zip(old, (codes, times, ranks)))

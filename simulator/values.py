@@ -15,11 +15,12 @@ from typing import Any
 import numpy as np
 
 from .errors import OpError, describe_inputs
+from .meta import MetaArray
 
 
 def _nbytes(value: Any) -> int:
     """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
-    if isinstance(value, np.ndarray):
+    if isinstance(value, (np.ndarray, MetaArray)):
         return value.nbytes
     if isinstance(value, (tuple, list)):
         return sum(_nbytes(v) for v in value)
@@ -49,7 +50,9 @@ def frozen(value: Any) -> np.ndarray:
 
 
 def freeze(value: Any) -> np.ndarray:
-    """A read-only copy of ``value``: what a message carries."""
+    """A read-only copy of ``value``: what a message carries. (A MetaArray is immutable already.)"""
+    if type(value) is MetaArray:
+        return value
     return sealed(np.array(value))
 
 
@@ -81,7 +84,7 @@ def check_payload(value: Any, rank: int, where: str) -> None:
             f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
             "mask as two arrays (value.data and value.mask)."
         )
-    kind = value.dtype.kind if isinstance(value, np.ndarray) else np.asarray(value).dtype.kind
+    kind = value.dtype.kind if isinstance(value, (np.ndarray, MetaArray)) else np.asarray(value).dtype.kind
     if kind not in "biufc":
         raise TypeError(
             f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
