@@ -86,6 +86,17 @@ class FlatSlice:
         return f"flat[{self.start}:{self.stop}]"
 
 
+def describe_call(call: tuple) -> str:
+    """A collective call as the member wrote it, e.g. ``all_reduce(op='sum', shape=(4,), dtype='float64', ...)``."""
+    kind, details, algorithm, group = call
+    args = [f"{k}={_plain(v)!r}" for k, v in details if v is not None]
+    return f"{kind}({', '.join([*args, f'algorithm={algorithm!r}', f'group={group}'])})"
+
+
+def _plain(v: Any) -> Any:
+    return v.name if isinstance(v, np.dtype) else v
+
+
 def resolve_group(dev: Any, group: Sequence[int] | None) -> tuple[int, ...]:
     """The group as a tuple of ranks (None: every device); checks that ``dev`` belongs to it."""
     if group is None:
@@ -103,7 +114,7 @@ class _Call:
 
     __slots__ = (
         "dev", "group", "p", "me", "tag", "label", "fn", "op", "name", "partials", "reduce_name", "kind", "algorithm",
-        "number",
+        "number", "members",
     )  # fmt: skip
 
     def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
@@ -113,14 +124,20 @@ class _Call:
         if op is not None and op not in REDUCE_FNS:
             raise ValueError(f"{kind}(op={op!r}): choose one of {sorted(REDUCE_FNS)}")
         self.dev = dev
-        self.group = g = resolve_group(dev, group)
+        # a group's checks and checksum are worked out once per device (big runs make millions of calls)
+        known = dev.__dict__.setdefault("_known_groups", {})
+        key = None if group is None else tuple(group)
+        info = known.get(key)
+        if info is None:
+            g = resolve_group(dev, group)
+            info = known[key] = (g, g.index(dev.rank), tuple(sorted(g)), zlib.crc32(repr(g).encode()) & 0xFFFF)
+        g, self.me, members, checksum = info
+        self.group, self.members = g, members
         self.p = len(g)
-        self.me = g.index(dev.rank)
         counts = dev.__dict__.setdefault("_collective_calls", {})
-        members = tuple(sorted(g))  # counted per set of members, so a group listed in another order is caught
-        n = counts.get(members, 0)
+        n = counts.get(members, 0)  # counted per set of members, so a group listed in another order is caught
         counts[members] = n + 1
-        self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + (zlib.crc32(repr(g).encode()) & 0xFFFF))
+        self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
         self.kind, self.algorithm, self.number = kind, algorithm, n
         self.label = f"{kind}#{n} {algorithm}"
         self.op = op
@@ -141,9 +158,8 @@ class _Call:
         hook = getattr(self.dev, "_agree_collective", None)
         if hook is None or self.p == 1:
             return
-        args = [f"{k}={v!r}" for k, v in details.items() if v is not None]
-        call = f"{self.kind}({', '.join([*args, f'algorithm={self.algorithm!r}', f'group={self.group}'])})"
-        hook(self.group, self.number, call)
+        # compared as data; written out (``describe_call``) only for the error when two members differ
+        hook(self.members, self.number, (self.kind, tuple(details.items()), self.algorithm, self.group))
 
     def send(self, value: Any, pos: int, step: Any, what: Any) -> Request:
         return self.dev.isend(value, self.group[pos], self.tag, label=f"{self.label} step {step} chunk {what}")
@@ -674,7 +690,7 @@ def all_reduce(
     """
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
     x = _freeze(x)
-    c.agree(op=op, shape=x.shape, dtype=x.dtype.name)
+    c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)
     if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/booked.py)
@@ -713,7 +729,7 @@ def reduce_scatter(
         pre = (slice(None),) * (axis % arr.ndim)
         default = [(*pre, slice(b[j], b[j + 1])) for j in range(c.p)]
         blocks = [arr[default[j]] for j in range(c.p)]
-    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype.name)
+    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype)
     idx = indices if indices is not None else default
 
     def index(j):
@@ -750,7 +766,7 @@ def all_gather(
     c = _Call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
-    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype.name)
+    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype)
     if len(shapes) != c.p or shapes[c.me] != mine.shape:
         raise ValueError(
             f"device {dev.rank}: all_gather shapes={shapes} must list {c.p} shapes, this member's being {mine.shape}"
@@ -814,7 +830,7 @@ def reduce(
     c = _Call(dev, "reduce", group, algorithm, op, name, partials)
     root = _root(c, dst, "dst")
     x = _freeze(x)
-    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype.name)
+    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype)
     out = x if c.p == 1 else ALGORITHMS["reduce"][algorithm](c, x, root)
     if c.me != root:
         return None

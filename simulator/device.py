@@ -269,12 +269,17 @@ class Device(DeviceMemory, CollectiveMethods):
             if sig is None:
                 check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
                 sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+        links = self._links
+        if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
+            heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
+            if heap and heap[0][0] < self.clock:
+                eng._push(self.clock, rank)
+                eng._give_way()
         row = rec.n_msgs
         if row + rec.n_ops >= eng._checkpoint:
             eng._event_checkpoint(rank)
         rec.n_msgs = row + 1
         t = self.clock
-        links = self._links
         if links is not None:  # a private link (eager sends): book it here, as Network.transfer does
             start = links.get(dst, 0.0)
             if start < t:
@@ -477,9 +482,9 @@ class Device(DeviceMemory, CollectiveMethods):
             eng._push(t, self.rank)
             eng._give_way()
 
-    def _agree_collective(self, group: tuple[int, ...], number: int, call: str) -> None:
+    def _agree_collective(self, members: tuple[int, ...], number: int, call: tuple) -> None:
         """A collective call about to start (see collectives._Call.agree): the engine compares members' calls."""
-        self._engine._agree(self.rank, group, number, call)
+        self._engine._agree(self.rank, members, number, call)
 
     def _peer(self, peer: Any, op: str, arg: str) -> int:
         """A valid peer rank as an int, or an error that names the value and the fix."""

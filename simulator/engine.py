@@ -32,6 +32,7 @@ import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from .booked import Booking
+from .collectives import describe_call
 from .columnar import ColumnarTrace
 from .columns import SETTLE_EVERY, Recorder
 from .cost import CostModel
@@ -167,9 +168,20 @@ class Engine:
         self._failure: tuple[int, BaseException] | None = None
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         self._bookings: dict[tuple, Booking] = {}  # (group, call number) -> a ring all-reduce booked whole
+        self._ring_plans: dict[tuple, Any] = {}  # (group, size, dtype, op) -> its RingPlan (simulator/ring_plan.py)
+        self._private_rings: dict[tuple, bool] = {}  # group -> whether every hop of its ring is a private link
         self._unfinished = world.size
         self._direct = False
-        self._in_time_order = True  # every device yields to any device with an earlier event
+        # How devices take turns. Strict time order (rendezvous sends; and stepping where links are private):
+        # a device yields whenever its clock passes another's next event. Where links are shared (a ring, a
+        # two-level machine's ports) and sends are eager, only the bookings of shared links must happen in
+        # time order: a device runs ahead through everything else and yields just before such a booking
+        # (``_lookahead``; stepping and running alike, so both give the same times). Running a whole run
+        # where every link is private, devices run ahead without yielding at all (``finish``).
+        shared = getattr(self.net, "shared_links", True)
+        self._lookahead = shared and not self.rendezvous
+        self._in_time_order = not self._lookahead
+        self._is_private = getattr(self.net, "is_private", None)
         self._sched = getcurrent()
         self._greenlets = [greenlet(self._body(dev, program, args, kwargs)) for dev in self.devices]
         for dev, g in zip(self.devices, self._greenlets):
@@ -309,6 +321,15 @@ class Engine:
             self._settle(self._settle_bound())
         return True
 
+    def park(self, dev: Device, peer: int, tag: int) -> Request:
+        """Block ``dev`` until someone wakes it (``_push``); while it waits it is described as receiving from
+        ``peer`` (a member of a collective booked whole waits so: simulator/booked.py)."""
+        req = Request("recv", dev.rank, peer, tag, None, None)
+        dev._blocked = req
+        self._give_way()
+        dev._blocked = None
+        return req
+
     def _settle_bound(self) -> float | None:
         """No event earlier than this can still be recorded: the heap's first time, or the arrival of a
         device waiting for a collective to be booked whole (see simulator/booked.py), if earlier."""
@@ -342,8 +363,8 @@ class Engine:
         # devices run in: devices may then run ahead of each other, and the log is put in canonical
         # order at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
         # Then the order devices run in is free: a stack of woken devices replaces the heap.
-        self._in_time_order = self.rendezvous or getattr(self.net, "shared_links", True)
-        if not self._in_time_order:
+        self._in_time_order = self.rendezvous
+        if not self.rendezvous and not self._lookahead:
             self._ahead = True
             self._ready.extend((t, self.devices[r]) for t, _, r in sorted(self._heap, reverse=True))  # earliest on top
             self._heap.clear()
@@ -375,9 +396,12 @@ class Engine:
         self._ready.clear()
 
     # ---- checks on the way -----------------------------------------------------------------------
-    def _agree(self, rank: int, group: tuple[int, ...], number: int, call: str) -> None:
-        """Compare this member's collective call with the first member's call of the same number."""
-        key = (tuple(sorted(group)), number)
+    def _agree(self, rank: int, members: tuple[int, ...], number: int, call: tuple) -> None:
+        """Compare this member's collective call with the first member's call of the same number.
+
+        members: the group's ranks in order (so that a group listed in another order is caught)."""
+        group = members
+        key = (members, number)
         entry = self._calls.get(key)
         if entry is None:
             self._calls[key] = [rank, call, 1]
@@ -385,7 +409,7 @@ class Engine:
             return
         first, first_call, came = entry
         if call != first_call:
-            (r0, c0), (r1, c1) = sorted([(first, first_call), (rank, call)])
+            (r0, c0), (r1, c1) = sorted([(first, describe_call(first_call)), (rank, describe_call(call))])
             raise CollectiveMismatchError(
                 f"devices {key[0]} made different collective calls (call #{number} among them):\n"
                 f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"
@@ -403,17 +427,27 @@ class Engine:
         count = rec.n_msgs + rec.n_ops
         if count >= self.max_events:
             self._too_many_events(rank)
-        self.settle_below()
-        self._checkpoint = min(self.max_events, count + SETTLE_EVERY)
+        self.settle_below(self.devices[rank].clock)
+        # if a lagging device holds many events back, wait longer before trying again (no quadratic re-sorting)
+        held = 0 if self.trace._pending is None else len(self.trace._pending[0])
+        self._checkpoint = min(self.max_events, count + max(SETTLE_EVERY, held))
 
-    def settle_below(self, floor: float | None = None) -> None:
-        """Settle every recorded event that no device can still precede: each device's next event is at its
-        clock or later (``floor``: a lower clock the caller knows of, e.g. booked collective members')."""
-        bound = min((d.clock for d in self.devices if not d._done), default=None if floor is None else floor)
-        if floor is not None and bound is not None and floor < bound:
+    def settle_below(self, floor: float) -> None:
+        """Settle every recorded event that no device can still precede. ``floor``: the running device's clock
+        (or the lowest clock of collective members being booked): its next event is no earlier.
+
+        Taking turns by the heap (in time order, or looking ahead to shared links), every other device's next
+        event is no earlier than the heap's first time (a device runs from the time it is taken off the heap;
+        a blocked one is woken by a message sent then or later) or than the arrival of a device waiting for
+        a collective to be booked; running ahead off a stack, no earlier than its own clock.
+        """
+        if not self._ahead:
+            bound = self._settle_bound()
+        else:
+            bound = min((d.clock for d in self.devices if not d._done), default=None)
+        if bound is None or floor < bound:
             bound = floor
-        if bound is not None:
-            self._settle(bound)
+        self._settle(bound)
 
     def _too_many_events(self, rank: int) -> None:
         """The event limit is reached: name the device that keeps going, and how to raise the limit."""

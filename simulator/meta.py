@@ -12,6 +12,7 @@ Run such programs with ``World(..., keep_payloads=False)``: there are no values 
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,16 +23,20 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 class MetaArray(NDArrayOperatorsMixin):
     """The shape and dtype of an array, without its values (see the module docstring). Immutable."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "size", "nbytes")
     shape: tuple[int, ...]
     dtype: np.dtype
+    size: int
+    nbytes: int
 
     def __init__(self, shape: int | Sequence[int], dtype: Any = np.float64) -> None:
         shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
         if any(s < 0 for s in shape):
             raise ValueError(f"MetaArray(shape={shape}): dimensions are >= 0")
-        object.__setattr__(self, "shape", shape)
-        object.__setattr__(self, "dtype", np.dtype(dtype))
+        dtype = np.dtype(dtype)
+        size = math.prod(shape)
+        for name, value in (("shape", shape), ("dtype", dtype), ("size", size), ("nbytes", size * dtype.itemsize)):
+            object.__setattr__(self, name, value)
 
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a MetaArray cannot be changed")
@@ -43,20 +48,12 @@ class MetaArray(NDArrayOperatorsMixin):
         return cls(a.shape, a.dtype)
 
     @property
-    def size(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
-
-    @property
     def ndim(self) -> int:
         return len(self.shape)
 
     @property
     def itemsize(self) -> int:
         return self.dtype.itemsize
-
-    @property
-    def nbytes(self) -> int:
-        return self.size * self.dtype.itemsize
 
     @property
     def T(self) -> MetaArray:

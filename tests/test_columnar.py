@@ -3,10 +3,10 @@
 import numpy as np
 import pytest
 
-import simulator.booked as booked
 import simulator.columns as columns
 import simulator.engine as engine
 import simulator.ordering as ordering
+import simulator.ring_plan as ring_plan
 from simulator import CostModel, World
 from simulator.trace import Message, Op
 
@@ -89,7 +89,7 @@ def test_settling_in_small_windows_and_often_changes_nothing(monkeypatch):
         whole = World(40, keep_payloads=keep).run(program)
         monkeypatch.setattr(ordering, "WINDOW", 17)
         monkeypatch.setattr(engine, "SETTLE_EVERY", 50)
-        monkeypatch.setattr(booked, "SETTLE_EVERY", 50)
+        monkeypatch.setattr(ring_plan, "SETTLE_EVERY", 50)
         pieces = World(40, keep_payloads=keep).run(program)
         monkeypatch.undo()
         assert pieces.trace.signature() == whole.trace.signature()

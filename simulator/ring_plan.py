@@ -1,0 +1,213 @@
+"""Booking a ring all-reduce's chunks: the plan every call of one shape shares, and the two ways to run it.
+
+A ring all-reduce over p members is 2(p - 1) ring steps (each member sends one chunk to its right,
+then receives one from its left) with, after each of the first p - 1, a reduction on every member
+(and, for an average, one division). What a call's rows hold apart from times (who sends which
+chunk to whom, its size and signature, the ops' names and flops, the order of the events) depends
+only on the group, the array's size and dtype and the op: ``RingPlan`` works it out once per engine.
+
+Then only times are left, with the messages' own arithmetic (see ``simulator.booked``):
+
+    send     start = max(link free, clock); done = start + n/B; link free = done; arrive = done + alpha
+    receive  clock = max(clock, arrive of the left neighbour's message)
+    reduce   end = clock + flops / F; clock = end
+
+``book_small`` does it member by member in plain Python and writes the rows with a few NumPy
+operations at the end (a few members: a tensor-parallel group); ``book_vector`` does each step as
+NumPy operations over all members and writes each step's rows as it goes, settling a huge ring's
+events as it proceeds (hundreds of members). Both produce the same floats as the messages would.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .columns import EV_OP, EV_RECV, EV_SEND, MSG, MSG_DTYPE, OP_DROPPED, OP_DTYPE, RECV_DTYPE, SETTLE_EVERY
+from .placements import chunk_bounds
+
+if TYPE_CHECKING:
+    from .booked import Booking
+    from .collectives import _Call
+    from .engine import Engine
+
+VECTOR_FROM = 32  # members: from here on a step is a handful of NumPy operations over all members
+RING, REDUCE = 0, 1  # the two kinds of stage in a plan's program
+
+
+class RingPlan:
+    """What every ring all-reduce of one (group, size, dtype, op) shares (see the module docstring)."""
+
+    def __init__(self, eng: Engine, c: _Call, x: Any) -> None:
+        rec, net = eng._rec, eng.net
+        p, g = c.p, c.group
+        self.p, self.group, self.alpha = p, g, net._alpha
+        self.right = [g[(i + 1) % p] for i in range(p)]
+        self.links = [net.private_links(g[i]) for i in range(p)]
+        self.bounds = chunk_bounds(x.size, p)
+        sizes = [self.bounds[j + 1] - self.bounds[j] for j in range(p)]
+        sigs = [rec.sig((n,), x.dtype, n * x.dtype.itemsize) for n in sizes]
+        wire = [s[1] * net._inv_bw for s in sigs]  # each chunk's seconds on the wire (n / B)
+        reduce_name, divide_name = rec.names(c.reduce_name), rec.names(f"{c.reduce_name}.divide")
+        pos = np.arange(p)
+        # the program, in each member's order: (RING, step number, chunk each member sends) and
+        # (REDUCE, op name, chunk each member reduces)
+        program: list[tuple[int, int, list[int]]] = []
+        for s in range(p - 1):  # reduce-scatter: send chunk i - s - 1, add chunk i - s - 2 arriving from the left
+            program.append((RING, s, ((pos - s - 1) % p).tolist()))
+            program.append((REDUCE, reduce_name, ((pos - s - 2) % p).tolist()))
+        if c.op == "avg":
+            program.append((REDUCE, divide_name, pos.tolist()))
+        for s in range(p - 1):  # all-gather: pass chunk i - s on, receive chunk i - s - 1
+            program.append((RING, p - 1 + s, ((pos - s) % p).tolist()))
+        self.program = program
+        # for book_small: what each stage adds to a member's time
+        self.stages = [
+            (kind, [wire[j] for j in chunks] if kind == RING else [sizes[j] / eng._flop_rate for j in chunks])
+            for kind, _, chunks in program
+        ]
+        self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
+        rings = [(step, chunks) for kind, step, chunks in program if kind == RING]
+        reductions = [(name, chunks) for kind, name, chunks in program if kind == REDUCE]
+        self.messages, self.ops = p * len(rings), p * len(reductions)
+        self.events = self.messages + self.ops  # what counts against the event limit
+        self.log = b"".join(
+            bytes([EV_SEND]) * p + bytes([EV_RECV]) * p if kind == RING else bytes([EV_OP]) * p
+            for kind, _, _ in program
+        )
+        self._rings, self._reductions = rings, reductions
+        self._templates: tuple[bytes, bytes, bytes] | None = None
+
+    def templates(self) -> tuple[bytes, bytes, bytes]:
+        """The rows with everything but times, tag, label and row numbers (made on first use: small rings)."""
+        if self._templates is None:
+            p, n = self.p, len(self._rings)
+            g = np.asarray(self.group, dtype=np.uint16)
+            chunks = np.asarray([c for _, c in self._rings], dtype=np.int32)
+            m = np.zeros(n * p, MSG_DTYPE)
+            m["src"], m["dst"] = np.tile(g, n), np.tile(np.roll(g, -1), n)
+            m["sig"], m["step"], m["chunk"] = (
+                np.asarray(self.sig)[chunks].ravel(),
+                np.repeat([s for s, _ in self._rings], p),
+                chunks.ravel(),
+            )
+            r = np.zeros(n * p, RECV_DTYPE)
+            r["row"] = (np.arange(n)[:, None] * p + (np.arange(p)[None, :] - 1) % p).ravel()  # + the first row
+            o = np.zeros(len(self._reductions) * p, OP_DTYPE)
+            o["kind"], o["rank"] = OP_DROPPED, np.tile(g, len(self._reductions))
+            o["name"] = np.repeat([name for name, _ in self._reductions], p)
+            o["flops"] = np.asarray(self.sizes)[np.asarray([c for _, c in self._reductions])].ravel()
+            self._templates = (m.tobytes(), r.tobytes(), o.tobytes())  # copied as bytes (fast), viewed with dtypes
+        return self._templates
+
+
+def book_small(eng: Engine, plan: RingPlan, c: _Call, b: Booking) -> list[float]:
+    """Book the call member by member in plain Python; write its rows at the end. Returns the end times."""
+    p, right, links, alpha = plan.p, plan.right, plan.links, plan.alpha
+    clock = list(b.entry)
+    free = [links[i].get(right[i], 0.0) for i in range(p)]
+    times: list[float] = []  # t_send, t_start, t_arrive of each message, in row order (flat: quicker to convert)
+    received: list[float] = []
+    ops: list[float] = []  # t_start, t_end of each op
+    add, got, op = times.extend, received.append, ops.extend
+    members = range(p)  # (plain loops over a few members beat comprehensions and NumPy alike)
+    for kind, cost in plan.stages:
+        if kind == RING:
+            arrive = [0.0] * p
+            for i in members:
+                t = clock[i]
+                start = free[i]
+                if start < t:
+                    start = t
+                free[i] = done = start + cost[i]
+                arrive[i] = a = done + alpha
+                add((t, start, a))
+            for i in members:
+                t = clock[i]
+                a = arrive[i - 1]
+                if a > t:
+                    clock[i] = t = a
+                got(t)
+        else:
+            for i in members:
+                t0 = clock[i]
+                clock[i] = t1 = t0 + cost[i]  # (t0 + 0.0 is t0: a free op leaves the clock where it is)
+                op((t0, t1))
+    for i in members:  # each member's link to the right stays booked until its last byte has gone
+        links[i][right[i]] = free[i]
+    rec = eng._rec
+    label = rec.labels(c.label)
+    msgs, recvs, ops_ = (bytearray(t) for t in plan.templates())
+    words = np.frombuffer(msgs, "<i4").reshape(-1, MSG.size // 4)  # a message row is 12 words: tag is word 1, label 3
+    words[:, 1], words[:, 3] = c.tag, label
+    np.frombuffer(msgs, "<f8").reshape(-1, MSG.size // 8)[:, 3:] = np.array(times).reshape(-1, 3)  # its 3 times
+    r = np.frombuffer(recvs, RECV_DTYPE)
+    r["row"] += len(rec.msgs) // MSG.size
+    r["t"] = received
+    o = np.frombuffer(ops_, OP_DTYPE)
+    o["label"] = label
+    t = np.array(ops).reshape(-1, 2)
+    o["t_start"], o["t_end"] = t[:, 0], t[:, 1]
+    del words, r, o, t  # (views of the bytearrays must go before they are copied out)
+    rec.msgs.extend(msgs)
+    rec.recvs.extend(recvs)
+    rec.ops.extend(ops_)
+    rec.log.extend(plan.log)
+    return clock
+
+
+def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Booking) -> list[float]:
+    """Book the call step by step, each a few NumPy operations over all members, writing rows as it goes."""
+    rec = eng._rec
+    p = plan.p
+    pos = np.arange(p)
+    g = np.asarray(plan.group, dtype=np.uint16)
+    sig, wire, sizes = np.asarray(plan.sig, np.int32), np.asarray(plan.wire), np.asarray(plan.sizes, np.int64)
+    label = rec.labels(c.label)
+    free = np.asarray([plan.links[i].get(plan.right[i], 0.0) for i in range(p)])
+    clock = np.asarray(b.entry, dtype=np.float64)
+    m = np.zeros(p, MSG_DTYPE)
+    m["src"], m["dst"], m["tag"], m["label"] = g, np.roll(g, -1), c.tag, label
+    r = np.zeros(p, RECV_DTYPE)
+    o = np.zeros(p, OP_DTYPE)
+    o["kind"], o["rank"], o["label"] = OP_DROPPED, g, label
+    events = {k: bytes([k]) * p for k in (EV_SEND, EV_RECV, EV_OP)}
+    settle_every = max(1, SETTLE_EVERY // (3 * p))  # stages: a huge ring's events are settled as it goes
+    for k, (kind, what, chunks) in enumerate(plan.program):
+        j = np.asarray(chunks)
+        if kind == RING:
+            start = np.maximum(free, clock)
+            free = start + wire[j]
+            arrive = free + plan.alpha
+            m["sig"], m["step"], m["chunk"], m["t_send"], m["t_start"], m["t_arrive"] = (
+                sig[j],
+                what,
+                j,
+                clock,
+                start,
+                arrive,
+            )
+            first = len(rec.msgs) // MSG.size
+            rec.msgs.extend(m.tobytes())
+            rec.log.extend(events[EV_SEND])
+            clock = np.maximum(clock, np.roll(arrive, 1))
+            r["row"], r["t"] = first + (pos - 1) % p, clock
+            rec.recvs.extend(r.tobytes())
+            rec.log.extend(events[EV_RECV])
+        else:
+            flops = sizes[j]
+            seconds = flops / eng._flop_rate
+            o["name"], o["t_start"], o["t_end"], o["flops"] = what, clock, clock + seconds, flops
+            rec.ops.extend(o.tobytes())
+            rec.log.extend(events[EV_OP])
+            clock = clock + seconds
+        if k % settle_every == settle_every - 1:
+            rec.n_msgs = len(rec.msgs) // MSG.size
+            rec.n_ops = len(rec.ops) // OP_DTYPE.itemsize
+            for member, t in zip(b.devices, clock.tolist()):  # where each member has got to (it waits: nobody reads it)
+                member.clock = t
+            eng.settle_below(float(clock.min()))
+    for i, t in enumerate(free.tolist()):
+        plan.links[i][plan.right[i]] = t
+    return clock.tolist()
