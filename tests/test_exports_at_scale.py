@@ -70,7 +70,7 @@ def test_busy_fractions_are_the_compute_time():
     act = activity(run)
     for r in range(8):
         assert compute[r].sum() * t_end / 50 == pytest.approx(act.busy(r), rel=1e-9)
-    assert 0 <= comm.min() and comm.max() <= 1
+    assert comm.min() >= 0 and comm.max() <= 1
 
 
 def test_huge_runs_export_thinned_and_draw_as_images(tmp_path, monkeypatch):
