@@ -69,13 +69,17 @@ class ColumnarTrace(Trace):
     @property
     def end_time(self) -> float:
         t = 0.0
-        msgs = self.message_columns()
-        if len(msgs["t_recv"]):
-            done = np.where(np.isnan(msgs["t_recv"]), np.nan_to_num(msgs["t_arrive"]), msgs["t_recv"])
-            t = max(t, float(done.max()))
-        ends = self.op_columns(only_ops=True)["t_end"]
-        if len(ends):
-            t = max(t, float(ends.max()))
+        rows = self._msg_row.values
+        if len(rows):  # a message ends when received, or else when it arrives (0 if it never left); by row
+            arrive = self._rec.table("msgs", copy=not self.finished)["t_arrive"]
+            t_recv = np.full(len(arrive), np.nan)
+            t_recv[: self._t_recv.n] = self._t_recv.values
+            done = np.where(np.isnan(t_recv), np.nan_to_num(arrive), t_recv)
+            t = max(t, float(done.max() if len(rows) == len(arrive) else done[rows].max()))
+        ops = self._op_list.values
+        if len(ops):
+            ends = self._rec.table("ops", copy=not self.finished)["t_end"]
+            t = max(t, float(ends[ops].max()))
         return t
 
     def unreceived(self) -> list[Message]:

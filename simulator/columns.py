@@ -145,8 +145,8 @@ class Recorder:
 
 
 class Growable:
-    """A NumPy array that grows at its end: capacity doubles each time (the pages never written are never
-    touched, so they take no memory), and ``trim`` gives the rest back once the run is over.
+    """A NumPy array that grows at its end, its capacity four times over when full (few copies; pages never
+    written take no memory), and ``trim`` gives the spare capacity back once the run is over.
 
     ``values`` is the filled part (a view; take it anew after each ``extend``).
     """
@@ -167,7 +167,7 @@ class Growable:
     def reserve(self, n: int, fill: Any = None) -> None:
         """Grow the filled part to ``n`` elements, new ones set to ``fill`` (or left unset for None)."""
         if n > len(self._data):
-            grown = np.empty(max(n, len(self._data) * 2), self._data.dtype)
+            grown = np.empty(max(n, len(self._data) * 4), self._data.dtype)
             grown[: self.n] = self._data[: self.n]
             self._data = grown
         if fill is not None and n > self.n:

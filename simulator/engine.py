@@ -170,6 +170,7 @@ class Engine:
         self._bookings: dict[tuple, Booking] = {}  # (group, call number) -> a ring all-reduce booked whole
         self._ring_plans: dict[tuple, Any] = {}  # (group, size, dtype, op) -> its RingPlan (simulator/ring_plan.py)
         self._private_rings: dict[tuple, bool] = {}  # group -> whether every hop of its ring is a private link
+        self._ring_times: dict[tuple, tuple] = {}  # a ring's timings by shape and arrival (simulator/ring_plan.py)
         self._unfinished = world.size
         self._direct = False
         # How devices take turns. Strict time order (rendezvous sends; and stepping where links are private):
