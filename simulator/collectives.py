@@ -113,8 +113,7 @@ class _Call:
     """One collective call on one device: its group, its position in it, its tag and labels."""
 
     __slots__ = (
-        "dev", "group", "p", "me", "tag", "label", "fn", "op", "name", "partials", "reduce_name", "kind", "algorithm",
-        "number", "members",
+        "dev", "group", "p", "me", "tag", "fn", "op", "name", "partials", "kind", "algorithm", "number", "members",
     )  # fmt: skip
 
     def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
@@ -139,13 +138,21 @@ class _Call:
         counts[members] = n + 1
         self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
         self.kind, self.algorithm, self.number = kind, algorithm, n
-        self.label = f"{kind}#{n} {algorithm}"
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
         self.name = name
         # partial-sum names only mean something for sums
         self.partials = [f"{partials}[{m}]" for m in range(self.p)] if partials and op in ("sum", "avg") else None
-        self.reduce_name = f"{kind}.{op}"
+
+    @property
+    def label(self) -> str:
+        """This call's label, e.g. ``all_reduce#3 ring`` (made when asked: a booked call needs it once)."""
+        return f"{self.kind}#{self.number} {self.algorithm}"
+
+    @property
+    def reduce_name(self) -> str:
+        """The name of its reductions' ops, e.g. ``all_reduce.sum``."""
+        return f"{self.kind}.{self.op}"
 
     def agree(self, **details: Any) -> None:
         """Tell the simulator what this member calls, so that members of one group calling different

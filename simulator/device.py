@@ -123,6 +123,8 @@ class Device(DeviceMemory, CollectiveMethods):
         self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
         self._greenlet: Any = None  # set by the engine
         self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
+        self._out: dict[Any, Channel] = {}  # dst (tag 0) or (dst, tag) -> the channel it sends on
+        self._in: dict[Any, Channel] = {}  # src (tag 0) or (src, tag) -> the channel it receives on
         # this device's outgoing links, when no other device books them (fully connected): booked inline
         private = not getattr(engine.net, "shared_links", True) and not engine.rendezvous
         self._links = engine.net.private_links(rank) if private else None
@@ -240,9 +242,83 @@ class Device(DeviceMemory, CollectiveMethods):
         Eager mode: returns at once (the message is buffered; the link carries it when free).
         Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
         """
-        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
-        if sreq is not None:
-            self.wait(sreq)
+        links = self._links
+        if links is None or label is not None or type(tag) is not int or type(dst) is not int:
+            sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
+            if sreq is not None:
+                self.wait(sreq)
+            return
+        # The common case, inlined (a program's plain send on a link only this device books: the hot path
+        # of every message-bound run); anything else goes through _post_send, which does the same and more.
+        rank = self.rank
+        if dst == rank or not 0 <= dst < self.world_size:
+            dst = self._peer(dst, "send", "dst")
+        if not 0 <= tag < TAG_BASE:
+            tag = self._tag(tag, "send")
+        rec = self._rec
+        if value is self._known:  # forwarding what it just received: checked already
+            payload = value
+            sig = self._known_sig
+        else:
+            payload, sig = self._payload(value, dst)
+        t = self.clock
+        start = links.get(dst, 0.0)
+        if start < t:
+            start = t
+        eng = self._engine
+        links[dst] = done = start + sig[1] * eng._inv_bw
+        arrive = done + eng._alpha
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        rec.n_msgs = row + 1
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], -1, -1, -1, t, start, arrive))
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        ch = self._out.get(dst if not tag else (dst, tag))
+        if ch is None:
+            ch = self._channel(rank, dst, tag)
+        if ch.posted:  # a receive waits for it (Engine._match, inlined)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
+        else:
+            ch.mail.append((row, payload, arrive, None, sig))
+
+    def _channel(self, src: int, dst: int, tag: int) -> Channel:
+        """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
+        (an int hashes faster than a tuple: every message looks its channel up twice)."""
+        eng = self._engine
+        ch = eng._chans.get((src, dst, tag))
+        if ch is None:
+            ch = eng._chans[(src, dst, tag)] = Channel()
+        sender, receiver = eng.devices[src], eng.devices[dst]
+        sender._out[dst if not tag else (dst, tag)] = ch
+        receiver._in[src if not tag else (src, tag)] = ch
+        return ch
+
+    def _payload(self, value: Any, dst: int) -> tuple[Any, tuple[int, int]]:
+        """What a message carries (``value`` itself when immutable, else a read-only copy) and its signature."""
+        if (type(value) is _ndarray and _immutable(value)) or type(value) is MetaArray:
+            payload = value  # nobody can write through it: hand it over as it is
+        else:
+            check_payload(value, self.rank, f"send(dst={dst})")
+            payload = sealed(np.array(value))
+        rec = self._rec
+        sig = rec.sigs.get((payload.shape, payload.dtype))
+        if sig is None:
+            check_payload(payload, self.rank, f"send(dst={dst})")  # a held array of strings, say
+            sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+        return payload, sig
 
     def _post_send(self, value, dst, tag, label: int, step: int, chunk: int) -> Request | None:
         """Record and route a message; returns the pending send Request, or None if already complete.
@@ -260,15 +336,7 @@ class Device(DeviceMemory, CollectiveMethods):
             payload = value
             sig = self._known_sig
         else:
-            if (type(value) is _ndarray and _immutable(value)) or type(value) is MetaArray:
-                payload = value  # nobody can write through it: hand it over as it is
-            else:
-                check_payload(value, rank, f"send(dst={dst})")
-                payload = sealed(np.array(value))
-            sig = rec.sigs.get((payload.shape, payload.dtype))
-            if sig is None:
-                check_payload(payload, rank, f"send(dst={dst})")  # a held array of strings, say
-                sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+            payload, sig = self._payload(value, dst)
         links = self._links
         if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
             heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
@@ -298,10 +366,9 @@ class Device(DeviceMemory, CollectiveMethods):
         self._log(EV_SEND)
         if rec.keep_payloads:
             rec.msg_payloads.append(payload)
-        key = (rank, dst, tag)
-        ch = eng._chans.get(key)
+        ch = self._out.get(dst if not tag else (dst, tag))
         if ch is None:
-            ch = eng._chans[key] = Channel()
+            ch = self._channel(rank, dst, tag)
         if sreq is not None:  # rendezvous
             if ch.posted:
                 eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
@@ -350,10 +417,9 @@ class Device(DeviceMemory, CollectiveMethods):
         if shape is not None or dtype is not None or eng.strict:
             shape, dtype = self._contract(src, tag, shape, dtype)
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
-        key = (src, self.rank, tag)
-        ch = eng._chans.get(key)
+        ch = self._in.get(src if not tag else (src, tag))
         if ch is None:
-            ch = eng._chans[key] = Channel()
+            ch = self._channel(src, self.rank, tag)
         if ch.mail:
             eng._match(ch.mail.popleft(), rreq)
         else:
@@ -381,10 +447,9 @@ class Device(DeviceMemory, CollectiveMethods):
             shape, dtype = self._contract(src, tag, shape, dtype)
         if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
             return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
-        key = (src, rank, tag)
-        ch = eng._chans.get(key)
+        ch = self._in.get(src if not tag else (src, tag))
         if ch is None:
-            ch = eng._chans[key] = Channel()
+            ch = self._channel(src, rank, tag)
         mail = ch.mail
         if mail:  # the message is on its way already: take it
             row, payload, arrive, _, sig = mail.popleft()

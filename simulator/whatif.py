@@ -138,22 +138,22 @@ class Step3D:
                 sends.append(dev.isend(act, self.rank(d, s + 1, t), k))
             elif a.kind == SEND_B:
                 sends.append(dev.isend(act, self.rank(d, s - 1, t), k))
-            elif a.kind == F:
+            elif a.kind == F:  # (ops keep=False: what the backward needs is held as the stash below)
                 for _ in range(layers):
-                    act = dev.compute("fwd attention", _same, act, flops=forward / 3)
+                    act = dev.compute("fwd attention", _same, act, flops=forward / 3, keep=False)
                     act = dev.all_reduce(act, group=tp_group)  # the attention block's row-parallel output
-                    act = dev.compute("fwd mlp", _same, act, flops=forward * 2 / 3)
+                    act = dev.compute("fwd mlp", _same, act, flops=forward * 2 / 3, keep=False)
                     act = dev.all_reduce(act, group=tp_group)
                 if s == self.pp - 1:
-                    dev.compute("fwd head", _same, act, flops=head)
+                    dev.compute("fwd head", _same, act, flops=head, keep=False)
                 dev.hold(f"activations mb{k}", stash)
             elif a.kind == B:
                 if s == self.pp - 1:
-                    dev.compute("bwd head", _same, act, flops=2 * head)
+                    dev.compute("bwd head", _same, act, flops=2 * head, keep=False)
                 for _ in range(layers):
-                    act = dev.compute("bwd mlp", _same, act, flops=2 * forward * 2 / 3)
+                    act = dev.compute("bwd mlp", _same, act, flops=2 * forward * 2 / 3, keep=False)
                     act = dev.all_reduce(act, group=tp_group)  # the input gradient of the column-parallel part
-                    act = dev.compute("bwd attention", _same, act, flops=2 * forward / 3)
+                    act = dev.compute("bwd attention", _same, act, flops=2 * forward / 3, keep=False)
                     act = dev.all_reduce(act, group=tp_group)
                 dev.free(f"activations mb{k}")
         for req in sends:
@@ -161,7 +161,7 @@ class Step3D:
         if self.dp > 1:
             dev.all_reduce(MetaArray(params, m.dtype), group=dp_group)
         state = params * (2 + 2 + 12)  # weights, gradients and Adam's state, read and written once
-        dev.compute("adam", _same, act, seconds=2 * state / HBM_BYTES_PER_S)
+        dev.compute("adam", _same, act, seconds=2 * state / HBM_BYTES_PER_S, keep=False)
         return dev.clock
 
 

@@ -41,16 +41,26 @@ class Spans:
         return len(self.rank)
 
 
-def columns(trace: Trace) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[str]]:
+def columns(trace: Trace, numbered: bool = True) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[str]]:
     """A trace's messages and ops (not holds or frees) as arrays in number order, and the op names by id.
 
     Works for the engine's columnar traces (no copy of records) and for list-built ones (the torch
     backend's, small) alike. Messages: src, dst, nbytes, t_start, t_arrive (NaN: never matched); ops:
-    rank, t_start, t_end, name (an index into the names).
+    rank, t_start, t_end, name (an index into the names). ``numbered=False`` may leave a finished columnar
+    trace's messages in the order they were recorded (no copy of every row into number order), with
+    ``id`` -1, and its ops with its holds and frees (which take no time): for sums and pictures.
     """
     if isinstance(trace, ColumnarTrace):
-        m, o = trace.message_columns(), trace.op_columns(only_ops=True)
-        return m, o, list(trace._rec.names.values)
+        if not numbered and trace.finished:
+            table = trace._rec.table("msgs", copy=False)
+            m = {k: table[k] for k in ("src", "dst", "t_start", "t_arrive")}
+            m["nbytes"] = trace.sig_nbytes()[table["sig"]]
+            m["id"] = np.full(len(table), -1)
+            ops = trace._rec.table("ops", copy=False)  # holds and frees too: they take no time, so add nothing
+            o = {k: ops[k] for k in ("rank", "t_start", "t_end", "name")}
+            o["id"] = np.full(len(ops), -1)
+            return m, o, list(trace._rec.names.values)
+        return trace.message_columns(), trace.op_columns(only_ops=True), list(trace._rec.names.values)
     names: dict[str, int] = {}
     ops = list(trace.ops)
     msgs = list(trace.messages)
@@ -89,9 +99,10 @@ def wire_times(cost: CostModel | None, src: np.ndarray, dst: np.ndarray, nbytes:
     return np.array([cost.wire_time(float(n), int(s), int(d)) for s, d, n in zip(src, dst, nbytes)])
 
 
-def track_spans(trace: Trace, cost: CostModel | None) -> tuple[dict[str, Spans], list[str]]:
-    """Every span of the run by track ("compute", "send", "recv"), and the op names (see the module docstring)."""
-    m, o, names = columns(trace)
+def track_spans(trace: Trace, cost: CostModel | None, numbered: bool = True) -> tuple[dict[str, Spans], list[str]]:
+    """Every span of the run by track ("compute", "send", "recv"), and the op names (see the module docstring;
+    ``numbered`` as in ``columns``)."""
+    m, o, names = columns(trace, numbered)
     flying = ~np.isnan(m["t_arrive"])  # a rendezvous send never matched has no flight
     src, dst, nbytes, t0, t1 = (m[k][flying] for k in ("src", "dst", "nbytes", "t_start", "t_arrive"))
     ids = m["id"][flying]
