@@ -108,8 +108,8 @@ def _draw_run(result, job, memory, row) -> None:
 def draw_table(rows: list[dict]) -> None:
     from simulator.plot.style import new_figure, save_figure
 
-    fig = new_figure(10, 1.2 + 0.32 * len(rows))
-    ax = fig.add_axes((0.01, 0.02, 0.98, 0.9))
+    fig = new_figure(10, 0.55 + 0.24 * (len(rows) + 1))
+    ax = fig.add_axes((0.01, 0.0, 0.98, 0.86))
     ax.axis("off")
     head = [
         "devices",
@@ -130,7 +130,7 @@ def draw_table(rows: list[dict]) -> None:
     table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="right")
     table.auto_set_font_size(False)
     table.set_fontsize(8)
-    table.scale(1, 1.3)
+    table.scale(1, 1.25)
     ax.set_title(
         "GPT-3 what-if: one 1F1B step simulated from 64 to 4,096 devices (metadata only, dgx-h100 preset)",
         loc="left",
