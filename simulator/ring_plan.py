@@ -51,54 +51,68 @@ class RingPlan:
         sigs = [rec.sig((n,), x.dtype, n * x.dtype.itemsize) for n in sizes]
         wire = [s[1] * net._inv_bw for s in sigs]  # each chunk's seconds on the wire (n / B)
         reduce_name, divide_name = rec.names(c.reduce_name), rec.names(f"{c.reduce_name}.divide")
-        pos = np.arange(p)
-        # the program, in each member's order: (RING, step number, chunk each member sends) and
-        # (REDUCE, op name, chunk each member reduces)
-        program: list[tuple[int, int, list[int]]] = []
+        # the program, in each member's order: (RING, step number, b): member i sends chunk i - b; and
+        # (REDUCE, op name, b): member i reduces chunk i - b (mod p). Small: a huge ring's plan is its size.
+        program: list[tuple[int, int, int]] = []
         for s in range(p - 1):  # reduce-scatter: send chunk i - s - 1, add chunk i - s - 2 arriving from the left
-            program.append((RING, s, ((pos - s - 1) % p).tolist()))
-            program.append((REDUCE, reduce_name, ((pos - s - 2) % p).tolist()))
+            program += [(RING, s, s + 1), (REDUCE, reduce_name, s + 2)]
         if c.op == "avg":
-            program.append((REDUCE, divide_name, pos.tolist()))
-        for s in range(p - 1):  # all-gather: pass chunk i - s on, receive chunk i - s - 1
-            program.append((RING, p - 1 + s, ((pos - s) % p).tolist()))
+            program.append((REDUCE, divide_name, 0))
+        program += [(RING, p - 1 + s, s) for s in range(p - 1)]  # all-gather: pass chunk i - s on
         self.program = program
-        # for book_small: what each stage adds to a member's time
-        self.stages = [
-            (kind, [wire[j] for j in chunks] if kind == RING else [sizes[j] / eng._flop_rate for j in chunks])
-            for kind, _, chunks in program
-        ]
         self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
-        rings = [(step, chunks) for kind, step, chunks in program if kind == RING]
-        reductions = [(name, chunks) for kind, name, chunks in program if kind == REDUCE]
-        self.messages, self.ops = p * len(rings), p * len(reductions)
+        self._flop_rate = eng._flop_rate
+        rings = sum(1 for kind, _, _ in program if kind == RING)
+        self.messages, self.ops = p * rings, p * (len(program) - rings)
         self.events = self.messages + self.ops  # what counts against the event limit
-        self.log = b"".join(
-            bytes([EV_SEND]) * p + bytes([EV_RECV]) * p if kind == RING else bytes([EV_OP]) * p
-            for kind, _, _ in program
-        )
-        self._rings, self._reductions = rings, reductions
+        self._small: tuple | None = None
         self._templates: tuple[bytes, bytes, bytes] | None = None
+
+    def chunks(self, back: int) -> list[int]:
+        """The chunk each member sends or reduces at a stage whose offset is ``back``."""
+        p = self.p
+        return [(i - back) % p for i in range(p)]
+
+    def small(self) -> tuple[list, bytes]:
+        """For book_small (made on first use): each stage's kind and what it adds to each member's time, and
+        the event log of the whole call."""
+        if self._small is None:
+            p = self.p
+            stages = [
+                (kind, [self.wire[j] for j in self.chunks(back)])
+                if kind == RING
+                else (kind, [self.sizes[j] / self._flop_rate for j in self.chunks(back)])
+                for kind, _, back in self.program
+            ]
+            log = b"".join(
+                bytes([EV_SEND]) * p + bytes([EV_RECV]) * p if kind == RING else bytes([EV_OP]) * p
+                for kind, _, _ in self.program
+            )
+            self._small = (stages, log)
+        return self._small
 
     def templates(self) -> tuple[bytes, bytes, bytes]:
         """The rows with everything but times, tag, label and row numbers (made on first use: small rings)."""
         if self._templates is None:
-            p, n = self.p, len(self._rings)
+            p = self.p
+            rings = [(step, self.chunks(back)) for kind, step, back in self.program if kind == RING]
+            reductions = [(name, self.chunks(back)) for kind, name, back in self.program if kind == REDUCE]
+            n = len(rings)
             g = np.asarray(self.group, dtype=np.uint16)
-            chunks = np.asarray([c for _, c in self._rings], dtype=np.int32)
+            chunks = np.asarray([c for _, c in rings], dtype=np.int32)
             m = np.zeros(n * p, MSG_DTYPE)
             m["src"], m["dst"] = np.tile(g, n), np.tile(np.roll(g, -1), n)
             m["sig"], m["step"], m["chunk"] = (
                 np.asarray(self.sig)[chunks].ravel(),
-                np.repeat([s for s, _ in self._rings], p),
+                np.repeat([s for s, _ in rings], p),
                 chunks.ravel(),
             )
             r = np.zeros(n * p, RECV_DTYPE)
             r["row"] = (np.arange(n)[:, None] * p + (np.arange(p)[None, :] - 1) % p).ravel()  # + the first row
-            o = np.zeros(len(self._reductions) * p, OP_DTYPE)
-            o["kind"], o["rank"] = OP_DROPPED, np.tile(g, len(self._reductions))
-            o["name"] = np.repeat([name for name, _ in self._reductions], p)
-            o["flops"] = np.asarray(self.sizes)[np.asarray([c for _, c in self._reductions])].ravel()
+            o = np.zeros(len(reductions) * p, OP_DTYPE)
+            o["kind"], o["rank"] = OP_DROPPED, np.tile(g, len(reductions))
+            o["name"] = np.repeat([name for name, _ in reductions], p)
+            o["flops"] = np.asarray(self.sizes)[np.asarray([c for _, c in reductions])].ravel()
             self._templates = (m.tobytes(), r.tobytes(), o.tobytes())  # copied as bytes (fast), viewed with dtypes
         return self._templates
 
@@ -140,7 +154,7 @@ def book_small(eng: Engine, plan: RingPlan, c: _Call, b: Booking) -> list[float]
     rec.msgs.extend(msgs)
     rec.recvs.extend(recvs)
     rec.ops.extend(ops_)
-    rec.log.extend(plan.log)
+    rec.log.extend(plan.small()[1])
     return list(clock)
 
 
@@ -153,7 +167,7 @@ def _ring_times(plan: RingPlan, clock: list[float], free: list[float]) -> tuple:
     ops: list[float] = []
     add, got, op = times.extend, received.append, ops.extend
     members = range(p)  # (plain loops over a few members beat comprehensions and NumPy alike)
-    for kind, cost in plan.stages:
+    for kind, cost in plan.small()[0]:
         if kind == RING:
             arrive = [0.0] * p
             for i in members:
@@ -195,8 +209,8 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Booking) -> list[float
     o["kind"], o["rank"], o["label"] = OP_DROPPED, g, label
     events = {k: bytes([k]) * p for k in (EV_SEND, EV_RECV, EV_OP)}
     settle_every = max(1, SETTLE_EVERY // (3 * p))  # stages: a huge ring's events are settled as it goes
-    for k, (kind, what, chunks) in enumerate(plan.program):
-        j = np.asarray(chunks)
+    for k, (kind, what, back) in enumerate(plan.program):
+        j = (pos - back) % p
         if kind == RING:
             start = np.maximum(free, clock)
             free = start + wire[j]
