@@ -38,10 +38,9 @@ class ColumnarTrace(Trace):
         self.groups: set[tuple[int, ...]] = set()
         self._rec = recorder
         self._codes = Growable(np.int64 if wide_codes else np.int32)  # canonical order: row << 2 | kind
-        self._msg_id = Growable(np.int32)  # message row -> number (-1 until settled)
-        self._msg_row = Growable(np.int32)  # number -> row
-        self._op_id = Growable(np.int32)
+        self._msg_row = Growable(np.int32)  # number -> row (and back, made when asked: see numbers)
         self._op_row = Growable(np.int32)
+        self._numbers: dict[str, tuple[np.ndarray, int]] = {}  # "msgs"/"ops" -> (row -> number, how many numbered)
         self._op_list = Growable(np.int32)  # rows of the ops proper (not holds and frees), in number order
         self._t_recv = Growable(np.float64)  # message row -> when received (NaN: not yet)
         self._pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # held back by a settle
@@ -134,8 +133,20 @@ class ColumnarTrace(Trace):
         rows = (self._op_list if only_ops else self._op_row).values
         table = self._rec.table("ops", copy=not self.finished)[rows]
         out = {name: table[name] for name in OP_DTYPE.names}
-        out["id"] = self._op_id.values[rows] if len(rows) else np.zeros(0, np.int32)
+        out["id"] = self.numbers("ops")[rows] if len(rows) else np.zeros(0, np.int32)
         return out
+
+    def numbers(self, which: str) -> np.ndarray:
+        """Row -> number of the messages ("msgs") or ops ("ops") numbered so far (-1: not yet): the inverse of
+        the number -> row map, made when first asked and again once more are numbered (views need it, a run
+        does not, so it takes no memory while one goes)."""
+        rows = (self._msg_row if which == "msgs" else self._op_row).values
+        known = self._numbers.get(which)
+        if known is None or known[1] != len(rows):
+            inverse = np.full(int(rows.max()) + 1 if len(rows) else 0, -1, dtype=np.int32)
+            inverse[rows] = np.arange(len(rows), dtype=np.int32)
+            known = self._numbers[which] = (inverse, len(rows))
+        return known[0]
 
     def sig_nbytes(self) -> np.ndarray:
         return np.array([s[2] for s in self._rec.sig_values] or [0], dtype=np.int64)
@@ -151,12 +162,12 @@ class ColumnarTrace(Trace):
 
     def nbytes(self) -> int:
         """Host bytes the trace's metadata takes: rows, numbering and codes (not payloads or interned text)."""
-        parts = (self._codes, self._msg_id, self._msg_row, self._op_id, self._op_row, self._op_list, self._t_recv)
+        parts = (self._codes, self._msg_row, self._op_row, self._op_list, self._t_recv)
         return self._rec.nbytes() + sum(g._data.nbytes for g in parts)
 
     def finish(self) -> None:
         """No more rows will come: give back spare capacity, and let exports view the buffers directly."""
-        for g in (self._codes, self._msg_id, self._msg_row, self._op_id, self._op_row, self._op_list, self._t_recv):
+        for g in (self._codes, self._msg_row, self._op_row, self._op_list, self._t_recv):
             g.trim()
         self.finished = True
 
@@ -250,7 +261,7 @@ class MessageView(Message):
 
     @property
     def id(self) -> int:
-        return int(self._trace._msg_id.values[self._row])
+        return int(self._trace.numbers("msgs")[self._row])
 
     @property
     def src(self) -> int:
@@ -337,7 +348,7 @@ class OpView(Op):
 
     @property
     def id(self) -> int:
-        return int(self._trace._op_id.values[self._row])
+        return int(self._trace.numbers("ops")[self._row])
 
     @property
     def rank(self) -> int:

@@ -69,7 +69,7 @@ OP_EVENT = ("op", "op", "hold", "free")
 # Kinds in the event log (one byte per event, in the order events happened).
 EV_SEND, EV_RECV, EV_OP = 0, 1, 2
 # Every this many recorded events, the engine settles what no device can still precede (bounds the log).
-SETTLE_EVERY = 1 << 20
+SETTLE_EVERY = 1 << 19
 
 
 class Interner:

@@ -133,9 +133,6 @@ def _number(trace: ColumnarTrace, codes: np.ndarray, times: np.ndarray) -> None:
     rows = codes >> 2
     sent = rows[kinds == CODE_SEND]
     if len(sent):
-        trace._msg_id.reserve(rec.n_msgs, -1)
-        first = trace._msg_row.n
-        trace._msg_id.values[sent] = np.arange(first, first + len(sent))
         trace._msg_row.extend(sent)
     got = kinds == CODE_RECV
     if got.any():
@@ -143,9 +140,6 @@ def _number(trace: ColumnarTrace, codes: np.ndarray, times: np.ndarray) -> None:
         trace._t_recv.values[rows[got]] = times[got]
     ops = rows[kinds == CODE_OP]
     if len(ops):
-        trace._op_id.reserve(rec.n_ops, -1)
-        first = trace._op_row.n
-        trace._op_id.values[ops] = np.arange(first, first + len(ops))
         trace._op_row.extend(ops)
         op_kinds = _field(rec.ops, OP_DTYPE, "kind", ops)
         trace._op_list.extend(ops[(op_kinds != HOLD) & (op_kinds != FREE)])
