@@ -143,6 +143,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="up to 512 devices")
     parser.add_argument("--figures", action="store_true", help="draw the largest run and the scaling table")
+    parser.add_argument("--only", type=int, help="just this many devices (one of the sizes)")
     parser.add_argument("--side", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.side:
@@ -150,6 +151,8 @@ def main() -> None:
         print(json.dumps(run_size(dp, pp, tp, bool(figures))))
         return
     sizes = SIZES[:4] if args.quick else SIZES
+    if args.only:
+        sizes = [size for size in SIZES if size[0] * size[1] * size[2] == args.only]
     print(f"{'devices':>8} {'dp x pp x tp':>13} {'messages':>12} {'events':>12} {'wall s':>7} {'peak MB':>8} "
           f"{'added B/event':>14} {'trace B/event':>14} {'step ms':>8}")  # fmt: skip
     rows = []
@@ -165,7 +168,7 @@ def main() -> None:
               f"{r['peak_mb']:>8.0f} {r['added_per_event']:>14.0f} {r['trace_per_event']:>14.0f} {r['step_ms']:>8.1f}",
               flush=True)  # fmt: skip
     last = rows[-1]
-    if "figures_s" in last:
+    if "figures_s" in last and len(rows) == len(SIZES):
         print(f"figures of the {last['devices']:,}-device run drawn in {last['figures_s']:.1f} s; "
               f"fullest device {last['peak_device_gb']:.1f} GB")  # fmt: skip
         draw_table(rows)

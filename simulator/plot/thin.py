@@ -42,23 +42,29 @@ class Spans:
 
 
 def columns(trace: Trace, numbered: bool = True) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray], list[str]]:
-    """A trace's messages and ops (not holds or frees) as arrays in number order, and the op names by id.
+    """A trace's messages and ops (not holds or frees) as arrays, with their numbers (``id``), and the op
+    names by index.
 
-    Works for the engine's columnar traces (no copy of records) and for list-built ones (the torch
-    backend's, small) alike. Messages: src, dst, nbytes, t_start, t_arrive (NaN: never matched); ops:
-    rank, t_start, t_end, name (an index into the names). ``numbered=False`` may leave a finished columnar
-    trace's messages in the order they were recorded (no copy of every row into number order), with
-    ``id`` -1, and its ops with its holds and frees (which take no time): for sums and pictures.
+    Works for the engine's columnar traces and for list-built ones (the torch backend's, small) alike.
+    Messages: src, dst, nbytes, t_start, t_arrive (NaN: never matched); ops: rank, t_start, t_end, name
+    (an index into the names). A finished columnar trace's rows come in the order recorded, viewed in
+    place (no copy of every row); ``numbered=False`` skips the numbers (``id`` -1) and leaves holds and
+    frees among the ops (they take no time): for sums and pictures.
     """
     if isinstance(trace, ColumnarTrace):
-        if not numbered and trace.finished:
+        if trace.finished:  # the rows in recorded order, viewed in place, with their numbers beside them
             table = trace._rec.table("msgs", copy=False)
             m = {k: table[k] for k in ("src", "dst", "t_start", "t_arrive")}
             m["nbytes"] = trace.sig_nbytes()[table["sig"]]
-            m["id"] = np.full(len(table), -1)
-            ops = trace._rec.table("ops", copy=False)  # holds and frees too: they take no time, so add nothing
-            o = {k: ops[k] for k in ("rank", "t_start", "t_end", "name")}
-            o["id"] = np.full(len(ops), -1)
+            m["id"] = trace.numbers("msgs") if numbered else np.full(len(table), -1)
+            ops = trace._rec.table("ops", copy=False)
+            if numbered:  # the ops proper
+                rows = trace._op_list.values
+                o = {k: ops[k][rows] for k in ("rank", "t_start", "t_end", "name")}
+                o["id"] = trace.numbers("ops")[rows]
+            else:  # holds and frees too: they take no time, so add nothing to sums and pictures
+                o = {k: ops[k] for k in ("rank", "t_start", "t_end", "name")}
+                o["id"] = np.full(len(ops), -1)
             return m, o, list(trace._rec.names.values)
         return trace.message_columns(), trace.op_columns(only_ops=True), list(trace._rec.names.values)
     names: dict[str, int] = {}
@@ -104,10 +110,11 @@ def track_spans(trace: Trace, cost: CostModel | None, numbered: bool = True) -> 
     ``numbered`` as in ``columns``)."""
     m, o, names = columns(trace, numbered)
     flying = ~np.isnan(m["t_arrive"])  # a rendezvous send never matched has no flight
-    src, dst, nbytes, t0, t1 = (m[k][flying] for k in ("src", "dst", "nbytes", "t_start", "t_arrive"))
-    ids = m["id"][flying]
+    keys = ("src", "dst", "nbytes", "t_start", "t_arrive", "id")
+    src, dst, nbytes, t0, t1, ids = (m[k] for k in keys) if flying.all() else (m[k][flying] for k in keys)
+    del flying
     wire = np.where(nbytes == 0, np.nan, wire_times(cost, src, dst, nbytes)) if cost is not None else None
-    unnamed = np.full(len(ids), -1)
+    unnamed = np.broadcast_to(np.int64(-1), (len(ids),))  # (messages have no op name; takes no memory)
     if wire is None:
         send = Spans(src, t0, t1, ids, unnamed)
         recv = Spans(dst, t0, t1, ids, unnamed)
