@@ -1,18 +1,34 @@
-# Set-up is part of each target: a fresh clone needs only `make demo` or `make test`.
+# Set-up is part of each target: a fresh clone needs only `make demo`, `make lab` or `make test`.
+# Each installs only what it needs: the demo the package alone, the lab JupyterLab, the tests the test
+# tools and torch (a large download). One .venv serves them all; a stamp file says what is installed.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+PIP := $(BIN)/pip install -q -c constraints.txt
 
-.PHONY: demo test test-fast figures bench lint clean
+.PHONY: demo lab test test-fast figures notebooks bench lint clean
 
-$(BIN)/.installed: pyproject.toml constraints.txt
+$(BIN)/python:
 	$(PY) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
-	$(BIN)/pip install -q -c constraints.txt -e ".[dev,torch]"
+
+$(VENV)/.demo: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e .
 	touch $@
 
-demo: $(BIN)/.installed
+$(VENV)/.lab: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e ".[notebooks]"
+	touch $@
+
+$(BIN)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e ".[dev,torch]"
+	touch $@
+
+demo: $(VENV)/.demo
 	$(BIN)/python -m simulator demo
+
+lab: $(VENV)/.lab
+	$(BIN)/jupyter lab notebooks/
 
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
@@ -24,6 +40,9 @@ test-fast: $(BIN)/.installed
 
 figures: $(BIN)/.installed
 	$(BIN)/python -m simulator figures
+
+notebooks: $(BIN)/.installed
+	$(BIN)/python -m tests.notebooks
 
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/floor.py

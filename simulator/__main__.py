@@ -9,11 +9,11 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
+from .cli_show import EventFilter, devices_arg, kinds_arg, show_scenario, steps_arg, terminal_width
 from .cli_types import bounded_int, output_file, output_folder
 from .examples import all_scenarios, get
-from .scenario import Scenario
-from .stepper import Stepper
 from .textgrid import MAX_SLOTS
+from .values import ValueStyle
 from .view.document import MAX_EVENTS
 
 DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
@@ -26,7 +26,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     print("What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it.\n")
     ok = True
     for name in DEMO:
-        ok &= _show(get(name), step=not args.brief)
+        ok &= show_scenario(get(name), step=not args.brief, width=args.width, timeline=False)
     print(_contrast())
     print("\nEvery scenario behaved as expected." if ok else "\nSOME SCENARIOS DID NOT BEHAVE AS EXPECTED.")
     return 0 if ok else 1
@@ -48,7 +48,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
-    return 0 if _show(scenario, step=args.step) else 1
+    only = EventFilter(args.devices, args.steps or (None, None), args.kinds)
+    style = ValueStyle(max_elements=args.max_elements)
+    shown = show_scenario(
+        scenario, step=args.step, width=args.width, only=only, values=args.values, style=style, timeline=not args.step
+    )
+    return 0 if shown else 1
 
 
 def cmd_figures(args: argparse.Namespace) -> int:
@@ -60,7 +65,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
             print(f"{name:<28} {', '.join(spec.outputs)}\n{'':<28} {spec.doc}")
         return 0
     try:
-        written = build_figures(args.out, only=args.only or None)
+        written = build_figures(args.out, only=args.only or None, style=args.style)
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
@@ -122,7 +127,16 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     result = _result(args.scenario)
     if result is None:
         return 2
-    print(text_timeline(result, args.width))
+    columns = args.columns or terminal_width()
+    label_w = max(len(f"device {result.world.size - 1}"), 10)
+    slots = args.width or max(10, columns - label_w)
+    window = tuple(None if t is None else t * 1e-6 for t in (args.window or (None, None)))
+    try:
+        grid = text_timeline(result, slots, tag=get(args.scenario).op_tag(), devices=args.devices, window=window)
+    except ValueError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(grid)
     return 0
 
 
@@ -159,23 +173,6 @@ def _result(name: str):
     return run.result
 
 
-def _show(scenario: Scenario, *, step: bool) -> bool:
-    print(f"=== {scenario.name}: {scenario.title}")
-    print(f"    {scenario.story}\n")
-    run = scenario.run()
-    if run.result is not None:
-        if step:
-            for snap in Stepper(run.result.trace):
-                print(snap.render())
-        else:
-            print("\n".join("  " + line for line in run.result.trace.log()))
-        print()
-    print(_indent(run.summary()))
-    verdict = "as expected" if run.as_expected else f"NOT AS EXPECTED (expected: {scenario.expect})"
-    print(f"  -> {verdict}\n")
-    return run.as_expected
-
-
 def _contrast() -> str:
     """Split vs replicated, side by side: who computes what, and what crosses."""
     rows = []
@@ -184,24 +181,27 @@ def _contrast() -> str:
         per_device = [[op.name for op in result.trace.ops if op.rank == r] for r in range(result.world.size)]
         ran = "; ".join(f"device {r} ran {'+'.join(ops) or 'nothing'}" for r, ops in enumerate(per_device))
         whole = sum(1 for ops in per_device if {"A", "B"} <= set(ops))
-        rows.append(
-            f"  {name:<11} {ran:<38} messages: {len(result.trace.messages)}   devices that finish an input alone: {whole}"
-        )
+        rows.append(f"  {name:<11} {ran}")
+        rows.append(f"  {'':<11} messages: {len(result.trace.messages)}; devices that finish an input alone: {whole}")
     return (
         "=== Same two devices, two different divisions of work\n"
         + "\n".join(rows)
-        + "\n  The device count does not say how the work is divided: write down the part boundaries and what crosses them."
+        + "\n  The device count does not say how the work is divided:"
+        + "\n  write down the part boundaries and what crosses them."
     )
-
-
-def _indent(text: str) -> str:
-    return "\n".join("  " + line for line in text.splitlines())
 
 
 COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argparse.ArgumentParser], None]]] = {
     "demo": (
         cmd_demo,
-        lambda p: p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
+        lambda p: (
+            p.add_argument("--brief", action="store_true", help="print the event log, not every step"),
+            p.add_argument(
+                "--width",
+                type=bounded_int(40, 1000),
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
+            ),
+        ),
     ),
     "list": (cmd_list, lambda p: None),
     "run": (
@@ -209,6 +209,25 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument("--step", action="store_true", help="show every device's memory after each event"),
+            p.add_argument(
+                "--values",
+                choices=("new", "all", "names"),
+                help="with --step: show every value held (all), only the value each event places in full (new), "
+                "or names only (default: all where each device's values fit on one line, else new)",
+            ),
+            *_filters(p),
+            p.add_argument(
+                "--max-elements",
+                type=bounded_int(0, 100_000),
+                default=ValueStyle().max_elements,
+                help="show arrays of up to this many numbers in full; larger ones as shape, first values and norm "
+                f"(default: {ValueStyle().max_elements})",
+            ),
+            p.add_argument(
+                "--width",
+                type=bounded_int(40, 1000),
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
+            ),
         ),
     ),
     "html": (
@@ -239,6 +258,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
             p.add_argument("--out", type=output_folder, default="figures", help="output folder (default: figures)"),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
+            p.add_argument(
+                "--style",
+                choices=("slide", "paper"),
+                default="slide",
+                help="slide (the default): 1920 px wide, text sized for a projector; paper: 1650 px, smaller text",
+            ),
         ),
     ),
     "export": (
@@ -261,9 +286,20 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             p.add_argument(
                 "--width",
                 type=bounded_int(1, MAX_SLOTS),
-                default=80,
-                help="at most this many time slots (default: 80); a slot is a round length of time "
-                f"(1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer; at most {MAX_SLOTS:,}",
+                help="at most this many time slots (default: what fits the terminal); a slot is a round length of "
+                f"time (1, 2, 2.5 or 5 times a power of ten), so the grid may use fewer; at most {MAX_SLOTS:,}",
+            ),
+            p.add_argument(
+                "--columns",
+                type=bounded_int(40, 1000),
+                help="keep lines within this many characters (default: the terminal's, at most 120)",
+            ),
+            p.add_argument("--devices", type=devices_arg, help="only these devices' rows, e.g. 0,2 or 0-3"),
+            p.add_argument(
+                "--window",
+                type=_window,
+                metavar="START:END",
+                help="only this part of the run, in microseconds, e.g. 2:10 (either end may be left out)",
             ),
         ),
     ),
@@ -295,6 +331,27 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         ),
     ),
 }
+
+
+def _filters(p: argparse.ArgumentParser) -> tuple:
+    """The event filters ``run`` takes."""
+    return (
+        p.add_argument("--devices", type=devices_arg, help="only events on these devices, e.g. 0,2 or 0-3"),
+        p.add_argument(
+            "--steps", type=steps_arg, metavar="FIRST:LAST", help="only these steps (1-based), e.g. 10:40, 10: or :40"
+        ),
+        p.add_argument(
+            "--kinds", type=kinds_arg, help="only these kinds of event, e.g. send,recv (send, recv, op, hold, free)"
+        ),
+    )
+
+
+def _window(text: str) -> tuple[float | None, float | None]:
+    lo, sep, hi = text.partition(":")
+    try:
+        return (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"cannot read {text!r} as START:END in microseconds, e.g. 2:10") from None
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from . import diagnose
-from .compare import difference, same, show
+from .compare import difference, same, show, structured
 from .reference import NO_RESULT, Reference, part
 from .trace import Message, Op, Trace
 
@@ -82,7 +82,8 @@ class Divergence:
         else:
             head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
         if self.is_also:
-            value = show(self.found) if np.asarray(self.found).size <= 16 else "The value found"
+            small = structured(self.found) or np.asarray(self.found).size <= 16
+            value = show(self.found) if small else "The value found"
             head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
         elif self.part_of:
             head += (
@@ -92,7 +93,7 @@ class Divergence:
             )
         if self.hint:
             head += " " + self.hint
-        more = difference(self.found, self.expected)
+        more = None if structured(self.found) or structured(self.expected) else difference(self.found, self.expected)
         if more and np.asarray(self.found).shape == np.asarray(self.expected).shape:
             head += " " + more
         return head
@@ -102,8 +103,9 @@ class Divergence:
 class Unchecked:
     """Something the checker could not compare, and what to do about it."""
 
-    kind: str  # "unknown name", "never computed", "unplaced message", "result", "ambiguous", "partial sums"
+    kind: str  # "unknown name", "never computed", "unplaced message", "result", "partial sums"
     text: str
+    name: str | None = None  # the name in question, for an unknown name
 
 
 @dataclass
@@ -130,7 +132,7 @@ class CheckReport:
     @property
     def unknown(self) -> list[str]:
         """Names in the run that the reference does not have."""
-        return [u.text.split(" ", 1)[0] for u in self.unchecked if u.kind == "unknown name"]
+        return [u.name for u in self.unchecked if u.kind == "unknown name"]
 
     def __str__(self) -> str:
         return self._verdict_text() + _notes(self.notes)
@@ -218,7 +220,9 @@ class _Checker:
         self.refs: dict[int, Reference] = {}
         self.origin: list[dict[int, Op | Message]] = [{} for _ in range(trace.world_size)]  # id(value) -> record
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
+        self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
+        self._block_searches = 64
 
     # ---- the walk ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
@@ -283,6 +287,7 @@ class _Checker:
             return
         self.produced.setdefault(id(ref), set()).add(rec.name)
         if rec.partial is not None:
+            self.partial_records[rec.rank].append(rec)
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
@@ -320,7 +325,7 @@ class _Checker:
             )
         context = f" {context}" if context else ""
         self.unchecked.append(
-            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}")
+            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)
         )
 
     def _place(self, i: int, msg: Message) -> None:
@@ -342,7 +347,12 @@ class _Checker:
         names = ref.identify(value, rtol=self.rtol, atol=self.atol)
         if names:
             return " and ".join(f"{n} on one device" for n in names[:3]), " or ".join(names[:3])
+        if structured(value):
+            return None
         a = np.asarray(value)
+        if self._block_searches <= 0:  # each search scans every value: a few dozen explain plenty
+            return None
+        self._block_searches -= 1
         for n, v in ref.values.items():
             b = np.asarray(v)
             if b.dtype.kind in "biuf" and a.dtype.kind in "biuf" and a.ndim == b.ndim and a.size < b.size:
@@ -358,6 +368,8 @@ class _Checker:
         ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
         result is ambiguous when two different named values equal it.
         """
+        if structured(value):
+            return
         a = np.asarray(value)
         if a.dtype.kind not in "biuf" or not np.any(a):
             return  # zeros (fresh buffers, zero gradients) equal each other in every model
@@ -394,8 +406,11 @@ class _Checker:
         rec = self.origin[rank].get(id(value))
         if isinstance(rec, Op) and rec.partial is not None:
             return rec
-        for rec in self.origin[rank].values():
-            if isinstance(rec, Op) and rec.partial is not None and same(value, rec.output, self.rtol, self.atol):
+        if structured(value):
+            return None
+        shape = np.shape(value)
+        for rec in self.partial_records[rank]:
+            if np.shape(rec.output) == shape and same(value, rec.output, self.rtol, self.atol):
                 return rec
         return None
 
@@ -546,8 +561,11 @@ class _Checker:
         """An op fed a block of its input: it computes a block of its output (index=) or a partial sum (partial=)."""
         rec, name = d.record, d.name
         head = f"It is the block {block} of that input, so this op works on a shard"
-        whole = np.asarray(d.reference.values[name])
-        out = np.asarray(rec.output) if rec.output is not None else None
+        whole, out = d.reference.values[name], rec.output
+        if structured(whole) or structured(out):
+            return f"{head}: say which part of {name} it computes with index= (or partial=True for one term of a sum)."
+        whole = np.asarray(whole)
+        out = np.asarray(out) if out is not None else None
         if out is not None and out.shape == whole.shape:
             return (
                 f"{head} and computes a value of {name}'s full shape {whole.shape}: one term of a sum (a row-parallel "
@@ -562,6 +580,8 @@ class _Checker:
         )
 
     def _hint(self, d: Divergence) -> str | None:
+        if structured(d.found) or structured(d.expected):
+            return None
         found, expected = np.asarray(d.found), np.asarray(d.expected)
         if d.where == "result" and self._results_add_up(d):
             return (
@@ -581,7 +601,7 @@ class _Checker:
             for path, leaf, _ in _pairs(out, d.reference.result) if out is not None else ():
                 if _path(path) == d.path:
                     leaves.append(np.asarray(leaf))
-        if len(leaves) < 2 or any(leaf.shape != np.shape(d.expected) for leaf in leaves):
+        if structured(d.expected) or len(leaves) < 2 or any(leaf.shape != np.shape(d.expected) for leaf in leaves):
             return False
         return same(sum(leaves[1:], leaves[0]), d.expected, self.rtol, self.atol)
 
@@ -618,6 +638,8 @@ def _partial_words(p: Op, how: str) -> str:
 
 def _same_role(found: Any, expected: Any) -> bool:
     """Whether an op's input plays the model's input's part: the same shape, or a block of it."""
+    if structured(found) or structured(expected):
+        return structured(found) and structured(expected)
     a, b = np.asarray(found), np.asarray(expected)
     return a.shape == b.shape or (_floaty(a, b) and diagnose.block_of(a, b) is not None)
 

@@ -12,6 +12,7 @@ cancellation is compared on the scale of the whole array, not on its own.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -48,8 +49,25 @@ def close(found: Any, expected: Any, rtol: float | None = None, atol: float | No
         return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
 
 
+def structured(x: Any) -> bool:
+    """A tuple, list or dict of values (what an op returning several arrays gives), not one array."""
+    return isinstance(x, (tuple, list, Mapping))
+
+
 def same(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
-    """Equal shape and value under the tolerance above; values that are not numbers compare with ==."""
+    """Equal shape and value under the tolerance above; values that are not numbers compare with ==.
+
+    Tuples, lists and dicts (an op that returns several arrays) compare part by part.
+    """
+    if isinstance(expected, Mapping) or isinstance(found, Mapping):
+        return (
+            isinstance(expected, Mapping)
+            and isinstance(found, Mapping)
+            and found.keys() == expected.keys()
+            and all(same(found[k], expected[k], rtol, atol) for k in expected)
+        )
+    if isinstance(expected, (tuple, list)) and isinstance(found, (tuple, list)):
+        return len(found) == len(expected) and all(same(f, e, rtol, atol) for f, e in zip(found, expected))
     a, b = np.asarray(found), np.asarray(expected)
     if a.shape != b.shape:
         return False
@@ -67,6 +85,10 @@ def _same_objects(found: Any, expected: Any) -> bool:
 
 def show(x: Any) -> str:
     """A value for an explanation: small arrays in full, larger ones by shape and dtype."""
+    if isinstance(x, Mapping):
+        return "{" + ", ".join(f"{k!r}: {show(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(show(v) for v in x) + ")"
     a = np.asarray(x)
     if a.size <= SHOW_UP_TO:
         return inline(a)
@@ -87,17 +109,18 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     bad = ~close(a, b, rtol, atol)
     count = int(bad.sum())
     first = tuple(int(i) for i in np.argwhere(bad)[0])
+    fa, fb = a.astype(np.float64)[bad], b.astype(np.float64)[bad]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(a.astype(np.float64) - b.astype(np.float64))
-        rel = np.where(b != 0, diff / np.abs(b.astype(np.float64)), np.inf)
-    big = np.nanmax(np.where(bad, diff, 0.0))
-    worst_rel = np.nanmax(np.where(bad, rel, 0.0))
+        diff = np.abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
+        rel = np.where((fb != 0) & np.isfinite(fb), diff / np.abs(fb), np.inf)
+    big = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    worst_rel = float(np.max(np.where(np.isnan(rel), np.inf, rel)))
     lo = max(first[-1] - 2, 0) if a.ndim else 0
     hi = min(lo + 6, a.shape[-1]) if a.ndim else 0
     at = first[:-1]
     where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
-    rel_text = "inf (expected 0)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
+    rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
     return (
         f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
         f"largest relative difference {rel_text}); the first is at {list(first)}. "

@@ -34,8 +34,14 @@ keep it to a few dictionary operations.
 from __future__ import annotations
 
 import math
+import operator
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
+
+import numpy as np
+
+from .meta import MetaArray
 
 
 class LinkState(Protocol):
@@ -190,6 +196,8 @@ class CostModel:
     topology:  how the devices are wired (default: fully connected); for ``TwoLevel``, latency and
                bandwidth are those of the links inside a node
     name:      a short label for figures and reports (the presets set it)
+    op_latency: seconds every op costs before its arithmetic (a kernel launch; default 0), so that the
+               many tiny ops of a classroom example take visible time
     """
 
     latency: float = 1e-6
@@ -198,17 +206,20 @@ class CostModel:
     memory: float | None = None
     topology: FullyConnected | Ring | TwoLevel = field(default_factory=FullyConnected)
     name: str = ""
+    op_latency: float = 0.0
 
     def __post_init__(self) -> None:
         _check_link("CostModel", self.latency, self.bandwidth)
+        if not (self.op_latency >= 0 and math.isfinite(self.op_latency)):
+            raise ValueError(f"CostModel.op_latency must be a finite number >= 0 seconds, got {self.op_latency!r}")
         if not self.flops > 0:
             raise ValueError(f"CostModel.flops must be > 0 FLOP/s, got {self.flops!r}")
         if self.memory is not None and not self.memory > 0:
             raise ValueError(f"CostModel.memory must be > 0 bytes or None (unlimited), got {self.memory!r}")
 
     def compute_time(self, flops: float) -> float:
-        """Seconds a device needs for ``flops`` floating-point operations."""
-        return flops / self.flops
+        """Seconds a device needs for an op of ``flops`` floating-point operations (plus ``op_latency``)."""
+        return self.op_latency + flops / self.flops if self.op_latency else flops / self.flops
 
     def message_time(self, nbytes: float, src: int = 0, dst: int = 1, world_size: int | None = None) -> float:
         """Seconds for one message from src to dst when every link on its way is idle.
@@ -230,7 +241,26 @@ class CostModel:
         """The assumptions in one paragraph, for reports and figure captions."""
         mem = "unlimited memory" if self.memory is None else f"{self.memory / 1e9:g} GB memory"
         who = f"{self.name}: " if self.name else ""
-        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}, {mem}"
+        launch = f" plus {self.op_latency * 1e6:g} us per op" if self.op_latency else ""
+        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{launch}, {mem}"
+
+
+MATMULS = (np.matmul, np.dot, operator.matmul)  # recognised as matrix products when costing an op
+
+
+def op_flops(fn: Callable[..., Any], inputs: Sequence[Any], out: Any) -> float:
+    """The work of ``fn(*inputs) -> out`` when the program does not say (``compute(..., flops=None)``).
+
+    A matrix product (``np.matmul``, ``np.dot``, ``operator.matmul``) of an (m, k) and a (k, n) array
+    costs 2mnk (a multiply and an add per term, batched dimensions included); anything else one
+    operation per output element. Pass ``flops=`` for your own functions (a lambda that uses ``@``
+    counts one operation per output element).
+    """
+    if any(fn is f for f in MATMULS) and len(inputs) == 2:
+        a = np.shape(inputs[0])
+        k = a[-1] if a else 1
+        return 2.0 * max(int(np.size(out)), 1) * k
+    return out.size if isinstance(out, (np.ndarray, MetaArray)) else 1
 
 
 class Network:

@@ -22,10 +22,10 @@ import numpy as np
 
 from .collectives import CollectiveMethods
 from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG, OP, OP_DROPPED, OP_KEPT, RECV
+from .cost import op_flops
 from .errors import ContractError, SimulationError
 from .meta import MetaArray
-from .tags import TAG_BASE, CollectiveTag, user_tag
-from .values import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
+from .payloads import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
     DeviceMemory,
     _immutable,
     _nbytes,
@@ -36,6 +36,7 @@ from .values import (  # noqa: F401  (re-exported: the torch backend and others 
     run_op,
     sealed,
 )
+from .tags import TAG_BASE, CollectiveTag, user_tag
 
 if TYPE_CHECKING:
     from .engine import Engine
@@ -165,7 +166,8 @@ class Device(DeviceMemory, CollectiveMethods):
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
 
-        flops:   work for the cost model (default: one operation per output element)
+        flops:   work for the cost model (default: 2mnk for np.matmul / np.dot / @ of an (m, k) and a
+                 (k, n) array, else one operation per output element; see ``cost.op_flops``)
         seconds: a fixed duration instead of flops
         index:   which part of the single-device value ``name`` this computes (for the checker)
         partial: this output is one term of a sum over a group of devices, and the group's terms add up
@@ -180,10 +182,10 @@ class Device(DeviceMemory, CollectiveMethods):
         out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
-                flops = out.size if isinstance(out, (np.ndarray, MetaArray)) else 1
+                flops = op_flops(fn, inputs, out)
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
-            seconds = flops / eng._flop_rate
+            seconds = eng._op_latency + flops / eng._flop_rate
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"
@@ -475,6 +477,16 @@ class Device(DeviceMemory, CollectiveMethods):
             if name is not None:
                 self._memory[name] = payload
         return payload
+
+    def test(self, req: Request) -> bool:
+        """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
+
+        The answer is the one strict time order gives: every device with an earlier event runs first,
+        so a message sent before now in simulated time has been sent, however the engine schedules.
+        """
+        if not self._engine._in_time_order:
+            self._engine._catch_up(self)
+        return req.done is not None and req.done <= self.clock
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""

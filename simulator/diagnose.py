@@ -140,7 +140,11 @@ def block_of(a: np.ndarray, b: np.ndarray) -> tuple | None:
 
 
 def show_index(index: Any) -> str:
-    """An index as a student writes it: ``[:, 0:3]``."""
+    """An index as a student writes it: ``[:, 0:3]``; a chunk of a flattened value in words."""
+    from .values import part_text
+
+    if type(index).__name__ == "FlatSlice":
+        return part_text(index)
     if isinstance(index, tuple):
         return "[" + ", ".join(_show_slice(i) for i in index) + "]"
     if isinstance(index, slice):

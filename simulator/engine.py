@@ -47,6 +47,7 @@ from .errors import (
     UnreceivedMessagesWarning,
 )
 from .ordering import settle
+from .presets import teaching
 from .trace import Message, Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -63,7 +64,8 @@ class World:
     """A set of simulated devices and the rules they run under.
 
     size:          number of devices (ranks 0..size-1)
-    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100")
+    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100"); by
+                   default ``presets.teaching()``, at which small examples' ops and messages all show
     send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
                    cannot start until the matching receive is posted: two sends facing each other
                    deadlock, as with large messages in MPI or NCCL)
@@ -76,7 +78,7 @@ class World:
     """
 
     size: int
-    cost: CostModel = field(default_factory=CostModel)
+    cost: CostModel = field(default_factory=teaching)
     send_mode: str = "eager"
     strict: bool = False
     keep_payloads: bool = True
@@ -155,7 +157,7 @@ class Engine:
         self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)
         # the hot path compares the event count with this one number: the limit, or the next settle
         self._checkpoint = min(self.max_events, SETTLE_EVERY)
-        self._flop_rate = world.cost.flops
+        self._flop_rate, self._op_latency = world.cost.flops, world.cost.op_latency  # what compute_time does, inline
         self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
         self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
         self.outputs: list[Any] = [None] * world.size
@@ -242,6 +244,19 @@ class Engine:
         if dev._blocked is req:
             t = req.done
             self._push(t if t > dev.clock else dev.clock, dev.rank)
+
+    def _catch_up(self, dev: Device) -> None:
+        """Let every device with an event earlier than ``dev``'s clock run first (devices may run ahead of
+        each other on private links; a device that tests a request must see what time order shows)."""
+        if self._ahead:  # the stack of woken devices has no time order: take turns by the heap from now on
+            self._ahead = False
+            for t, d in self._ready:
+                self._push(t, d.rank)
+            self._ready.clear()
+        heap = self._heap
+        while heap and heap[0][0] < dev.clock:
+            self._push(dev.clock, dev.rank)
+            self._give_way()
 
     def _give_way(self) -> None:
         """Called by a device that blocks or yields: resume the next device in time order.
@@ -369,13 +384,13 @@ class Engine:
             self._ahead = True
             self._ready.extend((t, self.devices[r]) for t, _, r in sorted(self._heap, reverse=True))  # earliest on top
             self._heap.clear()
-        heap = self._ready if self._ahead else self._heap
+        ready, heap = self._ready, self._heap  # a device that calls test() moves the rest onto the heap
         # The trace holds millions of small records and makes no reference cycles: pausing the
         # cyclic garbage collector saves its repeated full scans of them (restored afterwards).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            while heap:
+            while ready or heap:
                 tick()
             self._settle()
         finally:

@@ -1,4 +1,4 @@
-"""Cost models of real machines, and one with round numbers for the classroom.
+"""Cost models of real machines, and two with round numbers for the classroom (``teaching`` is the default).
 
 Each preset is a function returning a ``CostModel``; ``PRESETS`` maps a short name to it. Bandwidths
 are per direction (vendors often quote the sum of both directions); FLOP/s are dense (no sparsity)
@@ -79,11 +79,24 @@ def classroom() -> CostModel:
     return CostModel(latency=1e-6, bandwidth=1 * GB, flops=1e9, name="classroom")
 
 
+def teaching() -> CostModel:
+    """What a ``World(n)`` gets when no cost model is chosen: round numbers at which a student's small
+    arrays make every op and every message visible in a timeline.
+
+    Links of 1 us latency and 1 GB/s (a message of k float64 takes 1 us + 8k ns); devices of 10 GFLOP/s
+    that spend 0.5 us launching each op (an op of f FLOPs takes 0.5 us + f / 10 ns), as a GPU spends
+    microseconds launching each kernel. Not a real machine: choose a preset (``dgx-h100``, ...) or a
+    calibrated model for real numbers.
+    """
+    return CostModel(latency=1e-6, bandwidth=1 * GB, flops=10e9, op_latency=0.5e-6, name="teaching default")
+
+
 PRESETS: dict[str, Callable[[], CostModel]] = {
     "dgx-h100": dgx_h100,
     "dgx-a100": dgx_a100,
     "pcie4-workstation": pcie4_workstation,
     "classroom": classroom,
+    "teaching": teaching,
 }
 
 

@@ -19,10 +19,11 @@ collectives, so each byte that moves is a message in the trace:
   ============================  ==========================================
 
 When several mesh dimensions shard one tensor dimension, the chunks are nested (see
-``sharded.Layout``), so the order of the steps matters: reductions and gathers run from the last mesh
-dimension to the first (innermost chunks first), slices from the first to the last. An all-to-all or
-reduce-scatter is used directly only when the tensor dimensions it touches are sharded by no other
-mesh dimension; otherwise the step goes through Replicate (gather, then slice), which is always right.
+``sharded.Layout``), so the order of the steps matters, for correctness and for the bytes moved. The
+steps are planned as PyTorch's DTensor plans them (``simulator.redistribute_plan``): slices before the
+gathers they make smaller, a reduce-scatter wherever the target shards, a detour through Replicate only
+where the nesting would otherwise be wrong. No device sends more bytes than under DTensor, and on
+uneven shapes fewer (DTensor pads its all-gathers to equal pieces; the messages here carry exact pieces).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from typing import Any
 import numpy as np
 
 from .device import frozen
-from .placements import Partial, Placement, Replicate, Shard, chunk_bounds
+from .placements import Placement, Replicate, Shard, chunk_bounds
+from .redistribute_plan import Step, plan
 from .sharded import Layout
 
 DISTRIBUTE_TAG = (1 << 30) - 2  # below the collectives' tags, above any sensible user tag
@@ -129,93 +131,88 @@ def redistribute(
 ) -> np.ndarray:
     """This device's piece under ``placements``, given its piece under ``layout`` (see module docstring).
 
-    name: the reference value the array is; messages that carry exact (not partial) pieces are
-    named after it, so the checker compares them.
+    The steps are planned as DTensor plans them (``simulator.redistribute_plan``), so no device sends more
+    bytes than under DTensor. name: the reference value the array is; messages that carry exact (not
+    partial) pieces are named after it, so the checker compares them.
     """
     target = layout.with_placements(placements)
     mesh = layout.mesh
-    cur, tgt = list(layout.placements), list(target.placements)
     local = np.asarray(local)
     if local.shape != layout.local_shape(dev.rank):
         raise ValueError(
             f"device {dev.rank}: redistribute got a piece of shape {local.shape}, but {layout!r} gives this "
             f"device {layout.local_shape(dev.rank)}"
         )
-    touched = _touched(cur, tgt)
-    # phase A: gathers and reductions, innermost mesh dimension first
-    for d in reversed(range(mesh.ndim)):
-        if d not in touched or cur[d] == tgt[d] and not isinstance(cur[d], Shard):
-            continue
-        a, b = cur[d], tgt[d]
-        group = mesh.group(d, dev.rank)
-        lay = layout.with_placements(cur)
-        if isinstance(a, Shard):
-            if isinstance(b, Shard) and b.dim != a.dim and _alone(b.dim, d, cur, tgt) and _alone(a.dim, d, cur, tgt):
-                local = _all_to_all_step(dev, local, lay, group, a.dim, b.dim)
-                cur[d] = b
-            else:
-                shapes = [lay.local_shape(r) for r in group]
-                exact = name is not None and not lay.is_partial()
-                local = dev.all_gather(
-                    local,
-                    group,
-                    axis=a.dim,
-                    shapes=shapes,
-                    name=name if exact else None,
-                    indices=[lay.region(r) for r in group] if exact else None,
-                    index=layout.with_placements(_set(cur, d, Replicate())).region(dev.rank) if exact else None,
-                )
-                cur[d] = Replicate()
-        elif isinstance(a, Partial) and a != b:
-            if isinstance(b, Shard) and _alone(b.dim, d, cur, tgt):
-                local = dev.reduce_scatter(local, a.op, group, axis=b.dim)
-                cur[d] = b
-            else:
-                local = dev.all_reduce(local, a.op, group)
-                cur[d] = Replicate()
-    # phase B: local slices and partitions, outermost mesh dimension first
-    for d in range(mesh.ndim):
-        if cur[d] == tgt[d]:
-            continue
-        coord = mesh.coordinate(dev.rank)[d]
-        p = mesh.shape[d]
-        b = tgt[d]
-        if isinstance(b, Shard):
-            bounds = chunk_bounds(local.shape[b.dim], p)
-            sl = [slice(None)] * local.ndim
-            sl[b.dim] = slice(bounds[coord], bounds[coord + 1])
-            local = local[tuple(sl)]
-        elif isinstance(b, Partial) and b.op == "sum" and coord != 0:
-            local = np.zeros_like(local)
-        cur[d] = b
-    assert cur == tgt, (cur, tgt)
+    cur = list(layout.placements)
+    for step in plan(cur, target.placements, mesh.shape):
+        local = _STEPS[step.kind](dev, local, layout.with_placements(cur), step, name)
+        cur[step.dim] = step.dst
+    assert cur == list(target.placements), (cur, target.placements)
     return local
+
+
+def _gather(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Shard(k) -> Replicate over one mesh dimension, the innermost that shards k: an all-gather along k."""
+    d, k = step.dim, step.src.dim
+    assert not any(isinstance(p, Shard) and p.dim == k for p in lay.placements[d + 1 :]), (lay, step)
+    group = lay.mesh.group(d, dev.rank)
+    exact = name is not None and not lay.is_partial()
+    return dev.all_gather(
+        local,
+        group,
+        axis=k,
+        shapes=[lay.local_shape(r) for r in group],
+        name=name if exact else None,
+        indices=[lay.region(r) for r in group] if exact else None,
+        index=lay.with_placements(_set(list(lay.placements), d, Replicate())).region(dev.rank) if exact else None,
+    )
+
+
+def _reduce(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Partial -> Replicate over one mesh dimension: an all-reduce."""
+    return dev.all_reduce(local, step.src.op, lay.mesh.group(step.dim, dev.rank))
+
+
+def _reduce_scatter(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Partial -> Shard(k): a reduce-scatter along k; this mesh dimension becomes k's innermost splitter."""
+    return dev.reduce_scatter(local, step.src.op, lay.mesh.group(step.dim, dev.rank), axis=step.dst.dim)
+
+
+def _slice(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Replicate -> Shard(k): this device's chunk of its piece along k, no message."""
+    coord, p, k = lay.mesh.coordinate(dev.rank)[step.dim], lay.mesh.shape[step.dim], step.dst.dim
+    bounds = chunk_bounds(local.shape[k], p)
+    sl = [slice(None)] * local.ndim
+    sl[k] = slice(bounds[coord], bounds[coord + 1])
+    return local[tuple(sl)]
+
+
+def _partition(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Replicate -> Partial: for a sum, the value stays on the group's first device, zeros elsewhere."""
+    if step.dst.op == "sum" and lay.mesh.coordinate(dev.rank)[step.dim] != 0:
+        return np.zeros_like(local)
+    return local
+
+
+def _to_shard(dev: Any, local: np.ndarray, lay: Layout, step: Step, name: str | None) -> np.ndarray:
+    """Shard(i) -> Shard(j): an all-to-all over the mesh dimension's group."""
+    return _all_to_all_step(dev, local, lay, lay.mesh.group(step.dim, dev.rank), step.src.dim, step.dst.dim)
+
+
+_STEPS = {
+    "all_gather": _gather,
+    "all_reduce": _reduce,
+    "reduce_scatter": _reduce_scatter,
+    "slice": _slice,
+    "partition": _partition,
+    "all_to_all": _to_shard,
+}
 
 
 def _set(placements: list, d: int, value: Placement) -> list:
     out = list(placements)
     out[d] = value
     return out
-
-
-def _touched(cur: list, tgt: list) -> set[int]:
-    """Mesh dims that change, plus inner dims sharding the same tensor dims (their nesting must be redone)."""
-    touched = {d for d in range(len(cur)) if cur[d] != tgt[d]}
-    grew = True
-    while grew:
-        grew = False
-        for d in sorted(touched):
-            dims = {pl.dim for pl in (cur[d], tgt[d]) if isinstance(pl, Shard)}
-            for e in range(d + 1, len(cur)):
-                if e not in touched and any(isinstance(pl, Shard) and pl.dim in dims for pl in (cur[e], tgt[e])):
-                    touched.add(e)
-                    grew = True
-    return touched
-
-
-def _alone(k: int, d: int, cur: list, tgt: list) -> bool:
-    """No mesh dimension other than d shards tensor dimension k, now or in the target."""
-    return not any(isinstance(pl, Shard) and pl.dim == k for e in range(len(cur)) if e != d for pl in (cur[e], tgt[e]))
 
 
 def _all_to_all_step(dev: Any, local: np.ndarray, lay: Layout, group: tuple, k: int, j: int) -> np.ndarray:

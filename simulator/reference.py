@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import same
+from .compare import same, structured
 from .engine import World
 from .trace import Trace
 
@@ -91,10 +91,34 @@ class Reference:
         self, found: Any, *, rtol: float | None = None, atol: float | None = None, exclude: str | None = None
     ) -> list[str]:
         """Names of reference values equal to ``found`` (the 'this is x' in an explanation)."""
-        shape = np.shape(found)
-        return [
-            n for n, v in self.values.items() if n != exclude and np.shape(v) == shape and same(found, v, rtol, atol)
-        ]
+        if structured(found):
+            return [n for n, v in self.values.items() if n != exclude and structured(v) and same(found, v, rtol, atol)]
+        a = np.asarray(found)
+        first = a.flat[0] if a.size and a.dtype.kind in "biuf" else None
+        hits = []
+        for n, v, scale in self._by_shape().get(a.shape, ()):
+            # a cheap look at one element first, far looser than any tolerance: most candidates of the
+            # same shape differ there plainly already
+            if n == exclude or (first is not None and scale is not None and not _near(first, v.flat[0], scale)):
+                continue
+            if same(a, v, rtol, atol):
+                hits.append(n)
+        return hits
+
+    def _by_shape(self) -> dict[tuple, list[tuple[str, np.ndarray, float | None]]]:
+        """(name, value, its largest magnitude) grouped by shape; built once, as identify runs for every value."""
+        index = self.__dict__.get("_shapes")
+        if index is None or index[0] != len(self.values):
+            groups: dict[tuple, list] = {}
+            for n, v in self.values.items():
+                if structured(v):
+                    continue  # an op's several outputs: found by identify's own loop
+                arr = np.asarray(v)
+                numeric = arr.size and arr.dtype.kind in "biuf" and np.all(np.isfinite(arr))
+                scale = float(np.abs(arr).max()) if numeric else None
+                groups.setdefault(arr.shape, []).append((n, arr, scale))
+            index = self.__dict__["_shapes"] = (len(self.values), groups)
+        return index[1]
 
     def identify_part(
         self,
@@ -119,6 +143,11 @@ class Reference:
             if same(found, value, rtol, atol):
                 hits.append(n)
         return hits
+
+
+def _near(a: Any, b: Any, scale: float) -> bool:
+    """Whether two elements may be equal under any comparison's tolerance (compare.py's are all tighter)."""
+    return bool(abs(float(a) - float(b)) <= 0.02 * (abs(float(b)) + scale))
 
 
 def part(value: Any, index: Any) -> Any:

@@ -61,7 +61,7 @@ class RingPlan:
         program += [(RING, p - 1 + s, s) for s in range(p - 1)]  # all-gather: pass chunk i - s on
         self.program = program
         self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
-        self._flop_rate = eng._flop_rate
+        self._flop_rate, self._op_latency = eng._flop_rate, eng._op_latency
         rings = sum(1 for kind, _, _ in program if kind == RING)
         self.messages, self.ops = p * rings, p * (len(program) - rings)
         self.events = self.messages + self.ops  # what counts against the event limit
@@ -81,7 +81,7 @@ class RingPlan:
             stages = [
                 (kind, [self.wire[j] for j in self.chunks(back)])
                 if kind == RING
-                else (kind, [self.sizes[j] / self._flop_rate for j in self.chunks(back)])
+                else (kind, [self._op_latency + self.sizes[j] / self._flop_rate for j in self.chunks(back)])
                 for kind, _, back in self.program
             ]
             log = b"".join(
@@ -232,7 +232,7 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Booking) -> list[float
             rec.log.extend(events[EV_RECV])
         else:
             flops = sizes[j]
-            seconds = flops / eng._flop_rate
+            seconds = eng._op_latency + flops / eng._flop_rate
             o["name"], o["t_start"], o["t_end"], o["flops"] = what, clock, clock + seconds, flops
             rec.ops.extend(o.tobytes())
             rec.log.extend(events[EV_OP])

@@ -13,8 +13,9 @@ from typing import Any
 
 from .engine import RunResult, World
 from .errors import SimulationError
+from .oplabels import op_tag
 from .reference import CheckReport, References, check
-from .units import inline
+from .values import value_text
 
 EXPECTATIONS = ("match", "diverge", "error")
 
@@ -40,6 +41,15 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.expect not in EXPECTATIONS:
             raise ValueError(f"Scenario {self.name!r}: expect must be one of {EXPECTATIONS}, got {self.expect!r}")
+
+    def op_tag(self) -> Callable[[str], str]:
+        """How timelines label this scenario's ops: by pass and microbatch (``F3``, ``B3``), with the
+        backward as one ``B`` where its pipeline schedule runs it as one action (see ``simulator.oplabels``)."""
+        for obj in (self.program, *self.args):
+            schedule = getattr(obj, "schedule", None)
+            if schedule is not None and hasattr(schedule, "op_tag"):
+                return schedule.op_tag
+        return op_tag
 
     def start(self):
         """A live run, to advance event by event (see ``simulator.stepper.Stepper``)."""
@@ -88,11 +98,6 @@ def _outputs(outputs: list[Any]) -> str:
 
 
 def _short(v: Any) -> str:
-    import numpy as np
-
     if v is None:
         return "-"
-    if isinstance(v, dict):  # a training step returns its gradients by name
-        return "{" + ", ".join(v) + "}"
-    a = np.asarray(v)
-    return inline(a) if a.size <= 8 else f"array{a.shape}"
+    return value_text(v, 72)  # a training step's gradients by name; arrays in full when short, else summarised

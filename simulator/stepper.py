@@ -8,47 +8,140 @@ arrays) and the messages in flight: sent, not yet received.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Collection
+from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from .engine import Engine
 from .trace import Message, Trace, format_event
-from .units import inline
+from .values import SHOW_ALL, ValueStyle, clip, part_text, value_lines, value_text, wrap
 
 
 @dataclass
 class Snapshot:
-    """The state after ``position`` events: memory per device and messages in flight."""
+    """The state after ``position`` events: memory per device and messages in flight.
+
+    ``records[r][name]`` is the event record that placed ``memory[r][name]`` (an Op or a Message: it
+    says which part of the whole value a shard is, and whether it is a partial sum); ``changed`` is the
+    (rank, name) the last event placed or dropped, if any.
+    """
 
     position: int
     total: int | None  # None while a live run may still produce events
     last_event: tuple[str, Any] | None
     memory: list[dict[str, Any]]
     in_flight: list[Message]
+    records: list[dict[str, Any]] = field(default_factory=list)
+    changed: tuple[int, str] | None = None
 
-    def render(self) -> str:
+    def render(
+        self,
+        width: int = 120,
+        *,
+        style: ValueStyle = SHOW_ALL,
+        values: str = "all",
+        devices: Collection[int] | None = None,
+    ) -> str:
+        """The snapshot as text, every line within ``width`` characters.
+
+        values:  "all": every value held, small arrays in full (matrices over several lines);
+                 "new": what changed: on more than two devices only the devices of the last event (and their
+                 messages in flight), with the value the event placed in full and the others by name;
+                 "names": names only
+        devices: show only these devices (and the messages to or from them)
+        """
+        if values not in VALUE_MODES:
+            raise ValueError(f"render(values={values!r}): choose one of {VALUE_MODES}")
         total = "?" if self.total is None else self.total
-        head = f"step {self.position}/{total}"
-        head += f"  {format_event(*self.last_event)}" if self.last_event else "  (start: nothing has happened yet)"
-        lines = [head]
-        width = len(f"device {len(self.memory) - 1}")
-        for rank, mem in enumerate(self.memory):
-            held = "  ".join(f"{name}{_brief(v)}" for name, v in mem.items()) or "(empty)"
-            lines.append(f"  {f'device {rank}':<{width}} | {held}")
-        if self.in_flight:
-            lines.append(
-                "  in flight: " + "; ".join(f"#{m.id} {m.src}->{m.dst}{_brief(m.payload)}" for m in self.in_flight)
-            )
+        head = f"step {self.position}/{total}  "
+        if self.last_event:
+            kind, rec = self.last_event
+            shown_below = kind == "send" or (self.changed is not None and values != "names")
+            head += format_event(kind, rec, width - len(head), style, value=not shown_below)
         else:
-            lines.append("  in flight: none")
+            head += "(start: nothing has happened yet)"
+        lines = [head]
+        n = len(self.memory)
+        if devices is None and values == "new" and self.last_event and n > 2:
+            devices = _involved(*self.last_event)  # what changed: the devices of this event (the rest said below)
+            others = n - len(devices)
+        else:
+            others = 0
+        shown = range(n) if devices is None else [r for r in devices if 0 <= r < n]
+        label_w = len(f"device {n - 1}")
+        for rank in shown:
+            lines += self._device_lines(rank, f"  {f'device {rank}':<{label_w}} | ", width, style, values)
+        if others:
+            lines.append(f"  ({others} other devices: unchanged)")
+        flying = [m for m in self.in_flight if devices is None or m.src in shown or m.dst in shown]
+        lines += _flight_lines(flying, width, style)
         return "\n".join(lines)
+
+    def _device_lines(self, rank: int, prefix: str, width: int, style: ValueStyle, values: str) -> list[str]:
+        mem = self.memory[rank]
+        if not mem:
+            return [prefix + "(empty)"]
+        recs = self.records[rank] if self.records else {}
+        pad = " " * (len(prefix) - 2) + "| "
+        room = width - len(prefix)
+        items = []
+        for name, value in mem.items():
+            label = _held_name(name, recs.get(name))
+            full = values == "all" or (values == "new" and self.changed == (rank, name))
+            items.append((label, value_lines(value, room - len(label) - 1, style, matrix=True) if full else None))
+        one_line = "  ".join(label + ("" if v is None else "=" + v[0]) for label, v in items)
+        if len(one_line) <= room and all(v is None or len(v) == 1 for _, v in items):
+            return [prefix + one_line]
+        out = wrap([label for label, v in items if v is None], room)
+        for label, v in items:
+            if v is not None:
+                out.append(f"{label}={v[0]}")
+                out += [" " * (len(label) + 1) + line for line in v[1:]]
+        return [clip((prefix if i == 0 else pad) + line, width) for i, line in enumerate(out)]
 
     __str__ = render
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(self.render())
+
+
+VALUE_MODES = ("all", "new", "names")
+
+
+def _involved(kind: str, rec: Any) -> list[int]:
+    """The devices an event happens on: both ends of a message, else the device of the op."""
+    return sorted({rec.src, rec.dst}) if kind in ("send", "recv") else [rec.rank]
+
+
+def _held_name(name: str, rec: Any) -> str:
+    """A held value's name, with the part it is and whether it is a partial sum."""
+    if rec is None:
+        return name
+    part = part_text(rec.index)
+    partial = getattr(rec, "partial", None)
+    return name + (f" {part}" if part else "") + (f" (partial over {', '.join(map(str, partial))})" if partial else "")
+
+
+def _flight_lines(flying: list[Message], width: int, style: ValueStyle) -> list[str]:
+    """One line per message in flight when they do not fit on one: ``#3 0->1 (all_reduce#0 ring step 0
+    chunk 1)=[1., 2.]``."""
+    if not flying:
+        return ["  in flight: none"]
+    items = []
+    for m in flying:
+        head = f"#{m.id} {m.src}->{m.dst}" + (f" ({m.label})" if m.label else "")
+        items.append((head, m.payload))
+    brief = ValueStyle(min(style.max_elements, 8), style.precision, style.preview)
+    one = "  in flight: " + "; ".join(h + ("" if v is None else "=" + value_text(v, 60, brief)) for h, v in items)
+    if len(one) <= width:
+        return [one]
+    lines = ["  in flight:"]
+    for head, v in items:
+        line = f"    {head}"
+        if v is not None:
+            line += "=" + value_text(v, max(width - len(line) - 1, 12), style)
+        lines.append(clip(line, width))
+    return lines
 
 
 class Stepper:
@@ -90,9 +183,12 @@ class Stepper:
     def snapshot(self) -> Snapshot:
         """Replay events[0:position] into per-device memory and the set of messages in flight."""
         memory: list[dict[str, Any]] = [{} for _ in range(self.trace.world_size)]
+        records: list[dict[str, Any]] = [{} for _ in range(self.trace.world_size)]
         flying: dict[int, Message] = {}
         events = self.trace.events[: self.position]
+        changed = None
         for kind, rec in events:
+            changed = None
             if kind == "send":
                 flying[rec.id] = rec
             elif kind == "recv":
@@ -101,12 +197,15 @@ class Stepper:
             if effect is None:
                 continue
             rank, name, value = effect
+            changed = (rank, name)
             if value is FREED:
                 memory[rank].pop(name, None)
+                records[rank].pop(name, None)
             else:
                 memory[rank][name] = value
+                records[rank][name] = rec
         last = events[-1] if events else None
-        return Snapshot(self.position, self.total, last, memory, list(flying.values()))
+        return Snapshot(self.position, self.total, last, memory, list(flying.values()), records, changed)
 
     def __iter__(self):
         """Every snapshot from the first event to the last."""
@@ -135,12 +234,3 @@ def memory_effect(kind: str, rec: Any) -> tuple[int, str, Any] | None:
     if kind == "hold" or (kind == "op" and rec.keep):
         return rec.rank, rec.name, rec.output
     return None
-
-
-def _brief(v: Any) -> str:
-    if v is None:
-        return ""
-    a = np.asarray(v)
-    if a.size <= 6:
-        return "=" + inline(a, precision=4)
-    return f":{a.shape} {a.dtype.name}"

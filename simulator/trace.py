@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .units import inline
+from .values import SHOW_ALL, ValueStyle, clip, part_text, summary, value_text
 
 
 class Message:
@@ -180,26 +180,76 @@ class Trace:
     def unreceived(self) -> list[Message]:
         return [m for m in self.messages if m.t_recv is None]
 
-    def log(self) -> list[str]:
-        """One readable line per event, e.g. ``t=1.000us  device 0 -> 1  msg #0 A (1,) float64``."""
-        return [format_event(kind, rec) for kind, rec in self.events]
+    def log(self, width: int | None = None) -> list[str]:
+        """One readable line per event, e.g. ``t=1.000us  send  device 0 -> 1  msg #0 tag 0 (1,) float64 = [7.]``;
+        with ``width``, every line within that many characters."""
+        return [format_event(kind, rec, width) for kind, rec in self.events]
 
 
-def format_event(kind: str, rec: Any) -> str:
+def format_event(
+    kind: str, rec: Any, width: int | None = None, style: ValueStyle | None = None, *, value: bool = True
+) -> str:
+    """One event on one line: ``t=1.000us  send  device 0 -> 1  msg #0 tag 0 (1,) float64 = [7.]``.
+
+    A message of a collective is named by its label (``all_reduce#0 ring step 1 chunk 2``), not its tag.
+    Values show in full when small (see ``simulator.values``); with ``width`` the line is kept within it
+    (a value that does not fit is summarised, then cut). ``value=False`` leaves the value out (a view
+    that shows it elsewhere).
+    """
+    style = style or SHOW_ALL
+    if not value:
+        rec = _Valueless(rec)
     if kind == "send":
-        return (
-            f"t={_us(rec.t_send)}  send  device {rec.src} -> {rec.dst}  msg #{rec.id} tag {rec.tag} "
-            f"{_sig(rec.shape, rec.dtype)}{_value(rec.payload)}"
-        )
+        via = rec.label if rec.label else f"tag {rec.tag}"
+        head = f"t={_us(rec.t_send)}  send  device {rec.src} -> {rec.dst}  msg #{rec.id} {via}"
+        return _with_value(head, rec.payload, "", width, style, _sig(rec.shape, rec.dtype))
     if kind == "recv":
-        name = f" as {rec.name}" if rec.name else ""
-        return f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}{_value(rec.payload)}"
+        name = f" as {_named(rec)}" if rec.name else ""
+        head = f"t={_us(rec.t_recv)}  recv  device {rec.dst} <- {rec.src}  msg #{rec.id}{name}"
+        return _with_value(head, rec.payload, "", width, style)
     if kind == "op":
-        return (
-            f"t={_us(rec.t_start)}  op    device {rec.rank}  {rec.name}"
-            f"{_value(rec.output)}  ({_us(rec.t_end - rec.t_start)})"
-        )
-    return f"t={_us(rec.t_start)}  {kind:<5} device {rec.rank}  {rec.name}{_value(rec.output)}"
+        head = f"t={_us(rec.t_start)}  op    device {rec.rank}  {_named(rec)}"
+        return _with_value(head, rec.output, f"  ({_us(rec.t_end - rec.t_start)})", width, style)
+    return _with_value(
+        f"t={_us(rec.t_start)}  {kind:<5} device {rec.rank}  {_named(rec)}", rec.output, "", width, style
+    )
+
+
+class _Valueless:
+    """A record seen without its value (payload and output read as None)."""
+
+    def __init__(self, rec: Any) -> None:
+        self._rec = rec
+
+    payload = output = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._rec, name)
+
+
+def _named(rec: Any) -> str:
+    """A record's name, with the part of the whole value it is and the devices of a partial sum."""
+    part = part_text(rec.index)
+    partial = getattr(rec, "partial", None)
+    return (
+        f"{rec.name}"
+        + (f" {part}" if part else "")
+        + (f" (partial over {', '.join(map(str, partial))})" if partial else "")
+    )
+
+
+def _with_value(head: str, value: Any, tail: str, width: int | None, style: ValueStyle, sig: str = "") -> str:
+    """``head [sig] = value tail``; a summarised value says its shape itself, so ``sig`` is left out then."""
+    if value is None or isinstance(value, dict):
+        return clip(f"{head} {sig}".rstrip() + tail, width or 0)
+    full = f"{head} {sig}".rstrip()
+    room = (1 << 30) if width is None else width - len(full) - len(tail) - 3
+    if room < 12:  # no room for a value worth reading: the event alone
+        return clip(full + tail, width or 0)
+    text = value_text(value, room, style)
+    if sig and text.startswith(sig):  # a summary says its shape itself: "(4, 4) float64 [...] norm 2.6"
+        return f"{head} {clip(summary(np.asarray(value), style), room + len(sig) + 3)}{tail}"
+    return f"{full} = {text}{tail}"
 
 
 def _us(t: float) -> str:
@@ -208,9 +258,3 @@ def _us(t: float) -> str:
 
 def _sig(shape, dtype) -> str:
     return f"{tuple(shape)} {np.dtype(dtype).name}"
-
-
-def _value(x) -> str:
-    if isinstance(x, np.ndarray) and x.size <= 8:
-        return " = " + inline(x)
-    return ""

@@ -1,152 +1,153 @@
-"""Values on a device: what a message may carry, read-only copies, ops that name their inputs, memory.
+"""How a value reads in every text view: small arrays in full, larger ones as a summary, parts in words.
 
-Nothing crosses between devices except messages, and neither side can change what the other holds:
-a payload is handed to the receiver read-only, copied at the send unless it is already immutable (a
-read-only array over read-only memory, as hold, compute and recv produce), which needs no copy.
-Both backends (the simulator's ``Device`` and the torch backend's) share these rules.
+One policy for the stepper, the event log and the command line, so a student sees the same value the
+same way everywhere:
+
+- an array of at most ``max_elements`` numbers is shown in full: on one line when it fits the width,
+  else as a matrix over several lines, its columns aligned;
+- a larger one as its shape and dtype, its first few values, and its norm
+  (``(64, 64) float64 [0.12, -0.5, 0.33, ...] norm 41.2``), so two large values can still be told apart;
+- which part of a whole value a shard is, in words: ``[0:2, 2:4]`` for slices, and ``elements 6-11
+  (flattened)`` for a chunk of a flattened array (an all-reduce chunk), not an internal repr.
+
+``ValueStyle()`` shows every array of the named scenarios in full (the largest has 64 elements).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from .errors import OpError, describe_inputs
-from .meta import MetaArray
+from .units import inline
 
 
-def _nbytes(value: Any) -> int:
-    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
-    if isinstance(value, (np.ndarray, MetaArray)):
-        return value.nbytes
-    if isinstance(value, (tuple, list)):
-        return sum(_nbytes(v) for v in value)
-    if isinstance(value, (int, float, complex, np.generic)):
-        return np.asarray(value).nbytes
-    return 0
+@dataclass(frozen=True)
+class ValueStyle:
+    """How much of a value to show.
 
-
-def _immutable(value: Any) -> bool:
-    """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
-
-    Sending one needs no copy: neither side can change what the other sees. Anything else, a writable
-    array, a view of one, a list, a scalar, is copied into a fresh read-only array.
+    max_elements: arrays with at most this many elements are shown in full
+    precision:    significant digits after the point
+    preview:      how many leading values a summary of a larger array shows
     """
-    while type(value) is np.ndarray:
-        if value.flags.writeable:
-            return False
-        value = value.base
-        if value is None:
-            return True
-    return False
+
+    max_elements: int = 64
+    precision: int = 4
+    preview: int = 4
+
+    def __post_init__(self) -> None:
+        if self.max_elements < 0 or self.preview < 0 or self.precision < 0:
+            raise ValueError(f"{self}: max_elements, precision and preview must be >= 0")
 
 
-def frozen(value: Any) -> np.ndarray:
-    """``value`` itself when it is already immutable, else a read-only copy: sendable without copies."""
-    return value if _immutable(value) else freeze(value)
+SHOW_ALL = ValueStyle()  # the default: every array of the named scenarios in full
 
 
-def freeze(value: Any) -> np.ndarray:
-    """A read-only copy of ``value``: what a message carries. (A MetaArray is immutable already.)"""
-    if type(value) is MetaArray:
-        return value
-    return sealed(np.array(value))
+def value_lines(value: Any, width: int = 120, style: ValueStyle = SHOW_ALL, *, matrix: bool = False) -> list[str]:
+    """``value`` as lines of at most ``width`` characters: in full when small, else a summary.
+
+    A small array that does not fit one line is drawn as a matrix (one row per line), and so is every
+    small array of two or more dimensions with ``matrix=True``; a summary that does not fit is cut
+    with ``...``.
+    """
+    if value is None:
+        return [""]
+    a = _array(value)
+    if a is None:
+        return [clip(_other(value), width)]
+    if a.size > style.max_elements:
+        return [clip(summary(a, style), width)]
+    one = inline(a, precision=style.precision)
+    if len(one) <= width and not (matrix and a.ndim >= 2 and a.shape[0] > 1):
+        return [one]
+    text = np.array2string(a, separator=", ", precision=style.precision, max_line_width=max(width, 20))
+    return [clip(line, width) for line in text.splitlines()]
 
 
-def sealed(arr: np.ndarray) -> np.ndarray:
-    """``arr`` made read-only for good: a read-only view of it, whose flag cannot be set back (numpy
-    refuses to make a view writeable over read-only memory), so no program can change what the trace
-    recorded."""
-    arr.setflags(write=False)
-    return arr.view()
+def value_text(value: Any, width: int = 120, style: ValueStyle = SHOW_ALL) -> str:
+    """``value`` on one line of at most ``width`` characters (a summary when it is large or does not fit)."""
+    lines = value_lines(value, width, style)
+    if len(lines) == 1:
+        return lines[0]
+    a = _array(value)
+    return clip(summary(a, style) if a is not None else lines[0], width)
 
 
-def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
-    """``fn(*inputs)``, its output read-only for good; an error names the op, the device and its inputs."""
-    try:
-        out = fn(*inputs)
-    except Exception as exc:  # keep numpy's words, add where and with what
-        raise OpError(
-            f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
-        ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
-    return out
+def summary(a: np.ndarray, style: ValueStyle = SHOW_ALL) -> str:
+    """Shape, dtype, the first few values and the norm: ``(64, 64) float64 [0.12, -0.5, ...] norm 41.2``."""
+    head = f"{tuple(a.shape)} {a.dtype.name}"
+    if a.size == 0:
+        return head + " (empty)"
+    flat = a.reshape(-1)
+    first = inline(flat[: style.preview], precision=style.precision)
+    more = ", ...]" if a.size > style.preview else "]"
+    text = f"{head} {first[:-1]}{more}"
+    if np.issubdtype(a.dtype, np.number) or a.dtype == bool:
+        text += f" norm {float(np.linalg.norm(flat.astype(np.float64))):.{max(style.precision, 1)}g}"
+    return text
 
 
-def check_payload(value: Any, rank: int, where: str) -> None:
-    """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
-    if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(
-            f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
-            "mask as two arrays (value.data and value.mask)."
-        )
-    kind = value.dtype.kind if isinstance(value, (np.ndarray, MetaArray)) else np.asarray(value).dtype.kind
-    if kind not in "biufc":
-        raise TypeError(
-            f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
-            "array or a scalar of booleans, integers, floats or complex numbers), not strings, bytes or objects"
-        )
+def part_text(index: Any) -> str | None:
+    """Which part of a whole value a shard is, in words (None for the whole value).
 
+    Slices as a student writes them (``[0:2, 2:4]``, ``[:, 0:3]``); a chunk of a flattened array (an
+    all-reduce or ZeRO chunk) as ``elements 6-11 (flattened)``.
+    """
+    from .collectives import FlatSlice  # (collectives imports nothing from here)
 
-class DeviceMemory:
-    """A device's private memory of named values; each backend records changes its own way."""
-
-    rank: int
-    _memory: dict[str, Any]
-
-    @property
-    def memory(self) -> Mapping[str, Any]:
-        """This device's named values (read-only view)."""
-        return MappingProxyType(self._memory)
-
-    def hold(
-        self, name: str, value: Any, *, index: Any = None, partial: Any = None, doc: str | None = None
-    ) -> np.ndarray:
-        """Place a value in this device's memory under ``name`` (an input, a weight, a shard).
-
-        index:   which part of the single-device value ``name`` this is (e.g. ``np.s_[:, 0:3]``)
-        partial: this is one term of a sum over a group of devices whose total is ``name``: True (every
-                 device) or the group's ranks (see ``Device.compute``)
-        """
-        arr = freeze(value)
-        self._record_memory("hold", name, arr, index, doc, partial_group(self, partial, name))
-        self._memory[name] = arr
-        return arr
-
-    def free(self, name: str) -> None:
-        """Drop a named value from memory."""
-        if name not in self._memory:
-            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
-        self._record_memory("free", name, None, None, None, None)
-        del self._memory[name]
-
-    def _record_memory(
-        self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None, partial: tuple | None
-    ) -> None:
-        """Record a hold (arr) or a free (None) in this backend's trace."""
-        raise NotImplementedError
-
-
-def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
-    """``partial=`` as a tuple of ranks: True means every device; a group must include the device."""
-    if partial is None or partial is False:
+    if index is None:
         return None
-    if partial is True:
-        return tuple(range(dev.world_size))
+    if isinstance(index, FlatSlice):
+        if index.stop - index.start == 1:
+            return f"element {index.start} (flattened)"
+        if index.stop <= index.start:
+            return f"no elements (an empty chunk at {index.start}, flattened)"
+        return f"elements {index.start}-{index.stop - 1} (flattened)"
+    if isinstance(index, tuple):
+        return "[" + ", ".join(_slice_text(i) for i in index) + "]"
+    if isinstance(index, slice):
+        return "[" + _slice_text(index) + "]"
+    return repr(index)
+
+
+def clip(line: str, width: int) -> str:
+    """``line`` cut to ``width`` characters, ending in ``...`` when cut."""
+    if width <= 0 or len(line) <= width:
+        return line
+    return line[: max(width - 3, 0)] + "..."
+
+
+def wrap(items: list[str], width: int, sep: str = "  ") -> list[str]:
+    """Items joined by ``sep`` into lines of at most ``width`` characters (an item longer than that is cut)."""
+    lines: list[str] = []
+    for item in items:
+        if lines and len(lines[-1]) + len(sep) + len(item) <= width:
+            lines[-1] += sep + item
+        else:
+            lines.append(clip(item, width))
+    return lines
+
+
+def _slice_text(s: Any) -> str:
+    if isinstance(s, slice):
+        text = f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+        return text if s.step in (None, 1) else f"{text}:{s.step}"
+    return "..." if s is Ellipsis else repr(s)
+
+
+def _array(value: Any) -> np.ndarray | None:
+    """``value`` as a numeric array, or None when it is not one (a dict of gradients, an object)."""
+    if isinstance(value, (dict, str)):
+        return None
     try:
-        group = tuple(int(r) for r in partial)
-    except TypeError:
-        raise TypeError(
-            f"device {dev.rank}: partial={partial!r} for {name!r}: say True (a sum over every device) or list the "
-            "ranks whose terms add up to it, e.g. partial=(0, 1)"
-        ) from None
-    if len(set(group)) != len(group) or any(not 0 <= r < dev.world_size for r in group) or dev.rank not in group:
-        raise ValueError(
-            f"device {dev.rank}: partial={group} for {name!r} must list distinct ranks in 0..{dev.world_size - 1}, "
-            f"this device ({dev.rank}) among them"
-        )
-    return group
+        a = np.asarray(value)
+    except Exception:  # noqa: BLE001 (anything numpy cannot hold is shown by its repr)
+        return None
+    return None if a.dtype == object else a
+
+
+def _other(value: Any) -> str:
+    if isinstance(value, dict):  # a training step returns its gradients by name
+        return "{" + ", ".join(map(str, value)) + "}"
+    return repr(value)

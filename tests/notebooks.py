@@ -1,17 +1,31 @@
-"""Execute a notebook headless, top to bottom; any cell error fails the test."""
+"""Execute a notebook headless, top to bottom; any cell error fails the test.
 
+``python -m tests.notebooks [NAME ...]`` re-executes notebooks (all of them, or those named, e.g.
+``exercises/01_split_the_seed.ipynb``) and stores them with fresh outputs (``make notebooks``).
+"""
+
+import re
+import sys
 from pathlib import Path
 
 import nbformat
 from nbclient import NotebookClient
 
 ROOT = Path(__file__).resolve().parent.parent
+PLOTTING = re.compile(r"^[^#\n]*\b(plot_\w+|plot_timelines)\(", re.M)  # a cell that draws a figure
 
 
 def execute_notebook(name: str, timeout: int = 300) -> nbformat.NotebookNode:
     """Run notebooks/<name> in a fresh kernel started in the repository root; return it executed."""
     nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
-    NotebookClient(nb, timeout=timeout, kernel_name="python3", resources={"metadata": {"path": str(ROOT)}}).execute()
+    client = NotebookClient(
+        nb,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(ROOT)}},
+        record_timing=False,  # stored notebooks change only when their outputs do
+    )
+    client.execute()
     return nb
 
 
@@ -33,3 +47,32 @@ def widget_texts(nb: nbformat.NotebookNode) -> list[str]:
         for out in cell.get("outputs", [])
         if "application/vnd.jupyter.widget-view+json" in out.get("data", {})
     ]
+
+
+def images(cell: nbformat.NotebookNode) -> int:
+    """How many images a cell's outputs hold."""
+    return sum(1 for out in cell.get("outputs", []) if {"image/png", "image/gif"} & set(out.get("data", {})))
+
+
+def assert_every_plot_shows(nb: nbformat.NotebookNode) -> int:
+    """Every cell that calls a plotting function has an image output (exactly one per figure it makes);
+    returns how many such cells there are."""
+    cells = [c for c in nb.cells if c.cell_type == "code" and PLOTTING.search(c.source)]
+    for cell in cells:
+        assert images(cell) >= 1, f"this cell draws a figure, but no image is in its output:\n{cell.source}"
+    return len(cells)
+
+
+def store(name: str) -> None:
+    """Execute notebooks/<name> and write it back with its fresh outputs."""
+    nb = execute_notebook(name, timeout=600)
+    nbformat.write(nb, ROOT / "notebooks" / name)
+
+
+if __name__ == "__main__":
+    names = sys.argv[1:] or sorted(
+        str(p.relative_to(ROOT / "notebooks")) for p in (ROOT / "notebooks").rglob("*.ipynb")
+    )
+    for n in names:
+        print(f"executing and storing notebooks/{n}", flush=True)
+        store(n)

@@ -170,3 +170,17 @@ def test_a_large_wrong_op_output_says_where_in_the_report():
     text = str(check(World(1).run(wrong), Reference.of(model)))
     assert "an array of shape (40, 8) (float64)" in text
     assert "1 of 320 elements differ" in text and "the first is at [2, 1]" in text
+
+
+def test_differences_against_infinite_expected_values_are_said_plainly():
+    expected = np.full((4, 8), -np.inf)
+    expected[np.tril_indices(4)] = 1.0  # a causal mask's scores
+    found = expected.copy()
+    found[0, 3] = 0.5  # a masked score that leaked through
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        text = difference(found, expected)
+    assert "1 of 32 elements differ (largest difference inf, largest relative difference inf" in text
+    assert "the first is at [0, 3]" in text

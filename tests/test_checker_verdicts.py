@@ -242,3 +242,18 @@ def test_an_input_that_cannot_tell_the_bug_apart_gets_a_note():
         assert any("x and A are equal" in note for note in report.notes)
     other = np.array([3.0])
     assert check(World(2).run(seed_split, other, True), Reference.of(seed_model, other)).verdict == "FAILED"
+
+
+def test_ops_that_return_several_arrays_are_compared_part_by_part():
+    def model(dev):
+        return dev.compute("qr", lambda: (np.ones(2), np.arange(3.0)))
+
+    def right(dev):
+        return dev.compute("qr", lambda: (np.ones(2), np.arange(3.0))) if dev.rank == 0 else None
+
+    def wrong(dev):
+        return dev.compute("qr", lambda: (np.ones(2), np.arange(3.0) + 1)) if dev.rank == 0 else None
+
+    assert check(World(2).run(right), Reference.of(model)).ok
+    report = check(World(2).run(wrong), Reference.of(model))
+    assert report.verdict == "FAILED" and "computed ([1., 1.], [1., 2., 3.])" in str(report)

@@ -56,7 +56,7 @@ def test_every_figure_is_built_with_content(built):
 
 def test_a_figure_whose_needs_are_not_met_is_skipped_saying_why(tmp_path):
     @figure("needs_test.png", needs=lambda: "no such tool here")
-    def needs_test(out):
+    def needs_test(out, style):
         """A figure that cannot be built on this machine."""
         raise AssertionError("a skipped figure must not be built")
 
@@ -72,7 +72,7 @@ def check_content(f: Path) -> None:
     """Non-trivial content: pictures that are not blank, SVG that parses and names devices, GIFs that move."""
     if f.suffix == ".png":
         img = imread(f)
-        assert img.shape[0] > 200 and img.shape[1] > 400 and img[..., :3].std() > 0.05, f
+        assert img.shape[0] > 200 and img.shape[1] >= 1600 and img[..., :3].std() > 0.05, f  # slide-size
     elif f.suffix == ".svg":
         root = ET.parse(f).getroot()
         assert root.tag.endswith("svg")
@@ -82,7 +82,7 @@ def check_content(f: Path) -> None:
         from PIL import Image
 
         with Image.open(f) as im:
-            assert im.n_frames > 10, f
+            assert im.n_frames > 10 and im.width >= 1600, f
     elif f.suffix == ".txt":
         assert "device 0" in f.read_text()
     else:

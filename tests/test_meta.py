@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from simulator import World
+from simulator import CostModel, World
 from simulator.collectives import ALGORITHMS
 from simulator.errors import ContractError
 from simulator.meta import MetaArray
@@ -32,7 +32,7 @@ def test_devices_send_hold_and_compute_on_them():
             return h
         return dev.recv(src=0, shape=(1024, 1024), dtype=np.float16)
 
-    run = World(2, keep_payloads=False).run(program)
+    run = World(2, cost=CostModel(), keep_payloads=False).run(program)  # 100 TFLOP/s
     (m,) = run.trace.messages
     assert m.nbytes == 2 * 1024**2 and run.outputs[1] == MetaArray((1024, 1024), np.float16)
     assert run.trace.ops[0].t_end == pytest.approx(2 * 1024**3 / 100e12)

@@ -2,12 +2,13 @@
 
 import pytest
 
-from tests.notebooks import execute_notebook, outputs_text, widget_texts
+from tests.notebooks import assert_every_plot_shows, execute_notebook, outputs_text, widget_texts
 
 
 @pytest.mark.slow
 def test_seed_notebook_executes():
     nb = execute_notebook("01_what_crosses_the_boundary.ipynb")
+    assert assert_every_plot_shows(nb) == 1  # the split and the bug on one clock
     text = outputs_text(nb)
     assert "check passed" in text
     assert "carried [3.], but device 1 should have received A" in text

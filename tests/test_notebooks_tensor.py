@@ -2,13 +2,15 @@
 
 import pytest
 
-from tests.notebooks import execute_notebook, outputs_text, widget_texts
+from tests.notebooks import assert_every_plot_shows, execute_notebook, outputs_text, widget_texts
 
 
 @pytest.mark.slow
 def test_tensor_parallel_notebook_executes():
     nb = execute_notebook("02_tensor_parallel.ipynb")
+    assert assert_every_plot_shows(nb) == 2  # the partial and the column-sharded Y
     text = outputs_text(nb)
+    assert "| Y=[[-0.25  , -0.125 , -0.125 , -0.25  , -0.375 , -1.    ]," in text  # small arrays in full
     assert "rows 0:2  0+1 (sum)" in text  # the partial layout, in the table
     assert "msg #2 as Y.partial[0]" in text  # the row split's first all-reduce message, stepped through
     assert text.count("check passed") >= 3
@@ -21,8 +23,9 @@ def test_tensor_parallel_notebook_executes():
 @pytest.mark.slow
 def test_ring_all_reduce_notebook_executes():
     nb = execute_notebook("03_ring_all_reduce.ipynb")
+    assert assert_every_plot_shows(nb) == 1  # the ring on its clock
     text = outputs_text(nb)
-    assert "all_reduce#0 ring step 2 chunk 0     3 -> 0   x[1]+x[2]+x[3] flat[0:2]" in text
+    assert "all_reduce#0 ring step 2 chunk 0     3 -> 0   x[1]+x[2]+x[3] elements 0-1 (flattened)" in text
     assert "check passed: 44 values and the result match the single-device run" in text
     assert "p= 8: simulated    32.588 us, formula    32.588 us" in text
     assert "2(p-1)/p * n bytes = 6000.0" in text and "6.0 KB" in text

@@ -6,14 +6,16 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
-from tests.notebooks import execute_notebook, outputs_text  # noqa: E402
+from tests.notebooks import assert_every_plot_shows, execute_notebook, outputs_text  # noqa: E402
 
 
 @pytest.mark.slow
 @pytest.mark.gloo
 def test_torch_notebook_executes():
-    text = outputs_text(execute_notebook("06_simulated_vs_real_processes.ipynb"))
-    assert text.count("check passed: 7 values and the result match the single-device run") == 2  # simulated, measured
+    nb = execute_notebook("06_simulated_vs_real_processes.ipynb")
+    assert assert_every_plot_shows(nb) == 2  # the simulated and measured timelines, plain and calibrated
+    text = outputs_text(nb)
+    assert text.count("check passed: 7 values and the result match the single-device run") == 2  # sim and real
     assert "same run: 1 messages and 3 ops/values match, outputs equal" in text
     assert "same explanation: True" in text
     assert "replicated on real processes: [[49.0], [81.0]] messages: 0" in text

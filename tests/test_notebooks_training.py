@@ -4,22 +4,26 @@ import re
 
 import pytest
 
-from tests.notebooks import execute_notebook, outputs_text
+from tests.notebooks import assert_every_plot_shows, execute_notebook, outputs_text
 
 
 @pytest.mark.slow
 def test_pipeline_notebook_executes():
-    text = outputs_text(execute_notebook("04_pipeline_1f1b.ipynb"))
+    nb = execute_notebook("04_pipeline_1f1b.ipynb")
+    assert assert_every_plot_shows(nb) == 1  # the 1F1B timeline
+    text = outputs_text(nb)
     assert "schedule breaks rule 3" in text
     assert "check passed" in text
-    assert re.search(r"1F1B\s+33\.0\s+0\.273\s+0\.375\s+\[4, 3, 2, 1\]", text)
-    assert re.search(r"ZB-H1\s+27\.0\s+0\.111\s+0\.125\s+\[4, 4, 4, 4\]", text)
+    assert re.search(r"1F1B\s+33\.0\s+0\.375\s+\[4, 3, 2, 1\]", text)  # the bubble: idle / busy
+    assert re.search(r"ZB-H1\s+27\.0\s+0\.125\s+\[4, 4, 4, 4\]", text)
     assert "is t.mb3 (the targets (labels) of microbatch 3)" in text
 
 
 @pytest.mark.slow
 def test_data_parallel_notebook_executes():
-    text = outputs_text(execute_notebook("05_data_parallel.ipynb"))
+    nb = execute_notebook("05_data_parallel.ipynb")
+    assert assert_every_plot_shows(nb) == 1  # the overlap comparison
+    text = outputs_text(nb)
     assert "check passed" in text
     assert "carries bucket(dW2,db2).replica[0]" in text
     assert "is dW4.sum (the replicas' gradients of W4 summed but not divided by 2)" in text

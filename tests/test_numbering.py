@@ -63,3 +63,29 @@ def test_a_zero_latency_message_is_received_after_it_is_sent():
     kinds = [(kind, rec.id) for kind, rec in trace.events if kind in ("send", "recv")]
     assert kinds == [("send", 0), ("recv", 0)]
     assert trace.events[0][1].t_send == trace.events[1][1].t_recv
+
+
+def _poller(dev):
+    """Device 0 computes in small steps and tests its receive between them, as an overlapped all-reduce does.
+
+    It runs first: running ahead on its own, it would test before device 1 has sent anything at all.
+    """
+    if dev.rank == 1:
+        dev.compute("slow", lambda: 0.0, seconds=5e-6)
+        dev.send(np.ones(4), dst=0)
+        return None
+    req, polls = dev.irecv(src=1), 0
+    while not dev.test(req):
+        dev.compute("chunk", lambda: 0.0, seconds=1e-6)
+        polls += 1
+    dev.wait(req)
+    return polls
+
+
+def test_testing_a_request_sees_time_order_whether_run_or_stepped():
+    ran = World(2).run(_poller)
+    stepper = Stepper(World(2).start(_poller))
+    while stepper.total is None or stepper.position < stepper.total:
+        stepper.forward()
+    assert ran.outputs[0] == stepper._engine.outputs[0] == 7  # 5 us of work + 1 us + 1 us latency, in 1 us steps
+    assert stepper.trace.signature() == ran.trace.signature()

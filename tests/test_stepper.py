@@ -39,7 +39,7 @@ def test_back_replays_the_earlier_state():
 def test_render_reads_well():
     stepper = Stepper(get("wrong-input").run().result.trace)
     assert stepper.goto(3).render() == (
-        "step 3/5  t=1.000us  send  device 0 -> 1  msg #0 tag 0 (1,) float64 = [3.]\n"
+        "step 3/5  t=1.000us  send  device 0 -> 1  msg #0 tag 0 (1,) float64\n"
         "  device 0 | x=[3.]  A=[7.]\n"
         "  device 1 | (empty)\n"
         "  in flight: #0 0->1=[3.]"

@@ -112,18 +112,18 @@ def test_text_grid_exact():
         [
             "time (us) 0",
             "device 0  A==>>...",
-            "device 1  ....<<B=",
+            "device 1  ...-<<B=",  # "-": the message is on its way (its latency)
         ]
     )
     half = text_timeline(run, width=30).splitlines()
-    assert half[:3] == ["time (us) 0         5", "device 0  A=====>>>>......", "device 1  ........<<<<B==="]
+    assert half[:3] == ["time (us) 0         5", "device 0  A=====>>>>......", "device 1  ......--<<<<B==="]
     assert half[3].startswith("one slot = 0.5 us")
 
 
 def test_text_grid_of_a_pipeline_shows_the_bubble(gpipe):
     lines = text_timeline(gpipe, dt=US).splitlines()
-    assert lines[1] == "device 0  F0==F1==F2==F3==>>..............<<B0======B1======B2======B3======"
-    assert lines[2] == "device 1  .....<<F0==F1==F2==F3==B0======B1======B2======B3======>>........."
+    assert lines[1] == "device 0  F0==F1==F2==F3==>>.............-<<B0======B1======B2======B3======"
+    assert lines[2] == "device 1  ....-<<F0==F1==F2==F3==B0======B1======B2======B3======>>........."
 
 
 def test_text_grid_rejects_bad_sizes(gpipe):

@@ -151,9 +151,9 @@ def test_tp_row_shards_partial_sums_and_all_reduce_chunks(browser, pages):
     assert state["step"] == 12
     device1 = held(state, 1)
     assert device1["X"]["part"] == "[0:2, 2:4]" and device1["X"]["value"] == "[[0.5, 1.], [0.75, 1.]]"
-    assert device1["Y.partial[0]"]["part"] == "flat[6:12]"
+    assert device1["Y.partial[0]"]["part"] == "elements 6-11 (flattened)"
     assert state["flying"] == [
-        "#3 1 \u2192 0 Y.partial[1] flat[0:6] = [-0.25, -0.125, -0.125, -0.25, -0.375, -1.] "
+        "#3 1 \u2192 0 Y.partial[1] elements 0-5 (flattened) = [-0.25, -0.125, -0.125, -0.25, -0.375, -1.] "
         "(all_reduce#0 ring step 0 chunk 0)"
     ]
     assert "1073764294" not in browser.find_element("tag name", "body").text  # labels, never raw tags

@@ -90,7 +90,7 @@ def test_shards_say_their_part_and_collectives_their_step_and_chunk():
     doc = build_document("tp-row")
     held = {i.name: i for i in state_at(doc, 12).cards[1]}
     assert held["X"].part == "[0:2, 2:4]" and held["W"].part == "[2:4, 0:6]"
-    assert held["Y.partial[0]"].part == "flat[6:12]"
+    assert held["Y.partial[0]"].part == "elements 6-11 (flattened)"
     labels = [e.get("lb") for e in doc["events"] if e["k"] == "send"]
     assert "all_reduce#0 ring step 0 chunk 1" in labels and "all_reduce#0 ring step 1 chunk 0" in labels
     said = said_at(doc, 5)

@@ -19,6 +19,7 @@ GPUs) and records the same kind of trace, with measured times:
     compare.py     a simulation and a real run compared, and scenarios run for real; no torch
     calibrate.py   ping-pong measurements fitted to a cost model; costfile.py reads and writes it
     crosscheck.py  PyTorch's own pipelining, DTensor and tensor-parallel layers, for comparison
+    torch_schedules.py  torch.distributed.pipelining's schedule classes asked for their compute order (no ranks)
     demos.py       small rank programs: point-to-point patterns, failures, collectives
     scripted.py    rank programs made of data (steps), for property tests of real runs against simulations
     pool.py        large result buffers reused once unreferenced; errors.py: the backend's errors

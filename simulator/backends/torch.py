@@ -39,6 +39,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
+from ..cost import op_flops
 from ..device import DeviceMemory, _nbytes, partial_group, run_op
 from ..errors import ContractError, SimulationError
 from ..trace import Message, Op
@@ -250,7 +251,7 @@ class TorchDevice(DeviceMemory):
         out = run_op(self.rank, name, fn, inputs)
         t1 = self.clock
         if flops is None:
-            flops = np.size(out) if isinstance(out, np.ndarray) else 1
+            flops = op_flops(fn, inputs, out)
         nbytes = _nbytes(out) if keep else 0
         if self.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
@@ -340,6 +341,10 @@ class TorchDevice(DeviceMemory):
     ) -> np.ndarray:
         """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
         return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    def test(self, req: TorchRequest) -> bool:
+        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        return req.done is not None
 
     def wait(self, req: TorchRequest) -> np.ndarray | None:
         """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""

@@ -5,9 +5,17 @@ from __future__ import annotations
 import difflib
 
 from ..scenario import Scenario
-from . import seeds, tensor, training
+from . import context, experts, schedules, seeds, tensor, training, transformer
 
-_MODULES = (seeds, tensor, training)  # each module lists its scenarios in SCENARIOS
+_MODULES = (
+    seeds,
+    tensor,
+    training,
+    schedules,
+    transformer,
+    context,
+    experts,
+)  # each module lists its scenarios in SCENARIOS
 
 
 def all_scenarios() -> dict[str, Scenario]:

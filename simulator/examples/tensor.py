@@ -111,8 +111,8 @@ SCENARIOS = [
     Scenario(
         name="tp-column",
         title="Column-parallel linear: W split by columns, Y all-gathered",
-        story="Each device holds the whole X and half of W's columns, and computes its half of Y's columns "
-        "without a single message. An all-gather then gives every device the whole Y.",
+        story="Device 0 sends device 1 what it needs: all of X and half of W's columns. Then each device computes "
+        "its half of Y's columns with no message in between, and an all-gather gives every device the whole Y.",
         world=World(TP, cost="classroom"),
         program=tp.column_parallel_program,
         args=(X, W),

@@ -3,14 +3,15 @@
 Adding a figure is one function in any module of this package::
 
     @figure("timeline_my_schedule.png", "timeline_my_schedule.svg")
-    def my_schedule(out: Path) -> None:
+    def my_schedule(out: Path, style: FigureStyle) -> None:
         \"\"\"One line saying what the figure shows (printed by ``figures --list``).\"\"\"
-        save_timeline(World(4).run(program), out / "timeline_my_schedule", title="...")
+        save_timeline(World(4).run(program), out / "timeline_my_schedule", title="...", style=style)
 
 The decorator registers the function under its name (dashes for underscores) with the files it
 promises to write, and optionally ``needs``: a function that returns why the figure cannot be built
 here (e.g. no browser for the page screenshots), or None when it can; ``build_figures`` (and ``python -m simulator figures``) imports every module here,
-runs the builders in name order, shows progress, skips (saying why) the figures whose needs are not
+runs the builders in name order, each in the chosen style (``"slide"``, the default: 1920 px wide,
+text sized for a projector; or ``"paper"``: 1650 px, smaller text), shows progress, skips (saying why) the figures whose needs are not
 met, and fails if a builder did not write what it promised. File names are stable, so regenerating updates the committed figures in place.
 
 The registry is filled when the modules are imported and never changes afterwards: it is a table of
@@ -25,8 +26,9 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-Builder = Callable[[Path], object]
+Builder = Callable[[Path, Any], object]  # (output folder, FigureStyle)
 
 
 @dataclass(frozen=True)
@@ -82,8 +84,13 @@ def build_figures(
     out_dir: str | Path = "figures",
     only: Iterable[str] | None = None,
     progress: Callable[[str], object] | None = print,
+    style: str = "slide",
 ) -> list[Path]:
-    """Build the figures (all, or those named in ``only``) into ``out_dir``; returns the files written."""
+    """Build the figures (all, or those named in ``only``) into ``out_dir`` in ``style`` ("slide" or
+    "paper"); returns the files written."""
+    from ..plot.style import figure_style
+
+    st = figure_style(style)
     figures = registry()
     names = list(figures) if only is None else list(only)
     unknown = [n for n in names if n not in figures]
@@ -103,7 +110,7 @@ def build_figures(
             if progress:
                 progress(f"        skipped: {missing}")
             continue
-        spec.build(out)
+        spec.build(out, st)
         files = [out / o for o in spec.outputs]
         for f in files:
             if not f.is_file() or f.stat().st_size == 0 or f.stat().st_mtime < begun - 1:

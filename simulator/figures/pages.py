@@ -9,6 +9,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from ..plot.style import FigureStyle
 from ..view import write_html
 from ..view.browser import find_chromium, headless, screenshot
 from . import figure
@@ -31,9 +32,10 @@ def page_file(name: str) -> str:
 
 
 @figure(*(page_file(name) for name, _ in PAGES), needs=_no_browser)
-def view_pages(out: Path) -> None:
+def view_pages(out: Path, style: FigureStyle) -> None:
     """The step-through page of four scenarios, as a browser shows it (needs chromium and chromedriver)."""
-    with tempfile.TemporaryDirectory(prefix="view-pages-") as tmp, headless(width=1200, height=800) as driver:
+    scale = style.pixels / 1200  # the page laid out 1200 px wide, drawn as wide as the style's images
+    with tempfile.TemporaryDirectory(prefix="view-pages-") as tmp, headless(1200, 800, scale) as driver:
         for name, step in PAGES:
             page = write_html(name, Path(tmp) / f"{name}.html")
             screenshot(driver, page, out / page_file(name), step=step)

@@ -15,6 +15,7 @@ from ..cost import Ring, TwoLevel
 from ..engine import RunResult, World
 from ..examples import get
 from ..files import write_text
+from ..plot.style import FigureStyle
 from ..presets import classroom, dgx_h100
 from ..textgrid import text_timeline
 from . import figure
@@ -30,7 +31,7 @@ def gpipe_run() -> RunResult:
 
 
 @figure("timeline_gpipe_two_stages.png", "timeline_gpipe_two_stages.svg")
-def gpipe_two_stages(out: Path) -> None:
+def gpipe_two_stages(out: Path, style: FigureStyle) -> None:
     """Two-stage pipeline, 4 microbatches, all forwards then all backwards: the bubble in the middle."""
     from ..plot.timeline import save_timeline
 
@@ -38,17 +39,18 @@ def gpipe_two_stages(out: Path) -> None:
         gpipe_run(),
         out / "timeline_gpipe_two_stages",
         title="Two-stage pipeline (GPipe schedule), 4 microbatches: F = forward, B = backward",
+        style=style,
     )
 
 
 @figure("timeline_gpipe_two_stages.txt")
-def gpipe_two_stages_text(out: Path) -> None:
+def gpipe_two_stages_text(out: Path, style: FigureStyle) -> None:
     """The same pipeline as a plain-text grid (one slot = 1 us)."""
     write_text(out / "timeline_gpipe_two_stages.txt", text_timeline(gpipe_run(), dt=1 * US) + "\n")
 
 
 @figure("memory_gpipe_two_stages.png", "memory_gpipe_two_stages.svg")
-def gpipe_two_stages_memory(out: Path) -> None:
+def gpipe_two_stages_memory(out: Path, style: FigureStyle) -> None:
     """Memory held by each stage: activations pile up during the forwards, drain during the backwards."""
     from ..plot.memory import save_memory
 
@@ -56,11 +58,12 @@ def gpipe_two_stages_memory(out: Path) -> None:
         gpipe_run(),
         out / "memory_gpipe_two_stages",
         title="Memory held per device, two-stage GPipe: each stage keeps what its backward needs",
+        style=style,
     )
 
 
 @figure("timeline_overlap.png", "timeline_overlap.svg")
-def overlap(out: Path) -> None:
+def overlap(out: Path, style: FigureStyle) -> None:
     """Blocking send vs isend: the same stream of chunks, with and without overlapping transfer and compute."""
     from ..plot.style import save_figure
     from ..plot.timeline import plot_timelines
@@ -75,12 +78,13 @@ def overlap(out: Path) -> None:
             f"isend and irecv posted early: transfers run under compute ({runs[1].time / US:.0f} µs)",
         ],
         suptitle="Overlapping communication with computation (rendezvous sends)",
+        style=style,
     )
     save_figure(fig, out / "timeline_overlap")
 
 
 @figure("timeline_ring_pass.png", "timeline_ring_pass.svg")
-def ring_pass_4(out: Path) -> None:
+def ring_pass_4(out: Path, style: FigureStyle) -> None:
     """Four devices pass blocks around a ring; each transfer hides behind the next block's work."""
     from ..plot.timeline import save_timeline
 
@@ -89,11 +93,12 @@ def ring_pass_4(out: Path) -> None:
         run,
         out / "timeline_ring_pass",
         title="Ring pass on 4 devices: isend/irecv posted before the work, so 5 µs transfers hide behind 6 µs ops",
+        style=style,
     )
 
 
 @figure("timeline_ring_routing.png", "timeline_ring_routing.svg")
-def ring_routing(out: Path) -> None:
+def ring_routing(out: Path, style: FigureStyle) -> None:
     """Ring topology: one device sends to all others; far ones wait for hops and for the shared first link."""
     from ..plot.timeline import save_timeline
 
@@ -104,11 +109,12 @@ def ring_routing(out: Path) -> None:
         run,
         out / "timeline_ring_routing",
         title="Ring of 8: device 0 sends 2 kB to everyone. Messages to 1-4 share the link 0->1, to 5-7 the link 0->7",
+        style=style,
     )
 
 
 @figure("timeline_two_level.png", "timeline_two_level.svg")
-def two_level(out: Path) -> None:
+def two_level(out: Path, style: FigureStyle) -> None:
     """Two nodes of four GPUs: NVLink inside a node, one InfiniBand port per GPU between nodes."""
     from ..plot.timeline import save_timeline
 
@@ -126,11 +132,12 @@ def two_level(out: Path) -> None:
         title=f"2 nodes x 4 GPUs, 16 MB messages: {cost.message_time(shard.nbytes, 0, 1) / US:.0f} µs over NVLink, "
         f"{cost.message_time(shard.nbytes, 0, 4) / US:.0f} µs over InfiniBand;\n"
         "GPU 0's three messages to the other node queue on its port, GPU 3's goes through its own port",
+        style=style,
     )
 
 
 @figure("timeline_pipeline_64.png", "timeline_pipeline_64.svg")
-def pipeline_64(out: Path) -> None:
+def pipeline_64(out: Path, style: FigureStyle) -> None:
     """A forward pass through 64 pipeline stages with 8 microbatches: the fill and drain bubbles at scale."""
     from ..plot.timeline import save_timeline
 
@@ -140,11 +147,12 @@ def pipeline_64(out: Path) -> None:
         run,
         out / "timeline_pipeline_64",
         title="64 pipeline stages, 8 microbatches (forward only): each device is busy 8 x 4 µs of the run",
+        style=style,
     )
 
 
 @figure("timeline_seed_split_vs_bug.png", "timeline_seed_split_vs_bug.svg")
-def seed_split_vs_bug(out: Path) -> None:
+def seed_split_vs_bug(out: Path, style: FigureStyle) -> None:
     """The seed example: A computes 2x + 1 and sends it to B; the bug sends the raw input instead."""
     from ..plot.style import save_figure
     from ..plot.timeline import plot_timelines
@@ -157,23 +165,27 @@ def seed_split_vs_bug(out: Path) -> None:
             f"wrong input: the raw x crosses (same timing!), B returns {runs[1].outputs[1][0]:g}",
         ],
         suptitle="Two stages on two devices, input 3: the timeline is identical, the value that crosses is not",
-        width=9.0,
+        style=style,
     )
     save_figure(fig, out / "timeline_seed_split_vs_bug")
 
 
 @figure("animation_ring_pass.gif")
-def ring_pass_animation(out: Path) -> None:
+def ring_pass_animation(out: Path, style: FigureStyle) -> None:
     """Animated messages of the 4-device ring pass, for slides."""
     from ..plot.animation import animate_messages
 
     run = World(4, cost=classroom()).run(ring_pass, np.ones(500), 3, 6 * US)
-    animate_messages(run, out / "animation_ring_pass.gif", title="Ring pass: every device sends right each step")
+    animate_messages(
+        run, out / "animation_ring_pass.gif", title="Ring pass: every device sends right each step", style=style
+    )
 
 
 @figure("animation_gpipe_two_stages.gif")
-def gpipe_animation(out: Path) -> None:
+def gpipe_animation(out: Path, style: FigureStyle) -> None:
     """Animated messages of the two-stage pipeline: activations go right, gradients come back."""
     from ..plot.animation import animate_messages
 
-    animate_messages(gpipe_run(), out / "animation_gpipe_two_stages.gif", title="Two-stage pipeline (GPipe)")
+    animate_messages(
+        gpipe_run(), out / "animation_gpipe_two_stages.gif", title="Two-stage pipeline (GPipe)", style=style
+    )

@@ -3,7 +3,8 @@ seed's contrast (copy the model or split it) in per-device memory numbers.
 
 Every figure comes from runs with real arithmetic; the pipeline runs use fixed action costs (forward
 1 µs, backward 2 µs per stage, the backward's input and weight parts 1 µs each) and free links, so
-the bubbles are exactly the closed forms printed in the titles.
+the bubbles are exactly the closed forms printed in the titles. The bubble is stated one way
+throughout: a device's idle time divided by its busy time.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from pathlib import Path
 from ..engine import RunResult
 from ..files import write_text
 from ..parallel.data import DataParallel
-from ..parallel.measure import bubble, op_kind, op_label, peak_activation_bytes, peak_activation_microbatches
+from ..parallel.measure import bubble, op_kind, peak_activation_bytes, peak_activation_microbatches
 from ..parallel.mlp import MLP
 from ..parallel.pipeline import ActionCosts, Pipeline
 from ..parallel.schedules import make_schedule
 from ..parallel.zero import ZeRO, category
+from ..plot.style import FigureStyle
 from ..units import size_unit
 from . import figure
 
@@ -50,13 +52,13 @@ def _title(pipe: Pipeline, run: RunResult, formula: str) -> str:
     b = bubble(run.trace)
     peak = max(peak_activation_microbatches(run.trace))
     return (
-        f"{pipe.schedule.name}: step {run.time / US:.0f} µs, idle/busy = {b.ratio[0]:.3f} = {formula}, "
+        f"{pipe.schedule.name}: step {run.time / US:.0f} µs, bubble {b.ratio[0]:.3f} = {formula}, "
         f"at most {peak} microbatches' activations held"
     )
 
 
 @figure("timeline_pipeline_schedules.png", "timeline_pipeline_schedules.svg")
-def pipeline_schedules(out: Path) -> None:
+def pipeline_schedules(out: Path, style: FigureStyle) -> None:
     """GPipe, 1F1B, interleaved 1F1B and ZB-H1 for the same 4 devices and 8 microbatches, on one time scale."""
     from ..plot.style import save_figure
     from ..plot.timeline import plot_timelines
@@ -65,18 +67,20 @@ def pipeline_schedules(out: Path) -> None:
     fig = plot_timelines(
         [run for _, run in runs],
         [_title(pipe, run, formula) for (pipe, run), (_, _, formula) in zip(runs, SCHEDULES)],
-        suptitle="One training step of an 8-layer MLP, four pipeline schedules, p = 4 devices, m = 8 microbatches",
+        suptitle="One training step of an 8-layer MLP, four pipeline schedules, p = 4 devices, m = 8 microbatches;\n"
+        "bubble = idle time / busy time of a device",
         color_key=op_kind,
-        label=op_label,
+        tags=[pipe.schedule.op_tag for pipe, _ in runs],  # B0 where a schedule runs the backward whole, else I0, W0
         arrows=False,
         caption="Forward 1 µs, input gradients 1 µs, weight gradients 1 µs per stage and microbatch (halved for "
         "the interleaved schedule's half-size stages); messages take no time.",
+        style=style,
     )
     save_figure(fig, out / "timeline_pipeline_schedules")
 
 
 @figure("pipeline_schedules_grid.txt")
-def pipeline_schedules_grid(out: Path) -> None:
+def pipeline_schedules_grid(out: Path, style: FigureStyle) -> None:
     """The same four schedules as text grids (one column per time unit), from the schedule objects."""
     lines = [
         "One row per pipeline rank (rank 0 runs on device 0, rank 1 on device 1, ...), one column per time unit:",
@@ -92,11 +96,12 @@ def pipeline_schedules_grid(out: Path) -> None:
 @figure(
     "memory_pipeline_gpipe.png", "memory_pipeline_gpipe.svg", "memory_pipeline_1f1b.png", "memory_pipeline_1f1b.svg"
 )
-def pipeline_memory(out: Path) -> None:
+def pipeline_memory(out: Path, style: FigureStyle) -> None:
     """Memory held per device over a GPipe step and a 1F1B step: m microbatches' activations against at most p."""
-    from ..plot.memory import save_memory
+    from ..plot.memory import save_memory, shared_scales
 
     runs = dict((pipe.schedule.name, run) for pipe, run in schedule_runs()[:2])
+    scales = shared_scales(list(runs.values()))  # the two plots are compared: one memory axis, one time axis
     for name, run in runs.items():
         peaks = peak_activation_microbatches(run.trace)
         save_memory(
@@ -104,6 +109,8 @@ def pipeline_memory(out: Path) -> None:
             out / f"memory_pipeline_{name.lower()}",
             title=f"{name}, 4 devices, 8 microbatches: activations of {', '.join(map(str, peaks))} microbatches "
             "at the peak (devices 0-3)",
+            style=style,
+            **scales,
         )
 
 
@@ -138,7 +145,7 @@ def copy_vs_split_rows() -> tuple[MLP, list[tuple[str, int, int, int, int]]]:
 
 
 @figure("memory_copy_vs_split.txt")
-def copy_vs_split(out: Path) -> None:
+def copy_vs_split(out: Path, style: FigureStyle) -> None:
     """The seed's contrast in numbers: per-device memory when the model is copied, split, or copied and sharded."""
     mlp, rows = copy_vs_split_rows()
     total = sum(mlp.widths[k - 1] * mlp.widths[k] + mlp.widths[k] for k in range(1, mlp.layers + 1)) * 8

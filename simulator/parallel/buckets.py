@@ -101,7 +101,7 @@ class AsyncRingAllReduce:
 
     def progress(self) -> None:
         """Take every step whose incoming chunk has already arrived; never blocks."""
-        while not self.done and self.recv.done is not None and self.recv.done <= self.dev.clock:
+        while not self.done and self.dev.test(self.recv):
             self._take()
 
     def finish(self) -> np.ndarray:

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..oplabels import pass_kind, pass_label
 from ..trace import Trace
 
-_MB = re.compile(r"\.mb(\d+)$")
 _ACTIVATION = re.compile(r"^(?!d[Wb]\d)[^+]*\.mb(\d+)$")  # per-microbatch values, not the gradient buffers
 
 
@@ -108,27 +108,14 @@ def peak_activation_bytes(trace: Trace) -> list[int]:
     return [max((s.activation_bytes for s in memory_over_time(trace, d)), default=0) for d in range(trace.world_size)]
 
 
-# ---- what an op is, for colours and labels in figures ------------------------------------------
-_KINDS = (
-    (re.compile(r"^(h\d+|loss|t|x)\.mb\d+$"), "F", "forward"),
-    (re.compile(r"^(dh\d+|dz\d+)\.mb\d+(\.partial\[\d+\])?$"), "I", "backward: input gradients"),
-    (re.compile(r"^(dW\d+|db\d+)\.mb\d+$"), "W", "backward: weight gradients"),
-    (re.compile(r"^z\d+\.mb\d+"), "F", "forward"),
-)
+# ---- what an op is, for colours and labels in figures (one rule, in simulator.oplabels) ----------
 
 
 def op_kind(name: str) -> str:
     """What an op of a training step does, in words: forward, input or weight gradients, or other work."""
-    for pattern, _, words in _KINDS:
-        if pattern.match(name):
-            return words
-    return "gradient sync and optimizer"
+    return pass_kind(name)
 
 
 def op_label(name: str) -> str:
-    """A short label for an op of a training step: its action kind and microbatch, like ``F3`` or ``W0``."""
-    for pattern, letter, _ in _KINDS:
-        if pattern.match(name):
-            m = _MB.search(name) or re.search(r"\.mb(\d+)", name)
-            return f"{letter}{m[1]}" if m else letter
-    return ""
+    """A short label for an op of a training step: its pass and microbatch, like ``F3`` or ``W0``."""
+    return pass_label(name)

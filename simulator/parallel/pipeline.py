@@ -227,6 +227,11 @@ class _Runner:
         self.w_done = dict.fromkeys(self.stages, 0)
         self.losses: list[np.ndarray] = []
         self.sends: list[Request] = []
+        # A stage whose next stage lives on this device too (interleaved with one rank, the V placement's turn)
+        # hands its output over in memory, not as a message: that one value then has two local uses, the
+        # stage's own I (its activation's derivative) and the next stage's W (the input of its first layer).
+        self.hands_over = {s for s in self.stages if s + 1 in self.stages}
+        self.uses: dict[str, int] = {}  # values still needed by more than one action, and by how many
 
     def _layers(self, s: int) -> range:
         first, last = self.pipe.partition[s]
@@ -272,6 +277,8 @@ class _Runner:
         for k in layers:
             h = self.ops.forward(dev, k, h, g, secs)
             self.sync.progress()
+        if s in self.hands_over:
+            self.uses[mb(f"h{layers[-1]}", g)] = 2
         if s == self.sched.stages - 1:
             labels = dev.hold(mb("t", g), self.t[self.rows[i]], doc=f"the targets of microbatch {g}")
             self.losses.append(dev.compute(mb("loss", g), partial(M.loss_value, self.scale), h, labels, seconds=secs))
@@ -296,7 +303,7 @@ class _Runner:
             if k < L:
                 dev.free(mb(f"dh{k}", g))  # dz replaces it (the last layer's dz is dh itself)
             if k == top:
-                dev.free(mb(f"h{k}", g))  # no weight gradient needs a stage's own output
+                self._release(mb(f"h{k}", g))  # no weight gradient of this stage needs its own output
             self.sync.progress()
 
     def weight_grad(self, a: Action) -> None:
@@ -316,7 +323,7 @@ class _Runner:
             first = f"dW{k}" not in self.grads
             dW, db = self.ops.weight_grad(dev, k, self._need(h_name, a), self._need(dz_name, a), g, secs, first)
             dev.free(dz_name)
-            dev.free(h_name)
+            self._release(h_name)
             for name, value in ((f"dW{k}", dW), (f"db{k}", db)):
                 self._accumulate(name, value, g)
             if final:  # this stage has seen every microbatch: layer k's gradients are complete
@@ -341,6 +348,14 @@ class _Runner:
         )
         self.dev.free(self.buffer[name])
         self.buffer[name] = total
+
+    def _release(self, name: str) -> None:
+        """Free ``name`` at its last use on this device (see ``hands_over``: some values have two)."""
+        left = self.uses.pop(name, 1) - 1
+        if left:
+            self.uses[name] = left
+        else:
+            self.dev.free(name)
 
     def backward(self, a: Action) -> None:
         self.input_grad(a)

@@ -23,10 +23,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import NamedTuple
 
 from ..engine import find_cycle
 from ..errors import SimulationError
+from ..oplabels import schedule_tag
 
 F, B, I, W = "F", "B", "I", "W"  # noqa: E741 (I is the zero-bubble papers' name for the input-gradient pass)
 SEND_F, RECV_F, SEND_B, RECV_B = "SEND_F", "RECV_F", "SEND_B", "RECV_B"
@@ -138,7 +140,7 @@ class Schedule:
     def rank_of(self, stage: int) -> int:
         return self.placement[stage]
 
-    @property
+    @cached_property  # (a schedule is immutable; execute asks for every action)
     def has_comms(self) -> bool:
         return any(not a.is_compute for acts in self.actions.values() for a in acts)
 
@@ -146,6 +148,11 @@ class Schedule:
     def splits_backward(self) -> bool:
         """True when the schedule runs the backward as separate I and W actions."""
         return any(a.kind in (I, W) for acts in self.actions.values() for a in acts)
+
+    def op_tag(self, name: str) -> str:
+        """How a timeline labels an op of a run of this schedule: ``F3``, and ``B3`` for the whole backward
+        (``I3``/``W3`` where the schedule splits it), as the pipeline papers draw them."""
+        return schedule_tag((I,) if self.splits_backward else (F, B))(name)
 
     def compute_only(self) -> Schedule:
         """The same schedule without its send and receive actions."""
@@ -195,49 +202,6 @@ def one_f_one_b(ranks: int, microbatches: int) -> Schedule:
     return Schedule("1F1B", ranks, ranks, microbatches, acts)
 
 
-def interleaved_1f1b(ranks: int, microbatches: int, virtual: int = 2) -> Schedule:
-    """Interleaved 1F1B (Megatron-LM): each rank holds ``virtual`` stages, stage s on rank s % p.
-
-    Microbatches go through in groups of p: a rank runs p microbatches through one of its stages,
-    then the same p through its next stage, and so on. Each stage is 1/v of the model per rank,
-    so the ramp-up and ramp-down (the bubble) shrink by v. As in Megatron-LM, m must be a multiple of p.
-    """
-    _check_sizes(ranks, microbatches)
-    if virtual < 1:
-        raise ValueError(f"interleaved_1f1b(virtual={virtual}): give at least 1 stage per rank")
-    if microbatches % ranks:
-        raise ValueError(
-            f"interleaved 1F1B sends microbatches through in groups of {ranks} (one per rank): "
-            f"use a multiple of {ranks} microbatches, not {microbatches}"
-        )
-    total = microbatches * virtual
-
-    def order(k: int, backward: bool) -> tuple[int, int]:
-        chunk = (k // ranks) % virtual
-        if backward:
-            chunk = virtual - 1 - chunk
-        return chunk, (k // (ranks * virtual)) * ranks + k % ranks
-
-    acts = {}
-    for r in range(ranks):
-        warmup = min((ranks - r - 1) * 2 + (virtual - 1) * ranks, total)
-
-        def fwd(k: int, r: int = r) -> Action:
-            chunk, i = order(k, False)
-            return Action(chunk * ranks + r, F, i)
-
-        def bwd(k: int, r: int = r) -> Action:
-            chunk, i = order(k, True)
-            return Action(chunk * ranks + r, B, i)
-
-        seq = [fwd(k) for k in range(warmup)]
-        for j in range(total - warmup):
-            seq += [fwd(warmup + j), bwd(j)]
-        seq += [bwd(k) for k in range(total - warmup, total)]
-        acts[r] = tuple(seq)
-    return Schedule(f"interleaved 1F1B (v={virtual})", ranks, ranks * virtual, microbatches, acts)
-
-
 def zb_h1(ranks: int, microbatches: int) -> Schedule:
     """ZB-H1 (Qi et al., "Zero Bubble Pipeline Parallelism", 2024): 1F1B with the backward split in I and W.
 
@@ -266,11 +230,26 @@ def zb_h1(ranks: int, microbatches: int) -> Schedule:
     return Schedule("ZB-H1", ranks, ranks, microbatches, acts)
 
 
+def _check_sizes(ranks: int, microbatches: int) -> None:
+    if not isinstance(ranks, int) or ranks < 1:
+        raise ValueError(f"a pipeline needs at least 1 rank, got {ranks!r}")
+    if not isinstance(microbatches, int) or microbatches < 1:
+        raise ValueError(f"a pipeline step needs at least 1 microbatch, got {microbatches!r}")
+
+
+# Several stages per rank: generated in their own modules (they build on the types above).
+from .schedules_looped import interleaved_1f1b, interleaved_zero_bubble, looped_bfs  # noqa: E402
+from .schedules_v import dualpipe_v, zbv  # noqa: E402
+
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
     "gpipe": gpipe,
     "1f1b": one_f_one_b,
     "interleaved-1f1b": interleaved_1f1b,
     "zb-h1": zb_h1,
+    "looped-bfs": looped_bfs,
+    "interleaved-zb": interleaved_zero_bubble,
+    "zbv": zbv,
+    "dualpipe-v": dualpipe_v,
 }
 
 
@@ -279,13 +258,6 @@ def make_schedule(name: str, ranks: int, microbatches: int, **options: int) -> S
     if name not in SCHEDULES:
         raise KeyError(f"no schedule named {name!r}; choose one of {', '.join(SCHEDULES)}")
     return SCHEDULES[name](ranks, microbatches, **options)
-
-
-def _check_sizes(ranks: int, microbatches: int) -> None:
-    if not isinstance(ranks, int) or ranks < 1:
-        raise ValueError(f"a pipeline needs at least 1 rank, got {ranks!r}")
-    if not isinstance(microbatches, int) or microbatches < 1:
-        raise ValueError(f"a pipeline step needs at least 1 microbatch, got {microbatches!r}")
 
 
 # ---- the comm pass ------------------------------------------------------------------------------

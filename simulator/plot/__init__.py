@@ -17,10 +17,12 @@ _LAZY = {
     "save_timeline": "timeline",
     "plot_memory": "memory",
     "save_memory": "memory",
+    "shared_scales": "memory",
     "animate_messages": "animation",
     "chrome_trace": "chrome_trace",
     "write_chrome_trace": "chrome_trace",
     "save_figure": "style",
+    "FigureStyle": "style",
     "plot_simulated_vs_measured": "measured",
 }
 

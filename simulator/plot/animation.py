@@ -1,6 +1,7 @@
 """An animation of a run's messages, for classroom slides (a GIF, through matplotlib's Pillow writer).
 
-Devices sit on a circle (two devices side by side). In each frame, at simulated time t:
+Devices sit on a circle (two devices side by side), in a 16:9 frame at least 1600 px wide whose text
+grows with it, so it reads on a projector. In each frame, at simulated time t:
 
 - a device is filled with the colour of the op it is running (the op name under it), white when idle;
 - every message in flight is a dot on the line from its source to its destination, at the fraction
@@ -26,13 +27,14 @@ from ..activity import activity
 from ..files import atomic_path
 from ..trace import Trace
 from ..units import time_unit
-from .style import ARROW_COLOR, CAPTION_COLOR, assign_colors, family, new_figure, text_color
+from .style import ARROW_COLOR, CAPTION_COLOR, FigureStyle, assign_colors, family, figure_style, new_figure, text_color
 
 if TYPE_CHECKING:
     from ..cost import CostModel
     from ..engine import RunResult
 
 MAX_FRAMES = 240
+GIF_MIN_PIXELS = 1600  # every GIF is at least this wide: slides are projected at 1600 to 1920 px
 
 
 def frame_times(run: RunResult | Trace, frames: int = 60, cost: CostModel | None = None) -> np.ndarray:
@@ -54,9 +56,19 @@ def animate_messages(
     frames: int = 60,
     fps: int = 8,
     title: str | None = None,
-    size: float = 5.5,
+    size: float | None = None,
+    style: str | FigureStyle = "slide",
 ) -> Path:
-    """Write a GIF of the run's messages to ``path``; returns the path."""
+    """Write a GIF of the run's messages to ``path``; returns the path.
+
+    style: "slide" (the default: 16:9, 1600 px wide, text sized for a projector) or "paper";
+    size:  the width in inches (default: the style's); text keeps its size, so a wider GIF has
+           relatively smaller text
+    """
+    st = figure_style(style)
+    width = size or st.width
+    k = width / 6.0  # text grows with the frame: as readable at every width
+    dpi = max(GIF_MIN_PIXELS / width, 1.0)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     act = activity(run, cost)
@@ -68,16 +80,17 @@ def animate_messages(
     colors = assign_colors([family(s.name) for s in act.spans if s.track == "compute"])
     ops = [[s for s in act.of(r, "compute") if s.t1 > s.t0] for r in range(n)]
 
-    fig = new_figure(size * (1.6 if n == 2 else 1.0), size * (0.6 if n == 2 else 1.0))
+    fig = new_figure(width, width * 9 / 16, st)
     FigureCanvasAgg(fig)
-    ax = fig.add_axes((0.02, 0.02, 0.96, 0.86))
+    fig._shown = True  # the GIF is the picture; the still frame need not show in a notebook
+    ax = fig.add_axes((0.02, 0.02, 0.96, 0.84))
     ax.set_aspect("equal")
     ax.axis("off")
     pad = 0.45
     ax.set_xlim(pos[:, 0].min() - pad, pos[:, 0].max() + pad)
     ax.set_ylim(pos[:, 1].min() - pad, pos[:, 1].max() + pad)
     radius = min(0.2, 1.2 / max(n, 1)) if n > 2 else 0.22
-    font = 10 if n <= 8 else (7 if n <= 16 else 5)
+    font = (10 if n <= 8 else (7 if n <= 16 else 5)) * k
     circles, op_texts, numbers = [], [], []
     for r in range(n):
         c = Circle(pos[r], radius, facecolor="white", edgecolor="#333333", linewidth=1.2, zorder=3)
@@ -89,10 +102,11 @@ def animate_messages(
         )
     paths = LineCollection([], colors=ARROW_COLOR, linewidths=0.8, alpha=0.35, zorder=1)
     ax.add_collection(paths)
-    dots = ax.scatter([], [], s=60 if n <= 8 else 14, color="#D55E00", zorder=5, edgecolors="white", linewidths=0.8)
-    labels = [ax.text(0, 0, "", fontsize=9, color="#A33F00", zorder=6, fontweight="bold") for _ in range(6)]
-    heading = fig.text(0.02, 0.97, title or "", ha="left", va="top", fontsize=12, fontweight="bold")
-    clock = fig.text(0.98, 0.97, "", ha="right", va="top", fontsize=11, color=CAPTION_COLOR)
+    dots = ax.scatter([], [], s=(60 if n <= 8 else 14) * k * k, color="#D55E00", zorder=5, edgecolors="white",
+                      linewidths=0.8)  # fmt: skip
+    labels = [ax.text(0, 0, "", fontsize=9 * k, color="#A33F00", zorder=6, fontweight="bold") for _ in range(6)]
+    heading = fig.text(0.02, 0.97, title or "", ha="left", va="top", fontsize=12 * k, fontweight="bold")
+    clock = fig.text(0.98, 0.97, "", ha="right", va="top", fontsize=11 * k, color=CAPTION_COLOR)
 
     def draw(i: int):
         t = times[i]
@@ -124,7 +138,7 @@ def animate_messages(
 
     anim = FuncAnimation(fig, draw, frames=len(times), blit=False)
     with atomic_path(path) as tmp:  # a failed save leaves the previous animation intact
-        anim.save(tmp, writer=PillowWriter(fps=fps, metadata={"software": "parallelism-simulator"}), dpi=80)
+        anim.save(tmp, writer=PillowWriter(fps=fps, metadata={"software": "parallelism-simulator"}), dpi=dpi)
     return path
 
 

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 
 from ..activity import unpack
 from ..units import time_unit
-from .style import CAPTION_COLOR, new_figure
+from .style import CAPTION_COLOR, FigureStyle, new_figure
 from .timeline import figure_height, plot_timeline
 
 
@@ -30,11 +30,14 @@ def plot_simulated_vs_measured(
     titles: tuple[str, str] | None = None,
     suptitle: str | None = None,
     same_scale: bool = False,
-    width: float = 11.0,
+    width: float | None = None,
     caption: str | None = None,
+    style: str | FigureStyle = "paper",
     **kwargs: Any,
 ) -> Figure:
-    """Two panels: ``simulated`` (a RunResult) above, ``measured`` (a torch-backend result or Trace) below."""
+    """Two panels: ``simulated`` (a RunResult) above, ``measured`` (a torch-backend result or Trace) below.
+
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)."""
     sim_trace, cost = unpack(simulated)
     real_trace = getattr(measured, "trace", measured)
     if titles is None:
@@ -43,11 +46,11 @@ def plot_simulated_vs_measured(
             f"measured on real processes: {_fmt(real_trace.end_time)}",
         )
     n = max(sim_trace.world_size, real_trace.world_size)
-    panel = figure_height(n)
+    panel = figure_height(n, style)
     head = 0.45 if suptitle else 0.1
     foot = 0.3 if (caption or cost is not None) else 0.0
     height = head + 2 * panel + foot
-    fig = new_figure(width, height)
+    fig = new_figure(width, height, style)
     t_max = max(sim_trace.end_time, real_trace.end_time) if same_scale else None
     for k, (run, title) in enumerate(((simulated, titles[0]), (real_trace, titles[1]))):
         bottom = foot + (1 - k) * panel + 0.55

@@ -18,7 +18,19 @@ from ..activity import unpack
 from ..memory import memory_timeline
 from ..trace import Trace
 from ..units import size_unit
-from .style import CAPTION_COLOR, PALETTE, new_figure, save_figure, time_axis
+from .style import (
+    CAPTION_COLOR,
+    PALETTE,
+    TITLE_FONT,
+    TITLE_LINE,
+    FigureStyle,
+    extra_lines,
+    figure_style,
+    new_figure,
+    save_figure,
+    time_axis,
+    wrap_text,
+)
 
 if TYPE_CHECKING:
     from ..cost import CostModel
@@ -28,18 +40,36 @@ MAX_LINES = 8
 
 
 def plot_memory(
-    run: RunResult | Trace, *, cost: CostModel | None = None, title: str | None = None, width: float = 11.0
+    run: RunResult | Trace,
+    *,
+    cost: CostModel | None = None,
+    title: str | None = None,
+    width: float | None = None,
+    style: str | FigureStyle = "paper",
+    y_max: float | None = None,
+    t_max: float | None = None,
 ) -> Figure:
-    """Memory held by each device over the run; returns the figure."""
+    """Memory held by each device over the run; returns the figure.
+
+    y_max, t_max: the top of the memory axis (bytes) and the end of the time axis (seconds), to draw two
+    runs that are compared on the same scales (``shared_scales``)
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)
+    """
     trace, cost = unpack(run, cost)
     mem = memory_timeline(trace)
     n = mem.world_size
-    t_end = mem.end_time or max((t[-1] for t in mem.times), default=0.0) or 1e-9
+    t_end = t_max or mem.end_time or max((t[-1] for t in mem.times), default=0.0) or 1e-9
     peak = max((mem.peak(r) for r in range(n)), default=0)
-    unit, scale = size_unit(max(peak, 1))
+    top = max(y_max or 0, peak)
+    unit, scale = size_unit(max(top, 1))
     lines = n <= MAX_LINES
-    fig = new_figure(width, 3.6 if lines else 2.2 + min(0.12 * n, 7.0))
-    ax = fig.add_axes((0.09, 0.16, 0.78, 0.7) if lines else (0.09, 0.12, 0.78, 0.76))
+    fig_w = width or figure_style(style).width
+    title = wrap_text(title, 0.78 * fig_w, TITLE_FONT) if title else title
+    extra = TITLE_LINE * extra_lines(title, 1)  # inches for a title that wraps
+    fig_h = (3.6 if lines else 2.2 + min(0.12 * n, 7.0)) + extra
+    fig = new_figure(fig_w, fig_h, style)
+    y0, y1 = (0.58 if lines else 0.26) / fig_h, 1 - (0.5 + extra) / fig_h  # the axes, in figure fractions
+    ax = fig.add_axes((0.09, y0, 0.78, y1 - y0))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)
     time_axis(ax, t_end)
@@ -52,7 +82,7 @@ def plot_memory(
             ax.step(xs, ys, where="post", color=color, linewidth=1.6, label=f"device {r}")
             ax.plot([mem.peak_time(r)], [mem.peak(r) * scale], "o", color=color, markersize=4)
         ax.set_ylabel(f"memory held ({unit})")
-        ax.set_ylim(0, max(peak * scale * 1.15, 1e-9))
+        ax.set_ylim(0, max(top * scale * 1.15, 1e-9))
         if cost is not None and cost.memory is not None:
             cap = cost.memory * scale
             if cap <= peak * scale * 3:
@@ -67,9 +97,9 @@ def plot_memory(
         grid = np.linspace(0, t_end, 800)
         image = np.array([_sample(mem.times[r], mem.held[r], grid) for r in range(n)]) * scale
         im = ax.imshow(image, aspect="auto", origin="upper", extent=(0, t_end, n - 0.5, -0.5), cmap="viridis",
-                       interpolation="nearest", vmin=0)  # fmt: skip
+                       interpolation="nearest", vmin=0, vmax=top * scale or None)  # fmt: skip
         ax.set_ylabel("device")
-        cax = fig.add_axes((0.89, 0.12, 0.015, 0.76))
+        cax = fig.add_axes((0.89, y0, 0.015, y1 - y0))
         fig.colorbar(im, cax=cax, label=f"memory held ({unit})")
     if title:
         ax.set_title(title, loc="left")
@@ -81,6 +111,15 @@ def save_memory(
 ) -> list[Path]:
     """Plot memory over time and save it as ``stem.png`` / ``stem.svg``; returns the paths."""
     return save_figure(plot_memory(run, **kwargs), stem, formats)
+
+
+def shared_scales(runs: Sequence[RunResult | Trace]) -> dict[str, float]:
+    """``y_max`` and ``t_max`` that fit every run: pass them to ``plot_memory`` to compare runs on one scale."""
+    mems = [memory_timeline(unpack(r)[0]) for r in runs]
+    return {
+        "y_max": float(max((m.peak(d) for m in mems for d in range(m.world_size)), default=0)),
+        "t_max": max(m.end_time for m in mems) or 1e-9,
+    }
 
 
 def _sample(times: list[float], held: list[int], grid: np.ndarray) -> np.ndarray:

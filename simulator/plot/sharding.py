@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import matplotlib.pyplot as plt
+import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
@@ -19,6 +19,7 @@ from matplotlib.patches import Rectangle
 from ..files import atomic_write
 from ..sharded import Layout, ShardedArray
 from ..sharding_table import blocks, cell_holders
+from .style import FigureStyle, figure_style, new_figure
 
 MAX_ANNOTATED = 64  # pieces with more elements are drawn without their numbers
 
@@ -55,8 +56,10 @@ def _annotate(ax, values, x0, y0, one_d):
         ax.text(x0 + j + 0.5, y0 + i + 0.5, f"{v:g}", ha="center", va="center", fontsize=7)
 
 
-def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figure:
-    """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure."""
+def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None, style: str | FigureStyle = "paper") -> Figure:
+    """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure.
+
+    style: "paper" or "slide" (see ``simulator.plot.style.FigureStyle``)."""
     lay = x.layout if isinstance(x, ShardedArray) else x
     pieces = x.pieces if isinstance(x, ShardedArray) else None
     if len(lay.shape) not in (1, 2):
@@ -65,11 +68,14 @@ def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None) -> Figu
     shape2 = _as_2d(lay.shape)
     ranks = lay.mesh.ranks.reshape(-1).tolist()
     partial = lay.is_partial()
-    colours = plt.get_cmap("tab10")
+    colours = matplotlib.colormaps["tab10"]
     panels = 1 + len(ranks) + (1 if partial and pieces is not None else 0)
     ncols = min(panels, 5)
     nrows = -(-panels // ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(2.6 * ncols, 2.4 * nrows), squeeze=False)
+    st = figure_style(style)
+    scale = min(1.0, st.width / (2.6 * ncols))  # the style's width, or less for a few panels
+    fig = new_figure(2.6 * ncols * scale, 2.4 * nrows * scale, st)
+    axes = fig.subplots(nrows, ncols, squeeze=False)
     flat = axes.reshape(-1)
     for ax in flat[panels:]:
         ax.axis("off")
@@ -144,9 +150,6 @@ def save_sharding(x: Layout | ShardedArray, path: str, **kw) -> str:
     """Draw and save to ``path`` (format from the suffix); returns the path."""
     fig = plot_sharding(x, **kw)
     fmt = Path(path).suffix.lstrip(".").lower() or "png"
-    try:
-        with atomic_write(path, "wb") as f:  # a failed save leaves the previous figure intact
-            fig.savefig(f, format=fmt, dpi=120)
-    finally:
-        plt.close(fig)
+    with atomic_write(path, "wb") as f:  # a failed save leaves the previous figure intact
+        fig.savefig(f, format=fmt, dpi=fig.style.dpi)
     return path

@@ -1,15 +1,19 @@
 """Shared look of every figure: colours, fonts, time axes, and saving with stable file contents.
 
 Figures are made with ``matplotlib.figure.Figure`` directly (never pyplot), so nothing is kept in
-matplotlib's global figure list and any backend works. ``save_figure`` strips dates and fixes SVG
+matplotlib's global figure list and any backend works; in Jupyter they show themselves
+(``simulator.plot.jupyter``). Every figure takes a style: ``"paper"`` or ``"slide"`` (``FigureStyle``). ``save_figure`` strips dates and fixes SVG
 ids, so regenerating an unchanged figure gives the same bytes (clean diffs for committed figures).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import matplotlib
 from matplotlib.axes import Axes
@@ -60,14 +64,78 @@ _METADATA = {
 }
 
 
-def new_figure(width: float, height: float) -> Figure:
-    """A fresh figure under the shared style (not registered with pyplot)."""
+@dataclass(frozen=True)
+class FigureStyle:
+    """Where a figure will be seen, and so how it is drawn.
+
+    Fonts are in points and layouts in inches, so a figure drawn narrower has relatively larger text;
+    saved at more dots per inch it is as many pixels wide. Both styles give images at least 1600 px wide.
+
+    name:        "paper" (documents, READMEs) or "slide" (projected in a room)
+    width:       the default figure width, inches
+    dpi:         dots per inch of saved PNGs and GIFs
+    rows_height: at most this many inches of device rows in a timeline (a slide is 16:9)
+    """
+
+    name: str
+    width: float
+    dpi: int
+    rows_height: float
+
+    @property
+    def pixels(self) -> int:
+        """Width of a saved image of the default width, in pixels."""
+        return round(self.width * self.dpi)
+
+
+PAPER = FigureStyle("paper", width=11.0, dpi=150, rows_height=14.0)  # 1650 px wide
+SLIDE = FigureStyle("slide", width=8.0, dpi=240, rows_height=4.4)  # 1920 px wide, text 1.4x larger
+STYLES = {"paper": PAPER, "slide": SLIDE}
+
+
+def figure_style(style: str | FigureStyle) -> FigureStyle:
+    """``"paper"``, ``"slide"`` or a ``FigureStyle`` as a ``FigureStyle``."""
+    if isinstance(style, FigureStyle):
+        return style
+    try:
+        return STYLES[style]
+    except (KeyError, TypeError):
+        raise ValueError(f"style={style!r}: choose one of {', '.join(STYLES)} (or give a FigureStyle)") from None
+
+
+class SimFigure(Figure):
+    """A matplotlib Figure that knows its style and shows itself in Jupyter (see ``simulator.plot.jupyter``)."""
+
+    style: FigureStyle = PAPER
+    display_dpi = 100  # notebooks show figures at screen resolution; saved files use the style's dpi
+    _shown = False
+
+    def _repr_png_(self) -> bytes:
+        from .jupyter import _png
+
+        return _png(self)
+
+
+def new_figure(width: float | None, height: float, style: str | FigureStyle = PAPER) -> SimFigure:
+    """A fresh figure under the shared style (not registered with pyplot; shown at the end of a
+    Jupyter cell unless shown before). ``width`` None: the style's width."""
+    from .jupyter import remember
+
+    st = figure_style(style)
     with matplotlib.rc_context(RC):
-        return Figure(figsize=(width, height), dpi=100)
+        fig = SimFigure(figsize=(width or st.width, height), dpi=100)
+    fig.style = st
+    return remember(fig)
 
 
-def save_figure(fig: Figure, stem: str | Path, formats: Iterable[str] = ("png", "svg"), dpi: int = 150) -> list[Path]:
-    """Save ``fig`` as ``stem.png``, ``stem.svg``, ... with stable contents; returns the paths."""
+def save_figure(
+    fig: Figure, stem: str | Path, formats: Iterable[str] = ("png", "svg"), dpi: int | None = None
+) -> list[Path]:
+    """Save ``fig`` as ``stem.png``, ``stem.svg``, ... with stable contents; returns the paths.
+
+    dpi: dots per inch of a PNG (default: the figure's style's, so that it is at least 1600 px wide).
+    """
+    dpi = dpi or getattr(fig, "style", PAPER).dpi
     stem = Path(stem)
     stem.parent.mkdir(parents=True, exist_ok=True)
     paths = []
@@ -80,9 +148,34 @@ def save_figure(fig: Figure, stem: str | Path, formats: Iterable[str] = ("png", 
     return paths
 
 
+def wrap_text(text: str, width_in: float, fontsize: float, bold: bool = False) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``fontsize`` points (its own line breaks
+    kept), so a title written for a wide paper figure still fits a narrower slide."""
+    per_char = fontsize * (0.6 if bold else 0.55) / 72  # DejaVu Sans, an average character, in inches
+    chars = max(int(width_in / per_char), 20)
+    return "\n".join(textwrap.fill(line, chars) or line for line in text.split("\n"))
+
+
+TITLE_FONT, CAPTION_FONT = 11.0, 7.5  # points (axes.titlesize in style.RC; captions)
+TITLE_LINE, CAPTION_LINE = 0.2, 0.14  # inches each further line of a wrapped title or caption takes
+
+
+def caption_text(caption: bool | str, cost: Any) -> str:
+    """The caption's text: the one given, or the cost model's description."""
+    if isinstance(caption, str):
+        return caption
+    return cost.describe() if caption and cost is not None else ""
+
+
+def extra_lines(text: str | bool | None, beyond: int = 0) -> int:
+    """How many lines ``text`` has beyond the first ``beyond``."""
+    return max((text.count("\n") + 1 if isinstance(text, str) and text else 0) - beyond, 0)
+
+
 def family(name: str) -> str:
-    """The colour group of an op: its name without numbers, so F0, F1, F2 share a colour."""
-    key = re.sub(r"\d+", "", name).strip(" _-:#.[](){}=")
+    """The colour group of an op: its name without numbers, so F0, F1, F2 share a colour (an index in
+    brackets reads as ``[i]``: x[0]+x[1] and x[2]+x[3] are both ``x[i]+x[i]``)."""
+    key = re.sub(r"\d+", "", re.sub(r"\[\d+\]", "[i]", name)).strip(" _-:#.(){}=")
     return key or name
 
 

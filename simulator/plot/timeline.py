@@ -2,15 +2,17 @@
 
 One row per device (device 0 at the top). Each row has:
 
-- a compute bar: one coloured box per op, labelled with the op name where it fits (so microbatch
-  names such as ``F3`` show); ops whose names differ only in numbers share a colour;
+- a compute bar: one coloured box per op; consecutive ops with one label are one block, labelled
+  where it fits (a training step's ops by pass and microbatch, ``F3``, ``B3``, as the pipeline papers
+  draw them; other ops by name); ops whose names differ only in numbers share a colour;
 - under it, two thin bands: dark where bytes leave the device (its link is busy sending), grey where
   bytes arrive;
 - hatched grey where the device computes nothing: idle time, such as pipeline bubbles and waits;
 - at the right, the fraction of the run the device spent computing.
 
 An arrow goes from the first byte of every message leaving its source to its arrival at the
-destination. The x axis is simulated time in real units; the caption states the cost model.
+destination. The legend lists only what the figure shows. The x axis is simulated time in real
+units; the caption states the cost model.
 Spans come from ``simulator.activity`` (exact link occupation under the run's cost model).
 """
 
@@ -24,24 +26,34 @@ import numpy as np
 from matplotlib.axes import Axes
 from matplotlib.collections import LineCollection, PolyCollection
 from matplotlib.figure import Figure
-from matplotlib.lines import Line2D
-from matplotlib.patches import FancyArrowPatch, Patch
+from matplotlib.patches import FancyArrowPatch
 
 from ..activity import Activity, activity, unpack
+from ..oplabels import blocks, op_tag
 from ..trace import Message, Trace
+from .legend import draw_legend, legend_rows
 from .style import (
     ARROW_COLOR,
     CAPTION_COLOR,
+    CAPTION_FONT,
+    CAPTION_LINE,
     IDLE_COLOR,
     IDLE_HATCH_COLOR,
     RECV_COLOR,
     SEND_COLOR,
+    TITLE_FONT,
+    TITLE_LINE,
+    FigureStyle,
     assign_colors,
+    caption_text,
+    extra_lines,
     family,
+    figure_style,
     new_figure,
     save_figure,
     text_color,
     time_axis,
+    wrap_text,
 )
 
 if TYPE_CHECKING:
@@ -55,6 +67,7 @@ RECV_BAND = (0.26, 0.39)
 MAX_FANCY_ARROWS = 400  # above this, arrows are drawn as one line collection with end marks
 MAX_MESSAGE_LABELS = 16  # label arrows only when there are this few messages
 MAX_SPANS = 200_000  # more spans than this are drawn as an image instead (simulator.plot.busy)
+MIN_LABEL_FONT = 5.5  # points: a block label smaller than this is left out
 
 
 def payload_label(m: Message) -> str:
@@ -72,18 +85,21 @@ def plot_timeline(
     ax: Axes | None = None,
     title: str | None = None,
     color_key: Callable[[str], str] = family,
-    label: Callable[[str], str] = str,
+    label: Callable[[str], str] = op_tag,
     arrows: bool = True,
     message_label: Callable[[Message], str] | None = payload_label,
     legend: bool = True,
     caption: bool | str = True,
     t_max: float | None = None,
-    width: float = 11.0,
+    width: float | None = None,
+    style: str | FigureStyle = "paper",
 ) -> Figure:
     """Draw the timeline of a run; returns the figure (see the module docstring).
 
     color_key: op name -> colour group (default: the name without digits)
-    label:     op name -> text written in its box
+    label:     op name -> text written in its block (default: pass and microbatch, ``F3``, for a training
+               step's ops, else the name); consecutive ops with one label are one block
+    style:     "paper" or "slide" (larger text, 16:9; see ``simulator.plot.style.FigureStyle``)
     message_label: message -> text by its arrow (default: the value it carries, when small), shown
                when there are at most MAX_MESSAGE_LABELS messages; None for no labels
     caption:   True for the cost model's description, a string for your own, False for none
@@ -96,25 +112,30 @@ def plot_timeline(
     if len(trace.ops) + 2 * len(trace.messages) > MAX_SPANS:  # a box per span would be unreadable: one pixel row each
         from .busy import plot_busy
 
-        return plot_busy(trace, cost=cost, title=title, width=width, caption=caption)
+        return plot_busy(trace, cost=cost, title=title, width=width or 11.0, caption=caption)
     act = activity(run, cost)
     n = act.world_size
-    rows = _legend_rows(act, color_key) if legend else 0
+    st = figure_style(style)
+    rows = legend_rows(act, color_key, arrows) if legend else 0
     if ax is None:
-        fig = new_figure(width, figure_height(n) + 0.3 * max(rows - 1, 0))
-        ax = fig.add_axes(_axes_box(fig, bool(title), rows, caption))
+        fig_w = width or st.width
+        title = wrap_text(title, 0.84 * fig_w, TITLE_FONT) if title else title
+        caption = wrap_text(caption_text(caption, cost), 0.98 * fig_w, CAPTION_FONT) if caption else caption
+        extra = 0.3 * max(rows - 1, 0) + TITLE_LINE * extra_lines(title, 1) + CAPTION_LINE * extra_lines(caption, 1)
+        fig = new_figure(fig_w, figure_height(n, st) + extra, st)
+        ax = fig.add_axes(_axes_box(fig, title, rows, caption))
     else:
         fig = ax.figure
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
     draw_timeline(ax, act, t_end, color_key=color_key, label=label, arrows=arrows, message_label=message_label)
     if legend:
-        _legend(ax, act, color_key)
+        draw_legend(ax, act, color_key, arrows)
     if title:
         ax.set_title(title, loc="left", pad=6 + 18 * rows)
     if caption:
-        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
+        text = caption_text(caption, cost)
         if text:
-            fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom", wrap=True)
+            fig.text(0.01, 0.005, text, fontsize=CAPTION_FONT, color=CAPTION_COLOR, ha="left", va="bottom")
     return fig
 
 
@@ -123,35 +144,54 @@ def plot_timelines(
     titles: Sequence[str],
     *,
     suptitle: str | None = None,
-    width: float = 11.0,
+    width: float | None = None,
     caption: bool | str = True,
+    style: str | FigureStyle = "paper",
+    tags: Sequence[Callable[[str], str]] | None = None,
     **kwargs,
 ) -> Figure:
-    """Several runs stacked on one time scale (e.g. blocking vs overlapped), one panel each."""
+    """Several runs stacked on one time scale (e.g. blocking vs overlapped), one panel each.
+
+    One legend, above the first panel, lists what appears in any panel. tags: one block-label function
+    per run (e.g. each pipeline schedule's ``op_tag``), instead of one ``label`` for all. Titles, the
+    suptitle and the caption wrap to the figure's width."""
     if len(runs) != len(titles):
         raise ValueError(f"plot_timelines: {len(runs)} runs but {len(titles)} titles; give one title per run")
+    st = figure_style(style)
+    fig_w = width or st.width
     acts = [activity(r) for r in runs]
+    both = merged(acts)
     t_end = max(a.end_time for a in acts) or 1e-9
-    rows = [_rows_height(a.world_size) for a in acts]
+    rows = [_rows_height(a.world_size, st) for a in acts]
     color_key = kwargs.get("color_key", family)
-    above = [0.35 + (0.3 * _legend_rows(a, color_key) if k == 0 else 0) for k, a in enumerate(acts)]  # title, legend
+    arrows = kwargs.get("arrows", True)
+    labels = list(tags) if tags is not None else [kwargs.pop("label", op_tag)] * len(runs)
+    if len(labels) != len(runs):
+        raise ValueError(f"plot_timelines: {len(runs)} runs but {len(labels)} tags; give one per run")
+    kwargs.pop("label", None)
+    titles = [wrap_text(t, 0.84 * fig_w, TITLE_FONT) for t in titles]
+    suptitle = wrap_text(suptitle, 0.98 * fig_w, 12, bold=True) if suptitle else suptitle
+    text = wrap_text(caption_text(caption, unpack(runs[0])[1]), 0.98 * fig_w, CAPTION_FONT)
+    legend_h = 0.3 * legend_rows(both, color_key, arrows)
+    above = [0.35 + TITLE_LINE * extra_lines(t, 1) + (legend_h if k == 0 else 0) for k, t in enumerate(titles)]
     below = 0.5  # tick labels and axis label
-    head = 0.15 + 0.4 * bool(suptitle)
-    foot = 0.22 * bool(caption)
+    head = 0.15 + (0.4 + 0.22 * extra_lines(suptitle, 1)) * bool(suptitle)
+    foot = (0.08 + CAPTION_LINE * extra_lines(text)) * bool(text)
     height = head + sum(rows) + sum(above) + below * len(acts) + foot
-    fig = new_figure(width, height)
+    fig = new_figure(fig_w, height, st)
     y = height - head  # inches from the bottom
     for k, (run, title) in enumerate(zip(runs, titles)):
         y -= above[k] + rows[k]
         ax = fig.add_axes((0.09, y / height, 0.84, rows[k] / height))
-        plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=k == 0, caption=False, **kwargs)
+        plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=False, caption=False, label=labels[k], **kwargs)
+        if k == 0:
+            draw_legend(ax, both, color_key, arrows)
+            ax.set_title(title, loc="left", pad=6 + 18 * legend_rows(both, color_key, arrows))
         y -= below
     if suptitle:
         fig.text(0.01, 1 - 0.1 / height, suptitle, ha="left", va="top", fontweight="bold", fontsize=12)
-    cost = unpack(runs[0])[1]
-    if caption:
-        text = caption if isinstance(caption, str) else (cost.describe() if cost is not None else "")
-        fig.text(0.01, 0.005, text, fontsize=7.5, color=CAPTION_COLOR, ha="left", va="bottom")
+    if text:
+        fig.text(0.01, 0.005, text, fontsize=CAPTION_FONT, color=CAPTION_COLOR, ha="left", va="bottom")
     return fig
 
 
@@ -162,13 +202,24 @@ def save_timeline(
     return save_figure(plot_timeline(run, **kwargs), stem, formats)
 
 
-def figure_height(n: int) -> float:
+def figure_height(n: int, style: str | FigureStyle = "paper") -> float:
     """Inches for n device rows plus room for title, legend and axis: readable from 2 to 64 devices."""
-    return _rows_height(n) + 1.6
+    return _rows_height(n, figure_style(style)) + 1.6
 
 
-def _rows_height(n: int) -> float:
-    return min(0.55 * n, max(5.5, 0.2 * n))
+def _rows_height(n: int, st: FigureStyle) -> float:
+    return min(0.55 * n, max(min(5.5, st.rows_height), min(0.2 * n, st.rows_height)))
+
+
+def merged(acts: Sequence[Activity]) -> Activity:
+    """One Activity holding every span and message of several (for a legend shared by stacked panels)."""
+    return Activity(
+        max(a.world_size for a in acts),
+        [s for a in acts for s in a.spans],
+        [m for a in acts for m in a.messages],
+        max(a.end_time for a in acts),
+        {},
+    )
 
 
 def draw_timeline(
@@ -177,7 +228,7 @@ def draw_timeline(
     t_end: float,
     *,
     color_key: Callable[[str], str] = family,
-    label: Callable[[str], str] = str,
+    label: Callable[[str], str] = op_tag,
     arrows: bool = True,
     message_label: Callable[[Message], str] | None = None,
 ) -> None:
@@ -245,7 +296,8 @@ def _box(t0: float, t1: float, y0: float, y1: float) -> np.ndarray:
 
 
 def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
-    """Write op names inside boxes wide and tall enough to hold them."""
+    """Write labels inside blocks (consecutive ops of one label) wide and tall enough to hold them: a
+    block too narrow for its label at the usual size gets a smaller font, down to MIN_LABEL_FONT."""
     fig = ax.figure
     bbox = ax.get_position()
     width_px = bbox.width * fig.get_figwidth() * 72  # points
@@ -255,23 +307,25 @@ def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
         return
     x0, x1 = ax.get_xlim()
     pt_per_s = width_px / (x1 - x0)
-    for s in act.spans:
-        if s.track != "compute":
-            continue
-        text = label(s.name)
-        if (s.t1 - s.t0) * pt_per_s < len(text) * fontsize * 0.62 + 2:
-            continue
-        ax.text(
-            (s.t0 + s.t1) / 2,
-            s.rank + (COMPUTE[0] + COMPUTE[1]) / 2,
-            text,
-            ha="center",
-            va="center",
-            fontsize=fontsize,
-            color=text_color(colors[color_key(s.name)]),
-            clip_on=True,
-            zorder=5,  # above the arrows
-        )
+    for rank in range(act.world_size):
+        spans = act.of(rank, "compute")
+        face = {s.t0: colors[color_key(s.name)] for s in spans}
+        for t0, t1, text in blocks(spans, label):
+            room = (t1 - t0) * pt_per_s - 2
+            size = min(fontsize, room / max(len(text) * 0.62, 1e-9))
+            if not text or size < MIN_LABEL_FONT:
+                continue
+            ax.text(
+                (t0 + t1) / 2,
+                rank + (COMPUTE[0] + COMPUTE[1]) / 2,
+                text,
+                ha="center",
+                va="center",
+                fontsize=size,
+                color=text_color(face[t0]),
+                clip_on=True,
+                zorder=5,  # above the arrows
+            )
 
 
 def _arrows(ax: Axes, act: Activity) -> None:
@@ -340,47 +394,11 @@ def _utilization(ax: Axes, act: Activity) -> None:
     ax.text(1.005, 1.0, "busy", transform=ax.transAxes, ha="left", va="bottom", fontsize=fontsize, color=CAPTION_COLOR)
 
 
-LEGEND_COLUMNS = 7
-
-
-def _legend_rows(act: Activity, color_key) -> int:
-    """How many rows the legend above the axes takes (the title and layout leave room for them)."""
-    return -(-len(_legend_handles(act, color_key)) // LEGEND_COLUMNS)
-
-
-def _legend(ax: Axes, act: Activity, color_key) -> None:
-    handles = _legend_handles(act, color_key)
-    ax.legend(
-        handles=handles,
-        loc="lower left",
-        bbox_to_anchor=(0.0, 1.0),
-        ncol=min(len(handles), LEGEND_COLUMNS),
-        frameon=False,
-        fontsize=8,
-        handlelength=1.6,
-        columnspacing=1.2,
-        borderaxespad=0.2,
-    )
-
-
-def _legend_handles(act: Activity, color_key) -> list:
-    keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
-    colors = assign_colors(keys)
-    handles = [Patch(facecolor=c, label=k) for k, c in list(colors.items())[:8]]
-    if len(colors) > 8:
-        handles.append(Patch(facecolor="white", edgecolor="none", label=f"+{len(colors) - 8} more"))
-    handles += [
-        Patch(facecolor=IDLE_COLOR, edgecolor=IDLE_HATCH_COLOR, hatch="////", label="idle"),
-        Patch(facecolor=SEND_COLOR, label="sending"),
-        Patch(facecolor=RECV_COLOR, label="receiving"),
-        Line2D([], [], color=ARROW_COLOR, marker=">", markersize=4, linewidth=0.8, label="message"),
-    ]
-    return handles
-
-
-def _axes_box(fig: Figure, title: bool, legend_rows: int, caption: bool | str) -> tuple[float, float, float, float]:
+def _axes_box(
+    fig: Figure, title: str | None, legend_rows: int, caption: bool | str
+) -> tuple[float, float, float, float]:
     """Axes position with fixed margins in inches: title and legend above, axis label and caption below."""
     h = fig.get_figheight()
-    top = 1 - (0.15 + 0.35 * bool(title) + 0.3 * legend_rows) / h
-    bottom = (0.55 + 0.22 * bool(caption)) / h
+    top = 1 - (0.15 + (0.35 + TITLE_LINE * extra_lines(title, 1)) * bool(title) + 0.3 * legend_rows) / h
+    bottom = (0.55 + (0.08 + CAPTION_LINE * extra_lines(caption)) * bool(caption)) / h
     return (0.09, bottom, 0.84, top - bottom)

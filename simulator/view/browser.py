@@ -55,8 +55,10 @@ def find_chromium() -> Chromium | str:
 
 
 @contextmanager
-def headless(width: int = 1280, height: int = 900) -> Iterator[Any]:
-    """A headless Chromium WebDriver with its console and network logs on; quits on exit."""
+def headless(width: int = 1280, height: int = 900, scale: float = 1.0) -> Iterator[Any]:
+    """A headless Chromium WebDriver with its console and network logs on; quits on exit.
+
+    scale: device pixels per CSS pixel (screenshots ``scale`` times as many pixels wide, text as large)."""
     found = find_chromium()
     if isinstance(found, str):
         raise RuntimeError(f"cannot start a headless browser: {found}")
@@ -66,7 +68,8 @@ def headless(width: int = 1280, height: int = 900) -> Iterator[Any]:
     with tempfile.TemporaryDirectory(prefix="simulator-chromium-") as profile:
         options = webdriver.ChromeOptions()
         options.binary_location = found.browser
-        for flag in (*FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"):
+        sized = (f"--window-size={width},{height}", f"--force-device-scale-factor={scale:g}")
+        for flag in (*FLAGS, f"--user-data-dir={profile}", *sized):
             options.add_argument(flag)
         options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
         driver = webdriver.Chrome(service=Service(found.driver), options=options)

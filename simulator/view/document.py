@@ -54,6 +54,7 @@ import numpy as np
 from ..stepper import FREED, memory_effect
 from ..trace import Trace
 from ..units import inline, time_unit
+from ..values import part_text
 
 if TYPE_CHECKING:
     from ..engine import RunResult
@@ -306,24 +307,6 @@ def value_text(value: Any, sig: str = "") -> str | list[str]:
     if a.size <= LONG_ELEMENTS:
         return [shape, inline(a, precision=4)]
     return [shape, f"{shape}, starting {inline(a.reshape(-1)[:8], precision=4)[:-1]}, ...]"]
-
-
-def part_text(index: Any) -> str | None:
-    """Which part of a value a shard is: ``[0:2, 2:4]`` for slices, or the index's own repr (``flat[6:12]``)."""
-    if index is None:
-        return None
-    if isinstance(index, tuple):
-        return "[" + ", ".join(_slice_text(i) for i in index) + "]"
-    if isinstance(index, slice):
-        return "[" + _slice_text(index) + "]"
-    return repr(index)
-
-
-def _slice_text(s: Any) -> str:
-    if isinstance(s, slice):
-        text = f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
-        return text if s.step in (None, 1) else f"{text}:{s.step}"
-    return "..." if s is Ellipsis else repr(s)
 
 
 _MB_NAME = re.compile(r"\.mb(\d+)$")  # simulator.parallel.mlp.mb: "h2.mb3"

@@ -1,0 +1,149 @@
+"""Text views a class reads: values in full or summarised, parts in words, filters, lines within a width."""
+
+import numpy as np
+import pytest
+
+from simulator.__main__ import main
+from simulator.cli_show import EventFilter, parse_devices, parse_steps
+from simulator.collectives import FlatSlice
+from simulator.examples import get
+from simulator.stepper import Stepper
+from simulator.values import ValueStyle, part_text, summary, value_lines, value_text
+
+
+def test_small_arrays_in_full_large_ones_summarised_with_a_norm():
+    a = np.arange(16.0).reshape(4, 4)
+    assert value_lines(a) == ["[[0., 1., 2., 3.], [4., 5., 6., 7.], [8., 9., 10., 11.], [12., 13., 14., 15.]]"]
+    assert value_lines(a, matrix=True) == [
+        "[[ 0.,  1.,  2.,  3.],",
+        " [ 4.,  5.,  6.,  7.],",
+        " [ 8.,  9., 10., 11.],",
+        " [12., 13., 14., 15.]]",
+    ]
+    big = np.ones((10, 10))
+    assert value_text(big) == "(10, 10) float64 [1., 1., 1., 1., ...] norm 10"
+    assert value_text(big, 1000, ValueStyle(max_elements=100)).startswith("[[1., 1.")
+    assert summary(np.zeros(0)) == "(0,) float64 (empty)"
+
+
+def test_value_text_stays_within_its_width():
+    a = np.linspace(0, 1, 40)
+    for width in (20, 50, 120):
+        assert len(value_text(a, width)) <= width
+        assert all(len(line) <= width for line in value_lines(a.reshape(5, 8), width, matrix=True))
+
+
+def test_parts_in_words():
+    assert part_text(FlatSlice(6, 12)) == "elements 6-11 (flattened)"
+    assert part_text(FlatSlice(3, 4)) == "element 3 (flattened)"
+    assert part_text(np.s_[:, 0:3]) == "[:, 0:3]"
+    assert part_text(None) is None
+
+
+def test_megatron_steps_show_every_matrix_as_numbers_on_each_device(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "120")
+    assert main(["run", "tp-megatron-mlp", "--step"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 120
+    for rank, (a_part, b_part) in enumerate([("[0:4, 0:4]", "[0:4, 0:4]"), ("[0:4, 4:8]", "[4:8, 0:4]")]):
+        block = [s for s in out.split("\nstep ") if f"device {rank} " in s.split("\n")[0]]
+        text = "\n".join(block)
+        assert "X [0:2, 0:4]=[[ 0.  ,  0.  ,  0.5 ,  1.  ]," in text  # X, on both devices
+        assert f"A {a_part}=[[" in text and f"B {b_part}=[[" in text
+        assert f"Z.partial[{rank}]=[[" in text  # each device's partial sum, as numbers
+    assert "Z.partial[0]=[[-0.0141, -0.0673,  0.0361,  0.0673]," in out
+    assert "all_reduce#0 ring step 0 chunk 1" in out and "tag 10737" not in out  # named, not a raw tag
+
+
+def test_step_filters_by_device_steps_and_kind(capsys):
+    assert main(["run", "tp-megatron-mlp", "--step", "--devices", "1", "--steps", "11:13", "--kinds", "recv"]) == 0
+    out = capsys.readouterr().out
+    assert "showing 3 of 29 events (devices 1; steps 11 to 13; kinds recv)" in out
+    assert out.count("\nstep ") == 3 and "device 0 |" not in out
+
+
+def test_bad_filters_are_refused_with_the_reason(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "split", "--kinds", "bogus"])
+    assert "no event kind 'bogus': choose from send, recv, op, hold, free" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        main(["run", "split", "--steps", "5:2"])
+    assert "the last step comes before the first" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="write ranks like 0,2"):
+        parse_devices("zero")
+    assert parse_devices("0,2-3") == {0, 2, 3} and parse_steps("10:") == (10, None) and parse_steps("7") == (7, 7)
+
+
+def test_run_log_fits_120_columns_and_shows_microbatches(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")  # even in a wide terminal, lines stay readable
+    assert main(["run", "pipeline-1f1b"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert max(map(len, lines)) <= 120
+    assert "device 3  ...............F0===B0========F1===B1========F2===B2========F3===B3====" in out
+    assert "Fn = forward, Bn = backward of microbatch n" in out
+    assert any("h1.mb3" in line for line in lines)
+
+
+def test_width_option_and_filtered_log(capsys):
+    assert main(["run", "pipeline-1f1b", "--width", "80", "--devices", "3", "--kinds", "op"]) == 0
+    out = capsys.readouterr().out
+    assert max(map(len, out.splitlines())) <= 80
+    events = [line for line in out.splitlines() if "t=" in line and "us  " in line]
+    assert events and all(" op    device 3 " in line for line in events)
+
+
+def test_snapshot_modes_and_errors():
+    stepper = Stepper(get("tp-row").run().result.trace)
+    snap = stepper.goto(8)
+    every, new, names = (snap.render(values=v) for v in ("all", "new", "names"))
+    assert every.count("=[") > new.count("=[") >= names.count("=[")
+    with pytest.raises(ValueError, match="choose one of"):
+        snap.render(values="some")
+    only1 = snap.render(devices=[1])
+    assert "device 0 |" not in only1 and "device 1 |" in only1
+
+
+def test_event_filter_matches_messages_on_both_ends():
+    split = get("split").run().result.trace
+    f = EventFilter(devices=frozenset({1}))
+    chosen = [k for i, (k, rec) in enumerate(split.events, 1) if f.matches(i, k, rec)]
+    assert chosen == ["send", "recv", "op"]
+    with pytest.raises(ValueError, match="no event kind"):
+        EventFilter(kinds=frozenset({"message"}))
+
+
+def test_demo_shows_every_small_value_at_every_step(capsys):
+    assert main(["demo", "--width", "100"]) == 0
+    out = capsys.readouterr().out
+    assert "  device 0 | x=[3.]  A=[7.]\n  device 1 | A=[7.]  B=[49.]" in out
+    assert max(map(len, out.splitlines())) <= 100
+
+
+def test_timeline_command_fits_its_columns_and_filters(capsys):
+    assert main(["timeline", "pipeline-1f1b", "--columns", "60", "--devices", "0,1"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line[:8] for line in out[1:3]] == ["device 0", "device 1"] and not any("device 2" in x for x in out)
+    assert max(len(line) for line in out[:3]) <= 60
+    assert main(["timeline", "pipeline-1f1b", "--window", "8:12", "--columns", "70"]) == 0
+    grid = capsys.readouterr().out.splitlines()
+    assert grid[0].startswith("time (us) 8")
+
+
+def test_a_students_pipeline_keeps_its_microbatch_numbers_in_the_grid():
+    from simulator import World
+    from simulator.oplabels import fit
+    from simulator.textgrid import text_timeline
+
+    def student(dev):  # stage r of a 4-stage pipeline, ops named after the stage and the microbatch
+        for i in range(4):
+            h = np.full(2, float(i)) if dev.rank == 0 else dev.recv(dev.rank - 1, tag=i, shape=(2,), dtype=np.float64)
+            y = dev.compute(f"S{dev.rank}.mb{i}", lambda h: h + 1, h)
+            if dev.rank < dev.world_size - 1:
+                dev.send(y, dev.rank + 1, tag=i)
+
+    grid = text_timeline(World(4).run(student)).splitlines()
+    assert grid[1].startswith("device 0  S0.0=S0.1=S0.2=S0.3=")  # not S, S, S, S
+    assert "S3.3=" in grid[4] and "-" in grid[4]  # every op visible, and the message's latency
+    assert [fit("S0.mb12", n) for n in (7, 5, 3, 2, 1)] == ["S0.mb12", "S0.12", "S12", "12", "S"]
+    assert fit("h2.mb3", 2) == "h3" and fit("loss", 2) == "lo"
