@@ -55,13 +55,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .booked import ring_all_reduce
-from .meta import MetaArray
-from .placements import chunk_bounds
-from .tags import TAG_BASE, CollectiveTag
+from ..booked import ring_all_reduce
+from ..meta import MetaArray
+from ..placements import chunk_bounds
+from ..tags import TAG_BASE, CollectiveTag
 
 if TYPE_CHECKING:
-    from .device import Device, Request
+    from ..device import Device, Request
 
 
 REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
