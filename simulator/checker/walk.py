@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from . import diagnose
-from .compare import difference, same, show, structured
-from .reference import NO_RESULT, Reference, part
-from .trace import Message, Op, Trace
+from .. import diagnose
+from ..compare import difference, same, show, structured
+from ..reference import NO_RESULT, Reference, part
+from ..trace import Message, Op, Trace
 
 References = Reference | Mapping[int, Reference]
 
