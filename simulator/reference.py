@@ -3,7 +3,7 @@
 The reference is literally a one-device run: write the model as a rank program that names its ops
 (``dev.compute("A", ...)``) and inputs (``dev.hold("x", ...)``), and ``Reference.of(model, *args)``
 runs it on ``World(1)`` and keeps every named value, each op's inputs, and what the model returns.
-``check`` (simulator/checker.py, re-exported here) compares a parallel run with it.
+``check`` (simulator/checker/, re-exported here) compares a parallel run with it.
 """
 
 from __future__ import annotations
