@@ -1,9 +1,9 @@
 """Halving-doubling algorithms (Rabenseifner): recursive halving, then recursive doubling.
 
 Reduce-scatter halves the block range at each of log2(p) steps, swapping halves with a partner;
-all-gather doubles it back. Both need a power-of-two group (``_need_pof2``); all-reduce folds any group
-into one: the extra members hand their value to a partner first (virtual members, ``_virtual_to_real``)
-and get the result back at the end. Sums are pairwise, a binary tree over members. A message that
+all-gather doubles it back. Both need a power-of-two group (``_need_pof2``); all-reduce takes any size:
+the members beyond a power of two hand their value to a partner first (which then works as a virtual
+member, ``_virtual_to_real``) and get the result back at the end. Sums are pairwise, a binary tree over members. A message that
 bundles several chunks (``chunks._pack``) is not named; its chunks are checked where they end up.
 """
 
