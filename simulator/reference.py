@@ -159,6 +159,17 @@ def part(value: Any, index: Any) -> Any:
     return np.asarray(value)[index]
 
 
-from .checker import CheckReport, Divergence, References, check  # noqa: E402  (the checker builds on Reference)
+_FROM_CHECKER = ("CheckReport", "Divergence", "References", "check")
 
-__all__ = ["NO_RESULT", "CheckReport", "Divergence", "Reference", "References", "check", "part", "same"]
+
+def __getattr__(name: str) -> Any:
+    """The checker's names, re-exported when first asked for: the checker builds on Reference, so importing
+    them here at load time would make ``import simulator.checker`` fail when it comes first."""
+    if name in _FROM_CHECKER:
+        from . import checker
+
+        return getattr(checker, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NO_RESULT", "CheckReport", "Divergence", "Reference", "References", "check", "part", "same"]  # noqa: F822 (the checker's names come from __getattr__)
