@@ -3,7 +3,7 @@
 Both sides run the same algorithm on the same data and cost model, and must agree on the result and
 on the simulated end time:
 
-  this engine  ``dev.all_reduce(x)`` (simulator/collectives.py): reduce-scatter ring, then all-gather
+  this engine  ``dev.all_reduce(x)`` (simulator/collectives/ring.py): reduce-scatter ring, then all-gather
                ring; each message copied, booked on its link, labelled and recorded; each reduction a
                recorded compute op; World(keep_payloads=False) keeps metadata only
   SimPy        devices as SimPy processes; a message goes through a Cable whose put() starts a process

@@ -102,7 +102,7 @@ class Channel:
 
 class Device(DeviceMemory, CollectiveMethods):
     """One simulated device. Rank programs call only these methods (the collectives come from
-    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives/)."""
 
     def __init__(self, engine: Engine, rank: int) -> None:
         self._engine = engine

@@ -14,16 +14,16 @@ when it finishes.
 Stepping a live run always keeps strict time order.
 
 When the heap is empty but some devices have not finished, they are all blocked: a deadlock, reported
-with what each waits for and the cycle of waiting devices. Nothing here is global: each ``World.run``
-builds its own engine, so two simulations can run side by side in one process.
+with what each waits for and the cycle of waiting devices (simulator/run_errors.py, with the messages
+left unreceived). Nothing here is global: each ``World.run`` builds its own engine, so two simulations
+can run side by side in one process.
 """
 
 from __future__ import annotations
 
 import gc
 import inspect
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
@@ -39,16 +39,15 @@ from .cost import CostModel
 from .device import Channel, Device, Request
 from .errors import (
     CollectiveMismatchError,
-    DeadlockError,
     EventLimitError,
     RankError,
     SimulationError,
-    UnreceivedMessagesError,
-    UnreceivedMessagesWarning,
 )
 from .ordering import settle
 from .presets import teaching
-from .trace import Message, Trace
+from .run_errors import check_program, not_a_plain_function, raise_deadlock, report_leftovers
+from .run_errors import find_cycle as find_cycle  # where parallel/schedules.py imports it from
+from .trace import Trace
 
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
@@ -115,7 +114,7 @@ class World:
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
-        _check_program(program)
+        check_program(program)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
@@ -198,7 +197,7 @@ class Engine:
             try:
                 out = program(dev, *args, **kwargs)
                 if inspect.isgenerator(out) or inspect.iscoroutine(out):
-                    _not_a_plain_function(program, out)
+                    not_a_plain_function(program, out)
                 self.outputs[dev.rank] = out
             except GreenletExit:
                 raise
@@ -331,7 +330,7 @@ class Engine:
                 if len(self.trace.events) > n:
                     return True
                 if self._unfinished:
-                    self._raise_deadlock()
+                    raise_deadlock(self)
                 return False
             self._tick()
             self._settle(self._settle_bound())
@@ -397,9 +396,9 @@ class Engine:
             if collecting:
                 gc.enable()
         if self._unfinished:
-            self._raise_deadlock()
+            raise_deadlock(self)
         self.trace.finish()
-        self._report_leftovers()
+        report_leftovers(self)
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:
@@ -479,139 +478,3 @@ class Engine:
             f"the run recorded {self.max_events:,} events, its limit: {what}. A program that never stops? "
             "If the run is meant to be this long, raise the limit: World(..., max_events=...)"
         )
-
-    # ---- errors -------------------------------------------------------------------------------
-    def _raise_deadlock(self) -> None:
-        blocked: dict[int, str] = {}
-        waits_for: dict[int, int] = {}
-        for dev in self.devices:
-            if dev._done:
-                continue
-            req = dev._blocked
-            if req is None:  # cannot happen: a live device off the heap is blocked on something
-                blocked[dev.rank] = "not blocked (engine error)"
-                continue
-            peer_state = " (which has finished)" if self.devices[req.peer]._done else ""
-            blocked[dev.rank] = (
-                f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
-            )
-            waits_for[dev.rank] = req.peer
-        cycle = find_cycle(waits_for)
-        lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
-        lines += [f"  device {r} is blocked in {what}" for r, what in blocked.items()]
-        if cycle:
-            lines.append("  wait-for cycle: " + " -> ".join(f"device {r}" for r in cycle + cycle[:1]))
-            if self.rendezvous and any(self.devices[r]._blocked.kind == "send" for r in cycle):
-                lines.append(
-                    "  with rendezvous sends, a send waits for its matching recv: let one side "
-                    "receive first, or use isend/irecv and wait on both"
-                )
-            elif all(self.devices[r]._blocked.kind == "recv" for r in cycle):
-                lines.append(
-                    "  each of them waits to receive before it sends: let one of them send first, "
-                    "or post its isend before the recv"
-                )
-        else:
-            lines.append("  no cycle: some device waits for a device that has finished or never sends")
-        lines += self._tag_hints()
-        self.close()
-        self._settle()
-        raise DeadlockError("\n".join(lines), blocked, cycle)
-
-    def _tag_hints(self) -> list[str]:
-        """Point at unreceived messages between the same devices with another tag: the likely culprit."""
-        hints = []
-        for dev in self.devices:
-            req = dev._blocked
-            if dev._done or req is None or req.kind != "recv":
-                continue
-            for (src, dst, tag), ch in self._chans.items():
-                if src == req.peer and dst == dev.rank and tag != req.tag and ch.mail:
-                    hints.append(
-                        f"  device {src} did send device {dev.rank} {len(ch.mail)} message(s) with tag {tag}, "
-                        f"which nobody received: do the tags of the send and the recv match?"
-                    )
-        return hints
-
-    def _report_leftovers(self) -> None:
-        policy = self.world.leftovers
-        if policy == "ignore":
-            return
-        trace = self.trace
-        rows = [entry[0] for ch in self._chans.values() for entry in ch.mail]
-        left = sorted((trace.message_at_row(r) for r in rows), key=lambda m: m.id)
-        unmatched = [req for ch in self._chans.values() for req in ch.posted]
-        in_mail = set(rows)
-        t_recv = trace.receive_times()  # in number order
-        late = np.flatnonzero(np.isnan(t_recv))
-        if not len(late) and not unmatched:
-            return  # (the common case, decided without making a record per message)
-        unwaited = [m for m in (trace.message(int(i)) for i in late) if m._row not in in_mail]
-        if not left and not unmatched and not unwaited:
-            return
-        parts = []
-        if left:
-            shown = "\n".join(f"  {m.describe()}" for m in left[:10])
-            more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
-            parts.append(
-                f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
-                "  add the matching recv on the destination, or drop the send"
-            )
-        if unmatched:
-            shown = "\n".join(f"  device {r.owner}: irecv(src={r.peer}, tag={r.tag})" for r in unmatched[:10])
-            parts.append(
-                f"{len(unmatched)} receive(s) were posted but no message ever matched them:\n{shown}\n"
-                "  the program never waited on them; add the matching send, or drop the irecv"
-            )
-        if unwaited:
-            shown = "\n".join(
-                f"  device {m.dst}: irecv(src={m.src}, tag={m.tag}) got {_short(m)}" for m in unwaited[:10]
-            )
-            parts.append(
-                f"{len(unwaited)} message(s) arrived for a posted irecv that the program never waited on:\n{shown}\n"
-                "  wait on the request (dev.wait(req)) to complete the receive"
-            )
-        text = "\n".join(parts)
-        if policy == "error":
-            raise UnreceivedMessagesError(text)
-        warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
-
-
-def _short(m: Message) -> str:
-    return f"message #{m.id} {tuple(m.shape)} {np.dtype(m.dtype).name}"
-
-
-def _check_program(program: Any) -> None:
-    if not callable(program):
-        raise TypeError(f"a rank program is a function of the device, program(dev, *args); got {program!r:.60}")
-    if inspect.isgeneratorfunction(program) or inspect.iscoroutinefunction(program):
-        _not_a_plain_function(program, None)
-
-
-def _not_a_plain_function(program: Any, made: Any) -> None:
-    if inspect.iscoroutine(made):
-        made.close()  # never awaited: close it quietly
-    what = (
-        "an async def function"
-        if inspect.iscoroutinefunction(program) or inspect.iscoroutine(made)
-        else ("a generator function (it uses yield)")
-    )
-    raise TypeError(
-        f"the rank program {getattr(program, '__name__', program)!r} is {what}: write it as a plain function "
-        "that calls dev.send / dev.recv; the simulator runs each device as a coroutine for you"
-    )
-
-
-def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:
-    """The first cycle in a graph where each node waits for exactly one other, from the lowest rank."""
-    for start in sorted(waits_for):
-        path: list[int] = []
-        seen: dict[int, int] = {}
-        node = start
-        while node in waits_for and node not in seen:
-            seen[node] = len(path)
-            path.append(node)
-            node = waits_for[node]
-        if node in seen:
-            return path[seen[node] :]
-    return None
