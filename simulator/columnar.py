@@ -172,7 +172,23 @@ class ColumnarTrace(Trace):
         self.finished = True
 
 
-class EventList(Sequence):
+class _MadeOnAccess(Sequence):
+    """A sequence of views made on access that compares and prints like the list it stands for."""
+
+    __slots__ = ()
+
+    def __eq__(self, other: object) -> bool:  # compares like the list it stands for (``trace.messages == []``)
+        if isinstance(other, (list, tuple, Sequence)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} {type(self).__name__[:-4].lower()}s, made on access>"
+
+
+class EventList(_MadeOnAccess):
     """``trace.events``: (kind, record) pairs in canonical order, made on access."""
 
     __slots__ = ("_trace",)
@@ -199,18 +215,8 @@ class EventList(Sequence):
         for j in range(len(self)):
             yield t.event(j)
 
-    def __eq__(self, other: object) -> bool:  # compares like the list it stands for (``trace.messages == []``)
-        if isinstance(other, (list, tuple, Sequence)):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
 
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} {type(self).__name__[:-4].lower()}s, made on access>"
-
-
-class RecordList(Sequence):
+class RecordList(_MadeOnAccess):
     """``trace.messages`` or ``trace.ops``: records by number, made on access."""
 
     __slots__ = ("_rows", "_make")
@@ -235,16 +241,6 @@ class RecordList(Sequence):
         make = self._make
         for r in self._rows.values.tolist():
             yield make(r)
-
-    def __eq__(self, other: object) -> bool:  # compares like the list it stands for (``trace.messages == []``)
-        if isinstance(other, (list, tuple, Sequence)):
-            return len(self) == len(other) and list(self) == list(other)
-        return NotImplemented
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return f"<{len(self)} {type(self).__name__[:-4].lower()}s, made on access>"
 
 
 class MessageView(Message):
