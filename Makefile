@@ -45,10 +45,13 @@ notebooks: $(BIN)/.installed
 	$(BIN)/python -m tests.notebooks
 
 bench: $(BIN)/.installed
+	$(BIN)/python benchmarks/floor.py
 	$(BIN)/python benchmarks/engine_throughput.py
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
+	$(BIN)/python benchmarks/whatif_gpt3.py
+	$(BIN)/python benchmarks/export_scale.py
 	$(BIN)/python benchmarks/torch_ring_prediction.py
 	$(BIN)/python benchmarks/torch_step_prediction.py
 	$(BIN)/python benchmarks/torch_allreduce_overhead.py

@@ -3,7 +3,7 @@
 Both sides run the same algorithm on the same data and cost model, and must agree on the result and
 on the simulated end time:
 
-  this engine  ``dev.all_reduce(x)`` (simulator/collectives.py): reduce-scatter ring, then all-gather
+  this engine  ``dev.all_reduce(x)`` (simulator/collectives/ring.py): reduce-scatter ring, then all-gather
                ring; each message copied, booked on its link, labelled and recorded; each reduction a
                recorded compute op; World(keep_payloads=False) keeps metadata only
   SimPy        devices as SimPy processes; a message goes through a Cable whose put() starts a process
@@ -14,15 +14,20 @@ on the simulated end time:
 
 Printed: messages, wall time, messages per second, peak memory (ru_maxrss of each side's own process),
 and the ratio. The sides alternate (--repeat times each) and each keeps its best wall time, so that a
-busy machine slows both alike.
-Target: this engine at least 2x SimPy's rate.
+busy machine slows both alike. Beside them: the floor (benchmarks/floor.py: a heap push, a heap pop
+and a greenlet switch per message, nothing recorded), and the host bytes a finished run keeps per
+message (tracemalloc, in a separate run). ``--baseline DIR`` adds the engine of another checkout (an
+older commit, say) as a third side.
+Targets: at least 8x SimPy's rate, and 3x the engine before the columnar trace; the peak below a third
+of SimPy's; at most 120 bytes kept per message.
 
-Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--elements N]
+Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--elements N] [--baseline DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
@@ -30,6 +35,7 @@ import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import numpy as np
@@ -123,10 +129,24 @@ def run_simpy(p: int, n: int):
 # ---- measurement -----------------------------------------------------------------------------
 # Each side runs in its own fresh process, so that its peak memory (ru_maxrss) is its own and one
 # side's leftovers do not slow the other.
-SIDES = {"engine": run_engine, "simpy": run_simpy}
+def kept_engine(p: int, n: int):
+    """Run the engine under tracemalloc; report the bytes its finished result keeps (not a timed run)."""
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    result = World(p, cost=COST, keep_payloads=False).run(engine_program, n)
+    gc.collect()
+    kept = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    print(json.dumps({"kept_per_message": kept / len(result.trace.messages)}))
+
+
+SIDES = {"engine": run_engine, "simpy": run_simpy, "kept": kept_engine, "baseline": run_engine}
 
 
 def run_side(side: str, p: int, n: int) -> None:
+    if side == "kept":
+        kept_engine(p, n)
+        return
     t0 = time.perf_counter()
     messages, sim_time, out = SIDES[side](p, n)
     wall = time.perf_counter() - t0
@@ -146,9 +166,10 @@ def run_side(side: str, p: int, n: int) -> None:
     )
 
 
-def spawn(side: str, p: int, n: int) -> dict:
+def spawn(side: str, p: int, n: int, root: str = ROOT) -> dict:
+    """Run one side in a fresh process (``root``: the checkout whose simulator it imports)."""
     cmd = [sys.executable, __file__, "--side", side, "--devices", str(p), "--elements", str(n)]
-    done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": ROOT})
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": root})
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
@@ -157,6 +178,7 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=1024)
     parser.add_argument("--elements", type=int, default=None, help="array length (default: one per device)")
     parser.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating; the best counts")
+    parser.add_argument("--baseline", help="another checkout whose engine runs as a third side")
     parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)
     args = parser.parse_args()
     p = args.devices
@@ -164,14 +186,21 @@ def main() -> None:
     if args.side:
         run_side(args.side, p, n)
         return
+    from floor import floor_rate
+
     print(f"ring all-reduce of {n} float32 over {p} devices, each side in a fresh process, best of {args.repeat}")
     print(f"{'':<12} {'messages':>10} {'wall s':>8} {'msg/s':>10} {'peak MB':>9} {'simulated us':>13}")
+    sides = [("this engine", "engine", ROOT), ("SimPy", "simpy", ROOT)]
+    if args.baseline:
+        sides.append(("baseline", "baseline", str(Path(args.baseline).resolve())))
     rows: dict[str, dict] = {}
+    floor = 0.0
     for _ in range(args.repeat):  # alternate the sides; keep each side's best wall time
-        for name, side in (("this engine", "engine"), ("SimPy", "simpy")):
-            r = spawn(side, p, n)
+        for name, side, root in sides:
+            r = spawn(side, p, n, root)
             if name not in rows or r["wall"] < rows[name]["wall"]:
                 rows[name] = r
+        floor = max(floor, floor_rate(p, 2 * p * (p - 1)))
     for name in rows:
         r = rows[name]
         print(
@@ -179,11 +208,18 @@ def main() -> None:
             f"{r['peak_mb']:>9.0f} {r['sim_time'] * 1e6:>13.3f}",
             flush=True,
         )
+    print(f"{'floor':<12} {'':>10} {'':>8} {floor:>10,.0f}   (a heap push, a pop and a switch per message)")
     a, b = rows["this engine"], rows["SimPy"]
     assert a["messages"] == b["messages"], "message counts differ"
     assert a["digest"] == b["digest"] and a["first"] == p * (p - 1) / 2, "the two models computed different sums"
     assert abs(a["sim_time"] - b["sim_time"]) <= 1e-9 * a["sim_time"], "simulated end times differ"
-    print(f"ratio: this engine runs at {b['wall'] / a['wall']:.2f}x SimPy's rate (target: at least 2x)")
+    kept = spawn("kept", p, n)["kept_per_message"]
+    print(f"ratio: this engine runs at {b['wall'] / a['wall']:.2f}x SimPy's rate (target: at least 8x)")
+    print(f"peak: {a['peak_mb'] / b['peak_mb']:.2f} of SimPy's (target: below a third)")
+    print(f"kept: {kept:.1f} bytes per message after the run (target: at most 120)")
+    if "baseline" in rows:
+        c = rows["baseline"]
+        print(f"against the baseline: {c['wall'] / a['wall']:.2f}x its rate (target: at least 3x)")
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 From a trace it counts collectives by kind (one all-reduce over four devices is one collective, as a
 reader counts it; ``calls[rank]`` says how many each device took part in, as CommDebugMode counts per
 rank), and messages and bytes sent and received per device. Collective messages
-are recognised by their label (``"all_reduce#3 ring step 2 chunk 5"``, see simulator/collectives.py);
+are recognised by their label (``"all_reduce#3 ring step 2 chunk 5"``, see simulator/collectives/call.py);
 other messages count as point-to-point ("p2p"), or by the first word of their label ("distribute").
 
     summary = comm_summary(result.trace)

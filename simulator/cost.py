@@ -48,6 +48,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from .meta import MetaArray
 from .units import binary_size
 
 
@@ -318,14 +319,14 @@ def op_flops(fn: Callable[..., Any], inputs: Sequence[Any], out: Any) -> float:
         a = np.shape(inputs[0])
         k = a[-1] if a else 1
         return 2.0 * max(int(np.size(out)), 1) * k
-    return np.size(out) if isinstance(out, np.ndarray) else 1
+    return out.size if isinstance(out, (np.ndarray, MetaArray)) else 1
 
 
 def op_bytes(inputs: Sequence[Any], out: Any) -> int:
     """The bytes an op reads and writes: its array inputs and its array output (for the roofline)."""
-    n = out.nbytes if isinstance(out, np.ndarray) else 0
+    n = out.nbytes if isinstance(out, (np.ndarray, MetaArray)) else 0
     for a in inputs:
-        if isinstance(a, np.ndarray):
+        if isinstance(a, (np.ndarray, MetaArray)):
             n += a.nbytes
     return n
 
@@ -352,20 +353,32 @@ class Network:
     def __init__(self, cost: CostModel, world_size: int) -> None:
         self._alpha = cost.latency
         self._inv_bw = 1.0 / cost.bandwidth
-        self._free: dict[tuple[int, int], float] = {}
+        self._free: dict[int, dict[int, float]] = {}  # src -> {dst: when link (src, dst) is next free}
         self._regimes = _regime_table(cost)
+
+    def private_links(self, src: int) -> dict[int, float]:
+        """Device src's outgoing links (dst -> next free time): only src books them, so the engine may
+        book them inline, as ``transfer`` does, with ``alpha`` and ``1 / B`` from the cost model."""
+        links = self._free.get(src)
+        if links is None:
+            links = self._free[src] = {}
+        return links
+
+    def is_private(self, src: int, dst: int) -> bool:
+        """Whether only src books link (src, dst) (always, when fully connected)."""
+        return True
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         """Book a message posted at time t. Returns (start, sender_done, arrival)."""
         alpha, inv_bw = self._alpha, self._inv_bw
         if self._regimes:
             alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
-        key = (src, dst)
-        start = self._free.get(key, 0.0)
+        links = self.private_links(src)
+        start = links.get(dst, 0.0)
         if start < t:
             start = t
         done = start + nbytes * inv_bw
-        self._free[key] = done
+        links[dst] = done
         return start, done, done + alpha
 
 
@@ -416,9 +429,20 @@ class TwoLevelNetwork:
         self._alpha_x = topo.inter_latency
         self._inv_bw_x = 1.0 / topo.inter_bandwidth
         self._node_size = topo.node_size
-        self._free: dict[tuple[int, int], float] = {}
+        self._free: dict[int, dict[int, float]] = {}  # src -> {dst in its node: when link (src, dst) is next free}
         self._tx = [0.0] * world_size  # when each device's outgoing network port is next free
         self._rx = [0.0] * world_size  # ... and its incoming one
+
+    def is_private(self, src: int, dst: int) -> bool:
+        """Whether only src books what a message from src to dst uses: a link inside a node, not the ports."""
+        return src // self._node_size == dst // self._node_size
+
+    def private_links(self, src: int) -> dict[int, float]:
+        """Device src's links inside its node (dst -> next free time), booked with ``alpha`` and ``1 / B``."""
+        links = self._free.get(src)
+        if links is None:
+            links = self._free[src] = {}
+        return links
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         ns = self._node_size
@@ -426,12 +450,12 @@ class TwoLevelNetwork:
             alpha, inv_bw = self._alpha, self._inv_bw
             if self._regimes:
                 alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
-            key = (src, dst)
-            start = self._free.get(key, 0.0)
+            links = self.private_links(src)
+            start = links.get(dst, 0.0)
             if start < t:
                 start = t
             done = start + nbytes * inv_bw
-            self._free[key] = done
+            links[dst] = done
             return start, done, done + alpha
         start = max(t, self._tx[src], self._rx[dst])
         done = start + nbytes * self._inv_bw_x

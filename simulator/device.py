@@ -4,49 +4,77 @@ A device has a rank, a private memory of named arrays, a clock, and point-to-poi
 the torch.distributed names (``send``/``recv``/``isend``/``irecv``/``wait``). Blocking calls suspend
 the program (a greenlet) until the engine's simulated clock says the call completes.
 
-Nothing crosses between devices except messages, and neither side can change what the other holds:
-a payload is handed to the receiver read-only, copied at the send unless it is already immutable (a
-read-only array over read-only memory, as hold, compute and recv produce), which needs no copy.
+Nothing crosses between devices except messages, and neither side can change what the other holds
+(see ``simulator.values``: payloads are read-only, copied at the send unless already immutable).
+
+Every send, receive and op is recorded as one packed row (``simulator.columns``): these methods are
+the engine's hot path, so they avoid making objects per message (a blocking receive that finds its
+message waiting makes none at all) and bind what they use to locals.
 """
 
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Mapping
-from types import MappingProxyType
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .collectives import CollectiveMethods
+from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG, OP, OP_DROPPED, OP_KEPT, RECV
 from .cost import op_bytes, op_flops
-from .errors import ContractError, OpError, SimulationError, describe_inputs
+from .errors import ContractError, SimulationError
+from .meta import MetaArray
+from .payloads import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
+    DeviceMemory,
+    _immutable,
+    _nbytes,
+    check_payload,
+    freeze,
+    frozen,
+    partial_group,
+    run_op,
+    sealed,
+)
 from .tags import TAG_BASE, CollectiveTag, user_tag
-from .trace import Message, Op
 
 if TYPE_CHECKING:
     from .engine import Engine
 
 INF = float("inf")
+NAN = float("nan")
+_pack_msg = MSG.pack
+_pack_recv = RECV.pack
+_pack_op = OP.pack
+_ndarray = np.ndarray
 
 
 class Request:
-    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known."""
+    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known.
 
-    __slots__ = ("kind", "owner", "peer", "tag", "msg", "done", "shape", "dtype", "name", "index", "t_post")
+    A matched receive holds its message's ``row`` and ``payload`` until it is waited on.
+    """
 
-    def __init__(self, kind, owner, peer, tag, msg, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
+    __slots__ = (
+        "kind", "owner", "peer", "tag", "row", "payload", "sig", "done", "shape", "dtype", "name", "index", "t_post",
+        "taken",
+    )  # fmt: skip
+
+    def __init__(self, kind, owner, peer, tag, row, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
         self.kind = kind
         self.owner = owner
         self.peer = peer
         self.tag = tag
-        self.msg = msg
+        self.row = row  # the message's row (a send's from the start, a receive's once matched)
+        self.payload = None
+        self.sig = None  # (signature id, bytes) of the matched message
         self.done = done
         self.shape = shape
         self.dtype = dtype
         self.name = name
         self.index = index
         self.t_post = t_post  # when it was posted: a rendezvous transfer cannot start before both are
+        self.taken = False  # a receive's payload was handed over (waiting twice is an error)
 
     def describe(self) -> str:
         if self.kind == "send":
@@ -58,141 +86,23 @@ class Request:
         return f"<Request device {self.owner} {self.describe()} {state}>"
 
 
-def _nbytes(value: Any) -> int:
-    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
-    if isinstance(value, np.ndarray):
-        return value.nbytes
-    if isinstance(value, (tuple, list)):
-        return sum(_nbytes(v) for v in value)
-    if isinstance(value, (int, float, complex, np.generic)):
-        return np.asarray(value).nbytes
-    return 0
+class Channel:
+    """One (src, dst, tag): messages sent on it and not yet received, receives posted and not yet matched.
 
-
-def _immutable(value: Any) -> bool:
-    """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
-
-    Sending one needs no copy: neither side can change what the other sees. Anything else, a writable
-    array, a view of one, a list, a scalar, is copied into a fresh read-only array.
+    A message waits as ``(row, payload, arrival, send Request, signature)``: arrival None and a send
+    Request for a rendezvous send not yet matched, else the arrival time and None.
     """
-    while type(value) is np.ndarray:
-        if value.flags.writeable:
-            return False
-        value = value.base
-        if value is None:
-            return True
-    return False
 
+    __slots__ = ("mail", "posted")
 
-def frozen(value: Any) -> np.ndarray:
-    """``value`` itself when it is already immutable, else a read-only copy: sendable without copies."""
-    return value if _immutable(value) else freeze(value)
-
-
-def freeze(value: Any) -> np.ndarray:
-    """A read-only copy of ``value``: what a message carries."""
-    return sealed(np.array(value))
-
-
-def sealed(arr: np.ndarray) -> np.ndarray:
-    """``arr`` made read-only for good: a read-only view of it, whose flag cannot be set back (numpy
-    refuses to make a view writeable over read-only memory), so no program can change what the trace
-    recorded."""
-    arr.setflags(write=False)
-    return arr.view()
-
-
-def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
-    """``fn(*inputs)``, its output read-only for good; an error names the op, the device and its inputs."""
-    try:
-        out = fn(*inputs)
-    except Exception as exc:  # keep numpy's words, add where and with what
-        raise OpError(
-            f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
-        ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
-    return out
-
-
-def check_payload(value: Any, rank: int, where: str) -> None:
-    """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
-    if isinstance(value, np.ma.MaskedArray):
-        raise TypeError(
-            f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
-            "mask as two arrays (value.data and value.mask)."
-        )
-    kind = value.dtype.kind if isinstance(value, np.ndarray) else np.asarray(value).dtype.kind
-    if kind not in "biufc":
-        raise TypeError(
-            f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
-            "array or a scalar of booleans, integers, floats or complex numbers), not strings, bytes or objects"
-        )
-
-
-class DeviceMemory:
-    """A device's private memory of named values; each backend records changes its own way."""
-
-    rank: int
-    _memory: dict[str, Any]
-
-    @property
-    def memory(self) -> Mapping[str, Any]:
-        """This device's named values (read-only view)."""
-        return MappingProxyType(self._memory)
-
-    def hold(
-        self, name: str, value: Any, *, index: Any = None, partial: Any = None, doc: str | None = None
-    ) -> np.ndarray:
-        """Place a value in this device's memory under ``name`` (an input, a weight, a shard).
-
-        index:   which part of the single-device value ``name`` this is (e.g. ``np.s_[:, 0:3]``)
-        partial: this is one term of a sum over a group of devices whose total is ``name``: True (every
-                 device) or the group's ranks (see ``Device.compute``)
-        """
-        arr = freeze(value)
-        self._record_memory("hold", name, arr, index, doc, partial_group(self, partial, name))
-        self._memory[name] = arr
-        return arr
-
-    def free(self, name: str) -> None:
-        """Drop a named value from memory."""
-        if name not in self._memory:
-            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
-        self._record_memory("free", name, None, None, None, None)
-        del self._memory[name]
-
-    def _record_memory(
-        self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None, partial: tuple | None
-    ) -> None:
-        """Record a hold (arr) or a free (None) in this backend's trace."""
-        raise NotImplementedError
-
-
-def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
-    """``partial=`` as a tuple of ranks: True means every device; a group must include the device."""
-    if partial is None or partial is False:
-        return None
-    if partial is True:
-        return tuple(range(dev.world_size))
-    try:
-        group = tuple(int(r) for r in partial)
-    except TypeError:
-        raise TypeError(
-            f"device {dev.rank}: partial={partial!r} for {name!r}: say True (a sum over every device) or list the "
-            "ranks whose terms add up to it, e.g. partial=(0, 1)"
-        ) from None
-    if len(set(group)) != len(group) or any(not 0 <= r < dev.world_size for r in group) or dev.rank not in group:
-        raise ValueError(
-            f"device {dev.rank}: partial={group} for {name!r} must list distinct ranks in 0..{dev.world_size - 1}, "
-            f"this device ({dev.rank}) among them"
-        )
-    return group
+    def __init__(self) -> None:
+        self.mail: deque[tuple] = deque()
+        self.posted: deque[Request] = deque()
 
 
 class Device(DeviceMemory, CollectiveMethods):
     """One simulated device. Rank programs call only these methods (the collectives come from
-    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives.py)."""
+    ``CollectiveMethods``: all_reduce, all_gather, ... written as messages in simulator/collectives/)."""
 
     def __init__(self, engine: Engine, rank: int) -> None:
         self._engine = engine
@@ -201,9 +111,24 @@ class Device(DeviceMemory, CollectiveMethods):
         self.clock = 0.0
         self.eager_sends = not engine.rendezvous  # a send completes at once (collectives skip its wait)
         self._memory: dict[str, Any] = {}
-        self._log: list[tuple[str, Any]] = []  # this device's events, in its program order, until they settle
         self._blocked: Request | None = None
         self._done = False
+        rec = engine._rec
+        self._rec = rec
+        self._log = rec.log.append  # one byte per event, in the order events happen
+        self._add_msg = rec.msgs.extend  # (bound once: the hot path calls them for every message)
+        self._add_recv = rec.recvs.extend
+        # The last payload received: immutable for good, and what forwarding programs (a ring pass, an
+        # all-gather) send next, so sending it again skips the immutability check.
+        self._known: Any = None
+        self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
+        self._greenlet: Any = None  # set by the engine
+        self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
+        self._out: dict[Any, Channel] = {}  # dst (tag 0) or (dst, tag) -> the channel it sends on
+        self._in: dict[Any, Channel] = {}  # src (tag 0) or (src, tag) -> the channel it receives on
+        # this device's outgoing links, when no other device books them (fully connected): booked inline
+        private = not getattr(engine.net, "shared_links", True) and not engine.rendezvous and engine._plain_cost
+        self._links = engine.net.private_links(rank) if private else None
 
     def __repr__(self) -> str:
         return f"<Device {self.rank}/{self.world_size} t={self.clock:.3g}s>"
@@ -211,13 +136,19 @@ class Device(DeviceMemory, CollectiveMethods):
     # ---- memory -------------------------------------------------------------------------------
     def _record_memory(self, kind, name, arr, index, doc, partial) -> None:
         eng = self._engine
-        if eng._op_ids + len(eng._messages) >= eng.max_events:
-            eng._too_many_events(self.rank)
+        rec = self._rec
+        row = rec.n_ops
+        if row + rec.n_msgs >= eng._checkpoint:
+            eng._event_checkpoint(self.rank)
+        rec.n_ops = row + 1
         t = self.clock
         nbytes = 0 if arr is None else arr.nbytes
-        kept = arr if eng.keep_payloads else None
-        op = Op(eng._next_op_id(), self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
-        self._log.append((kind, op))
+        rec.ops.extend(_pack_op(HOLD if kind == "hold" else FREE, self.rank, rec.names(name), -1, t, t, 0.0, nbytes))
+        self._log(EV_OP)
+        if rec.keep_payloads:
+            rec.op_payloads.append((None, arr))
+        if index is not None or doc is not None or partial is not None:
+            rec.op_extra[row] = (index, doc, partial)
 
     # ---- compute ------------------------------------------------------------------------------
     def compute(
@@ -247,45 +178,67 @@ class Device(DeviceMemory, CollectiveMethods):
         label:   the collective step this op belongs to (set by the collectives)
         """
         eng = self._engine
-        group = partial_group(self, partial, name)
+        group = partial_group(self, partial, name) if partial is not None else None
         out = run_op(self.rank, name, fn, inputs)
         if seconds is None:
             if flops is None:
                 flops = op_flops(fn, inputs, out)
             elif not 0 <= flops < INF:
                 raise ValueError(f"device {self.rank}: op {name!r} got flops={flops!r}; give a finite count >= 0")
-            cost = eng.cost
-            if cost.memory_bandwidth is None:
-                seconds = cost.compute_time(flops)
+            if eng._plain_cost:
+                seconds = eng._op_latency + flops / eng._flop_rate
             else:  # the roofline: memory traffic may be what limits the op
-                seconds = cost.op_time(flops, op_bytes(inputs, out))
+                seconds = eng.cost.op_time(flops, op_bytes(inputs, out))
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"
             )
-        if eng._op_ids + len(eng._messages) >= eng.max_events:
-            eng._too_many_events(self.rank)
-        t0 = self.clock
-        nbytes = _nbytes(out) if keep else 0
-        if eng.keep_payloads:
-            ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, ins, out, index, doc, keep, nbytes)
-        else:
-            op = Op(eng._next_op_id(), self.rank, name, t0, t0 + seconds, flops, None, None, index, doc, keep, nbytes)
-        op.partial, op.label = group, label
-        self._log.append(("op", op))
+        inputs = (
+            tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
+            if self._rec.keep_payloads
+            else None
+        )
+        self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
         if keep:
             self._memory[name] = out
         if seconds > 0:
-            self._advance(t0 + seconds)
+            self._advance(self.clock + seconds)
         return out
+
+    def _record_op(self, name, out, inputs, flops, seconds, index, group, doc, keep, label) -> None:
+        """One op row (and its payloads and extras, if any) at the current time."""
+        eng = self._engine
+        rec = self._rec
+        row = rec.n_ops
+        if row + rec.n_msgs >= eng._checkpoint:
+            eng._event_checkpoint(self.rank)
+        rec.n_ops = row + 1
+        t0 = self.clock
+        nbytes = _nbytes(out) if keep else 0
+        rec.ops.extend(
+            _pack_op(
+                OP_KEPT if keep else OP_DROPPED,
+                self.rank,
+                rec.names(name),
+                -1 if label is None else rec.labels(label),
+                t0,
+                t0 + seconds,
+                NAN if flops is None else flops,
+                nbytes,
+            )
+        )
+        self._log(EV_OP)
+        if rec.keep_payloads:
+            rec.op_payloads.append((inputs, out))
+        if index is not None or doc is not None or group is not None:
+            rec.op_extra[row] = (index, doc, group)
 
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
-        sreq = self._post_send(value, dst, tag, label)
+        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
         if sreq is None:  # eager: already complete
-            sreq = Request("send", self.rank, dst, tag, None, self.clock)
+            sreq = Request("send", self.rank, dst, tag, self._rec.n_msgs - 1, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
@@ -294,59 +247,152 @@ class Device(DeviceMemory, CollectiveMethods):
         Eager mode: returns at once (the message is buffered; the link carries it when free).
         Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
         """
-        sreq = self._post_send(value, dst, tag, label)
-        if sreq is not None:
-            self.wait(sreq)
-
-    def _post_send(self, value, dst, tag, label) -> Request | None:
-        """Record and route a message; returns the pending send Request, or None if already complete."""
-        eng = self._engine
-        if type(dst) is not int or dst == self.rank or not 0 <= dst < self.world_size:
+        links = self._links
+        if links is None or label is not None or type(tag) is not int or type(dst) is not int:
+            sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
+            if sreq is not None:
+                self.wait(sreq)
+            return
+        # The common case, inlined (a program's plain send on a link only this device books: the hot path
+        # of every message-bound run); anything else goes through _post_send, which does the same and more.
+        rank = self.rank
+        if dst == rank or not 0 <= dst < self.world_size:
             dst = self._peer(dst, "send", "dst")
-        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+        if not 0 <= tag < TAG_BASE:
             tag = self._tag(tag, "send")
-        if _immutable(value):  # nobody can write through it: hand it over as it is
+        rec = self._rec
+        if value is self._known:  # forwarding what it just received: checked already
             payload = value
-            if payload.dtype.kind not in "biufc":  # a held array of strings, say
-                check_payload(payload, self.rank, f"send(dst={dst})")
+            sig = self._known_sig
+        else:
+            payload, sig = self._payload(value, dst)
+        t = self.clock
+        start = links.get(dst, 0.0)
+        if start < t:
+            start = t
+        eng = self._engine
+        links[dst] = done = start + sig[1] * eng._inv_bw
+        arrive = done + eng._alpha
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        rec.n_msgs = row + 1
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], -1, -1, -1, t, start, arrive))
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        ch = self._out.get(dst if not tag else (dst, tag))
+        if ch is None:
+            ch = self._channel(rank, dst, tag)
+        if ch.posted:  # a receive waits for it (Engine._match, inlined)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
+        else:
+            ch.mail.append((row, payload, arrive, None, sig))
+
+    def _channel(self, src: int, dst: int, tag: int) -> Channel:
+        """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
+        (an int hashes faster than a tuple: every message looks its channel up twice)."""
+        eng = self._engine
+        ch = eng._chans.get((src, dst, tag))
+        if ch is None:
+            ch = eng._chans[(src, dst, tag)] = Channel()
+        sender, receiver = eng.devices[src], eng.devices[dst]
+        sender._out[dst if not tag else (dst, tag)] = ch
+        receiver._in[src if not tag else (src, tag)] = ch
+        return ch
+
+    def _payload(self, value: Any, dst: int) -> tuple[Any, tuple[int, int]]:
+        """What a message carries (``value`` itself when immutable, else a read-only copy) and its signature."""
+        if (type(value) is _ndarray and _immutable(value)) or type(value) is MetaArray:
+            payload = value  # nobody can write through it: hand it over as it is
         else:
             check_payload(value, self.rank, f"send(dst={dst})")
             payload = sealed(np.array(value))
-        n = len(eng._messages)
-        if n + eng._op_ids >= eng.max_events:
-            eng._too_many_events(self.rank)
-        t = self.clock
-        nbytes = payload.nbytes
-        if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            start = arrive = None
-        else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            start, _, arrive = eng.net.transfer(self.rank, dst, nbytes, t)
-        msg = Message(
-            n,
-            self.rank,
-            dst,
-            tag,
-            payload.shape,
-            payload.dtype,
-            nbytes,
-            t,
-            payload,
-            label,
-            start,
-            arrive,
-        )
-        eng._messages.append(msg)
-        self._log.append(("send", msg))
-        sreq = Request("send", self.rank, dst, tag, msg, None) if start is None else None
-        key = (self.rank, dst, tag)
-        posted = eng._posted.get(key)
-        if posted:
-            eng._match(msg, sreq, posted.popleft())
+        rec = self._rec
+        sig = rec.sigs.get((payload.shape, payload.dtype))
+        if sig is None:
+            check_payload(payload, self.rank, f"send(dst={dst})")  # a held array of strings, say
+            sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+        return payload, sig
+
+    def _post_send(self, value, dst, tag, label: int, step: int, chunk: int) -> Request | None:
+        """Record and route a message; returns the pending send Request, or None if already complete.
+
+        label: the interned label (or -1); step and chunk: a collective chunk's (or -1), see ``columns``.
+        """
+        eng = self._engine
+        rank = self.rank
+        if type(dst) is not int or dst == rank or not 0 <= dst < self.world_size:
+            dst = self._peer(dst, "send", "dst")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "send")
+        rec = self._rec
+        if value is self._known:  # forwarding what it just received: checked already
+            payload = value
+            sig = self._known_sig
         else:
-            box = eng._mail.get(key)
-            if box is None:
-                box = eng._mail[key] = deque()
-            box.append((msg, sreq))
+            payload, sig = self._payload(value, dst)
+        links = self._links
+        if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
+            heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
+            if heap and heap[0][0] < self.clock:
+                eng._push(self.clock, rank)
+                eng._give_way()
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        rec.n_msgs = row + 1
+        t = self.clock
+        if links is not None:  # a private link (eager sends): book it here, as Network.transfer does
+            start = links.get(dst, 0.0)
+            if start < t:
+                start = t
+            done = start + sig[1] * eng._inv_bw
+            links[dst] = done
+            arrive = done + eng._alpha
+            sreq = None
+        elif eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            start = arrive = NAN
+            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
+        else:  # buffered: the send completes at once, the link carries the bytes when it is free
+            start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
+            sreq = None
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        ch = self._out.get(dst if not tag else (dst, tag))
+        if ch is None:
+            ch = self._channel(rank, dst, tag)
+        if sreq is not None:  # rendezvous
+            if ch.posted:
+                eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
+            else:
+                ch.mail.append((row, payload, None, sreq, sig))
+        elif ch.posted:  # a receive waits for it (Engine._match, inlined: the hot path)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
+        else:
+            ch.mail.append((row, payload, arrive, None, sig))
         return sreq
 
     def irecv(
@@ -376,16 +422,13 @@ class Device(DeviceMemory, CollectiveMethods):
         if shape is not None or dtype is not None or eng.strict:
             shape, dtype = self._contract(src, tag, shape, dtype)
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
-        key = (src, self.rank, tag)
-        box = eng._mail.get(key)
-        if box:
-            msg, sreq = box.popleft()
-            eng._match(msg, sreq, rreq)
+        ch = self._in.get(src if not tag else (src, tag))
+        if ch is None:
+            ch = self._channel(src, self.rank, tag)
+        if ch.mail:
+            eng._match(ch.mail.popleft(), rreq)
         else:
-            posted = eng._posted.get(key)
-            if posted is None:
-                posted = eng._posted[key] = deque()
-            posted.append(rreq)
+            ch.posted.append(rreq)
         return rreq
 
     def recv(
@@ -399,16 +442,44 @@ class Device(DeviceMemory, CollectiveMethods):
         index: Any = None,
     ) -> np.ndarray:
         """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
-        fast = type(src) is int and (type(tag) is CollectiveTag or (type(tag) is int and 0 <= tag < TAG_BASE))
-        box = self._engine._mail.get((src, self.rank, tag)) if fast else None
-        if box and box[0][1] is None:  # fast path: an eager message is already on its way
-            if shape is not None or dtype is not None or self._engine.strict:
-                shape, dtype = self._contract(src, tag, shape, dtype)
-            msg = box.popleft()[0]
-            if msg.t_arrive > self.clock:
-                self._advance(msg.t_arrive)
-            return self._deliver(msg, shape, dtype, name, index)
-        return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+        eng = self._engine
+        rank = self.rank
+        if type(src) is not int or src == rank or not 0 <= src < self.world_size:
+            src = self._peer(src, "recv", "src")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "recv")
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
+            return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+        ch = self._in.get(src if not tag else (src, tag))
+        if ch is None:
+            ch = self._channel(src, rank, tag)
+        mail = ch.mail
+        if mail:  # the message is on its way already: take it
+            row, payload, arrive, _, sig = mail.popleft()
+            if arrive > self.clock:
+                self._advance(arrive)
+        else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
+            req = self._rreq
+            req.peer, req.tag, req.done = src, tag, None
+            ch.posted.append(req)
+            self._blocked = req
+            eng._give_way()
+            self._blocked = None
+            row, payload, sig = req.row, req.payload, req.sig
+            req.payload = None
+        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+            self._contract_violated(row, payload, shape, dtype)
+        self._add_recv(_pack_recv(row, self.clock))
+        self._log(EV_RECV)
+        self._known = payload
+        self._known_sig = sig
+        if name is not None or index is not None:
+            self._rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
+        return payload
 
     def test(self, req: Request) -> bool:
         """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
@@ -432,9 +503,12 @@ class Device(DeviceMemory, CollectiveMethods):
             self._advance(req.done)
         if req.kind == "send":
             return None
-        if req.msg.t_recv is not None:
-            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.msg.id}")
-        return self._deliver(req.msg, req.shape, req.dtype, req.name, req.index)
+        if req.taken:
+            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.row}")
+        req.taken = True
+        payload, req.payload = req.payload, None
+        self._known_sig = req.sig
+        return self._deliver(req.row, payload, req.shape, req.dtype, req.name, req.index)
 
     def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
         """Normalise a receive's declared contract."""
@@ -449,33 +523,34 @@ class Device(DeviceMemory, CollectiveMethods):
             )
         return shape, dtype
 
-    def _deliver(self, msg: Message, shape, dtype, name, index) -> np.ndarray:
+    def _deliver(self, row: int, payload: Any, shape, dtype, name, index) -> Any:
         """The receive completes now: check the contract, record it, hand over the payload."""
-        payload = msg.payload
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
-            declared = (
-                f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
-            )
-            raise ContractError(
-                f"contract violated on message #{msg.id} from device {msg.src} to device {msg.dst} (tag {msg.tag}): "
-                f"device {msg.dst} declared {declared}, device {msg.src} sent {payload.shape} {payload.dtype.name}. "
-                + (
-                    f"The message belongs to {msg.label}: every member of a collective must pass an array of the "
-                    "same shape and dtype."
-                    if msg.label
-                    else "Make the sender send what the receiver declares, or fix the declaration."
-                )
-            )
-        eng = self._engine
-        msg.t_recv = self.clock
-        msg.name = name
-        msg.index = index
-        self._log.append(("recv", msg))
-        if name is not None:
-            self._memory[name] = payload
-        if not eng.keep_payloads:
-            msg.payload = None
+            self._contract_violated(row, payload, shape, dtype)
+        rec = self._rec
+        self._add_recv(_pack_recv(row, self.clock))
+        self._log(EV_RECV)
+        self._known = payload  # (and wait set _known_sig)
+        if name is not None or index is not None:
+            rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
         return payload
+
+    def _contract_violated(self, row: int, payload: Any, shape, dtype) -> None:
+        src, dst, tag, _, label, step, chunk = MSG.unpack_from(self._rec.msgs, row * MSG.size)[:7]
+        labelled = label >= 0
+        declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+        raise ContractError(
+            f"contract violated on message #{row} from device {src} to device {dst} (tag {tag}): "
+            f"device {dst} declared {declared}, device {src} sent {payload.shape} {payload.dtype.name}. "
+            + (
+                f"The message belongs to {self._engine.trace.label_text(label, step, chunk)}: every member of a "
+                "collective must pass an array of the same shape and dtype."
+                if labelled
+                else "Make the sender send what the receiver declares, or fix the declaration."
+            )
+        )
 
     # ---- clock --------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
@@ -487,9 +562,9 @@ class Device(DeviceMemory, CollectiveMethods):
             eng._push(t, self.rank)
             eng._give_way()
 
-    def _agree_collective(self, group: tuple[int, ...], number: int, call: str) -> None:
+    def _agree_collective(self, members: tuple[int, ...], number: int, call: tuple) -> None:
         """A collective call about to start (see collectives._Call.agree): the engine compares members' calls."""
-        self._engine._agree(self.rank, group, number, call)
+        self._engine._agree(self.rank, members, number, call)
 
     def _peer(self, peer: Any, op: str, arg: str) -> int:
         """A valid peer rank as an int, or an error that names the value and the fix."""
@@ -509,19 +584,3 @@ class Device(DeviceMemory, CollectiveMethods):
 
     def _tag(self, tag: Any, op: str) -> int:
         return user_tag(tag, self.rank, op)
-        if isinstance(tag, (bool, np.bool_)) or not isinstance(tag, (int, np.integer)):
-            raise TypeError(
-                f"device {self.rank}: {op}(tag={tag!r}): a tag is an int (0 to {TAG_BASE - 1:,}); "
-                f"got {type(tag).__name__}"
-            )
-        tag = int(tag)
-        if tag < 0:
-            raise ValueError(
-                f"device {self.rank}: {op}(tag={tag}): tags are >= 0; use a tag from 0 to {TAG_BASE - 1:,}"
-            )
-        if tag >= TAG_BASE:
-            raise ValueError(
-                f"device {self.rank}: {op}(tag={tag:,}): tags from {TAG_BASE:,} (2**30) up are reserved for the "
-                f"collectives, whose messages would be mixed up with yours; use a tag below {TAG_BASE:,}"
-            )
-        return tag

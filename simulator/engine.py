@@ -14,16 +14,16 @@ when it finishes.
 Stepping a live run always keeps strict time order.
 
 When the heap is empty but some devices have not finished, they are all blocked: a deadlock, reported
-with what each waits for and the cycle of waiting devices. Nothing here is global: each ``World.run``
-builds its own engine, so two simulations can run side by side in one process.
+with what each waits for and the cycle of waiting devices (simulator/run_errors.py, with the messages
+left unreceived). Nothing here is global: each ``World.run`` builds its own engine, so two simulations
+can run side by side in one process.
 """
 
 from __future__ import annotations
 
 import gc
 import inspect
-import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
@@ -31,20 +31,23 @@ from typing import Any
 import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
+from .booked import Booking
+from .collectives import describe_call
+from .columnar import ColumnarTrace
+from .columns import SETTLE_EVERY, Recorder
 from .cost import CostModel
-from .device import Device, Request
+from .device import Channel, Device, Request
 from .errors import (
     CollectiveMismatchError,
-    DeadlockError,
     EventLimitError,
     RankError,
     SimulationError,
-    UnreceivedMessagesError,
-    UnreceivedMessagesWarning,
 )
-from .ordering import canonical, event_time, number
+from .ordering import settle
 from .presets import teaching
-from .trace import Message, Trace
+from .run_errors import check_program, not_a_plain_function, raise_deadlock, report_leftovers
+from .run_errors import find_cycle as find_cycle  # where parallel/schedules.py imports it from
+from .trace import Trace
 
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
@@ -111,7 +114,7 @@ class World:
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
-        _check_program(program)
+        check_program(program)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
@@ -152,25 +155,47 @@ class Engine:
             or any(r.latency == 0 for r in cost.regimes)
             or getattr(cost.topology, "inter_latency", 1.0) == 0
         )
-        self.trace = Trace(world.size, world.keep_payloads)
-        # Each device logs its own events (Device._log, in program order, so in time order); they move
-        # into trace.events in canonical order (simulator/ordering.py) once no device can record an earlier one.
-        self._messages: list[Message] = []  # in the order sent (raw ids, renumbered in canonical order)
+        # One latency and bandwidth for every message, ops bound by FLOPs alone: devices may then book their
+        # links and time their ops inline (the hot path); size regimes and the roofline go the general way.
+        self._plain_cost = not cost.regimes and cost.memory_bandwidth is None
+        # Devices record rows as events happen (simulator/columns.py); they move into trace.events in
+        # canonical order (simulator/ordering.py) once no device can record an earlier one.
+        self._rec = Recorder(world.keep_payloads)
+        self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)
+        # the hot path compares the event count with this one number: the limit, or the next settle
+        self._checkpoint = min(self.max_events, SETTLE_EVERY)
+        self._flop_rate, self._op_latency = world.cost.flops, world.cost.op_latency  # what compute_time does, inline
+        self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
+        self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
         self.outputs: list[Any] = [None] * world.size
         self.devices = [Device(self, r) for r in range(world.size)]
-        self._heap: list[tuple[float, int, int]] = []
+        self._heap: list[tuple[float, int, int]] = []  # (time, sequence, rank): who runs next, in time order
+        self._ready: list[tuple[float, Device]] = []  # (time, device): who may run, when running ahead (see finish)
+        self._ahead = False
         self._seq = 0
-        self._op_ids = 0
-        self._final_op_ids = 0
-        self._mail: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[(Message, send Request)]
-        self._posted: dict[tuple[int, int, int], Any] = {}  # (src, dst, tag) -> deque[recv Request]
+        self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
+        self._bookings: dict[tuple, Booking] = {}  # (group, call number) -> a ring all-reduce booked whole
+        self._ring_plans: dict[tuple, Any] = {}  # (group, size, dtype, op) -> its RingPlan (simulator/ring_plan.py)
+        self._private_rings: dict[tuple, bool] = {}  # group -> whether every hop of its ring is a private link
+        self._ring_times: dict[tuple, tuple] = {}  # a ring's timings by shape and arrival (simulator/ring_plan.py)
         self._unfinished = world.size
         self._direct = False
-        self._in_time_order = True  # every device yields to any device with an earlier event
+        # How devices take turns. Strict time order (rendezvous sends; and stepping where links are private):
+        # a device yields whenever its clock passes another's next event. Where links are shared (a ring, a
+        # two-level machine's ports) and sends are eager, only the bookings of shared links must happen in
+        # time order: a device runs ahead through everything else and yields just before such a booking
+        # (``_lookahead``; stepping and running alike, so both give the same times). Running a whole run
+        # where every link is private, devices run ahead without yielding at all (``finish``).
+        shared = getattr(self.net, "shared_links", True)
+        self._lookahead = shared and not self.rendezvous
+        self._in_time_order = not self._lookahead
+        self._is_private = getattr(self.net, "is_private", None)
         self._sched = getcurrent()
         self._greenlets = [greenlet(self._body(dev, program, args, kwargs)) for dev in self.devices]
+        for dev, g in zip(self.devices, self._greenlets):
+            dev._greenlet = g
         for r in range(world.size):
             self._push(0.0, r)
 
@@ -180,7 +205,7 @@ class Engine:
             try:
                 out = program(dev, *args, **kwargs)
                 if inspect.isgenerator(out) or inspect.iscoroutine(out):
-                    _not_a_plain_function(program, out)
+                    not_a_plain_function(program, out)
                 self.outputs[dev.rank] = out
             except GreenletExit:
                 raise
@@ -198,25 +223,28 @@ class Engine:
         return self._unfinished == 0
 
     def _push(self, t: float, rank: int) -> None:
-        self._seq += 1
-        heappush(self._heap, (t, self._seq, rank))
-
-    def _next_op_id(self) -> int:
-        self._op_ids += 1
-        return self._op_ids - 1
-
-    def _match(self, msg: Message, sreq: Request, rreq: Request) -> None:
-        """Pair a message with the receive that takes it; wake whoever waits on either."""
-        if msg.t_start is None:  # rendezvous: the transfer starts once both sides have posted
-            start = rreq.t_post if rreq.t_post > msg.t_send else msg.t_send
-            msg.t_start, sreq.done, msg.t_arrive = self.net.transfer(msg.src, msg.dst, msg.nbytes, start)
-            self._wake(sreq)
-        rreq.msg = msg
-        rreq.done = arrive = msg.t_arrive
-        dev = self.devices[rreq.owner]
-        if dev._blocked is rreq:  # wake the receiver when the message arrives (inlined _wake: hot path)
+        if self._ahead:
+            self._ready.append((t, self.devices[rank]))
+        else:
             self._seq += 1
-            heappush(self._heap, (arrive if arrive > dev.clock else dev.clock, self._seq, dev.rank))
+            heappush(self._heap, (t, self._seq, rank))
+
+    def _match(self, sent: tuple, rreq: Request) -> None:
+        """Pair a message (a mailbox entry: row, payload, arrival, send Request, signature) with the receive
+        that takes it; wake whoever waits on either. (Device._post_send inlines the eager case.)"""
+        row, payload, arrive, sreq, sig = sent
+        if arrive is None:  # rendezvous: the transfer starts once both sides have posted
+            start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
+            start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, sig[1], start)
+            self._rec.write_times(row, start, arrive)
+            self._wake(sreq)
+        rreq.row = row
+        rreq.payload = payload
+        rreq.sig = sig
+        rreq.done = arrive
+        dev = self.devices[rreq.owner]
+        if dev._blocked is rreq:  # wake the receiver when the message arrives
+            self._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
 
     def _wake(self, req: Request) -> None:
         dev = self.devices[req.owner]
@@ -227,6 +255,11 @@ class Engine:
     def _catch_up(self, dev: Device) -> None:
         """Let every device with an event earlier than ``dev``'s clock run first (devices may run ahead of
         each other on private links; a device that tests a request must see what time order shows)."""
+        if self._ahead:  # the stack of woken devices has no time order: take turns by the heap from now on
+            self._ahead = False
+            for t, d in self._ready:
+                self._push(t, d.rank)
+            self._ready.clear()
         heap = self._heap
         while heap and heap[0][0] < dev.clock:
             self._push(dev.clock, dev.rank)
@@ -236,8 +269,22 @@ class Engine:
         """Called by a device that blocks or yields: resume the next device in time order.
 
         When running to the end, switch straight to that device (one switch instead of two); when
-        stepping, return to the scheduler so each step stops promptly.
+        stepping, return to the scheduler so each step stops promptly. Running ahead, the next device is
+        the one woken last (a stack: no ordering needed, see ``finish``).
         """
+        if self._ahead:
+            ready = self._ready
+            if ready:
+                t, dev = ready[-1]
+                g = dev._greenlet
+                if g:  # started (a new greenlet must start from the scheduler, or stacks would nest)
+                    ready.pop()
+                    if t > dev.clock:
+                        dev.clock = t
+                    g.switch()  # never the current device: running ahead, a device is woken only when blocked
+                    return
+            self._sched.switch()
+            return
         heap = self._heap
         if self._direct and heap:
             t, _, rank = heap[0]
@@ -253,8 +300,12 @@ class Engine:
         self._sched.switch()
 
     def _tick(self) -> None:
-        """Resume the device with the earliest pending event until it blocks or yields."""
-        t, _, rank = heappop(self._heap)
+        """Resume the device with the earliest pending event (running ahead: the last woken) until it blocks or yields."""
+        if self._ahead:
+            t, dev = self._ready.pop()
+            rank = dev.rank
+        else:
+            t, _, rank = heappop(self._heap)
         dev = self.devices[rank]
         if t > dev.clock:
             dev.clock = t
@@ -287,30 +338,34 @@ class Engine:
                 if len(self.trace.events) > n:
                     return True
                 if self._unfinished:
-                    self._raise_deadlock()
+                    raise_deadlock(self)
                 return False
             self._tick()
-            self._settle(self._heap[0][0] if self._heap else None)
+            self._settle(self._settle_bound())
         return True
+
+    def park(self, dev: Device, peer: int, tag: int) -> Request:
+        """Block ``dev`` until someone wakes it (``_push``); while it waits it is described as receiving from
+        ``peer`` (a member of a collective booked whole waits so: simulator/booked.py)."""
+        req = Request("recv", dev.rank, peer, tag, None, None)
+        dev._blocked = req
+        self._give_way()
+        dev._blocked = None
+        return req
+
+    def _settle_bound(self) -> float | None:
+        """No event earlier than this can still be recorded: the heap's first time, or the arrival of a
+        device waiting for a collective to be booked whole (see simulator/booked.py), if earlier."""
+        bound = self._heap[0][0] if self._heap else None
+        for b in self._bookings.values():
+            t = b.waiting_since()
+            if bound is None or t < bound:
+                bound = t
+        return bound
 
     def _settle(self, before: float | None = None) -> None:
         """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order."""
-        lanes = []
-        for dev in self.devices:
-            log = dev._log
-            if before is None:
-                ready, dev._log = log, []
-            else:  # a device's log is in time order: its ready events are a prefix
-                k = 0
-                while k < len(log) and event_time(*log[k]) < before:
-                    k += 1
-                ready, dev._log = log[:k], log[k:]
-            lanes.append(ready)
-        if not any(lanes):
-            return
-        ordered = canonical(lanes, self._instant)
-        self._final_op_ids = number(ordered, self.trace.messages, self.trace.ops, self._final_op_ids)
-        self.trace.events.extend(ordered)
+        settle(self.trace, before, self._instant)
 
     def events(self) -> Iterator[tuple[str, Any]]:
         """Advance the run event by event, yielding each new (kind, record) as it happens."""
@@ -324,28 +379,34 @@ class Engine:
 
     def finish(self) -> RunResult:
         """Run to the end; report leftovers; return the result."""
-        heap = self._heap
         tick = self._tick
         self._direct = True
         # Where no two senders share a link and sends are eager, a device's sends book only its own
         # links, in its own (time) order, and a receive waits for its own message whatever the order
         # devices run in: devices may then run ahead of each other, and the log is put in canonical
         # order at the end. (Rendezvous sends book links when matched, so they keep strict time order.)
-        self._in_time_order = self.rendezvous or getattr(self.net, "shared_links", True)
+        # Then the order devices run in is free: a stack of woken devices replaces the heap.
+        self._in_time_order = self.rendezvous
+        if not self.rendezvous and not self._lookahead:
+            self._ahead = True
+            self._ready.extend((t, self.devices[r]) for t, _, r in sorted(self._heap, reverse=True))  # earliest on top
+            self._heap.clear()
+        ready, heap = self._ready, self._heap  # a device that calls test() moves the rest onto the heap
         # The trace holds millions of small records and makes no reference cycles: pausing the
         # cyclic garbage collector saves its repeated full scans of them (restored afterwards).
         collecting = gc.isenabled()
         gc.disable()
         try:
-            while heap:
+            while ready or heap:
                 tick()
             self._settle()
         finally:
             if collecting:
                 gc.enable()
         if self._unfinished:
-            self._raise_deadlock()
-        self._report_leftovers()
+            raise_deadlock(self)
+        self.trace.finish()
+        report_leftovers(self)
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:
@@ -355,11 +416,15 @@ class Engine:
                 g.parent = getcurrent()
                 g.throw(GreenletExit)
         self._heap.clear()
+        self._ready.clear()
 
     # ---- checks on the way -----------------------------------------------------------------------
-    def _agree(self, rank: int, group: tuple[int, ...], number: int, call: str) -> None:
-        """Compare this member's collective call with the first member's call of the same number."""
-        key = (tuple(sorted(group)), number)
+    def _agree(self, rank: int, members: tuple[int, ...], number: int, call: tuple) -> None:
+        """Compare this member's collective call with the first member's call of the same number.
+
+        members: the group's ranks in order (so that a group listed in another order is caught)."""
+        group = members
+        key = (members, number)
         entry = self._calls.get(key)
         if entry is None:
             self._calls[key] = [rank, call, 1]
@@ -367,7 +432,7 @@ class Engine:
             return
         first, first_call, came = entry
         if call != first_call:
-            (r0, c0), (r1, c1) = sorted([(first, first_call), (rank, call)])
+            (r0, c0), (r1, c1) = sorted([(first, describe_call(first_call)), (rank, describe_call(call))])
             raise CollectiveMismatchError(
                 f"devices {key[0]} made different collective calls (call #{number} among them):\n"
                 f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"
@@ -379,148 +444,45 @@ class Engine:
         else:
             entry[2] = came + 1
 
+    def _event_checkpoint(self, rank: int) -> None:
+        """The event count reached ``_checkpoint``: the limit (an error), or time to settle some events."""
+        rec = self._rec
+        count = rec.n_msgs + rec.n_ops
+        if count >= self.max_events:
+            self._too_many_events(rank)
+        self.settle_below(self.devices[rank].clock)
+        # if a lagging device holds many events back, wait longer before trying again (no quadratic re-sorting)
+        held = 0 if self.trace._pending is None else len(self.trace._pending[0])
+        self._checkpoint = min(self.max_events, count + max(SETTLE_EVERY, held))
+
+    def settle_below(self, floor: float) -> None:
+        """Settle every recorded event that no device can still precede. ``floor``: the running device's clock
+        (or the lowest clock of collective members being booked): its next event is no earlier.
+
+        Taking turns by the heap (in time order, or looking ahead to shared links), every other device's next
+        event is no earlier than the heap's first time (a device runs from the time it is taken off the heap;
+        a blocked one is woken by a message sent then or later) or than the arrival of a device waiting for
+        a collective to be booked; running ahead off a stack, no earlier than its own clock.
+        """
+        if not self._ahead:
+            bound = self._settle_bound()
+        else:
+            bound = min((d.clock for d in self.devices if not d._done), default=None)
+        if bound is None or floor < bound:
+            bound = floor
+        self._settle(bound)
+
     def _too_many_events(self, rank: int) -> None:
         """The event limit is reached: name the device that keeps going, and how to raise the limit."""
-        sends: dict[int, int] = {}
-        for m in self._messages:
-            sends[m.src] = sends.get(m.src, 0) + 1
-        top = max(sends, key=sends.get) if sends else rank
+        src = self._rec.table("msgs", copy=True)["src"]
+        sends = np.bincount(src, minlength=1)
+        top = int(sends.argmax())
         what = (
-            f"device {top} sent {sends[top]:,} of the {len(self._messages):,} messages"
-            if sends and sends[top] * 2 > len(self._messages)
+            f"device {top} sent {sends[top]:,} of the {len(src):,} messages"
+            if len(src) and sends[top] * 2 > len(src)
             else f"device {rank} was running when the limit was reached"
         )
         raise EventLimitError(  # from the device's own coroutine: the scheduler ends the run
             f"the run recorded {self.max_events:,} events, its limit: {what}. A program that never stops? "
             "If the run is meant to be this long, raise the limit: World(..., max_events=...)"
         )
-
-    # ---- errors -------------------------------------------------------------------------------
-    def _raise_deadlock(self) -> None:
-        blocked: dict[int, str] = {}
-        waits_for: dict[int, int] = {}
-        for dev in self.devices:
-            if dev._done:
-                continue
-            req = dev._blocked
-            if req is None:  # cannot happen: a live device off the heap is blocked on something
-                blocked[dev.rank] = "not blocked (engine error)"
-                continue
-            peer_state = " (which has finished)" if self.devices[req.peer]._done else ""
-            blocked[dev.rank] = (
-                f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
-            )
-            waits_for[dev.rank] = req.peer
-        cycle = find_cycle(waits_for)
-        lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
-        lines += [f"  device {r} is blocked in {what}" for r, what in blocked.items()]
-        if cycle:
-            lines.append("  wait-for cycle: " + " -> ".join(f"device {r}" for r in cycle + cycle[:1]))
-            if self.rendezvous and any(self.devices[r]._blocked.kind == "send" for r in cycle):
-                lines.append(
-                    "  with rendezvous sends, a send waits for its matching recv: let one side "
-                    "receive first, or use isend/irecv and wait on both"
-                )
-            elif all(self.devices[r]._blocked.kind == "recv" for r in cycle):
-                lines.append(
-                    "  each of them waits to receive before it sends: let one of them send first, "
-                    "or post its isend before the recv"
-                )
-        else:
-            lines.append("  no cycle: some device waits for a device that has finished or never sends")
-        lines += self._tag_hints()
-        self.close()
-        self._settle()
-        raise DeadlockError("\n".join(lines), blocked, cycle)
-
-    def _tag_hints(self) -> list[str]:
-        """Point at unreceived messages between the same devices with another tag: the likely culprit."""
-        hints = []
-        for dev in self.devices:
-            req = dev._blocked
-            if dev._done or req is None or req.kind != "recv":
-                continue
-            for (src, dst, tag), box in self._mail.items():
-                if src == req.peer and dst == dev.rank and tag != req.tag and box:
-                    hints.append(
-                        f"  device {src} did send device {dev.rank} {len(box)} message(s) with tag {tag}, "
-                        f"which nobody received: do the tags of the send and the recv match?"
-                    )
-        return hints
-
-    def _report_leftovers(self) -> None:
-        policy = self.world.leftovers
-        if policy == "ignore":
-            return
-        left = sorted((m for box in self._mail.values() for m, _ in box), key=lambda m: m.id)
-        unmatched = [req for box in self._posted.values() for req in box]
-        in_mail = {id(m) for m in left}
-        unwaited = [m for m in self.trace.messages if m.t_recv is None and id(m) not in in_mail]
-        if not left and not unmatched and not unwaited:
-            return
-        parts = []
-        if left:
-            shown = "\n".join(f"  {m.describe()}" for m in left[:10])
-            more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
-            parts.append(
-                f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
-                "  add the matching recv on the destination, or drop the send"
-            )
-        if unmatched:
-            shown = "\n".join(f"  device {r.owner}: irecv(src={r.peer}, tag={r.tag})" for r in unmatched[:10])
-            parts.append(
-                f"{len(unmatched)} receive(s) were posted but no message ever matched them:\n{shown}\n"
-                "  the program never waited on them; add the matching send, or drop the irecv"
-            )
-        if unwaited:
-            shown = "\n".join(
-                f"  device {m.dst}: irecv(src={m.src}, tag={m.tag}) got {_short(m)}" for m in unwaited[:10]
-            )
-            parts.append(
-                f"{len(unwaited)} message(s) arrived for a posted irecv that the program never waited on:\n{shown}\n"
-                "  wait on the request (dev.wait(req)) to complete the receive"
-            )
-        text = "\n".join(parts)
-        if policy == "error":
-            raise UnreceivedMessagesError(text)
-        warnings.warn(text, UnreceivedMessagesWarning, stacklevel=3)
-
-
-def _short(m: Message) -> str:
-    return f"message #{m.id} {tuple(m.shape)} {np.dtype(m.dtype).name}"
-
-
-def _check_program(program: Any) -> None:
-    if not callable(program):
-        raise TypeError(f"a rank program is a function of the device, program(dev, *args); got {program!r:.60}")
-    if inspect.isgeneratorfunction(program) or inspect.iscoroutinefunction(program):
-        _not_a_plain_function(program, None)
-
-
-def _not_a_plain_function(program: Any, made: Any) -> None:
-    if inspect.iscoroutine(made):
-        made.close()  # never awaited: close it quietly
-    what = (
-        "an async def function"
-        if inspect.iscoroutinefunction(program) or inspect.iscoroutine(made)
-        else ("a generator function (it uses yield)")
-    )
-    raise TypeError(
-        f"the rank program {getattr(program, '__name__', program)!r} is {what}: write it as a plain function "
-        "that calls dev.send / dev.recv; the simulator runs each device as a coroutine for you"
-    )
-
-
-def find_cycle(waits_for: Mapping[int, int]) -> list[int] | None:
-    """The first cycle in a graph where each node waits for exactly one other, from the lowest rank."""
-    for start in sorted(waits_for):
-        path: list[int] = []
-        seen: dict[int, int] = {}
-        node = start
-        while node in waits_for and node not in seen:
-            seen[node] = len(path)
-            path.append(node)
-            node = waits_for[node]
-        if node in seen:
-            return path[seen[node] :]
-    return None

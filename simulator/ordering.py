@@ -7,102 +7,196 @@ device's own program order, except that a message's receive always comes after i
 only matters when a message takes no time at all). Messages and ops are numbered in that order, so a
 run and the same program stepped event by event name the same message #k and the same first
 divergence.
+
+The engine logs one byte per event in the order events happen (``Recorder.log``), which keeps each
+device's program order; ``settle`` turns the logged events into codes (``row << 2 | kind``), looks up
+their times and ranks in the rows, and sorts them with one stable ``np.lexsort`` by (time, rank):
+ties keep the log's order, which is program order within a device. All of it is vectorized: this
+runs over every event of runs with tens of millions.
 """
 
 from __future__ import annotations
 
 import heapq
-from typing import Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-Event = tuple[str, Any]
+from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG_DTYPE, OP_DTYPE, RECV_DTYPE
+
+if TYPE_CHECKING:
+    from .columnar import ColumnarTrace
+
+CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; the row is code >> 2
 
 
-def event_time(kind: str, rec: Any) -> float:
-    if kind == "send":
-        return rec.t_send
-    if kind == "recv":
-        return rec.t_recv
-    return rec.t_start
+WINDOW = 1 << 20  # events sorted at once: a settle of millions goes window by window in time, to bound its memory
 
 
-def canonical(lanes: list[list[Event]], instant_messages: bool = True) -> list[Event]:
-    """Each device's events (lane r: device r's, in its program order) merged in canonical order.
+def settle(trace: ColumnarTrace, before: float | None = None, instant_messages: bool = True) -> int:
+    """Move the recorded events earlier than ``before`` (all, for None) into the trace, in canonical order.
 
     instant_messages: whether a message can arrive at the time it was sent (a cost model with zero
     latency); only then can sorting by time put a receive before its send, and that is checked.
+    Returns how many events were settled.
     """
-    events = [e for lane in lanes for e in lane]
-    n = len(events)
-    if n < 2:
-        return events
-    # Inlined, one pass: this runs over every event of runs with millions of them. The lanes are
-    # concatenated in rank order, so a stable sort by time breaks ties by rank, then program order.
-    times = np.array([r.t_send if k == "send" else r.t_recv if k == "recv" else r.t_start for k, r in events])
-    order = np.argsort(times, kind="stable")
-    if instant_messages and not _sends_first(events, order, times):
-        ranks = np.repeat(np.arange(len(lanes)), [len(lane) for lane in lanes])
-        order = _causal_merge(events, times, ranks)
-    return [events[i] for i in order.tolist()]
+    codes, times, ranks = _pending(trace)
+    trace._pending = None
+    if before is not None and len(codes):
+        now = times < before
+        if not now.all():
+            trace._pending = (codes[~now], times[~now], ranks[~now])
+            codes, times, ranks = codes[now], times[now], ranks[now]
+    n = len(codes)
+    for lo, hi in _windows(times):
+        if lo is None:
+            c, t, r = codes, times, ranks
+        else:  # events in [lo, hi): each device's are a run of its own, so the windows' orders join up
+            at = np.flatnonzero((times >= lo) & (times < hi))
+            c, t, r = codes[at], times[at], ranks[at]
+            del at
+        order = np.lexsort((r, t))  # stable: ties keep program order
+        if instant_messages and not _sends_first(trace, c, t, order):
+            order = _causal_merge(trace, c, t, r)
+        del r
+        _number(trace, c[order], t[order])
+        del c, t, order
+    return n
 
 
-def _sends_first(events: list[Event], order: np.ndarray, times: np.ndarray) -> bool:
+def _windows(times: np.ndarray) -> list[tuple[float | None, float | None]]:
+    """Time windows of about WINDOW events each, covering every time; one (None, None) if few enough."""
+    if len(times) <= WINDOW:
+        return [(None, None)] if len(times) else []
+    counts, edges = np.histogram(times, bins=max(64, 8 * len(times) // WINDOW))
+    cuts = [-np.inf]
+    filled = 0
+    for count, edge in zip(counts.tolist(), edges[1:].tolist()):
+        filled += count
+        if filled >= WINDOW:
+            cuts.append(edge)
+            filled = 0
+    cuts[-1:] = [cuts[-1], np.inf] if cuts[-1] != -np.inf else [-np.inf, np.inf]
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _pending(trace: ColumnarTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The unsettled events, in the order they happened: codes, times and ranks."""
+    rec = trace._rec
+    kinds = np.frombuffer(rec.log, np.uint8).copy() if rec.log else np.empty(0, np.uint8)
+    rec.log.clear()
+    n = len(kinds)
+    codes = np.empty(n, trace._codes.values.dtype)
+    times = np.empty(n, np.float64)
+    ranks = np.empty(n, np.int32)
+    if n:
+        for kind in (EV_SEND, EV_RECV, EV_OP):
+            at = np.flatnonzero(kinds == kind)
+            if not len(at):
+                continue
+            if kind == EV_RECV:  # the receive rows since the last settle, one per receive event
+                recvs = np.frombuffer(rec.recvs, RECV_DTYPE)
+                rows = recvs["row"].astype(codes.dtype)
+                times[at] = recvs["t"]
+                del recvs
+                rec.recvs.clear()
+                codes[at] = rows << 2 | CODE_RECV
+                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", rows)
+            elif kind == EV_SEND:
+                rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=codes.dtype)
+                trace._seen_msgs += len(at)
+                codes[at] = rows << 2 | CODE_SEND
+                times[at] = _field(rec.msgs, MSG_DTYPE, "t_send", rows)
+                ranks[at] = _field(rec.msgs, MSG_DTYPE, "src", rows)
+            else:
+                rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=codes.dtype)
+                trace._seen_ops += len(at)
+                codes[at] = rows << 2 | CODE_OP
+                times[at] = _field(rec.ops, OP_DTYPE, "t_start", rows)
+                ranks[at] = _field(rec.ops, OP_DTYPE, "rank", rows)
+            del at, rows
+    if trace._pending is not None:  # older events held back by an earlier settle come first
+        old = trace._pending
+        codes, times, ranks = (np.concatenate([o, c]) for o, c in zip(old, (codes, times, ranks)))
+    return codes, times, ranks
+
+
+def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.ndarray:
+    """One field of some packed rows (a copy: no view of the growing buffer outlives the call)."""
+    return np.frombuffer(buf, dtype)[name][rows]
+
+
+def _number(trace: ColumnarTrace, codes: np.ndarray, times: np.ndarray) -> None:
+    """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes."""
+    rec = trace._rec
+    kinds = codes & 3
+    rows = codes >> 2
+    sent = rows[kinds == CODE_SEND]
+    if len(sent):
+        trace._msg_row.extend(sent)
+    got = kinds == CODE_RECV
+    if got.any():
+        trace._t_recv.reserve(rec.n_msgs, np.nan)
+        trace._t_recv.values[rows[got]] = times[got]
+    ops = rows[kinds == CODE_OP]
+    if len(ops):
+        trace._op_row.extend(ops)
+        op_kinds = _field(rec.ops, OP_DTYPE, "kind", ops)
+        trace._op_list.extend(ops[(op_kinds != HOLD) & (op_kinds != FREE)])
+    trace._codes.extend(codes)
+
+
+def _sends_first(trace: ColumnarTrace, codes: np.ndarray, times: np.ndarray, order: np.ndarray) -> bool:
     """Whether every receive comes after its send in ``order``; only zero-time messages can break it."""
-    tied = [i for i, (k, r) in enumerate(events) if k == "recv" and r.t_send == times[i]]
-    if not tied:
+    kinds = codes & 3
+    rows = codes >> 2
+    recv = np.flatnonzero(kinds == CODE_RECV)
+    if not len(recv):
+        return True
+    tied = recv[_field(trace._rec.msgs, MSG_DTYPE, "t_send", rows[recv]) == times[recv]]
+    if not len(tied):
         return True
     position = np.empty(len(order), dtype=np.int64)
     position[order] = np.arange(len(order))
-    send_at = {id(r): i for i, (k, r) in enumerate(events) if k == "send"}
-    return all(position[send_at[id(events[i][1])]] < position[i] for i in tied if id(events[i][1]) in send_at)
+    send_at = {
+        int(r): i for i, r in zip(np.flatnonzero(kinds == CODE_SEND).tolist(), rows[kinds == CODE_SEND].tolist())
+    }
+    for i in tied.tolist():
+        j = send_at.get(int(rows[i]))
+        if j is not None and position[j] > position[i]:
+            return False
+    return True
 
 
-def _causal_merge(events: list[Event], times: np.ndarray, ranks: np.ndarray) -> np.ndarray:
-    """Merge the devices' event lists by (time, rank), holding back a receive until its send is out."""
+def _causal_merge(trace: ColumnarTrace, codes: np.ndarray, times: np.ndarray, ranks: np.ndarray) -> np.ndarray:
+    """Merge the devices' events by (time, rank), holding back a receive until its send is out."""
     lanes: dict[int, list[int]] = {}
     for i, r in enumerate(ranks.tolist()):
         lanes.setdefault(r, []).append(i)
     heads = {r: 0 for r in lanes}
-    in_batch = {id(rec) for kind, rec in events if kind == "send"}  # sends of earlier batches are out already
+    kinds = (codes & 3).tolist()
+    rows = (codes >> 2).tolist()
+    in_batch = {rows[i] for i in range(len(codes)) if kinds[i] == CODE_SEND}  # earlier batches' sends are out
     sent: set[int] = set()
-    waiting: dict[int, int] = {}  # id(message) -> the rank whose next event receives it
-    ready = [(times[lane[0]], r, lane[0]) for r, lane in lanes.items()]
+    waiting: dict[int, int] = {}  # message row -> the rank whose next event receives it
+    t = times.tolist()
+    ready = [(t[lane[0]], r, lane[0]) for r, lane in lanes.items()]
     heapq.heapify(ready)
     out: list[int] = []
     while ready:
         _, r, i = heapq.heappop(ready)
-        kind, rec = events[i]
-        if kind == "recv" and id(rec) in in_batch and id(rec) not in sent:
-            waiting[id(rec)] = r  # resumed when its send is emitted
+        if kinds[i] == CODE_RECV and rows[i] in in_batch and rows[i] not in sent:
+            waiting[rows[i]] = r  # resumed when its send is emitted
             continue
         out.append(i)
-        if kind == "send":
-            sent.add(id(rec))
-            blocked = waiting.pop(id(rec), None)
+        if kinds[i] == CODE_SEND:
+            sent.add(rows[i])
+            blocked = waiting.pop(rows[i], None)
             if blocked is not None:
                 j = lanes[blocked][heads[blocked]]
-                heapq.heappush(ready, (times[j], blocked, j))
+                heapq.heappush(ready, (t[j], blocked, j))
         heads[r] += 1
         if heads[r] < len(lanes[r]):
             j = lanes[r][heads[r]]
-            heapq.heappush(ready, (times[j], r, j))
+            heapq.heappush(ready, (t[j], r, j))
     return np.asarray(out, dtype=np.int64)
-
-
-def number(events: list[Event], messages: list, ops: list, first_op_id: int) -> int:
-    """Number messages (in send order) and ops, holds and frees, appending them to the trace's lists.
-
-    Returns the next op id.
-    """
-    next_op = first_op_id
-    for kind, rec in events:
-        if kind == "send":
-            rec.id = len(messages)
-            messages.append(rec)
-        elif kind != "recv":
-            rec.id = next_op
-            next_op += 1
-            if kind == "op":
-                ops.append(rec)
-    return next_op

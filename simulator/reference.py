@@ -3,7 +3,7 @@
 The reference is literally a one-device run: write the model as a rank program that names its ops
 (``dev.compute("A", ...)``) and inputs (``dev.hold("x", ...)``), and ``Reference.of(model, *args)``
 runs it on ``World(1)`` and keeps every named value, each op's inputs, and what the model returns.
-``check`` (simulator/checker.py, re-exported here) compares a parallel run with it.
+``check`` (simulator/checker/, re-exported here) compares a parallel run with it.
 """
 
 from __future__ import annotations
@@ -159,6 +159,17 @@ def part(value: Any, index: Any) -> Any:
     return np.asarray(value)[index]
 
 
-from .checker import CheckReport, Divergence, References, check  # noqa: E402  (the checker builds on Reference)
+_FROM_CHECKER = ("CheckReport", "Divergence", "References", "check")
 
-__all__ = ["NO_RESULT", "CheckReport", "Divergence", "Reference", "References", "check", "part", "same"]
+
+def __getattr__(name: str) -> Any:
+    """The checker's names, re-exported when first asked for: the checker builds on Reference, so importing
+    them here at load time would make ``import simulator.checker`` fail when it comes first."""
+    if name in _FROM_CHECKER:
+        from . import checker
+
+        return getattr(checker, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["NO_RESULT", "CheckReport", "Divergence", "Reference", "References", "check", "part", "same"]  # noqa: F822 (the checker's names come from __getattr__)

@@ -1,6 +1,6 @@
 """Message tags: users' tags below 2**30, the collectives' above, and the one check both backends use.
 
-Collectives tag their messages from ``TAG_BASE`` up (see simulator/collectives.py), with a
+Collectives tag their messages from ``TAG_BASE`` up (see simulator/collectives/call.py), with a
 ``CollectiveTag``: the only kind of tag a device accepts in that range, so a user's tag can never be
 mistaken for a collective's message (which would silently corrupt a later all-reduce).
 """

@@ -74,3 +74,24 @@ def test_cost_file_keeps_regimes_memory_bandwidth_and_op_latency(tmp_path):
     )
     with pytest.raises(ValueError, match='"latency" must be a number'):
         load_cost(tmp_path / "bad2.json")
+
+
+@pytest.mark.parametrize(
+    "cost", [COST, CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6)], ids=["regimes", "roofline"]
+)
+def test_runs_without_payloads_keep_regimes_and_the_roofline(cost):
+    """Devices book links and time ops inline, and rings are booked whole, only under one latency and
+    bandwidth and FLOP-bound ops: with regimes or a roofline, a metadata-only run times like a full one."""
+    x = np.arange(3 << 17, dtype=np.float64)  # 3 MiB: its chunks fall in the middle regime
+
+    def program(dev):
+        dev.send(x[: 1 << 10], (dev.rank + 1) % 4)
+        dev.recv((dev.rank - 1) % 4)
+        return dev.all_reduce(x)
+
+    full = World(4, cost=cost).run(program).trace
+    meta = World(4, cost=cost, keep_payloads=False).run(program).trace
+    times = [(m.t_send, m.t_start, m.t_arrive) for m in full.messages]
+    assert [(m.t_send, m.t_start, m.t_arrive) for m in meta.messages] == times
+    assert [(o.t_start, o.t_end) for o in meta.ops] == [(o.t_start, o.t_end) for o in full.ops]
+    assert len({round(b - a, 12) for _, a, b in times}) > 1  # (messages of two sizes, so two regimes or speeds)

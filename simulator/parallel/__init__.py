@@ -11,3 +11,7 @@ parallelism by heads and Megatron sequence parallelism (``sequence``), context p
 ``expert_parallel``, ``moe_layer``), the costs in closed form (``transformer_costs``), and all five dimensions
 together (``composed_split``, ``compose5d``).
 """
+
+# schedules_looped and schedules_v build on schedules' types, and schedules lists their generators: importing
+# schedules first, whichever of the three a program asks for, keeps that cycle from failing.
+from . import schedules  # noqa: E402, F401

@@ -15,11 +15,11 @@ Layout in the viewer:
 Timestamps and durations are in microseconds (the format's unit), as floats. Slices come from
 ``simulator.activity``, so their times are exactly the simulated ones.
 
-Runs too large for the viewers (they struggle above about a million events) are exported collapsed:
-consecutive messages between the same two devices that follow each other closely (the chunks of a
-pipelined collective) become one slice and one flow, and consecutive ops on a device likewise; the
-merge gap grows until the export fits ``max_events``. A collapsed export says so: in ``otherData``, in
-a global instant event the viewer shows at time 0, and in the returned ``ExportInfo``.
+Runs too large for the viewers (they struggle above about a million events) are exported collapsed
+(``simulator.plot.chrome_thin``): each device's tracks are thinned to a number of slices that fits
+``max_events``, each slice saying what it merges, worked out on the trace's columns and streamed, so a
+run of millions of messages exports in seconds. A collapsed export says so: in ``otherData``, in a
+global instant event the viewer shows at time 0, and in the returned ``ExportInfo``.
 """
 
 from __future__ import annotations
@@ -33,7 +33,9 @@ from typing import TYPE_CHECKING, Any
 from ..activity import _first_free, message_spans, unpack
 from ..files import atomic_write
 from ..memory import memory_timeline
+from ..memory_columns import memory_steps
 from ..trace import Trace
+from .chrome_thin import thinned_events
 
 if TYPE_CHECKING:
     from ..cost import CostModel
@@ -75,7 +77,8 @@ def chrome_trace(
 ) -> dict[str, Any]:
     """The run as a Chrome Trace Event JSON object (a dict with ``traceEvents``)."""
     events, info, other = _export(run, cost, max_events, memory)
-    return {"traceEvents": list(events), "displayTimeUnit": "ns", "otherData": other}
+    listed = [json.loads(ev) if isinstance(ev, str) else ev for ev in events]  # (thinned events come as text)
+    return {"traceEvents": listed, "displayTimeUnit": "ns", "otherData": other}
 
 
 def write_chrome_trace(
@@ -97,8 +100,9 @@ def write_chrome_trace(
     count = 0
     with atomic_write(path) as f:
         f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(other) + ',\n"traceEvents": [\n')
+        encode = json.JSONEncoder(separators=(",", ":")).encode
         for ev in events:
-            f.write((",\n" if count else "") + json.dumps(ev, separators=(",", ":")))
+            f.write((",\n" if count else "") + (ev if isinstance(ev, str) else encode(ev)))
             count += 1
         f.write("\n]}\n")
     info.events = count
@@ -110,26 +114,31 @@ def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], E
     if max_events < 1:
         raise ValueError(f"max_events={max_events}: give a positive event budget (viewers handle ~1,000,000)")
     trace, cost = unpack(run, cost)
-    msgs = [m for m in trace.messages if m.t_arrive is not None]
-    mem = memory_timeline(trace) if memory else None
-    counters = sum(len(t) for t in mem.times) if mem else 0
     fixed = 8 * trace.world_size  # process and track names
-    full = len(trace.ops) + 4 * len(msgs) + counters + fixed  # 2 slices + 2 flow events per message
     other: dict[str, Any] = {"generator": "parallelism-simulator", "time_unit": "microseconds"}
     if cost is not None:
         other["cost_model"] = cost.describe()
+    # an upper estimate first (ops, 2 slices + 2 flow events per message), without making a record per event
+    estimate = len(trace.ops) + 4 * len(trace.messages) + fixed
+    if estimate > max_events:
+        counters = len(memory_steps(trace)[0]) if memory else 0
+        events, note = thinned_events(trace, cost, max_events, estimate + counters, memory)
+        other["collapsed"] = note
+        return events, ExportInfo(0, estimate + counters, True, note), other
+    msgs = [m for m in trace.messages if m.t_arrive is not None]
+    mem = memory_timeline(trace) if memory else None
+    counters = sum(len(t) for t in mem.times) if mem else 0
+    full = len(trace.ops) + 4 * len(msgs) + counters + fixed
     if full <= max_events:
         slices = _op_slices(trace.ops) + _message_slices(msgs, cost)
-        info = ExportInfo(full, full, False, "")
-    else:
-        if counters > max_events // 4:  # too many memory changes to show them all: drop the counter
-            mem, counters = None, 0
-        slices, note = _collapsed(trace, msgs, cost, max_events - fixed - counters - 1, full, max_events)
-        if memory and mem is None:
-            note += "; the memory counter is left out (too many changes)"
-        other["collapsed"] = note
-        info = ExportInfo(0, full, True, note)
-    return _events(trace.world_size, slices, mem, info), info, other
+        return (
+            _events(trace.world_size, slices, mem, ExportInfo(full, full, False, "")),
+            ExportInfo(full, full, False, ""),
+            other,
+        )
+    events, note = thinned_events(trace, cost, max_events, full, memory)
+    other["collapsed"] = note
+    return events, ExportInfo(0, full, True, note), other
 
 
 def _op_slices(ops) -> list[Slice]:
@@ -158,98 +167,6 @@ def _message_slices(msgs, cost) -> list[Slice]:
         out.append(Slice(m.src, "send", s0, s1, f"{what} -> {m.dst}", "comm", args, flow_out=m.id))
         out.append(Slice(m.dst, "recv", r0, r1, f"{what} <- {m.src}", "comm", args, flow_in=m.id))
     return out
-
-
-def _collapsed(trace: Trace, msgs, cost, budget: int, full: int, max_events: int) -> tuple[list[Slice], str]:
-    """Merge runs of close, consecutive messages (per device pair) and ops (per device) to fit ``budget``."""
-    positive = sorted(d for d in (op.t_end - op.t_start for op in trace.ops) if d > 0)
-    positive += sorted(
-        d for d in (cost.wire_time(m.nbytes, m.src, m.dst) if cost else 0 for m in msgs[:10000]) if d > 0
-    )
-    step = positive[len(positive) // 2] if positive else max(trace.end_time, 1e-12) / 1e3  # a typical duration
-    gap = 0.0
-    while True:
-        slices = _merge_ops(trace.ops, gap) + _merge_messages(msgs, cost, gap)
-        if gap > trace.end_time:  # everything that can merge has merged
-            break
-        flows = sum(1 for s in slices if s.flow_out is not None)
-        if len(slices) + 2 * flows <= budget:
-            break
-        gap = step if gap == 0.0 else gap * 2
-    count = len(slices) + 2 * flows
-    apart = "that follow each other with no gap" if gap == 0 else f"less than {gap * US:.4g} us apart"
-    note = (
-        f"collapsed: the run has about {full:,} trace events, more than the {max_events:,} this export allows "
-        f"(viewers struggle above about a million), so consecutive messages between the same two devices and "
-        f"consecutive ops on a device {apart} are merged into one slice each; "
-        f"{len(trace.ops):,} ops and {len(msgs):,} messages are shown as {count:,} slice and flow events "
-        "(each merged slice lists what it contains in its args)"
-    )
-    return slices, note
-
-
-def _merge_ops(ops, gap: float) -> list[Slice]:
-    by_rank: dict[int, list] = {}
-    for op in ops:
-        by_rank.setdefault(op.rank, []).append(op)
-    out = []
-    for rank, seq in by_rank.items():
-        group: list = []
-        for op in seq:
-            if group and op.t_start - group[-1].t_end > gap:
-                out.append(_op_group(rank, group))
-                group = []
-            group.append(op)
-        if group:
-            out.append(_op_group(rank, group))
-    return out
-
-
-def _op_group(rank: int, group: list) -> Slice:
-    first, last = group[0], group[-1]
-    if len(group) == 1:
-        return Slice(rank, "compute", first.t_start, first.t_end, first.name, "compute", {"op": first.id})
-    name = f"{len(group)} ops ({first.name} .. {last.name})"
-    args = {"ops": len(group), "first_op": first.id, "last_op": last.id, "flops": sum(o.flops or 0 for o in group)}
-    return Slice(rank, "compute", first.t_start, last.t_end, name, "compute", args)
-
-
-def _merge_messages(msgs, cost, gap: float) -> list[Slice]:
-    by_pair: dict[tuple[int, int], list] = {}
-    for m in msgs:
-        by_pair.setdefault((m.src, m.dst), []).append((m, message_spans(m, cost)))
-    out = []
-    for (src, dst), seq in by_pair.items():
-        seq.sort(key=lambda ms: ms[1][0])
-        group: list = []
-        for m, sp in seq:
-            if group:
-                prev = group[-1][1]
-                if sp[0] - prev[1] > gap or sp[2] - prev[3] > gap or sp[0] < prev[1] or sp[2] < prev[3]:
-                    out += _message_group(src, dst, group, cost)
-                    group = []
-            group.append((m, sp))
-        if group:
-            out += _message_group(src, dst, group, cost)
-    return out
-
-
-def _message_group(src: int, dst: int, group: list, cost) -> list[Slice]:
-    (m0, sp0), (m1, sp1) = group[0], group[-1]
-    if len(group) == 1:
-        return _message_slices([m0], cost)
-    args = {
-        "messages": len(group),
-        "first_message": m0.id,
-        "last_message": m1.id,
-        "bytes": sum(m.nbytes for m, _ in group),
-        "src": src,
-        "dst": dst,
-    }
-    return [
-        Slice(src, "send", sp0[0], sp1[1], f"{len(group)} messages -> {dst}", "comm", args, flow_out=m0.id),
-        Slice(dst, "recv", sp0[2], sp1[3], f"{len(group)} messages <- {src}", "comm", args, flow_in=m0.id),
-    ]
 
 
 def _events(world_size: int, slices: list[Slice], mem, info: ExportInfo) -> Iterator[dict]:

@@ -66,6 +66,7 @@ SEND_BAND = (0.11, 0.24)
 RECV_BAND = (0.26, 0.39)
 MAX_FANCY_ARROWS = 400  # above this, arrows are drawn as one line collection with end marks
 MAX_MESSAGE_LABELS = 16  # label arrows only when there are this few messages
+MAX_SPANS = 200_000  # more spans than this are drawn as an image instead (simulator.plot.busy)
 MIN_LABEL_FONT = 5.5  # points: a block label smaller than this is left out
 
 
@@ -103,9 +104,16 @@ def plot_timeline(
                when there are at most MAX_MESSAGE_LABELS messages; None for no labels
     caption:   True for the cost model's description, a string for your own, False for none
     t_max:     right end of the time axis (to compare several runs on one scale)
+
+    A run of more than ``MAX_SPANS`` spans is drawn as an image instead, a pixel row per device
+    (``simulator.plot.busy.plot_busy``), in seconds rather than minutes.
     """
+    trace, cost = unpack(run, cost)
+    if len(trace.ops) + 2 * len(trace.messages) > MAX_SPANS:  # a box per span would be unreadable: one pixel row each
+        from .busy import plot_busy
+
+        return plot_busy(trace, cost=cost, title=title, width=width or 11.0, caption=caption)
     act = activity(run, cost)
-    _, cost = unpack(run, cost)
     n = act.world_size
     st = figure_style(style)
     rows = legend_rows(act, color_key, arrows) if legend else 0

@@ -1,0 +1,179 @@
+"""What if we trained GPT-3 on 4,096 GPUs? One 1F1B step, from 64 to 4,096 simulated devices.
+
+Each size runs in a fresh process (simulator/whatif.py: GPT-3's layer shapes, dp x pp x tp with tp = 8
+inside each DGX H100 node, 16 microbatches of one sequence per replica, metadata only). Printed per
+size: devices, messages, ops, events, the simulation's wall time, the host's peak resident memory and
+what the run added per event, the trace's own bytes per event, and the simulated step time.
+
+With ``--figures``, the largest run also draws its timeline (a pixel row per device, see
+simulator/plot/busy.py) and each pipeline stage's peak memory, and the scaling table is drawn too;
+they go to figures/whatif_gpt3_*.png. Target: 4,096 devices in under 60 s and 4 GB on the 2-core
+development machine.
+
+Run: python benchmarks/whatif_gpt3.py [--quick] [--figures]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+FIGURES = ROOT / "figures"
+SIZES = [(1, 8, 8), (1, 16, 8), (2, 16, 8), (4, 16, 8), (8, 16, 8), (16, 16, 8), (32, 16, 8)]  # dp, pp, tp
+
+
+def rss_mb() -> float:
+    """Current resident memory of this process, MB (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 1e6
+
+
+def run_size(dp: int, pp: int, tp: int, figures: bool) -> dict:
+    import numpy as np
+
+    from simulator.memory_columns import peaks
+    from simulator.whatif import Step3D, Transformer, gpt3_step
+
+    before = rss_mb()
+    t0 = time.perf_counter()
+    result = gpt3_step(dp, pp, tp, microbatches=16)
+    wall = time.perf_counter() - t0
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    trace = result.trace
+    events = len(trace)
+    row = {
+        "devices": dp * pp * tp,
+        "shape": f"{dp} x {pp} x {tp}",
+        "messages": len(trace.messages),
+        "ops": len(trace.ops),
+        "events": events,
+        "wall": wall,
+        "peak_mb": peak,
+        "added_per_event": (peak - before) * 1e6 / events,
+        "trace_per_event": trace.nbytes() / events,
+        "step_ms": result.time * 1e3,
+    }
+    if figures:
+        job = Step3D(Transformer.gpt3(), dp, pp, tp, 16)
+        t1 = time.perf_counter()
+        memory = peaks(trace).reshape(dp, pp, tp)
+        _draw_run(result, job, memory, row)
+        row["figures_s"] = time.perf_counter() - t1
+        row["peak_device_gb"] = float(np.max(memory)) / 1e9
+    return row
+
+
+def _draw_run(result, job, memory, row) -> None:
+    from simulator.plot.busy import plot_busy
+    from simulator.plot.style import new_figure, save_figure
+
+    stages = [(f"stage {s}", s * job.tp) for s in range(job.pp)]
+    title = (
+        f"One 1F1B step of GPT-3's layer shapes on {row['devices']:,} simulated H100s (dp x pp x tp = {row['shape']}): "
+        f"{row['step_ms']:.0f} ms"
+    )
+    groups = stages if job.dp == 1 else [(f"replica {d}", d * job.pp * job.tp) for d in range(0, job.dp, 4)]
+    fig = plot_busy(result, title=title, groups=groups, height=7.5)
+    save_figure(fig, FIGURES / "whatif_gpt3_timeline", formats=("png",))
+    fig = new_figure(9, 3.6)
+    ax = fig.add_axes((0.08, 0.16, 0.9, 0.72))
+    states = job.local_params(0) * 16 / 1e9  # weights, gradients, Adam: 2 + 2 + 12 bytes a parameter
+    per_stage = memory.max(axis=(0, 2)) / 1e9
+    ax.bar(range(job.pp), per_stage, color="#E69F00", label="activations held for the backward")
+    ax.bar(
+        range(job.pp),
+        [job.local_params(s) * 16 / 1e9 for s in range(job.pp)],
+        color="#0072B2",
+        label="weights, gradients, Adam state",
+    )
+    ax.axhline(80, color="#555555", lw=0.8, ls="--")
+    ax.text(-0.5, 81, "80 GB: one H100", ha="left", va="bottom", fontsize=8, color="#555555")
+    ax.set_xlabel("pipeline stage")
+    ax.set_ylabel("peak memory per device (GB)")
+    ax.set_xticks(range(job.pp))
+    ax.set_ylim(0, 95)
+    ax.legend(loc="upper right", frameon=False, fontsize=8, ncol=2)
+    ax.set_title(f"Peak memory of each stage's devices (1F1B: stage s holds up to {job.pp} - s microbatches); "
+                 f"states {states:.1f} GB on stage 0", loc="left", fontsize=9)  # fmt: skip
+    save_figure(fig, FIGURES / "whatif_gpt3_memory", formats=("png",))
+
+
+def draw_table(rows: list[dict]) -> None:
+    from simulator.plot.style import new_figure, save_figure
+
+    fig = new_figure(10, 0.55 + 0.24 * (len(rows) + 1))
+    ax = fig.add_axes((0.01, 0.0, 0.98, 0.86))
+    ax.axis("off")
+    head = [
+        "devices",
+        "dp x pp x tp",
+        "messages",
+        "events",
+        "wall time",
+        "host peak",
+        "added per event",
+        "trace per event",
+        "simulated step",
+    ]
+    cells = [
+        [f"{r['devices']:,}", r["shape"], f"{r['messages']:,}", f"{r['events']:,}", f"{r['wall']:.1f} s",
+         f"{r['peak_mb'] / 1e3:.2f} GB", f"{r['added_per_event']:.0f} B", f"{r['trace_per_event']:.0f} B", f"{r['step_ms']:.0f} ms"]
+        for r in rows
+    ]  # fmt: skip
+    table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="right")
+    table.auto_set_font_size(False)
+    table.set_fontsize(8)
+    table.scale(1, 1.25)
+    ax.set_title(
+        "GPT-3 what-if: one 1F1B step simulated from 64 to 4,096 devices (metadata only, dgx-h100 preset)",
+        loc="left",
+        fontsize=9,
+    )
+    save_figure(fig, FIGURES / "whatif_gpt3_scaling", formats=("png",))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="up to 512 devices")
+    parser.add_argument("--figures", action="store_true", help="draw the largest run and the scaling table")
+    parser.add_argument("--only", type=int, help="just this many devices (one of the sizes)")
+    parser.add_argument("--side", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.side:
+        dp, pp, tp, figures = (int(v) for v in args.side.split(","))
+        print(json.dumps(run_size(dp, pp, tp, bool(figures))))
+        return
+    sizes = SIZES[:4] if args.quick else SIZES
+    if args.only:
+        sizes = [size for size in SIZES if size[0] * size[1] * size[2] == args.only]
+    print(f"{'devices':>8} {'dp x pp x tp':>13} {'messages':>12} {'events':>12} {'wall s':>7} {'peak MB':>8} "
+          f"{'added B/event':>14} {'trace B/event':>14} {'step ms':>8}")  # fmt: skip
+    rows = []
+    for k, (dp, pp, tp) in enumerate(sizes):
+        figures = int(args.figures and k == len(sizes) - 1)
+        cmd = [sys.executable, __file__, "--side", f"{dp},{pp},{tp},{figures}"]
+        done = subprocess.run(
+            cmd, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)}
+        )
+        r = json.loads(done.stdout.strip().splitlines()[-1])
+        rows.append(r)
+        print(f"{r['devices']:>8,} {r['shape']:>13} {r['messages']:>12,} {r['events']:>12,} {r['wall']:>7.1f} "
+              f"{r['peak_mb']:>8.0f} {r['added_per_event']:>14.0f} {r['trace_per_event']:>14.0f} {r['step_ms']:>8.1f}",
+              flush=True)  # fmt: skip
+    last = rows[-1]
+    if "figures_s" in last and len(rows) == len(SIZES):
+        print(f"figures of the {last['devices']:,}-device run drawn in {last['figures_s']:.1f} s; "
+              f"fullest device {last['peak_device_gb']:.1f} GB")  # fmt: skip
+        draw_table(rows)
+    print(f"target: 4,096 devices in under 60 s and 4 GB: {last['wall']:.1f} s, {last['peak_mb'] / 1e3:.2f} GB")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,36 @@
+"""The checker: a parallel run against the same model on one device, with one of three verdicts.
+
+``check(run, reference)`` walks the run's events in order and compares every value it can place in the
+single-device run:
+
+- a message whose receiver named what it carries (``recv(..., name="A")``), or, with no name, the
+  reference value it equals (so an unnamed message is placed by its value);
+- each held value and op output of a name the reference knows (``index=`` selects the block a device
+  holds; ``partial=`` says the device holds one term of a sum over a group, and the terms are added up
+  and compared once every member has computed its own);
+- each op's inputs, for ops computed whole;
+- what each device returns, against what the model returns (a returned shard is compared with its
+  part of the result, and the parts must cover the whole result).
+
+The verdict is one of three:
+
+- **passed**: every named value and the result were compared and are equal, and nothing was left out;
+- **FAILED**: the first place the run differs, with what was expected, what was found and, where it
+  can tell, why ("[3.] is x, the model's raw input"; "4 times what it should be"; "a partial sum");
+- **not verified**: nothing differs, but something could not be compared: a name the reference does
+  not know, a reference value no device computed, a message that carries no value of the model, a
+  result no device returned, or an input for which a correct value also equals another named value.
+  ``ok`` is True only for passed.
+
+Modules:
+
+- ``walk.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
+- ``results.py``  the result each device returns, and which parts of the model's result were covered
+- ``explain.py``  the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
+- ``verdict.py``  ``CheckReport``, ``Divergence``, ``Unchecked``: the verdict and its text
+"""
+
+from .verdict import FAILED, NOT_VERIFIED, PASSED, CheckReport, Divergence, Unchecked
+from .walk import References, check
+
+__all__ = ["FAILED", "NOT_VERIFIED", "PASSED", "CheckReport", "Divergence", "References", "Unchecked", "check"]

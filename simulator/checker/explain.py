@@ -1,0 +1,119 @@
+"""Why the first divergence is wrong, in words: a partial sum used as the whole value, an op fed a shard,
+another block of the same value, or a pattern in the difference (``simulator.diagnose``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import diagnose
+from ..compare import structured
+from ..trace import Op
+from .verdict import Divergence
+
+
+class _Explanations:
+    """The explanation of the first divergence (mixed into ``_Checker``; run once, after the walk).
+
+    It fills in what the found value also is (``is_also``, ``part_of``) and a hint in words. It reads the
+    checker's ``rtol``, ``atol``, ``trace``, ``world_size`` and ``outputs``, and asks ``_partial_of``
+    (walk.py) and ``_results_add_up`` (results.py).
+    """
+
+    def _explain(self, d: Divergence) -> None:
+        ref, found = d.reference, d.found
+        if d.hint is None:
+            d.is_also = ref.identify(found, rtol=self.rtol, atol=self.atol, exclude=d.name)
+            if not d.is_also and d.where not in ("result", "partial sums"):
+                d.part_of = ref.identify_part(found, getattr(d.record, "index", None), exclude=d.name)
+            d.hint = self._partial_hint(d) or self._hint(d)
+
+    def _partial_hint(self, d: Divergence) -> str | None:
+        """A partial sum used where the complete value is needed: sent, fed to an op, or returned."""
+        rec = d.record
+        if d.where == "message":
+            p = self._partial_of(rec.src, d.found)
+            return _partial_words(p, f"sent to device {rec.dst} as {d.name}") if p else None
+        if d.where == "input":
+            p = self._partial_of(rec.rank, d.found)
+            return _partial_words(p, f"fed to op {rec.name}") if p else None
+        if d.where == "output" and rec.inputs:
+            for pos, x in enumerate(rec.inputs):
+                p = self._partial_of(rec.rank, x)
+                if p is not None:
+                    return _partial_words(p, f"input {pos} of op {rec.name}")
+        return None
+
+    def _shard_advice(self, d: Divergence, block: str) -> str:
+        """An op fed a block of its input: it computes a block of its output (index=) or a partial sum (partial=)."""
+        rec, name = d.record, d.name
+        head = f"It is the block {block} of that input, so this op works on a shard"
+        whole, out = d.reference.values[name], rec.output
+        if structured(whole) or structured(out):
+            return f"{head}: say which part of {name} it computes with index= (or partial=True for one term of a sum)."
+        whole = np.asarray(whole)
+        out = np.asarray(out) if out is not None else None
+        if out is not None and out.shape == whole.shape:
+            return (
+                f"{head} and computes a value of {name}'s full shape {whole.shape}: one term of a sum (a row-parallel "
+                f"matmul). Say so with partial=True (or the group's ranks), dev.compute({name!r}, fn, ..., "
+                f"partial=True), and add the terms with an all-reduce; the checker adds them up and compares with {name}."
+            )
+        at = diagnose.block_of(out, whole) if out is not None and _floaty(out, whole) else None
+        where = f"np.s_{diagnose.show_index(at)}" if at is not None else "np.s_[...]"
+        return (
+            f"{head}: if op {name} computes only part of {name}, say which part with index=, e.g. "
+            f"dev.compute({name!r}, fn, ..., index={where}), and the checker compares it with that part of {name}."
+        )
+
+    def _hint(self, d: Divergence) -> str | None:
+        if structured(d.found) or structured(d.expected):
+            return None
+        found, expected = np.asarray(d.found), np.asarray(d.expected)
+        if d.where == "result" and self._results_add_up(d):
+            return (
+                "The devices' results add up to the model's result: each device returned a partial sum "
+                "(the all-reduce that adds them is missing?)."
+            )
+        if d.where == "input" and _floaty(found, expected):
+            block = diagnose.block_of(found, expected)
+            if block is not None:
+                return self._shard_advice(d, diagnose.show_index(block))
+        return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+
+    def _group_sizes(self, d: Divergence) -> list[int]:
+        """The sizes of the groups this device sums over (collectives, partial sums): k times too big names one."""
+        sizes = {len(g) for g in self.trace.groups if d.rank in g} | {self.world_size}
+        partial = getattr(d.record, "partial", None)
+        return sorted(sizes | ({len(partial)} if partial else set()))
+
+    def _wrong_block(self, d: Divergence) -> str | None:
+        """A shard that is another block of the same value: taken from the wrong device, or an index off by one."""
+        index = getattr(d.record, "index", None)
+        if index is None or callable(index) or d.name not in d.reference.values:
+            return None
+        found, whole = np.asarray(d.found), np.asarray(d.reference.values[d.name])
+        if not _floaty(found, whole) or found.shape == whole.shape:
+            return None
+        block = diagnose.block_of(found, whole)
+        if block is None:
+            return None
+        return (
+            f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+            "this device should hold: a shard taken from another device, or an index off by one?"
+        )
+
+
+def _partial_words(p: Op, how: str) -> str:
+    group = ", ".join(map(str, p.partial))
+    return (
+        f"That is device {p.rank}'s partial sum of {p.name} (one term of a sum over devices {group}), {how} as if "
+        f"it were the complete {p.name}: the all-reduce that adds the partial sums is missing?"
+    )
+
+
+def _floaty(a: Any, b: Any) -> bool:
+    a, b = np.asarray(a), np.asarray(b)
+    return a.dtype.kind in "biuf" and b.dtype.kind in "biuf" and a.size > 0

@@ -1,0 +1,154 @@
+"""The checker's verdict: ``CheckReport`` (passed, FAILED, not verified), the first ``Divergence`` and what
+was left ``Unchecked``, and the text that says each of them.
+
+These are what ``check`` returns; the walk that fills them in is ``walk.py``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .. import diagnose
+from ..compare import difference, show, structured
+from ..reference import Reference
+from ..trace import Message, Op
+
+PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"
+
+
+@dataclass
+class Divergence:
+    """The first place a parallel run differs from the single-device run."""
+
+    where: str  # "message", "input", "output", "held value", "partial sums", "result"
+    rank: int  # the device that holds the wrong value
+    event: int  # index into trace.events (for a result: the device's last event)
+    record: Message | Op | None
+    name: str
+    expected: Any
+    found: Any
+    is_also: list[str]  # other reference values equal to the found one
+    reference: Reference
+    position: int | None = None  # which input of an op
+    part_of: list[str] = field(default_factory=list)  # reference values whose same part equals the found one
+    hint: str | None = None  # a pattern in the difference (scaled, blocks reordered, a partial sum), in words
+    path: str = ""  # for a result: which part of a structured result ("['dW1']")
+
+    def explain(self) -> str:
+        exp, got = show(self.expected), show(self.found)
+        what = self.reference.describe(self.name)
+        rec = self.record
+        if self.where == "message":
+            head = (
+                f"{_message(rec)} carried {got}, but device {rec.dst} should have received {what} = {exp}."
+                if rec.name is not None
+                else f"{_message(rec)} carried {got}, but it should carry {what} = {exp}."
+            )
+        elif self.where == "input":
+            head = (
+                f"op {rec.name} on device {rec.rank} got {got} as input {self.position}, but on one device it is {exp}."
+            )
+        elif self.where == "held value":
+            head = f"device {rec.rank} holds {got} as {what}, but it should hold {exp}."
+        elif self.where == "partial sums":
+            head = f"the partial sums of {self.name} on devices {self.path} add up to {got}, but {what} is {exp} on one device."
+        elif self.where == "result":
+            head = f"device {self.rank} returned {got} as the result{self.path}, but on one device it is {exp}."
+        else:
+            head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
+        if self.is_also:
+            small = structured(self.found) or np.asarray(self.found).size <= 16
+            value = show(self.found) if small else "The value found"
+            head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
+        elif self.part_of:
+            head += (
+                f" What arrived is the same part ({diagnose.show_index(getattr(rec, 'index', None))}) of "
+                + " and ".join(self.reference.describe(n) for n in self.part_of)
+                + "."
+            )
+        if self.hint:
+            head += " " + self.hint
+        more = None if structured(self.found) or structured(self.expected) else difference(self.found, self.expected)
+        if more and np.asarray(self.found).shape == np.asarray(self.expected).shape:
+            head += " " + more
+        return head
+
+
+@dataclass
+class Unchecked:
+    """Something the checker could not compare, and what to do about it."""
+
+    kind: str  # "unknown name", "never computed", "unplaced message", "result", "partial sums"
+    text: str
+    name: str | None = None  # the name in question, for an unknown name
+
+
+@dataclass
+class CheckReport:
+    """The verdict of ``check``: passed, FAILED (with the first divergence), or not verified (with why)."""
+
+    first: Divergence | None
+    checked: int  # values compared
+    divergent: int  # values that differ (the first and everything downstream)
+    unchecked: list[Unchecked] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)  # values these inputs cannot tell apart (see _ambiguous)
+
+    @property
+    def verdict(self) -> str:
+        if self.first is not None:
+            return FAILED
+        return NOT_VERIFIED if self.unchecked else PASSED
+
+    @property
+    def ok(self) -> bool:
+        """True only when the run passed: every value compared and equal, nothing left unchecked."""
+        return self.verdict == PASSED
+
+    @property
+    def unknown(self) -> list[str]:
+        """Names in the run that the reference does not have."""
+        return [u.name for u in self.unchecked if u.kind == "unknown name"]
+
+    def __str__(self) -> str:
+        return self._verdict_text() + _notes(self.notes)
+
+    def _verdict_text(self) -> str:
+        if self.verdict == PASSED:
+            return f"check passed: {self.checked} values and the result match the single-device run"
+        if self.verdict == FAILED:
+            text = f"check FAILED at the first divergence: {self.first.explain()}"
+            if self.divergent > 1:
+                text += f"\n  ({self.divergent - 1} later value(s) differ too, downstream of it)"
+            if self.unchecked:
+                text += "\n  also not checked:" + _bullets(self.unchecked, limit=3)
+            return text
+        n = len(self.unchecked)
+        return (
+            f"check NOT VERIFIED: the {self.checked} values compared match the single-device run, but "
+            f"{n} thing{'s' if n > 1 else ''} could not be checked:" + _bullets(self.unchecked)
+        )
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
+
+def _bullets(items: list[Unchecked], limit: int = 12) -> str:
+    lines = [f"\n  - {u.text}" for u in items[:limit]]
+    if len(items) > limit:
+        lines.append(f"\n  - ... and {len(items) - limit} more")
+    return "".join(lines)
+
+
+def _notes(notes: list[str], limit: int = 3) -> str:
+    if not notes:
+        return ""
+    more = f"\n  (and {len(notes) - limit} more like it)" if len(notes) > limit else ""
+    return "\n  note: " + "\n  note: ".join(notes[:limit]) + more
+
+
+def _message(rec: Message) -> str:
+    via = f"({rec.label})" if rec.label else f"(tag {rec.tag})"
+    return f"message #{rec.id} from device {rec.src} to device {rec.dst} {via}"

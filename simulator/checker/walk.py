@@ -1,0 +1,320 @@
+"""``check``: the walk over a run's events in order, comparing every value it can place in the reference.
+
+Messages, held values, op outputs and op inputs are compared as they come (partial sums once every
+member has its term); then the result (results.py), what no device computed, and the explanation of
+the first divergence (explain.py). The verdict it returns is in verdict.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .. import diagnose
+from ..compare import same, show, structured
+from ..reference import Reference
+from ..trace import Message, Op, Trace
+from .explain import _Explanations, _floaty
+from .results import _ResultChecks
+from .verdict import CheckReport, Divergence, Unchecked, _message
+
+References = Reference | Mapping[int, Reference]
+
+
+def check(
+    run: Any,
+    reference: References | Callable[[int], Reference],
+    *,
+    rtol: float | None = None,
+    atol: float | None = None,
+) -> CheckReport:
+    """Compare a run with single-device reference(s); say passed, FAILED (first divergence) or not verified.
+
+    run: a ``RunResult`` (or a real run's result, or a ``Trace``); it must have kept its payloads.
+    reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
+    different inputs), or a function of the rank.
+    rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.compare``).
+    """
+    trace = run if isinstance(run, Trace) else run.trace
+    outputs = getattr(run, "outputs", None) if not isinstance(run, Trace) else None
+    if outputs is None:
+        outputs = trace.outputs
+    return _Checker(trace, outputs, _resolver(reference), rtol, atol).report()
+
+
+@dataclass
+class _Partial:
+    """One device's term of a sum over a group (an op or hold with ``partial=``)."""
+
+    rank: int
+    event: int
+    record: Op
+
+
+class _Checker(_ResultChecks, _Explanations):
+    """One check: the walk over the trace's events, then the result (results.py) and the explanation of
+    the first divergence (explain.py)."""
+
+    def __init__(self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol):
+        self.trace, self.outputs, self.ref_of = trace, outputs, ref_of
+        self.rtol, self.atol = rtol, atol
+        self.world_size = trace.world_size
+        self.checked = 0
+        self.diverged: list[Divergence] = []
+        self.unchecked: list[Unchecked] = []
+        self.notes: list[str] = []
+        self._seen_unknown: set[tuple[int, str]] = set()
+        self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
+        self.refs: dict[int, Reference] = {}
+        self.origin: list[dict[int, Op | Message]] = [{} for _ in range(trace.world_size)]  # id(value) -> record
+        self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
+        self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
+        self.last_event = [-1] * trace.world_size
+        self._block_searches = 64
+
+    # ---- the walk ---------------------------------------------------------------------------
+    def report(self) -> CheckReport:
+        if not self.trace.payloads:
+            raise ValueError("check needs the payloads: run the world with keep_payloads=True")
+        handlers = {"send": self._send, "recv": self._recv, "op": self._op, "hold": self._hold}
+        for i, (kind, rec) in enumerate(self.trace.events):
+            handler = handlers.get(kind)
+            if handler is not None:
+                handler(i, rec)
+        self._results()
+        self._unfinished_partials()
+        self._never_computed()
+        first = min(self.diverged, key=lambda d: d.event) if self.diverged else None
+        if first is not None:
+            self._explain(first)
+        return CheckReport(first, self.checked, len(self.diverged), self.unchecked, self.notes)
+
+    def _ref(self, rank: int) -> Reference:
+        ref = self.ref_of(rank)
+        self.refs[id(ref)] = ref
+        return ref
+
+    def _compare(self, where, rank, i, rec, name, expected, found, position=None, path="") -> bool:
+        self.checked += 1
+        if same(found, expected, self.rtol, self.atol):
+            return True
+        self.diverged.append(
+            Divergence(where, rank, i, rec, name, expected, found, [], self._ref(rank), position, path=path)
+        )
+        return False
+
+    def _send(self, i: int, msg: Message) -> None:
+        self.last_event[msg.src] = i
+        if msg.name is None:
+            if msg.label is None:  # a collective's chunks are checked where the collective ends
+                self._place(i, msg)
+            return
+        ref = self._ref(msg.dst)
+        if not ref.knows(msg.name):
+            self._unknown(msg.dst, msg.name, msg.payload, f"(what message #{msg.id} from device {msg.src} carries)")
+            return
+        self.produced.setdefault(id(ref), set()).add(msg.name)
+        expected = ref.expected(msg.name, msg.index)
+        if self._compare("message", msg.dst, i, msg, msg.name, expected, msg.payload):
+            self._ambiguous(ref, msg.payload, msg.name, f"{_message(msg)} carries {msg.name} =")
+
+    def _recv(self, i: int, msg: Message) -> None:
+        self.last_event[msg.dst] = i
+        self.origin[msg.dst][id(msg.payload)] = msg
+
+    def _hold(self, i: int, rec: Op) -> None:
+        self._op(i, rec, "held value")
+
+    def _op(self, i: int, rec: Op, where: str = "output") -> None:
+        self.last_event[rec.rank] = i
+        self.origin[rec.rank][id(rec.output)] = rec
+        ref = self._ref(rec.rank)
+        if not ref.knows(rec.name):
+            if rec.label is None:  # a collective's own reductions are checked through its result
+                self._unknown(rec.rank, rec.name, rec.output, "")
+            return
+        self.produced.setdefault(id(ref), set()).add(rec.name)
+        if rec.partial is not None:
+            self.partial_records[rec.rank].append(rec)
+            self._add_partial(i, rec)
+            return
+        wrong_before = len(self.diverged)
+        output_right = self._compare(where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output)
+        ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
+            return
+        if not output_right and not all(_same_role(f, e) for f, e in zip(rec.inputs, ref_inputs)):
+            return  # another way to compute it (other inputs, other shapes): the output says it all
+        # A wrong output is explained at the first wrong input (B got x, not A), where the input has the
+        # shape of the model's, or is a block of it (an op on a shard). A right output from other inputs is
+        # another way to compute the same value, not a bug: its inputs are not held against it.
+        inputs_wrong = []
+        for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
+            self.checked += 1
+            if same(found, exp, self.rtol, self.atol):
+                self._ambiguous(ref, found, None, f"input {pos} of op {rec.name} on device {rec.rank} is")
+            elif not output_right:
+                inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
+        self.diverged[wrong_before:wrong_before] = inputs_wrong
+
+    # ---- values the reference cannot name --------------------------------------------------------
+    def _unknown(self, rank: int, name: str, value: Any, context: str) -> None:
+        if (rank, name) in self._seen_unknown:
+            return
+        self._seen_unknown.add((rank, name))
+        ref = self._ref(rank)
+        hint = self._identify(ref, value)
+        if hint:
+            advice = f", but it equals {hint[0]}: name it {hint[1]}"
+        else:
+            advice = (
+                ", and its value is none of the reference's (if it is one term of a sum, name it after the sum "
+                "and say partial=True)"
+            )
+        context = f" {context}" if context else ""
+        self.unchecked.append(
+            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)
+        )
+
+    def _place(self, i: int, msg: Message) -> None:
+        """An unnamed message: find the reference value it carries, or say that none fits."""
+        ref = self._ref(msg.dst)
+        if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
+            self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            return
+        self.unchecked.append(
+            Unchecked(
+                "unplaced message",
+                f"{_message(msg)} has no name and carries {show(msg.payload)}, which is no value of the "
+                f"single-device run: say what it carries, recv(..., name=...), so it can be checked",
+            )
+        )
+
+    def _identify(self, ref: Reference, value: Any) -> tuple[str, str] | None:
+        """('S1 on one device', 'S1'), or a block of a value with the index= to say, for a value under no name."""
+        names = ref.identify(value, rtol=self.rtol, atol=self.atol)
+        if names:
+            return " and ".join(f"{n} on one device" for n in names[:3]), " or ".join(names[:3])
+        if structured(value):
+            return None
+        a = np.asarray(value)
+        if self._block_searches <= 0:  # each search scans every value: a few dozen explain plenty
+            return None
+        self._block_searches -= 1
+        for n, v in ref.values.items():
+            b = np.asarray(v)
+            if b.dtype.kind in "biuf" and a.dtype.kind in "biuf" and a.ndim == b.ndim and a.size < b.size:
+                block = diagnose.block_of(a, b)
+                if block is not None:
+                    at = diagnose.show_index(block)
+                    return f"the block {at} of {n} on one device", f"{n} with index=np.s_{at}"
+        return None
+
+    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str) -> None:
+        """A correct value that also equals another named value: this input cannot tell the two apart.
+
+        ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
+        result is ambiguous when two different named values equal it.
+        """
+        if structured(value):
+            return
+        a = np.asarray(value)
+        if a.dtype.kind not in "biuf" or not np.any(a):
+            return  # zeros (fresh buffers, zero gradients) equal each other in every model
+        names = ref.identify(value, rtol=self.rtol, atol=self.atol)
+        others = [n for n in names if n != name]
+        if len(others) >= (1 if name in names else 2):
+            self.notes.append(
+                f"{where} {show(value)}, but with these inputs "
+                + " and ".join(names[:4])
+                + " are equal: a program that used one for the other would look the same; try another input"
+            )
+
+    # ---- partial sums ----------------------------------------------------------------------------
+    def _add_partial(self, i: int, rec: Op) -> None:
+        group = rec.partial
+        key = (rec.name, repr(rec.index), group)
+        terms = self.partials.setdefault(key, [[] for _ in group])
+        if rec.rank not in group:
+            raise ValueError(f"device {rec.rank} holds a partial sum of {rec.name} over {group}, which omits it")
+        terms[group.index(rec.rank)].append(_Partial(rec.rank, i, rec))
+        if all(terms):  # every member has its next term: add them up in member order
+            parts = [t.pop(0) for t in terms]
+            total = parts[0].record.output
+            for p in parts[1:]:
+                total = total + p.record.output
+            ref = self._ref(rec.rank)
+            members = ", ".join(map(str, group))
+            self._compare(  # the path field says over which devices
+                "partial sums", rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), total, path=members
+            )
+
+    def _partial_of(self, rank: int, value: Any) -> Op | None:
+        """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""
+        rec = self.origin[rank].get(id(value))
+        if isinstance(rec, Op) and rec.partial is not None:
+            return rec
+        if structured(value):
+            return None
+        shape = np.shape(value)
+        for rec in self.partial_records[rank]:
+            if np.shape(rec.output) == shape and same(value, rec.output, self.rtol, self.atol):
+                return rec
+        return None
+
+    def _unfinished_partials(self) -> None:
+        for (name, _, group), terms in self.partials.items():
+            have = [m for m, t in zip(group, terms) if t]
+            if have:
+                missing = [m for m, t in zip(group, terms) if not t]
+                self.unchecked.append(
+                    Unchecked(
+                        "partial sums",
+                        f"the partial sums of {name} over devices {list(group)} were computed on devices {have} "
+                        f"only (not on {missing}), so they could not be added up and compared with {name}",
+                    )
+                )
+
+    # ---- names no device computed ----------------------------------------------------------------
+    def _never_computed(self) -> None:
+        for key, ref in self.refs.items():
+            made = self.produced.get(key, set())
+            missing = [n for n in ref.computed if n not in made]
+            if missing:
+                shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+                self.unchecked.append(
+                    Unchecked(
+                        "never computed",
+                        f"no device computed {shown} under that name (the single-device run does), so "
+                        f"{'they were' if len(missing) > 1 else 'it was'} not compared",
+                    )
+                )
+
+
+def _same_role(found: Any, expected: Any) -> bool:
+    """Whether an op's input plays the model's input's part: the same shape, or a block of it."""
+    if structured(found) or structured(expected):
+        return structured(found) and structured(expected)
+    a, b = np.asarray(found), np.asarray(expected)
+    return a.shape == b.shape or (_floaty(a, b) and diagnose.block_of(a, b) is not None)
+
+
+def _resolver(reference) -> Callable[[int], Reference]:
+    if isinstance(reference, Reference):
+        return lambda rank: reference
+    if isinstance(reference, Mapping):
+
+        def by_rank(rank: int) -> Reference:
+            if rank not in reference:
+                raise KeyError(f"no reference for device {rank}; the mapping covers devices {sorted(reference)}")
+            return reference[rank]
+
+        return by_rank
+    if callable(reference):
+        return reference
+    raise TypeError(
+        f"reference must be a Reference, a mapping rank -> Reference, or a function; got {type(reference).__name__}"
+    )

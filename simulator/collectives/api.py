@@ -1,0 +1,304 @@
+"""The public collectives: ``all_reduce``, ``reduce_scatter``, ``all_gather``, ``broadcast``, ``reduce``,
+``scatter``, ``gather``, ``all_to_all``, ``barrier``, and ``ulp_distance`` to compare their float results.
+
+Each checks its arguments, tells the simulator what this member calls (so members that disagree get
+an error naming both calls), and runs the chosen algorithm from ``ALGORITHMS``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..booked import ring_all_reduce
+from ..meta import MetaArray
+from ..placements import chunk_bounds
+from .algorithms import ALGORITHMS
+from .call import _Call
+from .halving_doubling import _need_pof2
+
+if TYPE_CHECKING:
+    from ..device import Device
+
+
+def all_reduce(
+    dev: Device,
+    x: Any,
+    op: str = "sum",
+    group: Sequence[int] | None = None,
+    algorithm: str = "ring",
+    *,
+    name: str | None = None,
+    partials: str | None = None,
+) -> np.ndarray:
+    """Every member ends with the reduction (``op``) of all members' ``x``; returns it.
+
+    name:     the reference value the result is (final chunks and the result are checked against it)
+    partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way)
+    """
+    c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
+    x = _freeze(x)
+    c.agree(op=op, shape=x.shape, dtype=x.dtype)
+    if c.p == 1:
+        return c.result(x)
+    if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/booked.py)
+        booked = ring_all_reduce(c, x)
+        if booked is not None:
+            return booked
+    return c.result(ALGORITHMS["all_reduce"][algorithm](c, x))
+
+
+def reduce_scatter(
+    dev: Device,
+    x: Any,
+    op: str = "sum",
+    group: Sequence[int] | None = None,
+    algorithm: str = "ring",
+    *,
+    axis: int = 0,
+    name: str | None = None,
+    partials: str | None = None,
+    indices: Sequence[Any] | None = None,
+) -> np.ndarray:
+    """Member j ends with the reduction of every member's block j; returns it.
+
+    x: an array, split along ``axis`` into p blocks by torch.chunk's rule, or a list of p blocks.
+    indices: the reference index of each block (default: its slice along ``axis``, when x is an array).
+    """
+    c = _Call(dev, "reduce_scatter", group, algorithm, op, name, partials)
+    if isinstance(x, (list, tuple)):
+        blocks = [_freeze(b) for b in x]
+        if len(blocks) != c.p:
+            raise ValueError(f"device {dev.rank}: reduce_scatter got {len(blocks)} blocks for a group of {c.p}")
+        default = None
+    else:
+        arr = _freeze(x)
+        b = chunk_bounds(arr.shape[axis], c.p)
+        pre = (slice(None),) * (axis % arr.ndim)
+        default = [(*pre, slice(b[j], b[j + 1])) for j in range(c.p)]
+        blocks = [arr[default[j]] for j in range(c.p)]
+    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype)
+    idx = indices if indices is not None else default
+
+    def index(j):
+        return idx[j] if idx is not None else None
+
+    if c.p == 1:
+        return c.result(blocks[0], index(0))
+    if algorithm == "halving_doubling":
+        _need_pof2(c, "reduce_scatter")
+    mine = c.finish_avg(ALGORITHMS["reduce_scatter"][algorithm](c, blocks, index))
+    return c.result(mine, index(c.me))
+
+
+def all_gather(
+    dev: Device,
+    x: Any,
+    group: Sequence[int] | None = None,
+    algorithm: str = "ring",
+    *,
+    axis: int | None = None,
+    shapes: Sequence[tuple[int, ...]] | None = None,
+    name: str | None = None,
+    indices: Sequence[Any] | None = None,
+    index: Any = None,
+) -> list[np.ndarray] | np.ndarray:
+    """Every member ends with every member's ``x``: a list in member order, or concatenated along ``axis``.
+
+    shapes:  each member's piece shape (default: all like this member's; a member whose piece differs
+             then breaks the declared contract, as with torch, which needs equal sizes)
+    name:    the reference value the pieces are parts of; indices: each piece's index into it (default,
+             with ``axis``: its slice along the axis); index: the concatenation's index into it (default:
+             the whole value)
+    """
+    c = _Call(dev, "all_gather", group, algorithm, None, name)
+    mine = _freeze(x)
+    shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
+    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype)
+    if len(shapes) != c.p or shapes[c.me] != mine.shape:
+        raise ValueError(
+            f"device {dev.rank}: all_gather shapes={shapes} must list {c.p} shapes, this member's being {mine.shape}"
+        )
+    if indices is None and name is not None:
+        if axis is None:
+            raise ValueError("all_gather(name=...) without axis needs indices= (which part of the value each piece is)")
+        at = np.cumsum([0] + [s[axis] for s in shapes]).tolist()
+        pre = (slice(None),) * (axis % mine.ndim)
+        indices = [(*pre, slice(at[j], at[j + 1])) for j in range(c.p)]
+
+    def index_of(j):
+        return indices[j] if indices is not None else None
+
+    if c.p == 1:
+        pieces = [mine]
+    else:
+        if algorithm == "halving_doubling":
+            _need_pof2(c, "all_gather")
+        pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index_of)
+    if axis is None:
+        return pieces
+    whole = np.concatenate(pieces, axis=axis)
+    return c.result(whole, index)
+
+
+def broadcast(
+    dev: Device,
+    x: Any,
+    src: int,
+    group: Sequence[int] | None = None,
+    algorithm: str = "tree",
+    *,
+    shape: tuple[int, ...] | None = None,
+    dtype: Any = None,
+    name: str | None = None,
+) -> np.ndarray:
+    """Every member ends with ``src``'s ``x`` (others pass None; shape/dtype declare the contract)."""
+    c = _Call(dev, "broadcast", group, algorithm, None, name)
+    root = _root(c, src, "src")
+    c.agree(src=src)
+    if c.me == root:
+        x = _freeze(x)
+    if c.p == 1:
+        return x
+    return ALGORITHMS["broadcast"][algorithm](c, x, root, shape, dtype)
+
+
+def reduce(
+    dev: Device,
+    x: Any,
+    dst: int,
+    op: str = "sum",
+    group: Sequence[int] | None = None,
+    algorithm: str = "tree",
+    *,
+    name: str | None = None,
+    partials: str | None = None,
+) -> np.ndarray | None:
+    """Device ``dst`` ends with the reduction of every member's ``x`` (others get None)."""
+    c = _Call(dev, "reduce", group, algorithm, op, name, partials)
+    root = _root(c, dst, "dst")
+    x = _freeze(x)
+    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype)
+    out = x if c.p == 1 else ALGORITHMS["reduce"][algorithm](c, x, root)
+    if c.me != root:
+        return None
+    return c.result(c.finish_avg(out))
+
+
+def scatter(
+    dev: Device,
+    chunks: Sequence[Any] | None,
+    src: int,
+    group: Sequence[int] | None = None,
+    algorithm: str = "direct",
+    *,
+    shape: tuple[int, ...] | None = None,
+    dtype: Any = None,
+    name: str | None = None,
+    indices: Sequence[Any] | None = None,
+) -> np.ndarray:
+    """Member m ends with ``chunks[m]`` from ``src`` (others pass None; shape/dtype declare the contract)."""
+    c = _Call(dev, "scatter", group, algorithm, None, name)
+    root = _root(c, src, "src")
+    c.agree(src=src)
+    if c.me == root:
+        if chunks is None or len(chunks) != c.p:
+            raise ValueError(f"device {dev.rank}: scatter from it needs a list of {c.p} chunks, one per member")
+        chunks = [_freeze(ch) for ch in chunks]
+    if c.p == 1:
+        return chunks[0]
+
+    def index(j):
+        return indices[j] if indices is not None else None
+
+    return ALGORITHMS["scatter"][algorithm](c, chunks, root, shape, dtype, index)
+
+
+def gather(
+    dev: Device,
+    x: Any,
+    dst: int,
+    group: Sequence[int] | None = None,
+    algorithm: str = "direct",
+    *,
+    shapes: Sequence[tuple[int, ...]] | None = None,
+    name: str | None = None,
+    indices: Sequence[Any] | None = None,
+) -> list[np.ndarray] | None:
+    """Device ``dst`` ends with every member's ``x`` in member order (others get None)."""
+    c = _Call(dev, "gather", group, algorithm, None, name)
+    root = _root(c, dst, "dst")
+    c.agree(dst=dst)
+    x = _freeze(x)
+    shapes = [tuple(s) for s in shapes] if shapes is not None else [x.shape] * c.p
+    if c.p == 1:
+        return [x]
+
+    def index(j):
+        return indices[j] if indices is not None else None
+
+    return ALGORITHMS["gather"][algorithm](c, x, root, shapes, index)
+
+
+def all_to_all(
+    dev: Device,
+    chunks: Sequence[Any],
+    group: Sequence[int] | None = None,
+    algorithm: str = "direct",
+    *,
+    shapes: Sequence[tuple[int, ...]] | None = None,
+) -> list[np.ndarray]:
+    """Member m sends ``chunks[j]`` to member j and ends with what every member sent it, in member order.
+
+    shapes: the shapes this member expects from each member (declared as contracts), if known.
+    """
+    c = _Call(dev, "all_to_all", group, algorithm)
+    c.agree()
+    if len(chunks) != c.p:
+        raise ValueError(f"device {dev.rank}: all_to_all needs {c.p} chunks (one per member), got {len(chunks)}")
+    chunks = [_freeze(ch) for ch in chunks]
+    if c.p == 1:
+        return chunks
+    dtype = chunks[0].dtype
+    return ALGORITHMS["all_to_all"][algorithm](c, chunks, shapes, dtype)
+
+
+def barrier(dev: Device, group: Sequence[int] | None = None, algorithm: str = "dissemination") -> None:
+    """No member leaves before every member has arrived."""
+    c = _Call(dev, "barrier", group, algorithm)
+    c.agree()
+    if c.p > 1:
+        ALGORITHMS["barrier"][algorithm](c)
+
+
+def _root(c: _Call, rank: int, arg: str) -> int:
+    if rank not in c.group:
+        raise ValueError(f"device {c.dev.rank}: {arg}={rank} is not in the group {c.group}")
+    return c.group.index(rank)
+
+
+def _freeze(x: Any) -> np.ndarray:
+    if type(x) is MetaArray:  # no values: immutable as it is
+        return x
+    arr = np.asarray(x)
+    if arr.flags.writeable:
+        arr = arr.copy()
+        arr.setflags(write=False)
+    return arr
+
+
+# ---- numerics --------------------------------------------------------------------------------
+def ulp_distance(a: Any, b: Any) -> np.ndarray:
+    """How many representable floats lie between a and b, elementwise (0 means bit-identical)."""
+    a, b = np.asarray(a), np.asarray(b)
+    if a.dtype != b.dtype or a.dtype.kind != "f":
+        raise TypeError(f"ulp_distance needs two float arrays of one dtype, got {a.dtype} and {b.dtype}")
+    ints = {2: np.int16, 4: np.int32, 8: np.int64}[a.dtype.itemsize]
+
+    def ordered(x):  # map floats to integers that count representable values in order
+        i = x.view(ints).astype(np.int64)
+        return np.where(i < 0, np.iinfo(ints).min - i, i)
+
+    return np.abs(ordered(a) - ordered(b))

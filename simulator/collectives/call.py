@@ -1,0 +1,148 @@
+"""One collective call on one device (``_Call``): its group, position, tag, labels and reductions.
+
+Every algorithm takes a ``_Call`` and sends, receives and reduces through it, so tags, labels and the
+checker's names are made in one place. ``resolve_group`` checks a group; ``describe_call`` writes a
+call out for the error raised when members of one group call different collectives.
+"""
+
+from __future__ import annotations
+
+import zlib
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..tags import TAG_BASE, CollectiveTag
+from .algorithms import ALGORITHMS
+
+if TYPE_CHECKING:
+    from ..device import Request
+
+
+REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
+    "sum": np.add,
+    "avg": np.add,  # summed, then divided by the group size once
+    "max": np.maximum,
+    "min": np.minimum,
+}
+
+
+def describe_call(call: tuple) -> str:
+    """A collective call as the member wrote it, e.g. ``all_reduce(op='sum', shape=(4,), dtype='float64', ...)``."""
+    kind, details, algorithm, group = call
+    args = [f"{k}={_plain(v)!r}" for k, v in details if v is not None]
+    return f"{kind}({', '.join([*args, f'algorithm={algorithm!r}', f'group={group}'])})"
+
+
+def _plain(v: Any) -> Any:
+    return v.name if isinstance(v, np.dtype) else v
+
+
+def resolve_group(dev: Any, group: Sequence[int] | None) -> tuple[int, ...]:
+    """The group as a tuple of ranks (None: every device); checks that ``dev`` belongs to it."""
+    if group is None:
+        return tuple(range(dev.world_size))
+    g = tuple(int(r) for r in group)
+    if len(set(g)) != len(g) or any(not 0 <= r < dev.world_size for r in g):
+        raise ValueError(f"device {dev.rank}: group {g} must list distinct ranks in 0..{dev.world_size - 1}")
+    if dev.rank not in g:
+        raise ValueError(f"device {dev.rank} called a collective on group {g}, which it is not part of")
+    return g
+
+
+class _Call:
+    """One collective call on one device: its group, its position in it, its tag and labels."""
+
+    __slots__ = (
+        "dev", "group", "p", "me", "tag", "fn", "op", "name", "partials", "kind", "algorithm", "number", "members",
+    )  # fmt: skip
+
+    def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
+        table = ALGORITHMS[kind]
+        if algorithm not in table:
+            raise ValueError(f"{kind}(algorithm={algorithm!r}): choose one of {sorted(table)}")
+        if op is not None and op not in REDUCE_FNS:
+            raise ValueError(f"{kind}(op={op!r}): choose one of {sorted(REDUCE_FNS)}")
+        self.dev = dev
+        # a group's checks and checksum are worked out once per device (big runs make millions of calls)
+        known = dev.__dict__.setdefault("_known_groups", {})
+        key = None if group is None else tuple(group)
+        info = known.get(key)
+        if info is None:
+            g = resolve_group(dev, group)
+            info = known[key] = (g, g.index(dev.rank), tuple(sorted(g)), zlib.crc32(repr(g).encode()) & 0xFFFF)
+        g, self.me, members, checksum = info
+        self.group, self.members = g, members
+        self.p = len(g)
+        counts = dev.__dict__.setdefault("_collective_calls", {})
+        n = counts.get(members, 0)  # counted per set of members, so a group listed in another order is caught
+        counts[members] = n + 1
+        self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
+        self.kind, self.algorithm, self.number = kind, algorithm, n
+        self.op = op
+        self.fn = REDUCE_FNS[op] if op is not None else None
+        self.name = name
+        # partial-sum names only mean something for sums
+        self.partials = [f"{partials}[{m}]" for m in range(self.p)] if partials and op in ("sum", "avg") else None
+
+    @property
+    def label(self) -> str:
+        """This call's label, e.g. ``all_reduce#3 ring`` (made when asked: a booked call needs it once)."""
+        return f"{self.kind}#{self.number} {self.algorithm}"
+
+    @property
+    def reduce_name(self) -> str:
+        """The name of its reductions' ops, e.g. ``all_reduce.sum``."""
+        return f"{self.kind}.{self.op}"
+
+    def agree(self, **details: Any) -> None:
+        """Tell the simulator what this member calls, so that members of one group calling different
+        collectives (or with other arguments) get an error naming both calls, never a result."""
+        if self.op == "avg" and np.dtype(details["dtype"]).kind not in "fc":
+            raise TypeError(
+                f"device {self.dev.rank}: {self.kind}(op='avg') needs floating-point values (an average of integers "
+                f"is not an integer), got {details['dtype']}: pass x.astype(float), or use op='sum'"
+            )
+        hook = getattr(self.dev, "_agree_collective", None)
+        if hook is None or self.p == 1:
+            return
+        # compared as data; written out (``describe_call``) only for the error when two members differ
+        hook(self.members, self.number, (self.kind, tuple(details.items()), self.algorithm, self.group))
+
+    def send(self, value: Any, pos: int, step: Any, what: Any) -> Request:
+        return self.dev.isend(value, self.group[pos], self.tag, label=f"{self.label} step {step} chunk {what}")
+
+    def recv(self, pos: int, shape=None, dtype=None, name=None, index=None) -> np.ndarray:
+        return self.dev.recv(self.group[pos], self.tag, shape=shape, dtype=dtype, name=name, index=index)
+
+    def exchange(self, value, to: int, frm: int, step: int, what, shape=None, dtype=None, name=None, index=None):
+        """Send to one member and receive from another (safe in eager and rendezvous modes)."""
+        sreq = self.send(value, to, step, what)
+        got = self.recv(frm, shape, dtype, name, index)
+        self.dev.wait(sreq)
+        return got
+
+    def sum_name(self, members: Sequence[int]) -> str | None:
+        """The reference name of the sum of these members' partials, e.g. 'Z.partial[0]+Z.partial[1]'."""
+        return "+".join(self.partials[m] for m in members) if self.partials else None
+
+    def combine(self, received: Any, local: Any, members: Sequence[int] | None = None, index: Any = None):
+        """Reduce a received chunk into a local one (received first: it holds the earlier members)."""
+        name = self.sum_name(members) if members is not None and self.partials else None
+        if name is None:
+            return self.dev.compute(self.reduce_name, self.fn, received, local, keep=False, label=self.label)
+        return self.dev.compute(name, self.fn, received, local, index=index, keep=False, label=self.label)
+
+    def finish_avg(self, value: Any, index: Any = None):
+        """For op='avg': divide the summed chunk by the group size (one op)."""
+        if self.op != "avg":
+            return value
+        p = self.p
+        return self.dev.compute(f"{self.reduce_name}.divide", lambda v: v / p, value, keep=False, label=self.label)
+
+    def result(self, value: Any, index: Any = None):
+        """Record the collective's result as the op ``name`` (free: no arithmetic), if named."""
+        if self.name is None:
+            return value
+        return self.dev.compute(self.name, lambda: value, seconds=0.0, index=index)

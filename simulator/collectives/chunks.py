@@ -1,0 +1,61 @@
+"""How a collective cuts a value into chunks and bundles several blocks into one message.
+
+``FlatSlice`` is the reference index of an all-reduce chunk (a slice of the flattened value);
+``_flat_setup`` cuts by torch.chunk's rule (``placements.chunk_bounds``); ``_pack``/``_unpack`` carry
+several blocks in one message (the halving_doubling algorithms send half a group's blocks at a time).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..placements import chunk_bounds
+
+
+@dataclass(frozen=True)
+class FlatSlice:
+    """An index into the flattened value: ``value.reshape(-1)[start:stop]`` (a chunk of an all-reduce)."""
+
+    start: int
+    stop: int
+
+    def __call__(self, value: Any) -> np.ndarray:
+        return np.asarray(value).reshape(-1)[self.start : self.stop]
+
+    def __repr__(self) -> str:
+        return f"flat[{self.start}:{self.stop}]"
+
+
+def _flat_setup(x: np.ndarray, parts: int):
+    flat = x.reshape(-1)
+    b = chunk_bounds(flat.size, parts)
+    blocks = [flat[b[j] : b[j + 1]] for j in range(parts)]
+    return blocks, b
+
+
+def _pack(blocks: Sequence[np.ndarray]) -> np.ndarray:
+    """Several blocks in one message: their flattened values, one after another (one block: as it is)."""
+    return blocks[0] if len(blocks) == 1 else np.concatenate([b.reshape(-1) for b in blocks])
+
+
+def _packed_shape(shapes: Sequence[tuple[int, ...]]) -> tuple[int, ...]:
+    return tuple(shapes[0]) if len(shapes) == 1 else (sum(_size(s) for s in shapes),)
+
+
+def _unpack(buf: np.ndarray, shapes: Sequence[tuple[int, ...]]) -> list[np.ndarray]:
+    if len(shapes) == 1:
+        return [buf]
+    out, at = [], 0
+    for s in shapes:
+        n = int(np.prod(s))
+        out.append(buf[at : at + n].reshape(s))
+        at += n
+    return out
+
+
+def _size(shape) -> int:
+    return int(np.prod(shape))

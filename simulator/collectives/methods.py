@@ -1,0 +1,53 @@
+"""``CollectiveMethods``: the collectives as device methods (``dev.all_reduce(x)``), mixed into ``Device``.
+
+Each method is the public function of ``api.py`` with the device as its first argument; the torch
+backend's device has the same methods (simulator/backends/torch.py).
+"""
+
+from __future__ import annotations
+
+from .api import all_gather, all_reduce, all_to_all, barrier, broadcast, gather, reduce, reduce_scatter, scatter
+
+
+class CollectiveMethods:
+    """The collectives as device methods, with torch.distributed's names (mixed into ``Device``)."""
+
+    def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None):
+        """See ``simulator.collectives.all_reduce``."""
+        return all_reduce(self, x, op, group, algorithm, name=name, partials=partials)
+
+    def reduce_scatter(
+        self, x, op="sum", group=None, algorithm="ring", *, axis=0, name=None, partials=None, indices=None
+    ):
+        """See ``simulator.collectives.reduce_scatter``."""
+        return reduce_scatter(self, x, op, group, algorithm, axis=axis, name=name, partials=partials, indices=indices)
+
+    def all_gather(
+        self, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None, index=None
+    ):
+        """See ``simulator.collectives.all_gather``."""
+        return all_gather(self, x, group, algorithm, axis=axis, shapes=shapes, name=name, indices=indices, index=index)
+
+    def broadcast(self, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None):
+        """See ``simulator.collectives.broadcast``."""
+        return broadcast(self, x, src, group, algorithm, shape=shape, dtype=dtype, name=name)
+
+    def reduce(self, x, dst, op="sum", group=None, algorithm="tree", *, name=None, partials=None):
+        """See ``simulator.collectives.reduce``."""
+        return reduce(self, x, dst, op, group, algorithm, name=name, partials=partials)
+
+    def scatter(self, chunks, src, group=None, algorithm="direct", *, shape=None, dtype=None, name=None, indices=None):
+        """See ``simulator.collectives.scatter``."""
+        return scatter(self, chunks, src, group, algorithm, shape=shape, dtype=dtype, name=name, indices=indices)
+
+    def gather(self, x, dst, group=None, algorithm="direct", *, shapes=None, name=None, indices=None):
+        """See ``simulator.collectives.gather``."""
+        return gather(self, x, dst, group, algorithm, shapes=shapes, name=name, indices=indices)
+
+    def all_to_all(self, chunks, group=None, algorithm="direct", *, shapes=None):
+        """See ``simulator.collectives.all_to_all``."""
+        return all_to_all(self, chunks, group, algorithm, shapes=shapes)
+
+    def barrier(self, group=None, algorithm="dissemination"):
+        """See ``simulator.collectives.barrier``."""
+        return barrier(self, group, algorithm)

@@ -1,0 +1,88 @@
+"""Ring algorithms: reduce-scatter, all-gather, and all-reduce as the one followed by the other.
+
+Over p members each takes p - 1 steps; at step s every member sends one block to its right neighbour
+and receives one from its left. Chunk c is summed in ring order starting after its owner, ((x[c+1] +
+x[c+2]) + ...) + x[c]. These loops are the hot path of large simulations (see ``_rs_ring``); a ring
+all-reduce without payloads is booked whole where it can be (simulator/booked.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from .chunks import FlatSlice, _flat_setup
+
+if TYPE_CHECKING:
+    from .call import _Call
+
+
+def _rs_ring(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
+    """Step s: send block (me - s - 1) to the right, add the block (me - s - 2) arriving from the left.
+
+    The hot loop of large simulations: device methods are bound once, and names and indices for the
+    checker are built only when the call is named.
+    """
+    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
+    isend, send, recv, wait, compute = dev.isend, dev.send, dev.recv, dev.wait, dev.compute
+    eager = getattr(dev, "eager_sends", False)  # then a plain send cannot block: no request to wait on
+    fn, reduce_name = c.fn, c.reduce_name
+    acc = list(blocks)
+    named = c.partials is not None
+    for s in range(p - 1):
+        out_j = (me - s - 1) % p
+        in_j = (out_j - 1) % p
+        blk = acc[in_j]
+        if eager:
+            send(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
+        else:
+            sreq = isend(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
+        if named:
+            members = [(in_j + 1 + k) % p for k in range(s + 1)]
+            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype, name=c.sum_name(members), index=index(in_j))
+            acc[in_j] = c.combine(got, blk, members + [me], index(in_j))
+        else:
+            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype)
+            acc[in_j] = compute(reduce_name, fn, got, blk, flops=blk.size, keep=False, label=label)
+        if not eager:
+            wait(sreq)
+    return acc[me]
+
+
+def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list:
+    """Step s: pass block (me - s) to the right, receive block (me - s - 1) from the left."""
+    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
+    isend, send, recv, wait = dev.isend, dev.send, dev.recv, dev.wait
+    eager = getattr(dev, "eager_sends", False)
+    out: list = [None] * p
+    out[me] = mine
+    for s in range(p - 1):
+        out_j = (me - s) % p
+        in_j = (out_j - 1) % p
+        if eager:
+            send(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
+        else:
+            sreq = isend(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
+        if name is None:
+            out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype)
+        else:
+            out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype, name=name, index=index(in_j))
+        if not eager:
+            wait(sreq)
+    return out
+
+
+def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
+    blocks, b = _flat_setup(x, c.p)
+
+    def index(j):
+        return FlatSlice(b[j], b[j + 1])
+
+    mine = c.finish_avg(_rs_ring(c, blocks, index))
+    shapes = [blk.shape for blk in blocks]
+    out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, c.p - 1)  # steps continue after the reduce-scatter's
+    return np.concatenate(out).reshape(x.shape)
