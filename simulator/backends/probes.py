@@ -65,19 +65,7 @@ def exchange(
     partner = dev.rank ^ 1
     if partner >= dev.world_size:
         return None
-    out = {}
-    for n in sizes:
-        buf = np.zeros(n, dtype=np.uint8)
-        times = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            req = dev.isend(buf, partner, tag=1)
-            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-            dev.wait(req)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        out[n] = STATISTICS[statistic](times)
-    return out
+    return _send_while_receiving(dev, partner, partner, sizes, repeats, warmup, statistic)
 
 
 def ring(
@@ -85,14 +73,21 @@ def ring(
 ) -> dict[int, float]:
     """Seconds for one ring step: send n bytes to the next rank while receiving n from the previous one."""
     right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
+    return _send_while_receiving(dev, right, left, sizes, repeats, warmup, statistic)
+
+
+def _send_while_receiving(
+    dev: Device, to: int, frm: int, sizes: tuple[int, ...], repeats: int, warmup: int, statistic: str
+) -> dict[int, float]:
+    """Seconds to send n bytes to ``to`` while receiving n from ``frm``, per size (the statistic of the repeats)."""
     out = {}
     for n in sizes:
         buf = np.zeros(n, dtype=np.uint8)
         times = []
         for i in range(warmup + repeats):
             t0 = time.perf_counter()
-            req = dev.isend(buf, right, tag=1)
-            dev.recv(left, tag=1, shape=(n,), dtype=np.uint8)
+            req = dev.isend(buf, to, tag=1)
+            dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
             dev.wait(req)
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
