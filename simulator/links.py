@@ -99,20 +99,17 @@ class RingNetwork:
         return start, done, done + len(route) * alpha
 
 
-class TwoLevelNetwork:
-    """Per-run state of a two-level machine: intra-node links, and each device's network port."""
+class TwoLevelNetwork(Network):
+    """Per-run state of a two-level machine: links inside a node as ``Network``'s, and each device's network port."""
 
-    __slots__ = ("_alpha", "_inv_bw", "_alpha_x", "_inv_bw_x", "_node_size", "_free", "_tx", "_rx", "_regimes")
+    __slots__ = ("_alpha_x", "_inv_bw_x", "_node_size", "_tx", "_rx")
     shared_links = True  # a device's incoming network port takes messages from many senders
 
     def __init__(self, cost: CostModel, topo: TwoLevel, world_size: int) -> None:
-        self._alpha = cost.latency
-        self._inv_bw = 1.0 / cost.bandwidth
-        self._regimes = _regime_table(cost)
+        super().__init__(cost, world_size)  # (its links: those inside each node)
         self._alpha_x = topo.inter_latency
         self._inv_bw_x = 1.0 / topo.inter_bandwidth
         self._node_size = topo.node_size
-        self._free: dict[int, dict[int, float]] = {}  # src -> {dst in its node: when link (src, dst) is next free}
         self._tx = [0.0] * world_size  # when each device's outgoing network port is next free
         self._rx = [0.0] * world_size  # ... and its incoming one
 
@@ -120,26 +117,9 @@ class TwoLevelNetwork:
         """Whether only src books what a message from src to dst uses: a link inside a node, not the ports."""
         return src // self._node_size == dst // self._node_size
 
-    def private_links(self, src: int) -> dict[int, float]:
-        """Device src's links inside its node (dst -> next free time), booked with ``alpha`` and ``1 / B``."""
-        links = self._free.get(src)
-        if links is None:
-            links = self._free[src] = {}
-        return links
-
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
-        ns = self._node_size
-        if src // ns == dst // ns:
-            alpha, inv_bw = self._alpha, self._inv_bw
-            if self._regimes:
-                alpha, inv_bw = _in_regime(self._regimes, nbytes, alpha, inv_bw)
-            links = self.private_links(src)
-            start = links.get(dst, 0.0)
-            if start < t:
-                start = t
-            done = start + nbytes * inv_bw
-            links[dst] = done
-            return start, done, done + alpha
+        if src // self._node_size == dst // self._node_size:
+            return Network.transfer(self, src, dst, nbytes, t)
         start = max(t, self._tx[src], self._rx[dst])
         done = start + nbytes * self._inv_bw_x
         self._tx[src] = self._rx[dst] = done
