@@ -6,8 +6,12 @@ hint ("the blocks are in the wrong order") holds exactly when the comparison say
 The tolerance: integers and booleans compare exactly. Floats compare element by element with
 ``|found - expected| <= atol + rtol * |expected|``, where ``rtol`` defaults by the dtype (float64
 1e-7, float32 1e-4, float16 1e-2: parallel runs add in another order, which moves the last bits)
-and ``atol`` is raised to ``rtol * 1e-3 * max|expected|``: an element that should be 1e-17 after
-cancellation is compared on the scale of the whole array, not on its own.
+and ``atol`` is raised to ``rtol * 1e-2 * (the median of the array's nonzero |expected|)``: an element
+that should be 1e-17 after cancellation is compared on the scale of the array's typical values, not on
+its own, and one huge element (a -1e9 attention mask) does not loosen the others.
+
+A float value of lower precision than expected (float32 where one device has float64) is never the same:
+its rounding would hide under float64's tolerance, but the cast is itself a difference.
 """
 
 from __future__ import annotations
@@ -34,9 +38,15 @@ def tolerances(expected: Any, rtol: float | None = None, atol: float | None = No
         rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
     floor = 0.0
     if b.dtype.kind in "fc" and b.size:
-        finite = np.abs(b[np.isfinite(b)]) if not np.all(np.isfinite(b)) else np.abs(b)
-        floor = rtol * 1e-3 * float(finite.max()) if finite.size else 0.0
+        typical = np.abs(b[np.isfinite(b) & (b != 0)])
+        floor = rtol * 1e-2 * float(np.median(typical)) if typical.size else 0.0
     return rtol, max(atol or 0.0, floor)
+
+
+def downcast(found: Any, expected: Any) -> bool:
+    """Whether ``found`` holds floats of lower precision than ``expected`` (float32 for float64, say)."""
+    a, b = np.asarray(found), np.asarray(expected)
+    return a.dtype.kind in "fc" and b.dtype.kind in "fc" and a.dtype.itemsize < b.dtype.itemsize
 
 
 def close(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> np.ndarray:
@@ -73,7 +83,7 @@ def same(found: Any, expected: Any, rtol: float | None = None, atol: float | Non
         return False
     if not (_numeric(a) and _numeric(b)):
         return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
-    return bool(np.all(close(a, b, rtol, atol)))
+    return not downcast(a, b) and bool(np.all(close(a, b, rtol, atol)))
 
 
 def _same_objects(found: Any, expected: Any) -> bool:
@@ -104,10 +114,13 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     a, b = np.asarray(found), np.asarray(expected)
     if a.shape != b.shape:
         return f"It has shape {a.shape} where one device has {b.shape}."
+    cast = f"It is {a.dtype} where one device has {b.dtype}: a cast lost precision." if downcast(a, b) else ""
     if a.size <= SHOW_UP_TO or not (_numeric(a) and _numeric(b)):
-        return None
+        return cast or None
     bad = ~close(a, b, rtol, atol)
     count = int(bad.sum())
+    if not count:
+        return cast or None
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     fa, fb = a.astype(np.float64)[bad], b.astype(np.float64)[bad]
     with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
@@ -121,7 +134,7 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
     rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
-    return (
+    return cast + (" " if cast else "") + (
         f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
         f"largest relative difference {rel_text}); the first is at {list(first)}. "
         f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."

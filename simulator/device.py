@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from .engine import Engine
 
 INF = float("inf")
+POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls
 NAN = float("nan")
 _pack_msg = MSG.pack
 _pack_recv = RECV.pack
@@ -124,6 +125,8 @@ class Device(DeviceMemory, CollectiveMethods):
         self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
         self._greenlet: Any = None  # set by the engine
         self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
+        self._polls = 0  # test() calls that found their request pending while the clock stood still
+        self._poll_clock = 0.0  # ... at this time
         self._out: dict[Any, Channel] = {}  # dst (tag 0) or (dst, tag) -> the channel it sends on
         self._in: dict[Any, Channel] = {}  # src (tag 0) or (src, tag) -> the channel it receives on
         # this device's outgoing links, when no other device books them (fully connected): booked inline
@@ -489,7 +492,22 @@ class Device(DeviceMemory, CollectiveMethods):
         """
         if not self._engine._in_time_order:
             self._engine._catch_up(self)
-        return req.done is not None and req.done <= self.clock
+        if req.done is not None and req.done <= self.clock:
+            self._polls = 0
+            return True
+        # No simulated time passes between two tests: a program that only polls never sees its request
+        # complete. Say so rather than spin forever.
+        if self._polls and self.clock != self._poll_clock:
+            self._polls = 0
+        self._polls += 1
+        self._poll_clock = self.clock
+        if self._polls >= POLL_LIMIT:
+            raise SimulationError(
+                f"device {self.rank} tested {req.describe()} {POLL_LIMIT:,} times at t = {self.clock:.6g} s, its clock "
+                "standing still: in a simulation no time passes between two tests, so the request cannot complete. "
+                "Compute something between tests (as an overlapped all-reduce does), or call dev.wait(req)."
+            )
+        return False
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""

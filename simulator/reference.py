@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import same, structured
+from .compare import same, show, structured
 from .engine import World
 from .trace import Trace
 
@@ -48,6 +48,14 @@ class Reference:
         for kind, rec in trace.events:
             if kind not in ("op", "hold") or rec.output is None:
                 continue
+            earlier = ref.values.get(rec.name, NO_RESULT)
+            if earlier is not NO_RESULT and not same(rec.output, earlier):
+                raise ValueError(
+                    f"the model gives the name {rec.name!r} two different values ({show(earlier)} and then "
+                    f"{show(rec.output)}): a name stands for one value, so the checker could not tell which one a "
+                    f"device should hold. Give each its own name, e.g. {rec.name + '[0]'!r}, {rec.name + '[1]'!r} for "
+                    "each microbatch or step."
+                )
             ref.values[rec.name] = rec.output
             if rec.doc:
                 ref.docs[rec.name] = rec.doc

@@ -72,7 +72,7 @@ class Divergence:
         if self.hint:
             head += " " + self.hint
         more = None if structured(self.found) or structured(self.expected) else difference(self.found, self.expected)
-        if more and np.asarray(self.found).shape == np.asarray(self.expected).shape:
+        if more:
             head += " " + more
         return head
 

@@ -1,0 +1,101 @@
+"""What a new user's review found: a wrong program that passed, a right one refused, a poll that hung."""
+
+import numpy as np
+import pytest
+
+from simulator import World
+from simulator.checker import check
+from simulator.errors import SimulationError
+from simulator.reference import Reference
+
+RNG = np.random.default_rng(0)
+S = RNG.standard_normal((4, 4))
+MASK = np.triu(np.ones((4, 4), bool), 1)
+
+
+def masked(dev, shift=0.0):
+    s = dev.hold("scores", S)
+    return dev.compute("masked", lambda v: np.where(MASK, -1e9, v + shift), s)
+
+
+@pytest.mark.parametrize("shift", [0.09, 1e-4])
+def test_one_huge_element_does_not_loosen_the_others(shift):
+    """A -1e9 attention mask used to raise the tolerance of every score to 0.1."""
+    report = check(World(1).run(masked, shift), Reference.of(masked))
+    assert report.verdict == "FAILED" and report.first.name == "masked"
+    assert check(World(1).run(masked), Reference.of(masked)).ok
+
+
+def scale(dev, x, dtype=None):
+    h = dev.hold("x", x if dtype is None else x.astype(dtype))
+    return dev.compute("y", lambda v: 3 * v, h)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float16])
+def test_a_cast_to_lower_precision_fails_and_says_so(dtype):
+    x = RNG.standard_normal(5)
+    report = check(World(1).run(scale, x, dtype), Reference.of(scale, x))
+    assert report.verdict == "FAILED"
+    assert f"It is {np.dtype(dtype)} where one device has float64: a cast lost precision." in str(report)
+
+
+def test_a_message_sent_in_float32_fails():
+    x = RNG.standard_normal(6)
+
+    def model(dev):
+        a = dev.hold("A", x)
+        return dev.compute("B", np.tanh, a)
+
+    def two(dev):
+        if dev.rank == 0:
+            dev.send(dev.hold("A", x).astype(np.float32), dst=1)
+            return None
+        a = dev.recv(src=0, dtype=np.float32, name="A")
+        return dev.compute("B", np.tanh, a)
+
+    report = check(World(2).run(two), Reference.of(model))
+    assert report.verdict == "FAILED" and "float32 where one device has float64" in str(report)
+
+
+def test_float32_against_a_float32_model_and_a_wider_result_still_pass():
+    x = RNG.standard_normal(5).astype(np.float32)
+    assert check(World(1).run(scale, x), Reference.of(scale, x)).ok
+    assert check(World(1).run(scale, x, np.float64), Reference.of(scale, x)).ok  # more precision is no error
+
+
+def test_a_wrong_shape_is_said_in_words():
+    def model(dev):
+        return dev.hold("y", np.ones((1, 8)))
+
+    report = check(World(1).run(lambda dev: dev.hold("y", np.ones(8))), Reference.of(model))
+    assert report.verdict == "FAILED" and "It has shape (8,) where one device has (1, 8)." in str(report)
+
+
+def test_a_model_that_gives_one_name_two_values_is_refused():
+    X = RNG.standard_normal((2, 3))
+
+    def model(dev):
+        return [dev.compute("y", np.tanh, dev.hold("x", X[m : m + 1])) for m in range(2)]
+
+    with pytest.raises(ValueError, match=r"gives the name 'x' two different values.*'x\[0\]', 'x\[1\]'"):
+        Reference.of(model)
+
+    def same_weight_twice(dev):  # one name, one value, held twice: fine
+        return [dev.compute(f"y[{m}]", np.tanh, dev.hold("W", X)) for m in range(2)]
+
+    assert Reference.of(same_weight_twice).values["W"] is not None
+
+
+def test_polling_without_letting_time_pass_is_an_error_not_a_hang():
+    def poll(dev):
+        if dev.rank == 0:
+            dev.compute("work", lambda: np.ones(3), flops=1e6)
+            dev.send(np.ones(3), dst=1, tag=7)
+            return None
+        req = dev.irecv(src=0, tag=7)
+        while not dev.test(req):
+            pass
+        return dev.wait(req)
+
+    with pytest.raises(SimulationError, match=r"device 1 tested recv\(src=0, tag=7\) 100,000 times.*dev.wait\(req\)"):
+        World(2).run(poll)
