@@ -85,9 +85,9 @@ def tag_hints(eng: Engine) -> list[str]:
             continue
         for (src, dst, tag), ch in eng._chans.items():
             if src == req.peer and dst == dev.rank and tag != req.tag and ch.mail:
-                via = f"with tag {tag}"
-                if tag >= TAG_BASE:  # a collective's messages: named by their call (``all_reduce#0 ring``)
-                    via = f"of {eng.trace.message_at_row(ch.mail[0][0]).label.split(' step ')[0]}"
+                label = eng.trace.message_at_row(ch.mail[0][0]).label if tag >= TAG_BASE else None
+                # a collective's messages are named by their call (``all_reduce#0 ring``), not their tag
+                via = f"of {label.split(' step ')[0]}" if label else f"with tag {tag}"
                 hints.append(
                     f"  device {src} did send device {dev.rank} {len(ch.mail)} message(s) {via}, "
                     f"which nobody received: do the tags of the send and the recv match?"
