@@ -9,7 +9,16 @@ import argparse
 import sys
 from collections.abc import Callable, Sequence
 
-from .cli_show import EventFilter, devices_arg, kinds_arg, show_scenario, steps_arg, terminal_width
+from .cli_show import (
+    EventFilter,
+    FilterError,
+    check_devices,
+    devices_arg,
+    kinds_arg,
+    show_scenario,
+    steps_arg,
+    terminal_width,
+)
 from .cli_types import bounded_int, output_file, output_folder
 from .examples import all_scenarios, get
 from .textgrid import MAX_SLOTS
@@ -50,9 +59,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         return 2
     only = EventFilter(args.devices, args.steps or (None, None), args.kinds)
     style = ValueStyle(max_elements=args.max_elements)
-    shown = show_scenario(
-        scenario, step=args.step, width=args.width, only=only, values=args.values, style=style, timeline=not args.step
-    )
+    try:
+        shown = show_scenario(
+            scenario,
+            step=args.step,
+            width=args.width,
+            only=only,
+            values=args.values,
+            style=style,
+            timeline=not args.step,
+        )
+    except FilterError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     return 0 if shown else 1
 
 
@@ -126,6 +145,11 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 
     result = _result(args.scenario)
     if result is None:
+        return 2
+    try:
+        check_devices(args.devices, result.world.size)
+    except FilterError as exc:
+        print(exc, file=sys.stderr)
         return 2
     columns = args.columns or terminal_width()
     label_w = max(len(f"device {result.world.size - 1}"), 10)

@@ -64,6 +64,15 @@ class EventFilter:
         ranks = {rec.src, rec.dst} if kind in ("send", "recv") else {rec.rank}
         return bool(ranks & self.devices)
 
+    def check(self, world_size: int, n_events: int) -> None:
+        """Refuse (``FilterError``) devices the run does not have, or a step range that starts after its last step."""
+        check_devices(self.devices, world_size)
+        lo, hi = self.steps
+        if lo is not None and lo > n_events:
+            asked = f"{lo}" if hi == lo else f"{lo}:{'' if hi is None else hi}"
+            has = f"steps 1-{n_events}" if n_events > 1 else ("step 1 only" if n_events else "no steps")
+            raise FilterError(f"--steps {asked}: the run has {has}")
+
     def describe(self) -> str:
         parts = []
         if self.devices is not None:
@@ -74,6 +83,20 @@ class EventFilter:
         if self.kinds is not None:
             parts.append("kinds " + ", ".join(k for k in KINDS if k in self.kinds))
         return "; ".join(parts)
+
+
+class FilterError(ValueError):
+    """A filter that asks for devices or steps the run does not have (the command line exits with 2)."""
+
+
+def check_devices(devices: frozenset[int] | None, world_size: int) -> None:
+    """Refuse (``FilterError``) ranks outside the run's devices, naming the ones it has."""
+    bad = sorted(r for r in devices or () if not 0 <= r < world_size)
+    if bad:
+        asked = ",".join(map(str, sorted(devices)))
+        has = f"devices 0-{world_size - 1}" if world_size > 1 else "device 0 only"
+        extra = "" if len(bad) == len(devices) else f" (no device {', '.join(map(str, bad))})"
+        raise FilterError(f"--devices {asked}: the run has {has}{extra}")
 
 
 def parse_devices(text: str) -> frozenset[int]:
@@ -116,14 +139,18 @@ def show_scenario(
 ) -> bool:
     """Print a scenario's story, events (or steps), timeline and check; returns whether it behaved as expected.
 
+    A filter for devices or steps the run does not have is a ``FilterError``, raised before anything is printed.
+
     values: for ``step``, "all" (every value held), "new" (the value each event places, in full; the rest
     by name) or "names"; by default "all" where every device's values fit on one line, else "new".
     """
     width = width or terminal_width()
-    print(clip(f"=== {scenario.name}: {scenario.title}", width))
-    print(textwrap.fill(scenario.story, width, initial_indent="    ", subsequent_indent="    ") + "\n")
     run = scenario.run()
     result = run.result
+    if result is not None:
+        only.check(result.world.size, len(result.trace.events))
+    print(clip(f"=== {scenario.name}: {scenario.title}", width))
+    print(textwrap.fill(scenario.story, width, initial_indent="    ", subsequent_indent="    ") + "\n")
     if result is not None:
         events = result.trace.events
         chosen = [i for i, (kind, rec) in enumerate(events, 1) if only.matches(i, kind, rec)]

@@ -18,8 +18,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import DeadlockError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .tags import TAG_BASE
 
 if TYPE_CHECKING:
+    from .device import Device, Request
     from .engine import Engine
     from .trace import Message
 
@@ -35,8 +37,7 @@ def raise_deadlock(eng: Engine) -> None:
         if req is None:  # cannot happen: a live device off the heap is blocked on something
             blocked[dev.rank] = "not blocked (engine error)"
             continue
-        peer_state = " (which has finished)" if eng.devices[req.peer]._done else ""
-        blocked[dev.rank] = f"{req.describe()} at t={dev.clock * 1e6:.3f}us, waiting for device {req.peer}{peer_state}"
+        blocked[dev.rank] = _blocked_in(eng, dev, req)
         waits_for[dev.rank] = req.peer
     cycle = find_cycle(waits_for)
     lines = [f"deadlock: all {len(blocked)} unfinished devices are blocked and nothing is in flight."]
@@ -61,6 +62,20 @@ def raise_deadlock(eng: Engine) -> None:
     raise DeadlockError("\n".join(lines), blocked, cycle)
 
 
+def _blocked_in(eng: Engine, dev: Device, req: Request) -> str:
+    """What one blocked device waits in: a collective by its label (``all_reduce#0 ring``), never its raw tag."""
+    at = f"at t={dev.clock * 1e6:.3f}us"
+    peer = eng.devices[req.peer]
+    call = getattr(dev, "_last_call", None)  # a device blocked on a collective's tag is in its latest call
+    if req.tag >= TAG_BASE and call is not None and call.tag == req.tag:
+        way = "recv from" if req.kind == "recv" else "send to"
+        what = f"{call.label} (its {way} device {req.peer}) {at}"
+        if peer._done and getattr(peer, "_collective_calls", {}).get(call.members, 0) <= call.number:
+            return f"{what}, and device {req.peer} finished without calling it"
+        return f"{what}, waiting for device {req.peer}{' (which has finished)' if peer._done else ''}"
+    return f"{req.describe()} {at}, waiting for device {req.peer}{' (which has finished)' if peer._done else ''}"
+
+
 def tag_hints(eng: Engine) -> list[str]:
     """Point at unreceived messages between the same devices with another tag: the likely culprit."""
     hints = []
@@ -70,8 +85,11 @@ def tag_hints(eng: Engine) -> list[str]:
             continue
         for (src, dst, tag), ch in eng._chans.items():
             if src == req.peer and dst == dev.rank and tag != req.tag and ch.mail:
+                label = eng.trace.message_at_row(ch.mail[0][0]).label if tag >= TAG_BASE else None
+                # a collective's messages are named by their call (``all_reduce#0 ring``), not their tag
+                via = f"of {label.split(' step ')[0]}" if label else f"with tag {tag}"
                 hints.append(
-                    f"  device {src} did send device {dev.rank} {len(ch.mail)} message(s) with tag {tag}, "
+                    f"  device {src} did send device {dev.rank} {len(ch.mail)} message(s) {via}, "
                     f"which nobody received: do the tags of the send and the recv match?"
                 )
     return hints

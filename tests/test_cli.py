@@ -34,3 +34,22 @@ def test_help_runs_as_a_module():
 def test_close_names_get_a_suggestion(capsys):
     assert main(["run", "wrong_input"]) == 2
     assert "did you mean 'wrong-input'?" in capsys.readouterr().err
+
+
+def test_filters_outside_the_run_are_errors_that_name_its_range(capsys):
+    # split is a 2-device run of 5 events: a filter beyond that would show nothing, so it is refused
+    for argv, message in [
+        (["run", "split", "--devices", "9"], "--devices 9: the run has devices 0-1"),
+        (["run", "split", "--devices", "1,9"], "--devices 1,9: the run has devices 0-1 (no device 9)"),
+        (["run", "split", "--steps", "50:60"], "--steps 50:60: the run has steps 1-5"),
+        (["run", "split", "--steps", "6"], "--steps 6: the run has steps 1-5"),
+        (["timeline", "split", "--devices", "7"], "--devices 7: the run has devices 0-1"),
+    ]:
+        assert main(argv) == 2, argv
+        captured = capsys.readouterr()
+        assert captured.err.strip() == message and captured.out == "", argv
+
+
+def test_a_step_range_that_overlaps_the_run_is_shown(capsys):
+    assert main(["run", "split", "--steps", "3:60", "--devices", "1"]) == 0
+    assert "showing 3 of 5 events (devices 1; steps 3 to 60)" in capsys.readouterr().out

@@ -117,3 +117,29 @@ def test_a_posted_receive_that_nothing_matches_is_reported():
 
     with pytest.warns(UnreceivedMessagesWarning, match=r"device 1: irecv\(src=0, tag=3\)"):
         World(2).run(dangling)
+
+
+def test_a_missing_collective_call_is_named_not_shown_as_a_raw_tag():
+    def only_rank_0(dev):
+        return dev.all_reduce(np.ones(3)) if dev.rank == 0 else None
+
+    with pytest.raises(DeadlockError) as info:
+        World(2).run(only_rank_0)
+    text = str(info.value)
+    assert "device 0 is blocked in all_reduce#0 ring (its recv from device 1)" in text
+    assert "device 1 finished without calling it" in text
+    assert "tag=" not in text and "1073" not in text
+
+
+def test_a_collective_message_nobody_received_is_named_by_its_call():
+    def mismatched(dev):
+        if dev.rank == 0:
+            dev.all_reduce(np.ones(3))
+        else:
+            dev.recv(src=0, tag=3)
+
+    with pytest.raises(DeadlockError) as info:
+        World(2).run(mismatched)
+    text = str(info.value)
+    assert "device 0 did send device 1 1 message(s) of all_reduce#0 ring" in text
+    assert "device 1 is blocked in recv(src=0, tag=3)" in text and "1073" not in text

@@ -80,6 +80,7 @@ class _Call:
         counts[members] = n + 1
         self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
         self.kind, self.algorithm, self.number = kind, algorithm, n
+        dev._last_call = self  # what a deadlock report names a device blocked on this tag by (run_errors.py)
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
         self.name = name
