@@ -134,8 +134,12 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
     rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
-    return cast + (" " if cast else "") + (
-        f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
-        f"largest relative difference {rel_text}); the first is at {list(first)}. "
-        f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."
+    return (
+        cast
+        + (" " if cast else "")
+        + (
+            f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
+            f"largest relative difference {rel_text}); the first is at {list(first)}. "
+            f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."
+        )
     )
