@@ -99,3 +99,21 @@ def test_polling_without_letting_time_pass_is_an_error_not_a_hang():
 
     with pytest.raises(SimulationError, match=r"device 1 tested recv\(src=0, tag=7\) 100,000 times.*dev.wait\(req\)"):
         World(2).run(poll)
+
+
+def test_a_block_held_without_index_gets_the_index_to_write():
+    x, W1 = RNG.standard_normal((1, 4)), RNG.standard_normal((4, 6))
+
+    def model(dev):
+        return dev.compute("h", np.matmul, dev.hold("x", x), dev.hold("W1", W1))
+
+    def column_split(dev):  # the student forgot index= on the hold
+        w = dev.hold("W1", W1[:, 3 * dev.rank : 3 * dev.rank + 3])
+        return dev.compute("h", np.matmul, dev.hold("x", x), w)
+
+    report = check(World(2).run(column_split), Reference.of(model))
+    assert report.verdict == "FAILED" and report.first.where == "held value"
+    assert (
+        "It is the block [:, 0:3] of W1: say which block a device holds with dev.hold('W1', ..., index=np.s_[:, 0:3])"
+        in str(report)
+    )

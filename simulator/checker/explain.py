@@ -81,6 +81,16 @@ class _Explanations:
             block = diagnose.block_of(found, expected)
             if block is not None:
                 return self._shard_advice(d, diagnose.show_index(block))
+        if (
+            d.where in ("held value", "message")
+            and getattr(d.record, "index", None) is None
+            and _floaty(found, expected)
+        ):
+            block = diagnose.block_of(found, expected)
+            if block is not None:  # a shard held or received without saying which one it is
+                at = diagnose.show_index(block)
+                how = f"dev.hold({d.name!r}, ..., index=np.s_{at})" if d.where == "held value" else f"index=np.s_{at}"
+                return f"It is the block {at} of {d.name}: say which block a device holds with {how}."
         return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
 
     def _group_sizes(self, d: Divergence) -> list[int]:
