@@ -29,14 +29,14 @@ from simulator.units import binary_size
 CALIBRATION_SIZES = tuple(1 << k for k in range(10, 26))  # 1 KiB .. 32 MiB: every chunk a ring below sends
 
 
-def one_run(ranks: list[int], kib: list[int], repeats: int, verbose: bool) -> list[Row]:
+def one_run(statistic: str, headers: bool, ranks: list[int], kib: list[int], repeats: int, verbose: bool) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     rows = []
     for p in ranks:
-        with TorchWorld(p, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
-            cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, pattern="ring")
+        with TorchWorld(p, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=headers) as world:
+            cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, pattern="ring")
             if verbose:
                 print(cal.summary(), flush=True)
             for k in kib:
@@ -54,12 +54,14 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
     parser.add_argument("--repeats", type=int, default=7, help="measured all-reduces per size and run (default: 7)")
     parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
+    parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
     parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
     args = parser.parse_args()
     load = wait_for_quiet(max_wait=args.max_wait)
     runs = []
     for r in range(args.runs):
-        runs.append(one_run(args.ranks, args.kib, args.repeats, args.verbose))
+        runs.append(one_run(args.statistic, args.headers, args.ranks, args.kib, args.repeats, args.verbose))
         print(f"run {r + 1} of {args.runs} done", flush=True)
     print("\nring all-reduce, float64, gloo on this machine, predicted / measured in each run:")
     print(spread_table(runs))

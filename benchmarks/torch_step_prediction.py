@@ -45,15 +45,17 @@ def steps(mlp: MLP, microbatches: int) -> dict[str, object]:
     }
 
 
-def one_run(mlp: MLP, batch: int, microbatches: int, repeats: int, verbose: bool) -> list[Row]:
+def one_run(
+    statistic: str, headers: bool, mlp: MLP, batch: int, microbatches: int, repeats: int, verbose: bool
+) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     params = mlp.init(seed=0)
     x, t = mlp.data(batch, seed=1)
     rows = []
-    with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages") as world:
-        cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, pattern="exchange")
+    with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=headers) as world:
+        cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, pattern="exchange")
         if verbose:
             print(cal.summary(), flush=True)
         for what, step in steps(mlp, microbatches).items():
@@ -72,13 +74,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
     parser.add_argument("--repeats", type=int, default=7, help="measured steps per run (default: 7)")
     parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
+    parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
     parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
     args = parser.parse_args()
     mlp = MLP(tuple(args.widths))
     load = wait_for_quiet(max_wait=args.max_wait)
     runs = []
     for r in range(args.runs):
-        runs.append(one_run(mlp, args.batch, args.microbatches, args.repeats, args.verbose))
+        runs.append(
+            one_run(args.statistic, args.headers, mlp, args.batch, args.microbatches, args.repeats, args.verbose)
+        )
         print(f"run {r + 1} of {args.runs} done", flush=True)
     print(f"\none training step of an MLP {mlp.widths}, batch {args.batch}, gloo on this machine:")
     print(spread_table(runs))

@@ -17,7 +17,9 @@ Assumptions, stated once (each topology below says how it refines them):
   ``memory_bandwidth``, an op that moves b bytes (its inputs read, its output written) takes at least
   ``b / memory_bandwidth`` (the roofline: whichever of arithmetic and memory traffic is slower sets the
   time), so an addition of two large arrays costs what its memory traffic costs. Every op also costs
-  ``op_latency`` (a kernel launch, or an interpreter's call overhead).
+  ``op_latency`` (a kernel launch, or an interpreter's call overhead). With ``roofline="sum"`` an op
+  pays for both, one after the other, as one CPU core does: a BLAS call packs its operands before it
+  multiplies, and nothing fetches the next bytes while it computes.
 - Compute and communication overlap: a link carries bytes while its devices compute. A program gets
   that overlap by posting ``isend``/``irecv`` before computing and waiting afterwards (in eager mode a
   plain ``send`` is buffered and overlaps too).
@@ -220,6 +222,8 @@ class CostModel:
                many tiny ops of a classroom example take visible time
     memory_bandwidth: bytes per second an op reads and writes (None: ops are limited by FLOPs alone);
                an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
+    roofline:  "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
+               do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
     regimes:   ``LinkRegime``s in increasing ``min_bytes``: messages from a regime's size on use its latency
                and bandwidth instead of ``latency`` and ``bandwidth`` (which hold below the first regime)
     """
@@ -233,9 +237,12 @@ class CostModel:
     op_latency: float = 0.0
     memory_bandwidth: float | None = None
     regimes: tuple[LinkRegime, ...] = ()
+    roofline: str = "max"
 
     def __post_init__(self) -> None:
         _check_link("CostModel", self.latency, self.bandwidth)
+        if self.roofline not in ROOFLINES:
+            raise ValueError(f"CostModel.roofline must be one of {ROOFLINES}, got {self.roofline!r}")
         if self.memory_bandwidth is not None and not self.memory_bandwidth > 0:
             raise ValueError(f"CostModel.memory_bandwidth must be > 0 bytes/s or None, got {self.memory_bandwidth!r}")
         object.__setattr__(self, "regimes", tuple(self.regimes))
@@ -256,10 +263,13 @@ class CostModel:
         return self.op_latency + flops / self.flops if self.op_latency else flops / self.flops
 
     def op_time(self, flops: float, nbytes: float = 0.0) -> float:
-        """Seconds for an op of ``flops`` that reads and writes ``nbytes``: the slower of the two, plus ``op_latency``."""
+        """Seconds for an op of ``flops`` that reads and writes ``nbytes``, plus ``op_latency``.
+
+        The slower of arithmetic and memory traffic (``roofline="max"``), or both (``"sum"``)."""
         t = flops / self.flops
-        if self.memory_bandwidth is not None and nbytes / self.memory_bandwidth > t:
-            t = nbytes / self.memory_bandwidth
+        if self.memory_bandwidth is not None:
+            traffic = nbytes / self.memory_bandwidth
+            t = t + traffic if self.roofline == "sum" else max(t, traffic)
         return self.op_latency + t
 
     def link(self, nbytes: float) -> tuple[float, float]:
@@ -292,10 +302,14 @@ class CostModel:
         mem = "unlimited memory" if self.memory is None else f"{self.memory / 1e9:g} GB memory"
         who = f"{self.name}: " if self.name else ""
         launch = f" plus {self.op_latency * 1e6:g} us per op" if self.op_latency else ""
-        traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic" if self.memory_bandwidth else ""
+        traffic = ""
+        if self.memory_bandwidth:
+            both = " (paid one after the other)" if self.roofline == "sum" else ""
+            traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic{both}"
         return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{traffic}{launch}, {mem}"
 
 
+ROOFLINES = ("max", "sum")
 MATMULS = (np.matmul, np.dot, operator.matmul)  # recognised as matrix products when costing an op
 
 

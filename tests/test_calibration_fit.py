@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator.backends.fit import Line, fit_line, fit_pieces, piece_for, relative_errors
+from simulator.backends.calibrate import add_work, matmul_work
+from simulator.backends.fit import Line, fit_line, fit_ops, fit_pieces, piece_for, relative_errors
 
 SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB .. 64 MiB
 
@@ -89,3 +90,36 @@ def test_pieces_recover_three_regimes():
     assert len(pieces) == 3
     assert [1 / p.slope for p in pieces] == pytest.approx([6e9, 2e9, 1e9], rel=1e-6)
     assert [p.intercept for p in pieces] == pytest.approx([15e-6, 200e-6, 2e-3], rel=1e-6)
+
+
+ADDS = [1 << k for k in range(10, 23, 2)]  # operands of 1 KiB .. 4 MiB
+PRODUCTS = [(16, 512, 512), (32, 512, 512), (64, 512, 512), (512, 16, 512), (256, 512, 1024)]
+
+
+def op_work():
+    work = [add_work(n) for n in ADDS] + [matmul_work(*s) for s in PRODUCTS]
+    return [f for f, _ in work], [b for _, b in work]
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_ops_fit_recovers_latency_flop_rate_and_memory_bandwidth(seed):
+    """Additions (all memory traffic) and products (arithmetic and traffic) tell the two rates apart."""
+    rng = np.random.default_rng(seed)
+    latency, rate, bandwidth = 4e-6, 60e9, 15e9
+    flops, nbytes = op_work()
+    exact = [latency + f / rate + b / bandwidth for f, b in zip(flops, nbytes)]
+    fit = fit_ops(flops, nbytes, noisy(exact, rng))
+    assert fit.flop_rate == pytest.approx(rate, rel=0.05)
+    assert fit.memory_bandwidth == pytest.approx(bandwidth, rel=0.08)
+    assert fit.latency == pytest.approx(latency, rel=0.3)
+    assert fit(flops[0], nbytes[0]) == pytest.approx(exact[0], rel=0.05)
+
+
+def test_ops_fit_drops_a_latency_that_comes_out_negative_and_refuses_what_it_cannot_split():
+    flops, nbytes = op_work()
+    fit = fit_ops(flops, nbytes, [f / 50e9 + b / 20e9 for f, b in zip(flops, nbytes)])
+    assert fit.latency == pytest.approx(0, abs=1e-9) and fit.flop_rate == pytest.approx(50e9, rel=1e-6)
+    with pytest.raises(ValueError, match="do not grow with their FLOPs and bytes"):
+        fit_ops(flops, nbytes, [1e-3] * len(ADDS) + [1e-6] * len(PRODUCTS))  # products faster than additions
+    with pytest.raises(ValueError, match="at least three ops"):
+        fit_ops([1.0, 2.0], [8.0, 16.0], [1e-6, 2e-6])

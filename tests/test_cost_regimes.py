@@ -59,6 +59,31 @@ def test_roofline_an_addition_costs_its_memory_traffic_a_matmul_its_flops():
         CostModel(memory_bandwidth=0)
 
 
+def test_sum_roofline_pays_arithmetic_and_memory_traffic_one_after_the_other():
+    cost = CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6, roofline="sum")
+    m, w = np.ones((16, 512)), np.ones((512, 512))  # a few rows through a large weight
+
+    def program(dev):
+        dev.compute("p", np.matmul, m, w)
+
+    (op,) = World(1, cost=cost).run(program).trace.ops
+    work, traffic = 2 * 16 * 512 * 512 / 1e10, (m.nbytes + w.nbytes + 16 * 512 * 8) / 1e9
+    assert op.t_end - op.t_start == pytest.approx(5e-6 + work + traffic)
+    assert CostModel(flops=1e10, memory_bandwidth=1e9).op_time(1e6, 1e5) == pytest.approx(1e-4)  # max: the slower
+    assert "one after the other" in cost.describe()
+    with pytest.raises(ValueError, match="roofline must be one of"):
+        CostModel(roofline="min")
+
+
+def test_cost_file_keeps_the_roofline(tmp_path):
+    cost = CostModel(flops=2e10, memory_bandwidth=8e9, roofline="sum")
+    assert load_cost(save_cost(tmp_path / "c.json", cost)).roofline == "sum"
+    assert load_cost(save_cost(tmp_path / "m.json", CostModel())).roofline == "max"
+    (tmp_path / "bad.json").write_text('{"latency": 1e-6, "bandwidth": 1e9, "flops": 1e9, "roofline": "both"}')
+    with pytest.raises(ValueError, match='"roofline" must be one of'):
+        load_cost(tmp_path / "bad.json")
+
+
 def test_cost_file_keeps_regimes_memory_bandwidth_and_op_latency(tmp_path):
     cost = CostModel(latency=1e-5, bandwidth=3e9, flops=2e10, regimes=REGIMES, memory_bandwidth=8e9, op_latency=4e-6)
     loaded = load_cost(save_cost(tmp_path / "c.json", cost))

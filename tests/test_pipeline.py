@@ -85,6 +85,21 @@ def test_flop_costs_and_rendezvous_worlds_give_the_same_gradients():
         assert check(world.run(pipe, params, x, t), ref).ok
 
 
+def test_gradient_accumulation_costs_its_memory_traffic_under_the_cost_models_rates():
+    """Adding a microbatch's weight gradient into the buffer is real work on a real rank: under the cost
+    model's rates it takes its traffic's time; under fixed action costs it stays free (the bubble formulas)."""
+    from simulator.cost import CostModel
+
+    mlp, params, x, t = model(2, width=64)
+    cost = CostModel(flops=1e9, memory_bandwidth=1e9, op_latency=1e-6, roofline="sum")
+    sums = [
+        o for o in World(2, cost=cost).run(Pipeline(mlp, one_f_one_b(2, 4)), params, x, t).trace.ops if "+" in o.name
+    ]
+    assert sums and all(o.t_end - o.t_start >= 3 * 64 * 64 * 8 / 1e9 for o in sums if o.name.startswith("dW"))
+    fixed = Pipeline(mlp, one_f_one_b(2, 4), costs=ActionCosts(1, 1, 1))
+    assert all(o.t_end == o.t_start for o in fixed.run(params, x, t).trace.ops if "+" in o.name)
+
+
 def test_runs_are_deterministic():
     mlp, params, x, t = model(4)
     pipe = Pipeline(mlp, zb_h1(4, 6), costs=ActionCosts(1, 1, 1))

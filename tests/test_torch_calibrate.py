@@ -45,7 +45,7 @@ def test_cost_file_round_trip_and_clear_errors(tmp_path):
 def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, capsys):
     pytest.importorskip("torch.distributed")
     from simulator.__main__ import main
-    from simulator.backends.calibrate import ADD_SIZES, SIZES
+    from simulator.backends.calibrate import ADD_SIZES, MATMUL_SHAPES, SIZES
 
     out = tmp_path / "cost.json"
     assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--out", str(out)]) == 0
@@ -54,7 +54,7 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     assert "regime 0:" in printed and "memory bandwidth" in printed and "GFLOP/s" in printed
     cost = load_cost(out)
     assert cost.latency >= 0 and cost.bandwidth > 0 and cost.flops > 0
-    assert cost.op_latency >= 0 and cost.memory_bandwidth > 0
+    assert cost.op_latency >= 0 and cost.memory_bandwidth > 0 and cost.roofline == "sum"
     measured = json.loads(out.read_text())["measured"]
     assert sorted(map(int, measured["one_way_seconds"])) == list(SIZES)
     assert all(t > 0 for t in measured["one_way_seconds"].values())
@@ -62,3 +62,4 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     assert sorted(map(int, measured["fit_relative_error"])) == list(SIZES)
     assert len(measured["message_regimes"]) == len(cost.regimes) + 1
     assert sorted(map(int, measured["reduce_relative_error"])) == list(ADD_SIZES)
+    assert len(measured["matmul_relative_error"]) == len(MATMUL_SHAPES)

@@ -5,10 +5,14 @@ What is measured (``probes``), and what each fit gives the ``CostModel``:
 - messages of 8 B to 16 MiB (ping-pong, or both partners at once): ``latency + n / bandwidth`` fitted
   in pieces (``fit.fit_pieces``): one line per size regime where the times bend, the first piece as the
   model's ``latency`` and ``bandwidth``, the others as ``LinkRegime``s;
-- additions of two float64 arrays into a new one, 1 KiB to 16 MiB, through ``dev.compute`` as a
-  collective's reductions run: ``op_latency + bytes / memory_bandwidth`` with bytes = both inputs and
-  the output (the roofline's memory side: an addition is limited by memory traffic, not arithmetic);
-- float64 matrix products: ``flops``, the dense arithmetic rate a training step's layers see.
+- additions of two float64 arrays into a new one, 1 KiB to 4 MiB, through ``dev.compute`` as a
+  collective's reductions run, and float64 matrix products of the shapes a training step's layers
+  have (a few rows through a large weight, and the weight gradient's tall-by-wide product), each op
+  finding its operands in memory, not in the cache: one fit over both
+  (``fit.fit_ops``) gives ``op_latency + flops / flops + bytes / memory_bandwidth``, the cost model's
+  ``roofline="sum"``: one CPU core does its arithmetic and its memory traffic one after the other (an
+  addition is all memory traffic; a product of 16 rows through a 512 x 512 weight spends about as
+  long packing the weight as multiplying).
 
 Every fit minimises the relative error over the sizes, and the residual at each size (model /
 measured - 1) is printed and written with the cost file, so a reader sees where the model holds.
@@ -27,7 +31,7 @@ import numpy as np
 from ..cost import CostModel, LinkRegime
 from ..units import binary_size
 from .costfile import save_cost
-from .fit import Line, fit_line, fit_pieces
+from .fit import Line, OpFit, fit_line, fit_ops, fit_pieces
 from .launch import TorchWorld
 from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions
 
@@ -36,7 +40,7 @@ __all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calib
 SIZES = (8, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
 ADD_SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # bytes of each operand
 # (m, k, n): skinny products, as a microbatch of a few rows through a layer makes, and square-ish ones
-MATMUL_SHAPES = ((16, 512, 512), (32, 512, 512), (64, 512, 512), (256, 512, 1024))
+MATMUL_SHAPES = ((16, 512, 512), (32, 512, 512), (64, 512, 512), (512, 16, 512), (256, 512, 1024))
 
 
 def fit_alpha_beta(sizes: list[int], seconds: list[float]) -> tuple[float, float]:
@@ -54,10 +58,9 @@ class Calibration:
     pattern: str
     one_way: dict[int, float]  # message bytes -> one-way seconds (pair of ranks 0 and 1)
     reduce_seconds: dict[int, float]  # bytes per operand -> seconds per addition (median over ranks)
-    matmul_seconds: dict[int, float]  # FLOPs -> seconds per product (median over ranks)
+    matmul_seconds: dict[tuple[int, int, int], float]  # (m, k, n) -> seconds per product (median over ranks)
     pieces: list[Line]  # the message fit, one line per size regime
-    reduce_line: Line  # seconds against bytes moved (3 x the operand)
-    matmul_line: Line  # seconds against FLOPs
+    op_fit: OpFit  # seconds against FLOPs and bytes, additions and products together
     cost: CostModel
     fit_error: dict[int, float] = field(default_factory=dict)  # message bytes -> model / measured - 1
     reduce_error: dict[int, float] = field(default_factory=dict)
@@ -76,7 +79,7 @@ class Calibration:
             ],
             "reduce_seconds": _keyed(self.reduce_seconds),
             "reduce_relative_error": _keyed(self.reduce_error),
-            "matmul_seconds_by_flops": _keyed(self.matmul_seconds),
+            "matmul_seconds_by_shape": _keyed(self.matmul_seconds),
             "matmul_relative_error": _keyed(self.matmul_error),
         }
         return save_cost(path, self.cost, measured, name=f"{self.backend}, {self.size} ranks, measured")
@@ -95,18 +98,18 @@ class Calibration:
         for n, t in self.one_way.items():
             lines.append(f"  {n:>9}   {t * 1e6:12.1f} us  {c.message_time(n) * 1e6:9.1f} us  {self.fit_error[n]:+7.1%}")
         lines.append(
-            f"reduction (float64 add into a new array): op latency {c.op_latency * 1e6:.1f} us, "
-            f"memory bandwidth {(c.memory_bandwidth or 0) / 1e9:.3g} GB/s (inputs + output)"
+            f"ops: {c.op_latency * 1e6:.1f} us + FLOPs at {c.flops / 1e9:.3g} GFLOP/s + bytes (inputs and output) "
+            f"at a memory bandwidth of {(c.memory_bandwidth or 0) / 1e9:.3g} GB/s, one after the other"
         )
-        lines.append("  operand     measured            model     error")
+        lines.append("  addition of   measured            model     error")
         for n, t in self.reduce_seconds.items():
-            model = self.reduce_line(3 * n)
-            lines.append(f"  {n:>9}   {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.reduce_error[n]:+7.1%}")
-        lines.append(f"matrix products (float64): {c.flops / 1e9:.3g} GFLOP/s")
-        lines.append("  FLOPs       measured            model     error")
-        for f, t in self.matmul_seconds.items():
-            model = self.matmul_line(f)
-            lines.append(f"  {f:>9.3g}   {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.matmul_error[f]:+7.1%}")
+            model = self.op_fit(*add_work(n))
+            lines.append(f"  {n:>9} B   {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.reduce_error[n]:+7.1%}")
+        lines.append("  product m,k,n   measured          model     error")
+        for shape, t in self.matmul_seconds.items():
+            model = self.op_fit(*matmul_work(*shape))
+            what = ",".join(map(str, shape))
+            lines.append(f"  {what:>13} {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.matmul_error[shape]:+7.1%}")
         return "\n".join(lines)
 
 
@@ -154,15 +157,17 @@ def calibrate(
     adds = _median_over_ranks(world.run(reductions, tuple(add_sizes), repeats, statistic=statistic).outputs)
     products = _median_over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs)
     pieces = fit_pieces(list(one_way), list(one_way.values()), max_pieces=max_regimes, what="the message times")
-    reduce_line = fit_line([3 * n for n in adds], list(adds.values()), "the addition times")
-    matmul_line = fit_line(list(products), list(products.values()), "the matrix-product times")
+    work = [add_work(n) for n in adds] + [matmul_work(*shape) for shape in products]
+    seconds = list(adds.values()) + list(products.values())
+    op_fit = fit_ops([f for f, _ in work], [b for _, b in work], seconds, "the addition and product times")
     first, *rest = pieces
     cost = CostModel(
         latency=first.intercept,
         bandwidth=1.0 / first.slope,
-        flops=1.0 / matmul_line.slope,
-        op_latency=reduce_line.intercept,
-        memory_bandwidth=1.0 / reduce_line.slope,
+        flops=op_fit.flop_rate,
+        op_latency=op_fit.latency,
+        memory_bandwidth=op_fit.memory_bandwidth,
+        roofline="sum",
         regimes=tuple(LinkRegime(_boundary(lower, p), p.intercept, 1.0 / p.slope) for lower, p in zip(pieces, rest)),
     )
     return Calibration(
@@ -173,13 +178,22 @@ def calibrate(
         adds,
         products,
         pieces,
-        reduce_line,
-        matmul_line,
+        op_fit,
         cost,
         _errors(lambda n: cost.message_time(n), one_way),
-        _errors(lambda n: reduce_line(3 * n), adds),
-        _errors(matmul_line, products),
+        _errors(lambda n: op_fit(*add_work(n)), adds),
+        _errors(lambda shape: op_fit(*matmul_work(*shape)), products),
     )
+
+
+def add_work(nbytes: int) -> tuple[float, float]:
+    """(FLOPs, bytes moved) of adding two arrays of ``nbytes`` into a new one, as the simulator counts them."""
+    return nbytes / 8, 3.0 * nbytes
+
+
+def matmul_work(m: int, k: int, n: int) -> tuple[float, float]:
+    """(FLOPs, bytes moved) of a float64 (m, k) @ (k, n) product, as the simulator counts them."""
+    return 2.0 * m * k * n, 8.0 * (m * k + k * n + m * n)
 
 
 def main_calibrate(

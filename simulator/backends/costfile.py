@@ -5,7 +5,7 @@
 
 Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
 ``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
-``op_latency`` (seconds per op), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
+``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
 1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and ``topology`` are optional: "fully-connected"
 (the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
 ``measured`` keeps the raw samples and the fit's residuals for reference and is not read back. Anything else is refused, and
@@ -22,13 +22,13 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..cost import CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
+from ..cost import ROOFLINES, CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
 from ..files import write_text
 
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
 _REQUIRED = ("latency", "bandwidth", "flops")
 _OPTIONAL = ("memory_bandwidth", "op_latency")  # written only when set, so older files stay as they were
-_FIELDS = (*_NUMBERS, *_OPTIONAL, "regimes", "name", "topology", "measured")
+_FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "regimes", "name", "topology", "measured")
 _REGIME = ("min_bytes", "latency", "bandwidth")
 _TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
 _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
@@ -38,6 +38,8 @@ def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None
     """Write ``cost``'s numbers, topology (and any measurements) as JSON, whole or not at all; returns the path."""
     data: dict[str, Any] = {k: getattr(cost, k) for k in _NUMBERS}
     data |= {k: getattr(cost, k) for k in _OPTIONAL if getattr(cost, k)}
+    if cost.roofline != "max":
+        data["roofline"] = cost.roofline
     if cost.regimes:
         data["regimes"] = [{k: getattr(r, k) for k in _REGIME} for r in cost.regimes]
     topology = _topology_to_json(cost.topology)
@@ -70,6 +72,10 @@ def load_cost(path: str | Path) -> CostModel:
             kwargs[key] = _number(path, key, data[key])
     if "op_latency" in data:
         kwargs["op_latency"] = _number(path, "op_latency", data["op_latency"])
+    if "roofline" in data:
+        if data["roofline"] not in ROOFLINES:
+            raise ValueError(f'cost model file {path}: "roofline" must be one of {ROOFLINES}, got {data["roofline"]!r}')
+        kwargs["roofline"] = data["roofline"]
     if "regimes" in data:
         kwargs["regimes"] = _regimes_from_json(path, data["regimes"])
     if "name" in data:

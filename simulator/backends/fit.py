@@ -9,8 +9,12 @@ Message times on real processes are not one straight line over every size: small
 inside one socket buffer in one go, mid-sized ones are cut into pieces the two ends pass along, and the
 largest ones stream. ``fit_pieces`` fits one line per size regime (the LogGP view: a per-message cost
 and a per-byte gap, each constant within a regime), choosing where the regimes change from the
-measurements, and keeps a new piece only where it reduces the error clearly. No torch here: the fits
-are tested on synthetic measurements with known parameters.
+measurements, and keeps a new piece only where it reduces the error clearly.
+
+Ops are not a line in one size: a matrix product of a few rows through a large weight spends as long
+on the weight's bytes as on its arithmetic. ``fit_ops`` fits ``t = latency + flops / rate + bytes /
+bandwidth`` over additions and matrix products together (one CPU core does the two one after the
+other). No torch here: the fits are tested on synthetic measurements with known parameters.
 """
 
 from __future__ import annotations
@@ -52,6 +56,51 @@ def fit_line(x: Sequence[float], t: Sequence[float], what: str = "the measured t
     if b <= 0:
         raise ValueError(f"{what} do not grow with the size: {dict(zip(xs.tolist(), ts.tolist()))}")
     return Line(float(a), float(b), float(xs.min()), float(xs.max()))
+
+
+@dataclass(frozen=True)
+class OpFit:
+    """``t = latency + flops / flop_rate + nbytes / memory_bandwidth``: what one op costs."""
+
+    latency: float
+    flop_rate: float
+    memory_bandwidth: float
+
+    def __call__(self, flops: float, nbytes: float) -> float:
+        return self.latency + flops / self.flop_rate + nbytes / self.memory_bandwidth
+
+
+def fit_ops(flops: Sequence[float], nbytes: Sequence[float], t: Sequence[float], what: str = "the op times") -> OpFit:
+    """The ``OpFit`` of least relative error with every term >= 0 (a latency of 0 where none fits better).
+
+    Weighted least squares on ``(latency + flops * a + nbytes * b) / t = 1``, over every choice of which
+    terms are free; the best choice whose terms are all >= 0 wins. Both rates need measurements that
+    tell them apart: ops of different FLOPs per byte (additions and matrix products).
+    """
+    f, b, ts = (np.asarray(v, dtype=float) for v in (flops, nbytes, t))
+    if not f.size == b.size == ts.size >= 3:
+        raise ValueError(f"fitting {what} needs at least three ops with FLOPs, bytes and a time each")
+    if not np.all(ts > 0):
+        raise ValueError(f"{what} must all be > 0 seconds, got {ts.tolist()}")
+    w = 1.0 / ts
+    columns = np.stack([w, f * w, b * w], axis=1)
+    best = None
+    for free in ((0, 1, 2), (1, 2)):  # with a latency, or without one where it comes out negative
+        coef, *_ = np.linalg.lstsq(columns[:, free], np.ones_like(ts), rcond=None)
+        if np.all(coef >= 0) and coef[-2] > 0 and coef[-1] > 0:
+            full = np.zeros(3)
+            full[list(free)] = coef
+            err = _rms(columns @ full - 1)
+            if best is None or err < best[1]:
+                best = (full, err)
+    if best is None:
+        raise ValueError(
+            f"{what} do not grow with their FLOPs and bytes (ops of more work took less time: "
+            f"{_rms(ts / ts.mean() - 1):.0%} spread around {ts.mean() * 1e6:.3g} us); was the machine busy? "
+            "Calibrate again on a quiet machine"
+        )
+    latency, a, c = best[0]
+    return OpFit(float(latency), float(1 / a), float(1 / c))
 
 
 def relative_errors(line_or_pieces: Line | Sequence[Line], x: Sequence[float], t: Sequence[float]) -> np.ndarray:

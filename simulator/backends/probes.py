@@ -98,36 +98,55 @@ def _send_while_receiving(
 PATTERNS = {"pingpong": pingpong, "exchange": exchange, "ring": ring}
 
 
+# A training step's ops read what other ops wrote a while before, not what is still in the cache: the
+# probes cycle through enough distinct operands (at least this many bytes) that each op finds its
+# inputs in memory, and every op writes a new array, as a step's ops do.
+COLD_BYTES = 16 << 20
+
+
+def _copies(nbytes: int) -> int:
+    return max(2, min(64, -(-COLD_BYTES // max(1, nbytes))))
+
+
+def _time_ops(fn, operands: list[tuple[np.ndarray, ...]], repeats: int, warmup: int, statistic: str) -> float:
+    times = []
+    for i in range(warmup + repeats):
+        args = operands[i % len(operands)]
+        t0 = time.perf_counter()
+        fn(*args)
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return STATISTICS[statistic](times)
+
+
 def reductions(
     dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 2, statistic: str = "median"
 ) -> dict[int, float]:
     """Seconds to add two float64 arrays of n bytes each into a new one, as a collective's reduction does."""
     out = {}
     for n in sizes:
-        a, b = np.ones(n // 8), np.ones(n // 8)
-        times = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            dev.compute("calibration.add", np.add, a, b, keep=False)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        out[n] = STATISTICS[statistic](times)
+        operands = [(np.ones(n // 8), np.ones(n // 8)) for _ in range(_copies(3 * n))]
+        out[n] = _time_ops(
+            lambda a, b: dev.compute("calibration.add", np.add, a, b, keep=False), operands, repeats, warmup, statistic
+        )
     return out
 
 
 def matmuls(
     dev: Device, shapes: tuple[tuple[int, int, int], ...], repeats: int, warmup: int = 1, statistic: str = "median"
-) -> dict[int, float]:
-    """Seconds per float64 (m, k) @ (k, n) product, keyed by its FLOPs (2mkn), as a layer's forward computes."""
+) -> dict[tuple[int, int, int], float]:
+    """Seconds per float64 (m, k) @ (k, n) product, keyed by (m, k, n), as a layer's forward computes."""
     out = {}
     rng = np.random.default_rng(dev.rank)
     for m, k, n in shapes:
-        a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
-        times = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            dev.compute("calibration.matmul", np.matmul, a, b, keep=False)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        out[2 * m * k * n] = STATISTICS[statistic](times)
+        operands = [
+            (rng.standard_normal((m, k)), rng.standard_normal((k, n))) for _ in range(_copies(8 * (m * k + k * n)))
+        ]
+        out[(m, k, n)] = _time_ops(
+            lambda a, b: dev.compute("calibration.matmul", np.matmul, a, b, keep=False),
+            operands,
+            repeats,
+            warmup,
+            statistic,
+        )
     return out

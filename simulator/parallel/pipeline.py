@@ -343,8 +343,11 @@ class _Runner:
             self.grads[name], self.buffer[name] = value, mb(name, g)
             return
         total = f"{self.buffer[name]}+{mb(name, g)}"
+        # free under fixed action costs (the bubble formulas count F, I and W only); under the cost
+        # model's rates, adding two gradient buffers costs what its arithmetic and memory traffic cost
+        secs = 0.0 if self.pipe.costs is not None else None
         self.grads[name] = self.dev.compute(
-            total, M.add, self.grads[name], value, seconds=0.0, index=self.ops.index(name)
+            total, M.add, self.grads[name], value, seconds=secs, index=self.ops.index(name)
         )
         self.dev.free(self.buffer[name])
         self.buffer[name] = total
