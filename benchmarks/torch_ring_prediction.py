@@ -28,6 +28,8 @@ from simulator.units import binary_size
 
 CALIBRATION_SIZES = tuple(1 << k for k in range(10, 26))  # 1 KiB .. 32 MiB: every chunk a ring below sends
 
+SIMULATED_REPEATS = 41  # each draws its own message times: the median of many predicts the measured median
+
 
 def one_run(statistic: str, headers: bool, ranks: list[int], kib: list[int], repeats: int, verbose: bool) -> list[Row]:
     from simulator.backends.calibrate import calibrate
@@ -42,7 +44,7 @@ def one_run(statistic: str, headers: bool, ranks: list[int], kib: list[int], rep
             for k in kib:
                 n = k << 10
                 measured = measured_seconds(world, ring_all_reduces, n, repeats=repeats)
-                predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n)
+                predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)
                 rows.append(Row(f"ring all-reduce {binary_size(n)}", p, predicted, measured))
     return rows
 
@@ -52,7 +54,7 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--kib", type=int, nargs="+", default=[64, 256, 1024, 4096, 16384, 65536])
     parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
-    parser.add_argument("--repeats", type=int, default=7, help="measured all-reduces per size and run (default: 7)")
+    parser.add_argument("--repeats", type=int, default=41, help="measured all-reduces per size and run (default: 41)")
     parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
     parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
     parser.add_argument("--headers", action="store_true", help="send a shape header before each message")

@@ -52,6 +52,7 @@ import numpy as np
 
 from .links import Network, RingNetwork, TwoLevelNetwork, ring_route
 from .meta import MetaArray
+from .spread import MessageSpread, SpreadNetwork
 from .units import binary_size
 
 
@@ -224,6 +225,9 @@ class CostModel:
                an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
     roofline:  "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
                do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
+    spread:    a ``MessageSpread`` (``simulator.spread``): each message's time drawn from measured ones,
+               around the line the latency and bandwidth make; None (the default): every message of a
+               size takes the same time
     regimes:   ``LinkRegime``s in increasing ``min_bytes``: messages from a regime's size on use its latency
                and bandwidth instead of ``latency`` and ``bandwidth`` (which hold below the first regime)
     """
@@ -238,9 +242,12 @@ class CostModel:
     memory_bandwidth: float | None = None
     regimes: tuple[LinkRegime, ...] = ()
     roofline: str = "max"
+    spread: MessageSpread | None = None
 
     def __post_init__(self) -> None:
         _check_link("CostModel", self.latency, self.bandwidth)
+        if self.spread is not None and not isinstance(self.spread, MessageSpread):
+            raise ValueError(f"CostModel.spread must be a MessageSpread or None, got {self.spread!r}")
         if self.roofline not in ROOFLINES:
             raise ValueError(f"CostModel.roofline must be one of {ROOFLINES}, got {self.roofline!r}")
         if self.memory_bandwidth is not None and not self.memory_bandwidth > 0:
@@ -295,7 +302,8 @@ class CostModel:
 
     def network(self, world_size: int) -> LinkState:
         """Fresh per-run link state for ``world_size`` devices."""
-        return self.topology.network(self, world_size)
+        net = self.topology.network(self, world_size)
+        return net if self.spread is None else SpreadNetwork(net, self.spread)
 
     def describe(self) -> str:
         """The assumptions in one paragraph, for reports and figure captions."""
@@ -306,7 +314,8 @@ class CostModel:
         if self.memory_bandwidth:
             both = " (paid one after the other)" if self.roofline == "sum" else ""
             traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic{both}"
-        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{traffic}{launch}, {mem}"
+        spread = f"; {self.spread.describe()}" if self.spread is not None else ""
+        return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{traffic}{launch}, {mem}{spread}"
 
 
 ROOFLINES = ("max", "sum")

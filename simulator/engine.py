@@ -154,10 +154,12 @@ class Engine:
             cost.latency == 0
             or any(r.latency == 0 for r in cost.regimes)
             or getattr(cost.topology, "inter_latency", 1.0) == 0
+            or cost.spread is not None  # a drawn time may be shorter than the latency
         )
         # One latency and bandwidth for every message, ops bound by FLOPs alone: devices may then book their
-        # links and time their ops inline (the hot path); size regimes and the roofline go the general way.
-        self._plain_cost = not cost.regimes and cost.memory_bandwidth is None
+        # links and time their ops inline (the hot path); size regimes, the roofline and a measured spread of
+        # message times go the general way.
+        self._plain_cost = not cost.regimes and cost.memory_bandwidth is None and cost.spread is None
         # Devices record rows as events happen (simulator/columns.py); they move into trace.events in
         # canonical order (simulator/ordering.py) once no device can record an earlier one.
         self._rec = Recorder(world.keep_payloads)

@@ -74,3 +74,11 @@ def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(
     assert len(piece_bounds(n, 8, FIRST_PIECE_BYTES, 1 << 30)) == 4
     for rank, checks in enumerate(world4.run(demos.all_reduce_check, n).outputs):
         assert all(checks.values()), (rank, checks)
+
+
+def test_a_collectives_eager_sends_are_released_as_it_ends():
+    """Message by message, a ring all-reduce's chunks are waited for when the call ends: many large
+    all-reduces in one run hold no chunk they sent (a plain eager send stays held until the run ends)."""
+    with TorchWorld(3, "gloo", timeout=20, collectives="messages", keep_payloads=False) as world:
+        held = world.run(demos.sends_held_after_all_reduces, 1 << 16, 4).outputs
+    assert held == [[0, 0, 0, 0, 1]] * 3

@@ -23,12 +23,13 @@ measured - 1) is printed and written with the cost file, so a reader sees where 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
 
 from ..cost import CostModel, LinkRegime
+from ..spread import MessageSpread
 from ..units import binary_size
 from .costfile import save_cost
 from .fit import Line, OpFit, fit_line, fit_ops, fit_pieces
@@ -97,6 +98,8 @@ class Calibration:
         lines.append("  bytes       measured one-way    model     error")
         for n, t in self.one_way.items():
             lines.append(f"  {n:>9}   {t * 1e6:12.1f} us  {c.message_time(n) * 1e6:9.1f} us  {self.fit_error[n]:+7.1%}")
+        if c.spread is not None:
+            lines.append(f"  kept: {c.spread.describe()}")
         lines.append(
             f"ops: {c.op_latency * 1e6:.1f} us + FLOPs at {c.flops / 1e9:.3g} GFLOP/s + bytes (inputs and output) "
             f"at a memory bandwidth of {(c.memory_bandwidth or 0) / 1e9:.3g} GB/s, one after the other"
@@ -124,6 +127,7 @@ def calibrate(
     add_sizes: tuple[int, ...] = ADD_SIZES,
     matmul_shapes: tuple[tuple[int, int, int], ...] = MATMUL_SHAPES,
     max_regimes: int = 3,
+    spread: bool = True,
     world: TorchWorld | None = None,
     timeout: float = 60.0,
 ) -> Calibration:
@@ -132,6 +136,9 @@ def calibrate(
     pattern:     "pingpong" (one direction at a time) or "exchange" (both partners send at once)
     statistic:   "median" or "mean" of the repeats, per size
     max_regimes: at most this many message-size regimes (1: a single alpha-beta line)
+    spread:      keep every measured message time around the fitted line in the cost model
+                 (``CostModel.spread``), so that each simulated message draws its time from them; False:
+                 every message of a size takes the line's time
     """
     if pattern not in PATTERNS:
         raise ValueError(f"calibrate(pattern={pattern!r}): choose one of {tuple(PATTERNS)}")
@@ -149,13 +156,16 @@ def calibrate(
                 add_sizes=add_sizes,
                 matmul_shapes=matmul_shapes,
                 max_regimes=max_regimes,
+                spread=spread,
                 world=w,
             )
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
-    one_way = world.run(PATTERNS[pattern], tuple(sizes), repeats, statistic=statistic).outputs[0]
-    adds = _median_over_ranks(world.run(reductions, tuple(add_sizes), repeats, statistic=statistic).outputs)
-    products = _median_over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs)
+    stat = STATISTICS[statistic]
+    samples = _pooled(world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs)
+    one_way = {n: stat(v) for n, v in samples.items()}
+    adds = _over_ranks(world.run(reductions, tuple(add_sizes), repeats).outputs, stat)
+    products = _over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs, stat)
     pieces = fit_pieces(list(one_way), list(one_way.values()), max_pieces=max_regimes, what="the message times")
     work = [add_work(n) for n in adds] + [matmul_work(*shape) for shape in products]
     seconds = list(adds.values()) + list(products.values())
@@ -170,6 +180,8 @@ def calibrate(
         roofline="sum",
         regimes=tuple(LinkRegime(_boundary(lower, p), p.intercept, 1.0 / p.slope) for lower, p in zip(pieces, rest)),
     )
+    if spread:
+        cost = replace(cost, spread=MessageSpread.measured(samples, cost.message_time))
     return Calibration(
         world.size,
         world.backend,
@@ -212,8 +224,15 @@ def _boundary(lower: Line, upper: Line) -> int:
     return int(round(np.sqrt(lower.hi * upper.lo)))
 
 
-def _median_over_ranks(outputs: list[dict[int, float]]) -> dict[int, float]:
-    return {k: float(np.median([o[k] for o in outputs])) for k in outputs[0]}
+def _pooled(outputs: list[dict[int, list[float]] | None]) -> dict[int, list[float]]:
+    """Every rank's measurements of each size together (a rank left out of the pattern gives None)."""
+    measured = [o for o in outputs if o is not None]
+    return {n: [t for o in measured for t in o[n]] for n in measured[0]}
+
+
+def _over_ranks(outputs: list[dict], stat) -> dict:
+    """Per key: the statistic of each rank's repeats, then the median over ranks."""
+    return {k: float(np.median([stat(o[k]) for o in outputs])) for k in outputs[0]}
 
 
 def _errors(model, measured: dict[int, float]) -> dict[int, float]:

@@ -5,7 +5,8 @@
 
 Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
 ``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
-``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
+``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``spread`` ({"sizes": [...], "extra":
+[[...], ...], "seed": 0}: measured message times around the line, see ``simulator.spread``), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
 1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and ``topology`` are optional: "fully-connected"
 (the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
 ``measured`` keeps the raw samples and the fit's residuals for reference and is not read back. Anything else is refused, and
@@ -24,11 +25,12 @@ from typing import Any
 
 from ..cost import ROOFLINES, CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
 from ..files import write_text
+from ..spread import MessageSpread
 
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
 _REQUIRED = ("latency", "bandwidth", "flops")
 _OPTIONAL = ("memory_bandwidth", "op_latency")  # written only when set, so older files stay as they were
-_FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "regimes", "name", "topology", "measured")
+_FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "spread", "regimes", "name", "topology", "measured")
 _REGIME = ("min_bytes", "latency", "bandwidth")
 _TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
 _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
@@ -40,6 +42,9 @@ def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None
     data |= {k: getattr(cost, k) for k in _OPTIONAL if getattr(cost, k)}
     if cost.roofline != "max":
         data["roofline"] = cost.roofline
+    if cost.spread is not None:
+        sp = cost.spread
+        data["spread"] = {"sizes": list(sp.sizes), "extra": [list(row) for row in sp.extra], "seed": sp.seed}
     if cost.regimes:
         data["regimes"] = [{k: getattr(r, k) for k in _REGIME} for r in cost.regimes]
     topology = _topology_to_json(cost.topology)
@@ -76,6 +81,8 @@ def load_cost(path: str | Path) -> CostModel:
         if data["roofline"] not in ROOFLINES:
             raise ValueError(f'cost model file {path}: "roofline" must be one of {ROOFLINES}, got {data["roofline"]!r}')
         kwargs["roofline"] = data["roofline"]
+    if "spread" in data:
+        kwargs["spread"] = _spread_from_json(path, data["spread"])
     if "regimes" in data:
         kwargs["regimes"] = _regimes_from_json(path, data["regimes"])
     if "name" in data:
@@ -150,3 +157,23 @@ def _topology_from_json(path: str | Path, value: Any) -> Any:
         f'cost model file {path}: "topology" {json.dumps(value)} is not one I know; write "fully-connected", '
         f'"ring", or {{"two-level": {{"node_size": 8, "inter_latency": 5e-06, "inter_bandwidth": 2.5e10}}}}'
     )
+
+
+def _spread_from_json(path: str | Path, value: Any) -> MessageSpread:
+    shape = '{"sizes": [1024, ...], "extra": [[seconds, ...], ...], "seed": 0}'
+    if not isinstance(value, dict) or set(value) - {"sizes", "extra", "seed"} or not {"sizes", "extra"} <= set(value):
+        raise ValueError(f'cost model file {path}: "spread" must be an object like {shape}, got {value!r:.200}')
+    numbers = [value["sizes"], *(value["extra"] if isinstance(value["extra"], list) else [None])]
+    if not all(isinstance(row, list) and all(_is_number(v) for v in row) for row in numbers):
+        raise ValueError(f'cost model file {path}: "spread" holds lists of numbers, like {shape}')
+    seed = value.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int):
+        raise ValueError(f'cost model file {path}: "spread" "seed" must be a whole number, got {seed!r}')
+    try:
+        return MessageSpread(tuple(value["sizes"]), tuple(tuple(row) for row in value["extra"]), seed)
+    except ValueError as exc:
+        raise ValueError(f'cost model file {path}: "spread": {exc}') from exc
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, (int, float)) and not isinstance(v, bool)

@@ -193,3 +193,15 @@ def overlapping_subgroups(dev: Device) -> list[np.ndarray]:
 def mismatched_all_reduce(dev: Device) -> np.ndarray:
     """Each rank all-reduces an array of a different length: gloo aborts the process (SIGABRT)."""
     return dev.all_reduce(np.ones(4 + 4 * dev.rank))
+
+
+def sends_held_after_all_reduces(dev: Device, n: int, calls: int) -> list[int]:
+    """Rank program: ``calls`` ring all-reduces of n float64 values, message by message; after each, how
+    many of this rank's eager sends are still held (a collective's own are waited for as it ends)."""
+    held = []
+    for _ in range(calls):
+        dev.all_reduce(np.ones(n), algorithm="ring")
+        held.append(dev.sends_in_flight())
+    dev.send(np.ones(1), (dev.rank + 1) % dev.world_size)  # a plain eager send stays held until the run ends
+    dev.recv((dev.rank - 1) % dev.world_size)
+    return [*held, dev.sends_in_flight()]

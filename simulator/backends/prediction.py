@@ -60,18 +60,21 @@ def measured_seconds(world: Any, program: Callable[..., Any], *args: Any, repeat
 
 
 def predicted_seconds(
-    size: int, cost: CostModel, program: Callable[..., Any], *args: Any, send_mode: str = "rendezvous"
+    size: int, cost: CostModel, program: Callable[..., Any], *args: Any, repeats: int = 1, send_mode: str = "rendezvous"
 ) -> float:
-    """The same program simulated under ``cost``: one repeat after a warm-up one (a simulation is deterministic).
+    """The same program simulated under ``cost``: the median over ``repeats`` after a warm-up one.
+
+    Under a cost model with a measured spread of message times (``CostModel.spread``) each repeat draws
+    its own message times, so the median over many simulated repeats predicts the median over the
+    measured ones; without one every repeat takes the same time.
 
     send_mode: "rendezvous" by default, because that is how gloo moves a message: its bytes travel only
-    once the receiver has posted the matching receive (and the backend's shape header makes one more
-    round trip before that), so a message sent early still costs its receiver the whole message time
-    when it asks for it. The program itself does not change: its eager ``isend`` returns at once on
-    both sides, only the transfer waits for the receive.
+    once the receiver has posted the matching receive, so a message sent early still costs its receiver
+    the whole message time when it asks for it. The program itself does not change: its eager ``isend``
+    returns at once on both sides, only the transfer waits for the receive.
     """
-    outputs = World(size, cost=cost, keep_payloads=False, send_mode=send_mode).run(program, *args, 2).outputs
-    return repeat_seconds(outputs)[1]
+    outputs = World(size, cost=cost, keep_payloads=False, send_mode=send_mode).run(program, *args, repeats + 1).outputs
+    return float(np.median(repeat_seconds(outputs)[1:]))
 
 
 @dataclass(frozen=True)

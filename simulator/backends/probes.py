@@ -11,7 +11,8 @@ conversion included), so the times describe exactly what a simulated message sta
 Additions and matrix products go through ``dev.compute`` as a collective's reductions and a training
 step's layers do, so the times include what every op costs on a real rank besides its arithmetic
 (the call, the recording). Every rank measures at once: the ranks share the machine as they will in
-the runs the model predicts. Each program returns {size: seconds} with ``statistic`` over the repeats.
+the runs the model predicts. Each program returns {size: [seconds of each repeat]}: calibration takes
+a statistic of them for the fitted lines, and keeps their spread (``simulator.spread``).
 """
 
 from __future__ import annotations
@@ -31,9 +32,7 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-def pingpong(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
-) -> dict[int, float] | None:
+def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
     """One-way seconds per size for this rank's pair (None for a rank left over)."""
     partner = dev.rank ^ 1
     if partner >= dev.world_size:
@@ -54,32 +53,28 @@ def pingpong(
             dev.wait(req)  # already received (the reply came back), so this returns at once
             if i >= warmup:
                 trips.append((time.perf_counter() - t0) / 2)
-        out[n] = STATISTICS[statistic](trips)
+        out[n] = trips
     return out
 
 
-def exchange(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
-) -> dict[int, float] | None:
+def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
     """Like ``pingpong``, but both partners send at once (the "Sendrecv" pattern of MPI benchmarks)."""
     partner = dev.rank ^ 1
     if partner >= dev.world_size:
         return None
-    return _send_while_receiving(dev, partner, partner, sizes, repeats, warmup, statistic)
+    return _send_while_receiving(dev, partner, partner, sizes, repeats, warmup)
 
 
-def ring(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3, statistic: str = "median"
-) -> dict[int, float]:
+def ring(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]]:
     """Seconds for one ring step: send n bytes to the next rank while receiving n from the previous one."""
     right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
-    return _send_while_receiving(dev, right, left, sizes, repeats, warmup, statistic)
+    return _send_while_receiving(dev, right, left, sizes, repeats, warmup)
 
 
 def _send_while_receiving(
-    dev: Device, to: int, frm: int, sizes: tuple[int, ...], repeats: int, warmup: int, statistic: str
-) -> dict[int, float]:
-    """Seconds to send n bytes to ``to`` while receiving n from ``frm``, per size (the statistic of the repeats)."""
+    dev: Device, to: int, frm: int, sizes: tuple[int, ...], repeats: int, warmup: int
+) -> dict[int, list[float]]:
+    """Seconds to send n bytes to ``to`` while receiving n from ``frm``, per size and repeat."""
     out = {}
     for n in sizes:
         buf = np.zeros(n, dtype=np.uint8)
@@ -91,7 +86,7 @@ def _send_while_receiving(
             dev.wait(req)
             if i >= warmup:
                 times.append(time.perf_counter() - t0)
-        out[n] = STATISTICS[statistic](times)
+        out[n] = times
     return out
 
 
@@ -108,7 +103,7 @@ def _copies(nbytes: int) -> int:
     return max(2, min(64, -(-COLD_BYTES // max(1, nbytes))))
 
 
-def _time_ops(fn, operands: list[tuple[np.ndarray, ...]], repeats: int, warmup: int, statistic: str) -> float:
+def _time_ops(fn, operands: list[tuple[np.ndarray, ...]], repeats: int, warmup: int) -> list[float]:
     times = []
     for i in range(warmup + repeats):
         args = operands[i % len(operands)]
@@ -116,25 +111,23 @@ def _time_ops(fn, operands: list[tuple[np.ndarray, ...]], repeats: int, warmup: 
         fn(*args)
         if i >= warmup:
             times.append(time.perf_counter() - t0)
-    return STATISTICS[statistic](times)
+    return times
 
 
-def reductions(
-    dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 2, statistic: str = "median"
-) -> dict[int, float]:
+def reductions(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 2) -> dict[int, list[float]]:
     """Seconds to add two float64 arrays of n bytes each into a new one, as a collective's reduction does."""
     out = {}
     for n in sizes:
         operands = [(np.ones(n // 8), np.ones(n // 8)) for _ in range(_copies(3 * n))]
         out[n] = _time_ops(
-            lambda a, b: dev.compute("calibration.add", np.add, a, b, keep=False), operands, repeats, warmup, statistic
+            lambda a, b: dev.compute("calibration.add", np.add, a, b, keep=False), operands, repeats, warmup
         )
     return out
 
 
 def matmuls(
-    dev: Device, shapes: tuple[tuple[int, int, int], ...], repeats: int, warmup: int = 1, statistic: str = "median"
-) -> dict[tuple[int, int, int], float]:
+    dev: Device, shapes: tuple[tuple[int, int, int], ...], repeats: int, warmup: int = 1
+) -> dict[tuple[int, int, int], list[float]]:
     """Seconds per float64 (m, k) @ (k, n) product, keyed by (m, k, n), as a layer's forward computes."""
     out = {}
     rng = np.random.default_rng(dev.rank)
@@ -147,6 +140,5 @@ def matmuls(
             operands,
             repeats,
             warmup,
-            statistic,
         )
     return out

@@ -72,7 +72,13 @@ def _collective(name: str) -> Callable[..., Any]:
 
     @functools.wraps(method)
     def call(self: TorchDevice, *args: Any, **kwargs: Any) -> Any:
-        return getattr(self._collectives, name)(self, *args, **kwargs)
+        mark = len(self._in_flight)
+        out = getattr(self._collectives, name)(self, *args, **kwargs)
+        # Every member is inside the collective and receives what it was sent before returning: wait for
+        # this call's eager sends now, so their buffers go with the call instead of living until the run
+        # ends (a run of many large all-reduces would otherwise hold every chunk it ever sent).
+        self.settle(since=mark)
+        return out
 
     return call
 
@@ -286,7 +292,7 @@ class TorchDevice(DeviceMemory):
             raise self._comm_error(exc, req) from exc
         if self.send_mode == "eager":  # complete at once for the program, as in the simulator; the
             req.t_done = t  # transfer completes when the receiver takes it (gloo sends are rendezvous)
-            self._in_flight.append(req)  # so its buffer lives until the run ends
+            self._in_flight.append(req)  # so its buffer lives until the run ends (or its collective does)
         payload.setflags(write=False)
         msg = Message(None, self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, None, label)
         if self.keep_payloads:
@@ -447,11 +453,16 @@ class TorchDevice(DeviceMemory):
         """How many receives were posted but never waited on (they would swallow a later message)."""
         return len(self._open_recvs)
 
-    def settle(self) -> None:
-        """Wait for the eager sends' transfers (call once every receive of the run has completed)."""
-        for req in self._in_flight:
+    def sends_in_flight(self) -> int:
+        """How many eager sends are not yet known complete (their buffers still held)."""
+        return len(self._in_flight)
+
+    def settle(self, since: int = 0) -> None:
+        """Wait for the eager sends' transfers (call once every receive of the run has completed), or for
+        those sent since the ``since``-th (a collective's own, once every member has joined it)."""
+        for req in self._in_flight[since:]:
             self._finish_works(req)
-        self._in_flight.clear()
+        del self._in_flight[since:]
 
     # ---- internals ----------------------------------------------------------------------------
     def _read_headers(self, src: int, tag: int, upto: TorchRequest) -> None:
