@@ -49,7 +49,7 @@ SIMULATED_REPEATS = 41  # each draws its own message times: the median of many p
 
 
 def one_run(
-    statistic: str, headers: bool, mlp: MLP, batch: int, microbatches: int, repeats: int, verbose: bool
+    statistic: str, headers: bool, spread: bool, mlp: MLP, batch: int, microbatches: int, repeats: int, verbose: bool
 ) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
@@ -58,7 +58,9 @@ def one_run(
     x, t = mlp.data(batch, seed=1)
     rows = []
     with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=headers) as world:
-        cal = calibrate(world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, pattern="exchange")
+        cal = calibrate(
+            world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, spread=spread, pattern="exchange"
+        )
         if verbose:
             print(cal.summary(), flush=True)
         for what, step in steps(mlp, microbatches).items():
@@ -75,9 +77,12 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=64, help="rows per step (default: 64)")
     parser.add_argument("--microbatches", type=int, default=4, help="the pipeline's microbatches (default: 4)")
     parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
-    parser.add_argument("--repeats", type=int, default=7, help="measured steps per run (default: 7)")
+    parser.add_argument("--repeats", type=int, default=31, help="measured steps per run (default: 31)")
     parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
     parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
+    parser.add_argument(
+        "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
+    )
     parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
     parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
     args = parser.parse_args()
@@ -86,7 +91,16 @@ def main() -> None:
     runs = []
     for r in range(args.runs):
         runs.append(
-            one_run(args.statistic, args.headers, mlp, args.batch, args.microbatches, args.repeats, args.verbose)
+            one_run(
+                args.statistic,
+                args.headers,
+                args.spread,
+                mlp,
+                args.batch,
+                args.microbatches,
+                args.repeats,
+                args.verbose,
+            )
         )
         print(f"run {r + 1} of {args.runs} done", flush=True)
     print(f"\none training step of an MLP {mlp.widths}, batch {args.batch}, gloo on this machine:")

@@ -55,8 +55,7 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     cost = load_cost(out)
     assert cost.latency >= 0 and cost.bandwidth > 0 and cost.flops > 0
     assert cost.op_latency >= 0 and cost.memory_bandwidth > 0 and cost.roofline == "sum"
-    assert cost.spread.sizes == SIZES and all(len(row) >= 3 for row in cost.spread.extra)  # every repeat kept
-    assert "message times drawn from" in printed
+    assert cost.spread is None  # a smooth model unless asked for the measured spread
     measured = json.loads(out.read_text())["measured"]
     assert sorted(map(int, measured["one_way_seconds"])) == list(SIZES)
     assert all(t > 0 for t in measured["one_way_seconds"].values())

@@ -127,7 +127,7 @@ def calibrate(
     add_sizes: tuple[int, ...] = ADD_SIZES,
     matmul_shapes: tuple[tuple[int, int, int], ...] = MATMUL_SHAPES,
     max_regimes: int = 3,
-    spread: bool = True,
+    spread: bool = False,
     world: TorchWorld | None = None,
     timeout: float = 60.0,
 ) -> Calibration:
@@ -137,8 +137,8 @@ def calibrate(
     statistic:   "median" or "mean" of the repeats, per size
     max_regimes: at most this many message-size regimes (1: a single alpha-beta line)
     spread:      keep every measured message time around the fitted line in the cost model
-                 (``CostModel.spread``), so that each simulated message draws its time from them; False:
-                 every message of a size takes the line's time
+                 (``CostModel.spread``), so that each simulated message draws its time from them;
+                 False (the default): every message of a size takes the line's time
     """
     if pattern not in PATTERNS:
         raise ValueError(f"calibrate(pattern={pattern!r}): choose one of {tuple(PATTERNS)}")

@@ -43,6 +43,25 @@ def ring_all_reduces(dev: Device, nbytes: int, repeats: int) -> list[tuple[float
     return timed_repeats(dev, lambda: dev.all_reduce(x, algorithm="ring"), repeats)
 
 
+def ring_all_reduces_by_size(dev: Device, sizes: tuple[int, ...], repeats: int) -> dict[int, list[tuple[float, float]]]:
+    """Rank program: ``repeats`` rounds, each a ring all-reduce of every size in turn, each after a barrier.
+
+    Taking the sizes in turn spreads each size's repeats over the whole measurement, as calibration
+    spreads its sizes (``probes``): every size meets the same machine."""
+    xs = {n: np.ones(n // 8) for n in sizes}
+    spans: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
+    for _ in range(repeats):
+        for n in sizes:
+            spans[n] += timed_repeats(dev, lambda x=xs[n]: dev.all_reduce(x, algorithm="ring"), 1)
+    return spans
+
+
+def measured_seconds_by_size(world: Any, sizes: Sequence[int], repeats: int) -> dict[int, float]:
+    """Per size, the median duration of its ring all-reduces on real ranks, sizes interleaved, the first round left out."""
+    outputs = world.run(ring_all_reduces_by_size, tuple(sizes), repeats + 1).outputs
+    return {n: float(np.median(repeat_seconds([o[n] for o in outputs])[1:])) for n in sizes}
+
+
 def training_steps(dev: Device, step: Callable[..., Any], args: tuple, repeats: int) -> list[tuple[float, float]]:
     """Rank program: ``repeats`` training steps ``step(dev, *args)`` (a ``Pipeline`` or ``DataParallel``)."""
     return timed_repeats(dev, lambda: step(dev, *args), repeats)

@@ -32,29 +32,42 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 }
 
 
+def _interleaved(sizes: tuple[int, ...], repeats: int, warmup: int, step: Callable[[int, np.ndarray], float]):
+    """Seconds of ``step(n, buffer)`` per size and repeat, the sizes taken in turn within each repeat.
+
+    The machine changes over seconds (other work, the scheduler's state): taking every size in each
+    round spreads each size's repeats over the whole measurement, so no size is measured only in a
+    quiet or only in a busy moment, and the sizes meet the same machine as one another.
+    """
+    buffers = {n: np.zeros(n, dtype=np.uint8) for n in sizes}
+    out: dict[int, list[float]] = {n: [] for n in sizes}
+    for i in range(warmup + repeats):
+        for n in sizes:
+            seconds = step(n, buffers[n])
+            if i >= warmup:
+                out[n].append(seconds)
+    return out
+
+
 def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
     """One-way seconds per size for this rank's pair (None for a rank left over)."""
     partner = dev.rank ^ 1
     if partner >= dev.world_size:
         return None
     first = dev.rank % 2 == 0
-    out = {}
-    for n in sizes:
-        buf = np.zeros(n, dtype=np.uint8)
-        trips = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            if first:
-                req = dev.isend(buf, partner, tag=1)
-                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-            else:
-                dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
-                req = dev.isend(buf, partner, tag=1)
-            dev.wait(req)  # already received (the reply came back), so this returns at once
-            if i >= warmup:
-                trips.append((time.perf_counter() - t0) / 2)
-        out[n] = trips
-    return out
+
+    def trip(n: int, buf: np.ndarray) -> float:
+        t0 = time.perf_counter()
+        if first:
+            req = dev.isend(buf, partner, tag=1)
+            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+        else:
+            dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
+            req = dev.isend(buf, partner, tag=1)
+        dev.wait(req)  # already received (the reply came back), so this returns at once
+        return (time.perf_counter() - t0) / 2
+
+    return _interleaved(sizes, repeats, warmup, trip)
 
 
 def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
@@ -75,19 +88,15 @@ def _send_while_receiving(
     dev: Device, to: int, frm: int, sizes: tuple[int, ...], repeats: int, warmup: int
 ) -> dict[int, list[float]]:
     """Seconds to send n bytes to ``to`` while receiving n from ``frm``, per size and repeat."""
-    out = {}
-    for n in sizes:
-        buf = np.zeros(n, dtype=np.uint8)
-        times = []
-        for i in range(warmup + repeats):
-            t0 = time.perf_counter()
-            req = dev.isend(buf, to, tag=1)
-            dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
-            dev.wait(req)
-            if i >= warmup:
-                times.append(time.perf_counter() - t0)
-        out[n] = times
-    return out
+
+    def step(n: int, buf: np.ndarray) -> float:
+        t0 = time.perf_counter()
+        req = dev.isend(buf, to, tag=1)
+        dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
+        dev.wait(req)
+        return time.perf_counter() - t0
+
+    return _interleaved(sizes, repeats, warmup, step)
 
 
 PATTERNS = {"pingpong": pingpong, "exchange": exchange, "ring": ring}
