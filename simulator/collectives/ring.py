@@ -85,4 +85,15 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
     mine = c.finish_avg(_rs_ring(c, blocks, index))
     shapes = [blk.shape for blk in blocks]
     out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, c.p - 1)  # steps continue after the reduce-scatter's
-    return np.concatenate(out).reshape(x.shape)
+    return _assemble(c.dev, out, x.shape, x.dtype)
+
+
+def _assemble(dev, blocks: list, shape: tuple[int, ...], dtype) -> Any:
+    """The blocks in order as one array of ``shape``. A real rank (``dev.buffer``) writes them into a reused
+    buffer: fresh memory for a large result costs more to fault in than the copy itself."""
+    take = getattr(dev, "buffer", None)
+    if take is None:
+        return np.concatenate(blocks).reshape(shape)
+    out = take(shape, dtype)
+    np.concatenate([np.ravel(b) for b in blocks], out=out.reshape(-1))
+    return out
