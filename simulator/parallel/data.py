@@ -46,6 +46,8 @@ class BucketedAllReduce:
                      (0: one bucket per layer, its weight and bias gradients together)
     overlap:         advance each bucket's ring between ops (True) or reduce all buckets at the end
     algorithm:       the blocking collective's algorithm when not overlapping
+    free_average:    the division by the number of replicas takes no time (under fixed action costs,
+                     whose formulas count forward and backward only); False: it costs what an op costs
     """
 
     def __init__(
@@ -57,8 +59,10 @@ class BucketedAllReduce:
         bucket_elements: int = 0,
         overlap: bool = True,
         algorithm: str = "ring",
+        free_average: bool = True,
     ) -> None:
         self.dev, self.ops, self.suffix = dev, ops, suffix
+        self.average_seconds = 0.0 if free_average else None
         self.group = tuple(group)
         self.n = len(self.group)
         self.cap = bucket_elements
@@ -115,7 +119,7 @@ class BucketedAllReduce:
 
     def reduce(self, name: str, summed: np.ndarray, index: Any) -> np.ndarray:
         """The replicas' summed gradient divided by their number: the data-parallel mean."""
-        return self.dev.compute(name, partial(M.average, self.n), summed, seconds=0.0, index=index)
+        return self.dev.compute(name, partial(M.average, self.n), summed, seconds=self.average_seconds, index=index)
 
 
 SyncClass = Callable[..., GradientSync]
@@ -219,6 +223,7 @@ class DataParallel:
             bucket_elements=self.bucket_elements,
             overlap=self.overlap,
             algorithm=self.algorithm,
+            free_average=self.costs is not None,
         )
         pipe = Pipeline(
             self.mlp,
