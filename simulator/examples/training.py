@@ -107,7 +107,9 @@ class SumWithoutAverage(BucketedAllReduce):
     """DDP without the division: each replica's mean gradient is summed over the replicas."""
 
     def reduce(self, name, summed, index):
-        return self.dev.compute(name, lambda s: s, summed, seconds=self.average_seconds, index=index)  # BUG: no "/ replicas"
+        return self.dev.compute(
+            name, lambda s: s, summed, seconds=self.average_seconds, index=index
+        )  # BUG: no "/ replicas"
 
 
 DP = DataParallel(MODEL, 2, microbatches=2)
