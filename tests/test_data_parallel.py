@@ -82,14 +82,15 @@ def test_overlap_hides_communication_under_the_backward():
         assert_whole_batch_gradients(run)
 
 
-def test_the_average_costs_an_op_under_the_cost_models_rates_and_nothing_under_fixed_costs():
-    """Dividing the summed gradient by the replicas is real work on a real rank: under the cost model's
-    rates it takes an op's time; under fixed action costs (their formulas count F and B only) none."""
+def test_packing_and_averaging_cost_an_op_under_the_cost_models_rates_and_nothing_under_fixed_costs():
+    """Packing the gradients into a bucket and dividing the sum by the replicas are real work on a real
+    rank: under the cost model's rates each takes an op's time; under fixed action costs (their formulas
+    count F and B only) none."""
     cost = CostModel(flops=1e9, latency=1e-6, bandwidth=1e9, op_latency=1e-6)
     names = {f"{p}{k}" for p in "Wb" for k in range(1, MLP4.layers + 1)}
 
     def averages(run):
-        return [op for op in run.trace.ops if op.name in {"d" + n for n in names}]
+        return [op for op in run.trace.ops if op.name in {"d" + n for n in names} or op.name.endswith(".packed")]
 
     rated = averages(DataParallel(MLP4, 2).run(PARAMS, X, T, cost=cost))
     assert rated and all(op.t_end - op.t_start >= 1e-6 for op in rated)

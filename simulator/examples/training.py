@@ -108,7 +108,7 @@ class SumWithoutAverage(BucketedAllReduce):
 
     def reduce(self, name, summed, index):
         return self.dev.compute(
-            name, lambda s: s, summed, seconds=self.average_seconds, index=index
+            name, lambda s: s, summed, seconds=self.extra_seconds, index=index
         )  # BUG: no "/ replicas"
 
 

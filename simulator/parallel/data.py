@@ -46,8 +46,9 @@ class BucketedAllReduce:
                      (0: one bucket per layer, its weight and bias gradients together)
     overlap:         advance each bucket's ring between ops (True) or reduce all buckets at the end
     algorithm:       the blocking collective's algorithm when not overlapping
-    free_average:    the division by the number of replicas takes no time (under fixed action costs,
-                     whose formulas count forward and backward only); False: it costs what an op costs
+    free_extras:     packing the gradients into buckets and dividing by the number of replicas take no
+                     time (under fixed action costs, whose formulas count forward and backward only);
+                     False: each costs what an op costs
     """
 
     def __init__(
@@ -59,10 +60,10 @@ class BucketedAllReduce:
         bucket_elements: int = 0,
         overlap: bool = True,
         algorithm: str = "ring",
-        free_average: bool = True,
+        free_extras: bool = True,
     ) -> None:
         self.dev, self.ops, self.suffix = dev, ops, suffix
-        self.average_seconds = 0.0 if free_average else None
+        self.extra_seconds = 0.0 if free_extras else None
         self.group = tuple(group)
         self.n = len(self.group)
         self.cap = bucket_elements
@@ -79,9 +80,17 @@ class BucketedAllReduce:
     def _launch(self) -> None:
         if not self.filling:
             return
-        flat = np.concatenate([np.ravel(v) for _, v in self.filling])
         bases = [name for name, _ in self.filling]
         name = bucket_name(bases, self.ops.part)  # the reference names each replica's bucket like this
+        # packing the gradients into one buffer is a copy a real rank makes: an op (not one of the model's)
+        flat = self.dev.compute(
+            f"{name or f'grad-bucket{len(self.buckets)}'}.packed",
+            _pack,
+            *(v for _, v in self.filling),
+            keep=False,
+            label="gradient bucket",
+            seconds=self.extra_seconds,
+        )
         if self.overlap:
             partials = f"{name}.replica" if name else None
             tag = DP_TAG + len(self.buckets)
@@ -119,7 +128,11 @@ class BucketedAllReduce:
 
     def reduce(self, name: str, summed: np.ndarray, index: Any) -> np.ndarray:
         """The replicas' summed gradient divided by their number: the data-parallel mean."""
-        return self.dev.compute(name, partial(M.average, self.n), summed, seconds=self.average_seconds, index=index)
+        return self.dev.compute(name, partial(M.average, self.n), summed, seconds=self.extra_seconds, index=index)
+
+
+def _pack(*grads: np.ndarray) -> np.ndarray:
+    return np.concatenate([np.ravel(g) for g in grads])
 
 
 SyncClass = Callable[..., GradientSync]
@@ -223,7 +236,7 @@ class DataParallel:
             bucket_elements=self.bucket_elements,
             overlap=self.overlap,
             algorithm=self.algorithm,
-            free_average=self.costs is not None,
+            free_extras=self.costs is not None,
         )
         pipe = Pipeline(
             self.mlp,
