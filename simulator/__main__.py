@@ -172,7 +172,7 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2
     try:
-        main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic)
+        main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic, args.spread)
     except OSError as exc:
         return _cannot_write(exc)
     return 0
@@ -351,6 +351,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 default="median",
                 choices=("median", "mean"),
                 help="per size: the typical message, or the expected cost with rare stalls (default: median)",
+            ),
+            p.add_argument(
+                "--spread",
+                action="store_true",
+                help="keep every measured message time: each simulated message then draws its time from them",
             ),
         ),
     ),

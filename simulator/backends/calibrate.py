@@ -209,10 +209,16 @@ def matmul_work(m: int, k: int, n: int) -> tuple[float, float]:
 
 
 def main_calibrate(
-    size: int, backend: str, out: str | None, repeats: int, pattern: str = "pingpong", statistic: str = "median"
+    size: int,
+    backend: str,
+    out: str | None,
+    repeats: int,
+    pattern: str = "pingpong",
+    statistic: str = "median",
+    spread: bool = False,
 ) -> Calibration:
     """What ``python -m simulator calibrate`` runs: measure, print, write."""
-    cal = calibrate(size, backend, repeats=repeats, pattern=pattern, statistic=statistic)
+    cal = calibrate(size, backend, repeats=repeats, pattern=pattern, statistic=statistic, spread=spread)
     print(cal.summary())
     if out:
         print(f"wrote {cal.save(out)}")
