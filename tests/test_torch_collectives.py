@@ -82,3 +82,12 @@ def test_a_collectives_eager_sends_are_released_as_it_ends():
     with TorchWorld(3, "gloo", timeout=20, collectives="messages", keep_payloads=False) as world:
         held = world.run(demos.sends_held_after_all_reduces, 1 << 16, 4).outputs
     assert held == [[0, 0, 0, 0, 1]] * 3
+
+
+def test_large_all_reduces_reuse_buffers_without_touching_results_the_caller_holds():
+    """On real ranks the input's snapshot and the result go into reused buffers: a result still held is
+    never written again, and a changed input gives a new sum."""
+    with TorchWorld(2, "gloo", timeout=20, collectives="messages", keep_payloads=False) as world:
+        outputs = world.run(demos.all_reduces_of_a_changing_input, 1 << 18).outputs  # 2 MiB each
+    for out in outputs:
+        assert [list(v) for v in out] == [[2.0] * 4, [4.0] * 4, [6.0] * 4, [2.0] * 4]

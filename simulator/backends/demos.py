@@ -205,3 +205,12 @@ def sends_held_after_all_reduces(dev: Device, n: int, calls: int) -> list[int]:
     dev.send(np.ones(1), (dev.rank + 1) % dev.world_size)  # a plain eager send stays held until the run ends
     dev.recv((dev.rank - 1) % dev.world_size)
     return [*held, dev.sends_in_flight()]
+
+
+def all_reduces_of_a_changing_input(dev: Device, n: int) -> list[np.ndarray]:
+    """Rank program: all-reduce x, change x, all-reduce it again, three times (large x: reused buffers)."""
+    x, results = np.ones(n), []
+    for k in range(3):
+        results.append(dev.all_reduce(x, algorithm="ring"))
+        x[:] = k + 2  # the caller's own array, changed after each call
+    return [r[:4].copy() for r in results] + [results[0][-4:].copy()]

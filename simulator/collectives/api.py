@@ -39,7 +39,7 @@ def all_reduce(
     partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way)
     """
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
-    x = _freeze(x)
+    x = _freeze(x, dev)
     c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)
@@ -279,12 +279,20 @@ def _root(c: _Call, rank: int, arg: str) -> int:
     return c.group.index(rank)
 
 
-def _freeze(x: Any) -> np.ndarray:
+def _freeze(x: Any, dev: Any = None) -> np.ndarray:
+    """A read-only snapshot of x (the caller may change x afterwards). A real rank (``dev.buffer``) copies a
+    large x into a reused buffer: fresh memory would cost more to fault in than the copy itself."""
     if type(x) is MetaArray:  # no values: immutable as it is
         return x
     arr = np.asarray(x)
     if arr.flags.writeable:
-        arr = arr.copy()
+        take = getattr(dev, "buffer", None)
+        if take is None:
+            arr = arr.copy()
+        else:
+            snapshot = take(arr.shape, arr.dtype)
+            np.copyto(snapshot, arr)
+            arr = snapshot
         arr.setflags(write=False)
     return arr
 
