@@ -39,7 +39,10 @@ def all_reduce(
     partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way)
     """
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
-    x = _freeze(x, dev)
+    # A ring over several members reads x only while the call runs (the program waits inside it) and
+    # returns new arrays: a real rank that records no values lends x itself instead of copying it
+    lend = algorithm == "ring" and c.p > 1 and hasattr(dev, "buffer") and not getattr(dev, "keep_payloads", True)
+    x = _read_only_view(x) if lend else _freeze(x, dev)
     c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)
@@ -277,6 +280,14 @@ def _root(c: _Call, rank: int, arg: str) -> int:
     if rank not in c.group:
         raise ValueError(f"device {c.dev.rank}: {arg}={rank} is not in the group {c.group}")
     return c.group.index(rank)
+
+
+def _read_only_view(x: Any) -> Any:
+    if type(x) is MetaArray:
+        return x
+    view = np.asarray(x).view()
+    view.setflags(write=False)
+    return view
 
 
 def _freeze(x: Any, dev: Any = None) -> np.ndarray:
