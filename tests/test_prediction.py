@@ -6,7 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from simulator.backends.prediction import Row, predicted_seconds, repeat_seconds, ring_all_reduces, spread_table
+from simulator import World
+from simulator.backends.prediction import (
+    Row,
+    predicted_seconds,
+    repeat_seconds,
+    ring_all_reduces,
+    ring_all_reduces_by_size,
+    spread_table,
+)
 from simulator.cost import CostModel, LinkRegime
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,6 +44,17 @@ def test_predicted_ring_uses_the_regime_of_its_chunk_and_the_memory_traffic_of_i
     n = 1 << 20  # chunks of 512 KiB on 2 ranks: the second regime; the addition moves 3 x 512 KiB
     closed = 2 * (200e-6 + (n / 2) / 1e9) + 3 * (n / 2) / 5e9
     assert predicted_seconds(2, cost, ring_all_reduces, n) == pytest.approx(closed, rel=1e-9)
+
+
+def test_sizes_taken_in_turn_time_each_all_reduce_as_alone():
+    """The interleaved program gives every size its own repeats, each lasting what that size alone lasts."""
+    cost = CostModel(latency=30e-6, bandwidth=2e9, flops=1e9, op_latency=2e-6)
+    sizes = (8 << 10, 64 << 10)
+    outputs = World(3, cost=cost, keep_payloads=False).run(ring_all_reduces_by_size, sizes, 4).outputs
+    for n in sizes:
+        assert repeat_seconds([o[n] for o in outputs]) == pytest.approx(
+            [predicted_seconds(3, cost, ring_all_reduces, n)] * 4
+        )
 
 
 def test_spread_table_gives_each_run_and_flags_any_run_out_of_range():

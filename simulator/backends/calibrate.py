@@ -57,7 +57,7 @@ class Calibration:
     size: int
     backend: str
     pattern: str
-    one_way: dict[int, float]  # message bytes -> one-way seconds (pair of ranks 0 and 1)
+    one_way: dict[int, float]  # message bytes -> one-way seconds (the statistic of every measuring rank's repeats)
     reduce_seconds: dict[int, float]  # bytes per operand -> seconds per addition (median over ranks)
     matmul_seconds: dict[tuple[int, int, int], float]  # (m, k, n) -> seconds per product (median over ranks)
     pieces: list[Line]  # the message fit, one line per size regime
