@@ -47,13 +47,14 @@ def test_predicted_ring_uses_the_regime_of_its_chunk_and_the_memory_traffic_of_i
 
 
 def test_sizes_taken_in_turn_time_each_all_reduce_as_alone():
-    """The interleaved program gives every size its own repeats, each lasting what that size alone lasts."""
+    """The interleaved program gives every size its own repeats, each lasting what that size alone lasts
+    (to within the tens of nanoseconds by which the ranks leave a three-member barrier apart)."""
     cost = CostModel(latency=30e-6, bandwidth=2e9, flops=1e9, op_latency=2e-6)
     sizes = (8 << 10, 64 << 10)
     outputs = World(3, cost=cost, keep_payloads=False).run(ring_all_reduces_by_size, sizes, 4).outputs
     for n in sizes:
         assert repeat_seconds([o[n] for o in outputs]) == pytest.approx(
-            [predicted_seconds(3, cost, ring_all_reduces, n)] * 4
+            [predicted_seconds(3, cost, ring_all_reduces, n)] * 4, rel=1e-3
         )
 
 
