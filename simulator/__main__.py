@@ -19,7 +19,7 @@ from .cli_show import (
     steps_arg,
     terminal_width,
 )
-from .cli_types import bounded_int, output_file, output_folder
+from .cli_types import bounded_int, output_file_like, output_folder
 from .examples import all_scenarios, get
 from .textgrid import MAX_SLOTS
 from .values import ValueStyle
@@ -259,7 +259,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
-                "-o", "--out", type=output_file, metavar="FILE", help="the page to write (default: SCENARIO.html)"
+                "-o",
+                "--out",
+                type=output_file_like("page.html"),
+                metavar="FILE",
+                help="the page to write (default: SCENARIO.html)",
             ),
             p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
             p.add_argument(
@@ -294,7 +298,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_export,
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
-            p.add_argument("--out", type=output_file, help="output file (default: SCENARIO.trace.json)"),
+            p.add_argument(
+                "--out", type=output_file_like("run.trace.json"), help="output file (default: SCENARIO.trace.json)"
+            ),
             p.add_argument(
                 "--max-events",
                 type=bounded_int(1, MAX_EVENTS_LIMIT),
@@ -335,7 +341,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             ),
             p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
             p.add_argument(
-                "--out", type=output_file, default="cost.json", help="cost model file to write (default: cost.json)"
+                "--out",
+                type=output_file_like("cost.json"),
+                default="cost.json",
+                help="cost model file to write (default: cost.json)",
             ),
             p.add_argument(
                 "--repeats", type=bounded_int(1, 10_000), default=20, help="round trips per message size (default: 20)"

@@ -30,15 +30,25 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
     return parse
 
 
-def output_file(text: str) -> Path:
+def output_file(text: str, example: str = "run.json") -> Path:
     """A file path we can create or replace: not empty, not a folder, in a folder we may write into."""
     if not text.strip():
-        raise argparse.ArgumentTypeError("an empty file name; give a path such as out/run.json")
+        raise argparse.ArgumentTypeError(f"an empty file name; give a path such as out/{example}")
     path = Path(text)
     if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name inside it, e.g. {path / 'run.json'}")
+        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name inside it, e.g. {path / example}")
     _check_writable_folder(path.parent, text)
     return path
+
+
+def output_file_like(example: str) -> Callable[[str], Path]:
+    """``output_file`` whose messages suggest a file named like ``example`` (a page, a trace, a cost model)."""
+
+    def parse(text: str) -> Path:
+        return output_file(text, example)
+
+    parse.__name__ = "file name"
+    return parse
 
 
 def output_folder(text: str) -> Path:

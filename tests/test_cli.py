@@ -21,7 +21,11 @@ def test_list_and_run(capsys):
     assert main(["run", "wrong-input", "--step"]) == 0
     assert "in flight: #0 0->1=[3.]" in capsys.readouterr().out
     assert main(["run", "no-such-thing"]) == 2
-    assert "choose one of: split" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "choose one of:\n  split, wrong-input" in err and "3d-step" in err
+    assert max(map(len, err.splitlines())) <= 120  # the names wrapped, at classroom width, each whole
+    assert all(name in err.replace("\n  ", " ") for name in ("dp-sum-not-average", "ep-bug-combine-wrong-order"))
+    assert not any(line.endswith("-") for line in err.splitlines())
 
 
 def test_help_runs_as_a_module():

@@ -46,9 +46,10 @@ def test_a_failed_export_leaves_the_old_file_intact(tmp_path, monkeypatch):
 
 def test_export_out_must_be_a_writable_file(tmp_path, capsys):
     assert "an empty file name" in usage_error(["export", "split", "--out", ""], capsys)
-    assert f"{tmp_path} is a folder; give a file name inside it" in usage_error(
+    assert f"{tmp_path} is a folder; give a file name inside it, e.g. {tmp_path / 'run.trace.json'}" in usage_error(
         ["export", "split", "--out", str(tmp_path)], capsys
     )
+    assert f"e.g. {tmp_path / 'page.html'}" in usage_error(["html", "split", "-o", str(tmp_path)], capsys)
     a_file = tmp_path / "a.txt"
     a_file.write_text("x")
     assert f"{a_file} is a file, not a folder" in usage_error(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import textwrap
 
 from ..scenario import Scenario
 from . import context, experts, schedules, seeds, tensor, training, transformer
@@ -35,5 +36,8 @@ def get(name: str) -> Scenario:
     if name not in scenarios:
         close = difflib.get_close_matches(name.lower().replace("_", "-"), scenarios, n=1, cutoff=0.6)
         hint = f"did you mean {close[0]!r}? " if close else ""
-        raise KeyError(f"no scenario named {name!r}; {hint}choose one of: {', '.join(scenarios)}")
+        names = textwrap.fill(
+            ", ".join(scenarios), width=110, initial_indent="  ", subsequent_indent="  ", break_on_hyphens=False
+        )
+        raise KeyError(f"no scenario named {name!r}; {hint}choose one of:\n{names}")
     return scenarios[name]
