@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 
 from simulator.backends.prediction import (
+    SIMULATED_REPEATS,
     Row,
+    add_prediction_options,
     machine_line,
     measured_seconds_by_size,
     predicted_seconds,
@@ -34,24 +36,27 @@ from simulator.units import binary_size
 # while the ring's own 32 MiB steps took about 60 ms: at that size the probe is not what the ring does.
 CALIBRATION_SIZES = tuple(1 << k for k in range(10, 25))
 
-SIMULATED_REPEATS = 41  # each draws its own message times: the median of many predicts the measured median
 
-
-def one_run(
-    statistic: str, headers: bool, spread: bool, ranks: list[int], kib: list[int], repeats: int, verbose: bool
-) -> list[Row]:
+def one_run(args: argparse.Namespace) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     rows = []
-    for p in ranks:
-        with TorchWorld(p, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=headers) as world:
+    for p in args.ranks:
+        with TorchWorld(
+            p, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers
+        ) as world:
             cal = calibrate(
-                world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, spread=spread, pattern="ring"
+                world=world,
+                sizes=CALIBRATION_SIZES,
+                repeats=15,
+                statistic=args.statistic,
+                spread=args.spread,
+                pattern="ring",
             )
-            if verbose:
+            if args.verbose:
                 print(cal.summary(), flush=True)
-            measured = measured_seconds_by_size(world, [k << 10 for k in kib], repeats)
+            measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
                 predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)
                 rows.append(Row(f"ring all-reduce {binary_size(n)}", p, predicted, seconds))
@@ -62,22 +67,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--kib", type=int, nargs="+", default=[64, 256, 1024, 4096, 16384, 65536])
-    parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
-    parser.add_argument("--repeats", type=int, default=41, help="measured all-reduces per size and run (default: 41)")
-    parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
-    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
-    parser.add_argument(
-        "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
-    )
-    parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
-    parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
+    add_prediction_options(parser, 41, "all-reduces per size")
     args = parser.parse_args()
     load = wait_for_quiet(max_wait=args.max_wait)
     runs = []
     for r in range(args.runs):
-        runs.append(
-            one_run(args.statistic, args.headers, args.spread, args.ranks, args.kib, args.repeats, args.verbose)
-        )
+        runs.append(one_run(args))
         print(f"run {r + 1} of {args.runs} done", flush=True)
     print("\nring all-reduce, float64, gloo on this machine, predicted / measured in each run:")
     print(spread_table(runs))

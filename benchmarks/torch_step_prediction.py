@@ -20,7 +20,9 @@ from __future__ import annotations
 import argparse
 
 from simulator.backends.prediction import (
+    SIMULATED_REPEATS,
     Row,
+    add_prediction_options,
     machine_line,
     measured_seconds,
     predicted_seconds,
@@ -45,28 +47,28 @@ def steps(mlp: MLP, microbatches: int) -> dict[str, object]:
     }
 
 
-SIMULATED_REPEATS = 41  # each draws its own message times: the median of many predicts the measured median
-
-
-def one_run(
-    statistic: str, headers: bool, spread: bool, mlp: MLP, batch: int, microbatches: int, repeats: int, verbose: bool
-) -> list[Row]:
+def one_run(args: argparse.Namespace, mlp: MLP) -> list[Row]:
     from simulator.backends.calibrate import calibrate
     from simulator.backends.launch import TorchWorld
 
     params = mlp.init(seed=0)
-    x, t = mlp.data(batch, seed=1)
+    x, t = mlp.data(args.batch, seed=1)
     rows = []
-    with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=headers) as world:
+    with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as world:
         cal = calibrate(
-            world=world, sizes=CALIBRATION_SIZES, repeats=15, statistic=statistic, spread=spread, pattern="exchange"
+            world=world,
+            sizes=CALIBRATION_SIZES,
+            repeats=15,
+            statistic=args.statistic,
+            spread=args.spread,
+            pattern="exchange",
         )
-        if verbose:
+        if args.verbose:
             print(cal.summary(), flush=True)
-        for what, step in steps(mlp, microbatches).items():
-            args = (step, (params, x, t))
-            measured = measured_seconds(world, training_steps, *args, repeats=repeats)
-            predicted = predicted_seconds(2, cal.cost, training_steps, *args, repeats=SIMULATED_REPEATS)
+        for what, step in steps(mlp, args.microbatches).items():
+            step_args = (step, (params, x, t))
+            measured = measured_seconds(world, training_steps, *step_args, repeats=args.repeats)
+            predicted = predicted_seconds(2, cal.cost, training_steps, *step_args, repeats=SIMULATED_REPEATS)
             rows.append(Row(what, 2, predicted, measured))
     return rows
 
@@ -76,32 +78,13 @@ def main() -> None:
     parser.add_argument("--widths", type=int, nargs="+", default=[256, 512, 512, 512, 64], help="the MLP's widths")
     parser.add_argument("--batch", type=int, default=64, help="rows per step (default: 64)")
     parser.add_argument("--microbatches", type=int, default=4, help="the pipeline's microbatches (default: 4)")
-    parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
-    parser.add_argument("--repeats", type=int, default=31, help="measured steps per run (default: 31)")
-    parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
-    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
-    parser.add_argument(
-        "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
-    )
-    parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
-    parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
+    add_prediction_options(parser, 31, "steps")
     args = parser.parse_args()
     mlp = MLP(tuple(args.widths))
     load = wait_for_quiet(max_wait=args.max_wait)
     runs = []
     for r in range(args.runs):
-        runs.append(
-            one_run(
-                args.statistic,
-                args.headers,
-                args.spread,
-                mlp,
-                args.batch,
-                args.microbatches,
-                args.repeats,
-                args.verbose,
-            )
-        )
+        runs.append(one_run(args, mlp))
         print(f"run {r + 1} of {args.runs} done", flush=True)
     print(f"\none training step of an MLP {mlp.widths}, batch {args.batch}, gloo on this machine:")
     print(spread_table(runs))

@@ -13,6 +13,7 @@ The rank programs live here (not in a script) so that rank processes can import 
 
 from __future__ import annotations
 
+import argparse
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -24,6 +25,10 @@ import numpy as np
 from ..cost import CostModel
 from ..device import Device
 from ..engine import World
+
+# simulated repeats per prediction: under a measured spread each draws its own message times, and the median
+# of many predicts the measured median (without one they all take the same time, and cost little)
+SIMULATED_REPEATS = 41
 
 
 def timed_repeats(dev: Device, work: Callable[[], Any], repeats: int) -> list[tuple[float, float]]:
@@ -153,3 +158,16 @@ def machine_line(load_before: float) -> str:
         f"machine: {os.cpu_count()} cores; load average before {load_before:.2f}, "
         f"after {one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min); {time.strftime('%Y-%m-%d %H:%M')}"
     )
+
+
+def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: str) -> None:
+    """The options both prediction benchmarks take: how often, how to calibrate, what to print."""
+    parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
+    parser.add_argument("--repeats", type=int, default=repeats, help=f"measured {what} per run (default: {repeats})")
+    parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
+    parser.add_argument(
+        "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
+    )
+    parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
+    parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
