@@ -387,9 +387,15 @@ def _filters(p: argparse.ArgumentParser) -> tuple:
 def _window(text: str) -> tuple[float | None, float | None]:
     lo, sep, hi = text.partition(":")
     try:
-        return (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
+        start, end = (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"cannot read {text!r} as START:END in microseconds, e.g. 2:10") from None
+    if start is not None and end is not None and not end > start:
+        swapped = f", e.g. {end:g}:{start:g}" if end < start else ""
+        raise argparse.ArgumentTypeError(
+            f"{text}: the end ({end:g} us) must come after the start ({start:g} us){swapped}"
+        )
+    return start, end
 
 
 def build_parser() -> argparse.ArgumentParser:

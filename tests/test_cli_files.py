@@ -44,6 +44,14 @@ def test_a_failed_export_leaves_the_old_file_intact(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == ["split.trace.json"]  # the temporary file is gone too
 
 
+def test_a_window_that_ends_before_it_starts_is_named_in_microseconds(capsys):
+    err = usage_error(["timeline", "split", "--window", "5:2"], capsys)
+    assert "5:2: the end (2 us) must come after the start (5 us), e.g. 2:5" in err
+    assert "the end (3 us) must come after the start (3 us)" in usage_error(
+        ["timeline", "split", "--window", "3:3"], capsys
+    )
+
+
 def test_export_out_must_be_a_writable_file(tmp_path, capsys):
     assert "an empty file name" in usage_error(["export", "split", "--out", ""], capsys)
     assert f"{tmp_path} is a folder; give a file name inside it, e.g. {tmp_path / 'run.trace.json'}" in usage_error(
