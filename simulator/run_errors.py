@@ -116,10 +116,11 @@ def report_leftovers(eng: Engine) -> None:
     if left:
         shown = "\n".join(f"  {m.describe()}" for m in left[:10])
         more = f"\n  ... and {len(left) - 10} more" if len(left) > 10 else ""
-        parts.append(
-            f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n"
-            "  add the matching recv on the destination, or drop the send"
-        )
+        fix = "add the matching recv on the destination, or drop the send"
+        calls = sorted({m.label.split(" ")[0] for m in left if m.label})
+        if calls:  # a collective's messages: the destination never made the call
+            fix = f"every member of a collective's group must call it: the destination never called {', '.join(calls)}"
+        parts.append(f"{len(left)} message(s) were sent but never received:\n{shown}{more}\n  {fix}")
     if unmatched:
         shown = "\n".join(f"  device {r.owner}: irecv(src={r.peer}, tag={r.tag})" for r in unmatched[:10])
         parts.append(

@@ -86,8 +86,9 @@ class Message:
 
     def describe(self) -> str:
         what = f" carrying {self.name}" if self.name else ""
+        via = self.label or f"tag {self.tag}"  # a collective's message by its call and step, not its raw tag
         return (
-            f"message #{self.id} from device {self.src} to device {self.dst} (tag {self.tag})"
+            f"message #{self.id} from device {self.src} to device {self.dst} ({via})"
             f"{what}: {_sig(self.shape, self.dtype)}, {self.nbytes} bytes"
         )
 

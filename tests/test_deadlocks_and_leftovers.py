@@ -143,3 +143,15 @@ def test_a_collective_message_nobody_received_is_named_by_its_call():
     text = str(info.value)
     assert "device 0 did send device 1 1 message(s) of all_reduce#0 ring" in text
     assert "device 1 is blocked in recv(src=0, tag=3)" in text and "1073" not in text
+
+
+def test_an_unreceived_collective_message_is_named_by_its_call_and_the_fix_says_who_never_called_it():
+    def root_only(dev):
+        if dev.rank == 0:
+            dev.broadcast(np.ones(2), 0)
+
+    with pytest.warns(UnreceivedMessagesWarning) as rec:
+        World(2).run(root_only)
+    text = str(rec[0].message)
+    assert "message #0 from device 0 to device 1 (broadcast#0 tree step 0 chunk all)" in text
+    assert "the destination never called broadcast#0" in text and "tag 1073741824" not in text
