@@ -24,8 +24,18 @@ class RankError(SimulationError):
     """A rank program raised; the original exception is chained as ``__cause__``."""
 
     def __init__(self, rank: int, exc: BaseException) -> None:
-        super().__init__(f"device {rank} raised {type(exc).__name__}: {exc}")
+        super().__init__(f"device {rank} raised {type(exc).__name__}: {exc}{read_only_hint(exc)}")
         self.rank = rank
+
+
+def read_only_hint(exc: BaseException) -> str:
+    """What to do when a program writes into a value it was given (numpy says only "read-only")."""
+    if isinstance(exc, ValueError) and "read-only" in str(exc):
+        return (
+            "\n  values a device holds, receives or computes are read-only (the trace keeps them as they were):"
+            "\n  make a new array instead (y = x + 1, not x += 1), or change a copy (y = x.copy())"
+        )
+    return ""
 
 
 class UnreceivedMessagesError(SimulationError):

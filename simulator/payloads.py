@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import OpError, describe_inputs
+from .errors import OpError, describe_inputs, read_only_hint
 from .meta import MetaArray
 
 
@@ -71,6 +71,7 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
     except Exception as exc:  # keep numpy's words, add where and with what
         raise OpError(
             f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
+            f"{read_only_hint(exc)}"
         ) from exc
     if isinstance(out, np.ndarray) and out.flags.writeable:
         out = sealed(out)

@@ -146,6 +146,28 @@ def test_a_receiver_cannot_make_a_payload_writable_and_change_the_trace():
     np.testing.assert_array_equal(result.trace.messages[0].payload, [0.0, 1.0, 2.0])
 
 
+def test_writing_into_a_value_a_device_was_given_says_what_to_do_instead():
+    def in_op(dev):
+        x = dev.hold("x", np.ones(3))
+
+        def bump(v):
+            v += 1
+            return v
+
+        return dev.compute("y", bump, x)
+
+    def in_program(dev):
+        if dev.rank == 0:
+            dev.send(np.ones(3), 1)
+        else:
+            dev.recv(0)[0] = 5
+
+    with pytest.raises(OpError, match=r"read-only.*\n.*\n.*read-only .*\n  make a new array instead \(y = x \+ 1"):
+        World(1).run(in_op)
+    with pytest.raises(RankError, match=r"device 1 raised ValueError: .*read-only\n.*\n  make a new array instead"):
+        World(2).run(in_program)
+
+
 def test_op_outputs_and_held_values_stay_read_only_for_good():
     def program(dev):
         y = dev.compute("y", lambda: np.arange(3.0))
