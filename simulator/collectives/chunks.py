@@ -37,6 +37,17 @@ def _flat_setup(x: np.ndarray, parts: int):
     return blocks, b
 
 
+def _assemble(dev: Any, blocks: Sequence[Any], shape: tuple[int, ...], dtype: Any) -> Any:
+    """A flat all-reduce's blocks in order as one array of ``shape``. A real rank (``dev.buffer``) writes them
+    into a reused buffer: fresh memory for a large result costs more to fault in than the copy itself."""
+    take = getattr(dev, "buffer", None)
+    if take is None:
+        return np.concatenate(blocks).reshape(shape)
+    out = take(shape, dtype)
+    np.concatenate([np.ravel(b) for b in blocks], out=out.reshape(-1))
+    return out
+
+
 def _pack(blocks: Sequence[np.ndarray]) -> np.ndarray:
     """Several blocks in one message: their flattened values, one after another (one block: as it is)."""
     return blocks[0] if len(blocks) == 1 else np.concatenate([b.reshape(-1) for b in blocks])

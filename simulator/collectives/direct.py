@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _flat_setup
+from .chunks import FlatSlice, _assemble, _flat_setup
 
 if TYPE_CHECKING:
     from .call import _Call
@@ -49,7 +49,7 @@ def _all_reduce_direct(c: _Call, x: np.ndarray) -> np.ndarray:
 
     mine = c.finish_avg(_rs_direct(c, blocks, index))
     out = _ag_direct(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index, 1)
-    return np.concatenate(out).reshape(x.shape)
+    return _assemble(c.dev, out, x.shape, x.dtype)
 
 
 # ---- rooted: broadcast, reduce, scatter, gather -----------------------------------------------

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _flat_setup, _pack, _packed_shape, _unpack
+from .chunks import FlatSlice, _assemble, _flat_setup, _pack, _packed_shape, _unpack
 
 if TYPE_CHECKING:
     from .call import _Call
@@ -147,7 +147,7 @@ def _all_reduce_halving_doubling(c: _Call, x: np.ndarray) -> np.ndarray:
 
         mine = c.finish_avg(_rs_halving(c, blocks, index, members, v))
         out = _ag_doubling(c, mine, [blk.shape for blk in blocks], x.dtype, c.name, index, q.bit_length() - 1, v, real)
-        result = np.concatenate(out).reshape(x.shape)
+        result = _assemble(c.dev, out, x.shape, x.dtype)
     # unfold: odd members of the first 2r hand the result back to their even partner
     if me < 2 * r and me % 2 == 1:
         c.dev.wait(c.send(result, me - 1, "unfold", "all"))

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _flat_setup
+from .chunks import FlatSlice, _assemble, _flat_setup
 
 if TYPE_CHECKING:
     from .call import _Call
@@ -86,14 +86,3 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
     shapes = [blk.shape for blk in blocks]
     out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, c.p - 1)  # steps continue after the reduce-scatter's
     return _assemble(c.dev, out, x.shape, x.dtype)
-
-
-def _assemble(dev, blocks: list, shape: tuple[int, ...], dtype) -> Any:
-    """The blocks in order as one array of ``shape``. A real rank (``dev.buffer``) writes them into a reused
-    buffer: fresh memory for a large result costs more to fault in than the copy itself."""
-    take = getattr(dev, "buffer", None)
-    if take is None:
-        return np.concatenate(blocks).reshape(shape)
-    out = take(shape, dtype)
-    np.concatenate([np.ravel(b) for b in blocks], out=out.reshape(-1))
-    return out
