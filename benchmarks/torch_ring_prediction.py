@@ -22,6 +22,7 @@ from simulator.backends.prediction import (
     SIMULATED_REPEATS,
     Row,
     add_prediction_options,
+    calibrated_world,
     machine_line,
     measured_seconds_by_size,
     predicted_seconds,
@@ -38,24 +39,9 @@ CALIBRATION_SIZES = tuple(1 << k for k in range(10, 25))
 
 
 def one_run(args: argparse.Namespace) -> list[Row]:
-    from simulator.backends.calibrate import calibrate
-    from simulator.backends.launch import TorchWorld
-
     rows = []
     for p in args.ranks:
-        with TorchWorld(
-            p, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers
-        ) as world:
-            cal = calibrate(
-                world=world,
-                sizes=CALIBRATION_SIZES,
-                repeats=15,
-                statistic=args.statistic,
-                spread=args.spread,
-                pattern="ring",
-            )
-            if args.verbose:
-                print(cal.summary(), flush=True)
+        with calibrated_world(args, p, CALIBRATION_SIZES, "ring") as (world, cal):
             measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
                 predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)

@@ -23,6 +23,7 @@ from simulator.backends.prediction import (
     SIMULATED_REPEATS,
     Row,
     add_prediction_options,
+    calibrated_world,
     machine_line,
     measured_seconds,
     predicted_seconds,
@@ -48,23 +49,10 @@ def steps(mlp: MLP, microbatches: int) -> dict[str, object]:
 
 
 def one_run(args: argparse.Namespace, mlp: MLP) -> list[Row]:
-    from simulator.backends.calibrate import calibrate
-    from simulator.backends.launch import TorchWorld
-
     params = mlp.init(seed=0)
     x, t = mlp.data(args.batch, seed=1)
     rows = []
-    with TorchWorld(2, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as world:
-        cal = calibrate(
-            world=world,
-            sizes=CALIBRATION_SIZES,
-            repeats=15,
-            statistic=args.statistic,
-            spread=args.spread,
-            pattern="exchange",
-        )
-        if args.verbose:
-            print(cal.summary(), flush=True)
+    with calibrated_world(args, 2, CALIBRATION_SIZES, "exchange") as (world, cal):
         for what, step in steps(mlp, args.microbatches).items():
             step_args = (step, (params, x, t))
             measured = measured_seconds(world, training_steps, *step_args, repeats=args.repeats)

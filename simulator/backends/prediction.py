@@ -14,9 +14,10 @@ The rank programs live here (not in a script) so that rank processes can import 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -171,3 +172,19 @@ def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: 
     )
     parser.add_argument("--headers", action="store_true", help="send a shape header before each message")
     parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
+
+
+@contextlib.contextmanager
+def calibrated_world(args: argparse.Namespace, ranks: int, sizes: Sequence[int], pattern: str) -> Iterator[tuple]:
+    """``ranks`` gloo ranks running collectives message by message, calibrated as ``args`` (the options
+    above) say: yields (the ``TorchWorld``, its ``Calibration``). Needs torch."""
+    from .calibrate import calibrate
+    from .launch import TorchWorld
+
+    with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as w:
+        cal = calibrate(
+            world=w, sizes=tuple(sizes), repeats=15, statistic=args.statistic, spread=args.spread, pattern=pattern
+        )
+        if args.verbose:
+            print(cal.summary(), flush=True)
+        yield w, cal
