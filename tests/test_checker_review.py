@@ -117,3 +117,29 @@ def test_a_block_held_without_index_gets_the_index_to_write():
         "It is the block [:, 0:3] of W1: say which block a device holds with dev.hold('W1', ..., index=np.s_[:, 0:3])"
         in str(report)
     )
+
+
+def test_a_received_unnamed_value_returned_as_the_result_is_explained_not_a_crash():
+    """A student's row split returns the partner's partial product it received (no name on the message):
+    the report must fail it and say so in words (it used to raise while explaining the missing name)."""
+    rng = np.random.default_rng(7)
+    feats, weights = rng.standard_normal((1, 4)), rng.standard_normal((4, 6))  # batch size 1, float data
+
+    def one_gpu(dev):
+        return dev.compute("out", np.matmul, dev.hold("feats", feats), dev.hold("weights", weights))
+
+    def swapped_partials(dev):
+        half = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+        a = dev.hold("feats", feats[:, half], index=np.s_[:, half])
+        b = dev.hold("weights", weights[half], index=half)
+        mine = dev.compute("partial_out", np.matmul, a, b)
+        if dev.rank == 0:
+            dev.send(mine, 1)
+            return dev.recv(1)  # BUG: the partner's term, never added to its own
+        other = dev.recv(0)
+        dev.send(mine, 0)
+        return dev.compute("out", np.add, other, mine)
+
+    report = check(World(2).run(swapped_partials), Reference.of(one_gpu))
+    assert not report.ok
+    assert "check FAILED at the first divergence: device 0 returned" in str(report)

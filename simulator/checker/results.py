@@ -77,7 +77,9 @@ class _ResultChecks:
                     )
                 )
                 return
-        self._compare("result", rank, event, origin, getattr(origin, "name", "the result"), expected, leaf, None, label)
+        # a received, unnamed value has no name of its own (a message's name is None): call it the result
+        name = getattr(origin, "name", None) or "the result"
+        self._compare("result", rank, event, origin, name, expected, leaf, None, label)
         key = (id(ref), path)
         if index is None:
             covered[key] = True
