@@ -4,9 +4,10 @@ same run and measured on real gloo processes.
 For each world size: calibrate on those very ranks (every rank sends to the next at once, as in a ring
 step; additions; matrix products; see ``simulator.backends.calibrate``), then simulate and measure the
 ring all-reduce of ``simulator.collectives``, message by message (``collectives="messages"``), at each
-size. Both sides are timed alike (``simulator.backends.prediction``): the median over many repeats, the
-sizes taken in turn on real ranks (as calibration takes its sizes), and each simulated repeat drawing its
-message times from the calibration's measurements (``simulator.spread``). Messages go without shape
+size. Both sides are timed alike (``simulator.backends.prediction``): each repeat after a barrier, from
+the last rank's start to the last rank's end, the median over many repeats, the sizes taken in turn on real
+ranks (as calibration takes its sizes and times its messages). With ``--spread`` each simulated repeat
+draws its message times from the calibration's measurements (``simulator.spread``). Messages go without shape
 headers (every receive of the ring declares its shape; ``--headers`` sends them). The whole is repeated
 ``--runs`` times, each with a fresh calibration, and the table gives every run's predicted / measured and
 their spread. The target is 0.7 to 1.3 in every run.

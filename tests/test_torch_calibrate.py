@@ -64,9 +64,9 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     assert len(measured["message_regimes"]) == len(cost.regimes) + 1
     assert sorted(map(int, measured["reduce_relative_error"])) == list(ADD_SIZES)
     assert len(measured["matmul_relative_error"]) == len(MATMUL_SHAPES)
-    # --spread keeps every repeat of every size (both ranks of the pair measure it), drawn from in a simulation
+    # --spread keeps every repeat of every size (one duration per repeat, over the pair), drawn from in a simulation
     spread_out = tmp_path / "spread.json"
     assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--spread", "--out", str(spread_out)]) == 0
     spread = load_cost(spread_out).spread
-    assert spread.sizes == SIZES and all(len(row) == 2 * 3 for row in spread.extra)
+    assert spread.sizes == SIZES and all(len(row) == 3 for row in spread.extra)
     assert "message times drawn from" in capsys.readouterr().out

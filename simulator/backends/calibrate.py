@@ -34,6 +34,7 @@ from ..units import binary_size
 from .costfile import save_cost
 from .fit import Line, OpFit, fit_line, fit_ops, fit_pieces
 from .launch import TorchWorld
+from .prediction import repeat_seconds
 from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions
 
 __all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]
@@ -57,7 +58,9 @@ class Calibration:
     size: int
     backend: str
     pattern: str
-    one_way: dict[int, float]  # message bytes -> one-way seconds (the statistic of every measuring rank's repeats)
+    one_way: dict[
+        int, float
+    ]  # message bytes -> one-way seconds (the statistic of the repeats, each timed over the ranks)
     reduce_seconds: dict[int, float]  # bytes per operand -> seconds per addition (median over ranks)
     matmul_seconds: dict[tuple[int, int, int], float]  # (m, k, n) -> seconds per product (median over ranks)
     pieces: list[Line]  # the message fit, one line per size regime
@@ -162,7 +165,7 @@ def calibrate(
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
     stat = STATISTICS[statistic]
-    samples = _pooled(world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs)
+    samples = _durations(world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs)
     one_way = {n: stat(v) for n, v in samples.items()}
     adds = _over_ranks(world.run(reductions, tuple(add_sizes), repeats).outputs, stat)
     products = _over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs, stat)
@@ -230,10 +233,11 @@ def _boundary(lower: Line, upper: Line) -> int:
     return int(round(np.sqrt(lower.hi * upper.lo)))
 
 
-def _pooled(outputs: list[dict[int, list[float]] | None]) -> dict[int, list[float]]:
-    """Every rank's measurements of each size together (a rank left out of the pattern gives None)."""
+def _durations(outputs: list[dict[int, list[tuple[float, float]]] | None]) -> dict[int, list[float]]:
+    """Per size, each repeat's seconds from the last measuring rank's start to the last one's end, as a
+    prediction times a run (a rank left out of the pattern gives None)."""
     measured = [o for o in outputs if o is not None]
-    return {n: [t for o in measured for t in o[n]] for n in measured[0]}
+    return {n: repeat_seconds([o[n] for o in measured]) for n in measured[0]}
 
 
 def _over_ranks(outputs: list[dict], stat) -> dict:

@@ -5,14 +5,22 @@ odd one sends them straight back, ``repeats`` times per size, all pairs at once.
 round trip / 2. Exchange: both partners send at once, so every rank sends and receives at the same
 time, as in each step of a ring collective; on a machine whose cores the ranks share, this loaded
 time is what a collective sees. Ring: every rank sends to the next and receives from the previous at
-once, exactly one step of a ring collective on all ranks (on two ranks the same as exchange). Messages go through the device's ``send``/``recv`` (header and NumPy
-conversion included), so the times describe exactly what a simulated message stands for.
+once, exactly one step of a ring collective on all ranks (on two ranks the same as exchange). Messages
+go through the device's ``send``/``recv`` (header and NumPy conversion included), so the times describe
+exactly what a simulated message stands for.
+
+Every message is timed as a prediction times a run (``prediction.repeat_seconds``): after a barrier,
+from the moment the last rank started to the moment the last rank ended. Timed on each rank's own clock
+instead, with no barrier, a step also counts the time a rank waits for a neighbour that is still busy
+with the step before (on shared cores, often a scheduler tick), which a simulated message never waits.
+So message probes return each rank's (start, end) on the common clock (``dev.clock``), and calibration
+makes the durations.
 
 Additions and matrix products go through ``dev.compute`` as a collective's reductions and a training
 step's layers do, so the times include what every op costs on a real rank besides its arithmetic
 (the call, the recording). Every rank measures at once: the ranks share the machine as they will in
-the runs the model predicts. Each program returns {size: [seconds of each repeat]}: calibration takes
-a statistic of them for the fitted lines, and keeps their spread (``simulator.spread``).
+the runs the model predicts. Op probes return {size: [seconds of each repeat]}: calibration takes a
+statistic of them for the fitted lines.
 """
 
 from __future__ import annotations
@@ -32,32 +40,36 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-def _interleaved(sizes: tuple[int, ...], repeats: int, warmup: int, step: Callable[[int, np.ndarray], float]):
-    """Seconds of ``step(n, buffer)`` per size and repeat, the sizes taken in turn within each repeat.
+Span = tuple[float, float]
+
+
+def _interleaved(sizes: tuple[int, ...], repeats: int, warmup: int, step: Callable[[int, np.ndarray], Span]):
+    """``step(n, buffer)``'s (start, end) per size and repeat, the sizes taken in turn within each repeat.
 
     The machine changes over seconds (other work, the scheduler's state): taking every size in each
     round spreads each size's repeats over the whole measurement, so no size is measured only in a
     quiet or only in a busy moment, and the sizes meet the same machine as one another.
     """
     buffers = {n: np.zeros(n, dtype=np.uint8) for n in sizes}
-    out: dict[int, list[float]] = {n: [] for n in sizes}
+    out: dict[int, list[Span]] = {n: [] for n in sizes}
     for i in range(warmup + repeats):
         for n in sizes:
-            seconds = step(n, buffers[n])
+            span = step(n, buffers[n])
             if i >= warmup:
-                out[n].append(seconds)
+                out[n].append(span)
     return out
 
 
-def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
-    """One-way seconds per size for this rank's pair (None for a rank left over)."""
+def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[Span]] | None:
+    """(start, start + one-way time) per size and repeat on the even rank of each pair (None elsewhere)."""
     partner = dev.rank ^ 1
-    if partner >= dev.world_size:
-        return None
     first = dev.rank % 2 == 0
 
-    def trip(n: int, buf: np.ndarray) -> float:
-        t0 = time.perf_counter()
+    def trip(n: int, buf: np.ndarray) -> Span:
+        dev.barrier()
+        t0 = dev.clock
+        if partner >= dev.world_size:  # left over: only joins the barriers
+            return t0, t0
         if first:
             req = dev.isend(buf, partner, tag=1)
             dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
@@ -65,36 +77,39 @@ def pingpong(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3)
             dev.recv(partner, tag=1, shape=(n,), dtype=np.uint8)
             req = dev.isend(buf, partner, tag=1)
         dev.wait(req)  # already received (the reply came back), so this returns at once
-        return (time.perf_counter() - t0) / 2
+        return t0, t0 + (dev.clock - t0) / 2
 
-    return _interleaved(sizes, repeats, warmup, trip)
+    out = _interleaved(sizes, repeats, warmup, trip)
+    return out if first and partner < dev.world_size else None
 
 
-def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]] | None:
+def exchange(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[Span]] | None:
     """Like ``pingpong``, but both partners send at once (the "Sendrecv" pattern of MPI benchmarks)."""
     partner = dev.rank ^ 1
-    if partner >= dev.world_size:
-        return None
-    return _send_while_receiving(dev, partner, partner, sizes, repeats, warmup)
+    out = _send_while_receiving(dev, partner, partner, sizes, repeats, warmup)
+    return out if partner < dev.world_size else None
 
 
-def ring(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[float]]:
-    """Seconds for one ring step: send n bytes to the next rank while receiving n from the previous one."""
+def ring(dev: Device, sizes: tuple[int, ...], repeats: int, warmup: int = 3) -> dict[int, list[Span]]:
+    """(start, end) of one ring step: send n bytes to the next rank while receiving n from the previous one."""
     right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
     return _send_while_receiving(dev, right, left, sizes, repeats, warmup)
 
 
 def _send_while_receiving(
     dev: Device, to: int, frm: int, sizes: tuple[int, ...], repeats: int, warmup: int
-) -> dict[int, list[float]]:
-    """Seconds to send n bytes to ``to`` while receiving n from ``frm``, per size and repeat."""
+) -> dict[int, list[Span]]:
+    """(start, end) of sending n bytes to ``to`` while receiving n from ``frm``, per size and repeat, each
+    after a barrier (a rank whose partner is ``dev.world_size`` or more only joins the barriers)."""
 
-    def step(n: int, buf: np.ndarray) -> float:
-        t0 = time.perf_counter()
-        req = dev.isend(buf, to, tag=1)
-        dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
-        dev.wait(req)
-        return time.perf_counter() - t0
+    def step(n: int, buf: np.ndarray) -> Span:
+        dev.barrier()
+        t0 = dev.clock
+        if max(to, frm) < dev.world_size:
+            req = dev.isend(buf, to, tag=1)
+            dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
+            dev.wait(req)
+        return t0, dev.clock
 
     return _interleaved(sizes, repeats, warmup, step)
 

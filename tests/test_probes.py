@@ -1,0 +1,36 @@
+"""Calibration's message probes, run on simulated ranks whose cost model is known: each must measure
+exactly the model's message time, timed as a prediction times a run (after a barrier, from the last
+rank's start to the last rank's end)."""
+
+import pytest
+
+from simulator import World
+from simulator.backends.calibrate import _durations
+from simulator.backends.probes import exchange, pingpong, ring
+from simulator.cost import CostModel
+
+COST = CostModel(latency=40e-6, bandwidth=1.5e9)
+SIZES = (1 << 10, 64 << 10, 1 << 20)
+
+
+@pytest.mark.parametrize(
+    "probe, ranks",
+    [(ring, 2), (ring, 3), (ring, 4), (exchange, 2), (exchange, 3), (exchange, 4), (pingpong, 2), (pingpong, 3)],
+)
+def test_each_probe_measures_the_model_message_time_at_every_size(probe, ranks):
+    outputs = World(ranks, cost=COST, keep_payloads=False).run(probe, SIZES, 3).outputs
+    assert sum(o is not None for o in outputs) == {"ring": ranks, "exchange": ranks // 2 * 2}.get(
+        probe.__name__, ranks // 2
+    )  # only the ranks that measure report
+    for n, seconds in _durations(outputs).items():
+        assert seconds == pytest.approx([COST.message_time(n)] * 3, rel=1e-9)
+
+
+def test_a_rank_that_starts_late_is_not_counted_against_the_message():
+    # rank 2 leaves the barrier 3 ms late in the first repeat: the repeat lasts from its start
+    spans = (
+        {1024: [(0.0, 0.004), (1.0, 1.001)]},
+        {1024: [(0.0, 0.0035), (1.0, 1.002)]},
+        {1024: [(0.003, 0.0039), (1.0, 1.0)]},
+    )
+    assert _durations([*spans, None]) == {1024: pytest.approx([0.001, 0.002])}
