@@ -46,7 +46,7 @@ def one_run(args: argparse.Namespace) -> list[Row]:
             measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
                 predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)
-                rows.append(Row(f"ring all-reduce {binary_size(n)}", p, predicted, seconds))
+                rows.append(Row.of(f"ring all-reduce {binary_size(n)}", p, predicted, seconds))
     return rows
 
 

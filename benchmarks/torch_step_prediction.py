@@ -57,7 +57,7 @@ def one_run(args: argparse.Namespace, mlp: MLP) -> list[Row]:
             step_args = (step, (params, x, t))
             measured = measured_seconds(world, training_steps, *step_args, repeats=args.repeats)
             predicted = predicted_seconds(2, cal.cost, training_steps, *step_args, repeats=SIMULATED_REPEATS)
-            rows.append(Row(what, 2, predicted, measured))
+            rows.append(Row.of(what, 2, predicted, measured))
     return rows
 
 

@@ -6,7 +6,13 @@ simulation, seconds since a common start on real ranks on one machine). A repeat
 the last rank started to the moment the last rank ended: the collective cannot move before every
 member has joined it, and the simulation starts every rank together, so a rank that the operating
 system wakes late is not counted against the model. The first repeat warms buffers and connections
-up and is left out; the figure is the median of the rest.
+up and is left out.
+
+The figure compared is the mean over the repeats. Calibration gives each message size the mean of its
+repeats, and means add up: the mean time of an all-reduce is the sum of its steps' mean times, stalls
+included, and a training run of many steps lasts their number times the mean. A median does not add up:
+where one repeat in three meets a scheduler stall of a few milliseconds, the median of a single message
+leaves the stall out while the median of six messages in a row keeps one. The median is shown beside it.
 
 The rank programs live here (not in a script) so that rank processes can import them.
 """
@@ -62,10 +68,10 @@ def ring_all_reduces_by_size(dev: Device, sizes: tuple[int, ...], repeats: int) 
     return spans
 
 
-def measured_seconds_by_size(world: Any, sizes: Sequence[int], repeats: int) -> dict[int, float]:
-    """Per size, the median duration of its ring all-reduces on real ranks, sizes interleaved, the first round left out."""
+def measured_seconds_by_size(world: Any, sizes: Sequence[int], repeats: int) -> dict[int, list[float]]:
+    """Per size, the durations of its ring all-reduces on real ranks, sizes interleaved, the first round left out."""
     outputs = world.run(ring_all_reduces_by_size, tuple(sizes), repeats + 1).outputs
-    return {n: float(np.median(repeat_seconds([o[n] for o in outputs])[1:])) for n in sizes}
+    return {n: repeat_seconds([o[n] for o in outputs])[1:] for n in sizes}
 
 
 def training_steps(dev: Device, step: Callable[..., Any], args: tuple, repeats: int) -> list[tuple[float, float]]:
@@ -78,20 +84,21 @@ def repeat_seconds(outputs: Sequence[list[tuple[float, float]]]) -> list[float]:
     return [max(o[k][1] for o in outputs) - max(o[k][0] for o in outputs) for k in range(len(outputs[0]))]
 
 
-def measured_seconds(world: Any, program: Callable[..., Any], *args: Any, repeats: int) -> float:
-    """Median duration over ``repeats`` on real ranks (``world``: a ``TorchWorld``), the first left out."""
+def measured_seconds(world: Any, program: Callable[..., Any], *args: Any, repeats: int) -> list[float]:
+    """The durations of ``repeats`` runs of ``program`` on real ranks (``world``: a ``TorchWorld``), after a
+    first one left out."""
     outputs = world.run(program, *args, repeats + 1).outputs
-    return float(np.median(repeat_seconds(outputs)[1:]))
+    return repeat_seconds(outputs)[1:]
 
 
 def predicted_seconds(
     size: int, cost: CostModel, program: Callable[..., Any], *args: Any, repeats: int = 1, send_mode: str = "rendezvous"
 ) -> float:
-    """The same program simulated under ``cost``: the median over ``repeats`` after a warm-up one.
+    """The same program simulated under ``cost``: the mean over ``repeats`` after a warm-up one.
 
     Under a cost model with a measured spread of message times (``CostModel.spread``) each repeat draws
-    its own message times, so the median over many simulated repeats predicts the median over the
-    measured ones; without one every repeat takes the same time.
+    its own message times, so the mean over many simulated repeats predicts the mean over the measured
+    ones; without one every repeat takes the same time.
 
     send_mode: "rendezvous" by default, because that is how gloo moves a message: its bytes travel only
     once the receiver has posted the matching receive, so a message sent early still costs its receiver
@@ -99,17 +106,23 @@ def predicted_seconds(
     returns at once on both sides, only the transfer waits for the receive.
     """
     outputs = World(size, cost=cost, keep_payloads=False, send_mode=send_mode).run(program, *args, repeats + 1).outputs
-    return float(np.median(repeat_seconds(outputs)[1:]))
+    return float(np.mean(repeat_seconds(outputs)[1:]))
 
 
 @dataclass(frozen=True)
 class Row:
-    """One prediction against one measurement."""
+    """One prediction against one measurement: seconds predicted, and the measured mean (and median)."""
 
     what: str
     ranks: int
     predicted: float
     measured: float
+    measured_median: float | None = None
+
+    @classmethod
+    def of(cls, what: str, ranks: int, predicted: float, durations: Sequence[float]) -> Row:
+        """The row of a prediction and the measured durations of its repeats."""
+        return cls(what, ranks, predicted, float(np.mean(durations)), float(np.median(durations)))
 
     @property
     def ratio(self) -> float:
@@ -117,20 +130,23 @@ class Row:
 
 
 def spread_table(runs: Sequence[Sequence[Row]], low: float = 0.7, high: float = 1.3) -> str:
-    """Each row's predicted / measured over the runs: min-max, and whether every run is within [low, high]."""
+    """Each row's predicted / measured mean over the runs: min-max, and whether every run is within [low, high].
+
+    Times are the median over the runs of each run's figure; "median" is the measured median."""
     width = max(len(row.what) for row in runs[0])
     lines = [
-        f"  {'what':{width}} {'ranks':>5}  {'predicted':>10}  {'measured':>10}  {'ratio, each run':>16}  {'spread':>9}",
+        f"  {'what':{width}} {'ranks':>5}  {'predicted':>10}  {'measured':>10}  {'median':>10}  "
+        f"{'ratio, each run':>15}  {'spread':>9}  in {low}-{high}",
     ]
     for k, row in enumerate(runs[0]):
         ratios = [run[k].ratio for run in runs]
-        pred = np.median([run[k].predicted for run in runs])
-        meas = np.median([run[k].measured for run in runs])
-        ok = "ok" if all(low <= r <= high for r in ratios) else f"OUT OF {low}-{high}"
+        pred, meas = (np.median([getattr(run[k], f) for run in runs]) for f in ("predicted", "measured"))
+        medians = [run[k].measured_median for run in runs if run[k].measured_median is not None]
+        median = f"{np.median(medians) * 1e3:7.2f} ms" if medians else "-"
         each = " ".join(f"{r:.2f}" for r in ratios)
         lines.append(
-            f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {each:>16}  "
-            f"{min(ratios):.2f}-{max(ratios):.2f}  {ok}"
+            f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {median:>10}  "
+            f"{each:>15}  {min(ratios):.2f}-{max(ratios):.2f}  {'ok' if all(low <= r <= high for r in ratios) else 'OUT'}"
         )
     return "\n".join(lines)
 
