@@ -15,6 +15,7 @@ same way everywhere:
 
 from __future__ import annotations
 
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,17 @@ def clip(line: str, width: int) -> str:
     if width <= 0 or len(line) <= width:
         return line
     return line[: max(width - 3, 0)] + "..."
+
+
+def fit_lines(text: str, width: int = 110) -> str:
+    """``text`` with every line wrapped to ``width`` (continuations indented two past the line's own indent),
+    so that what is printed stays within 120 columns in a terminal and a notebook."""
+    out = []
+    for line in text.split("\n"):
+        indent = " " * (len(line) - len(line.lstrip()) + 2)
+        fitted = textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+        out.append(fitted if line.strip() else line)
+    return "\n".join(out)
 
 
 def wrap(items: list[str], width: int, sep: str = "  ") -> list[str]:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from simulator import World
 from simulator.compare import difference
 from simulator.reference import Reference, check
+from tests.report_words import words
 
 PROPERTY = settings(max_examples=25, deadline=None)
 
@@ -39,8 +40,8 @@ def columns(dev, X, W, p, join):
 
 def first_words(result, ref):
     report = check(result, ref)
-    assert report.verdict == "FAILED", str(report)
-    return report.first, str(report)
+    assert report.verdict == "FAILED", words(report)
+    return report.first, words(report)
 
 
 @PROPERTY

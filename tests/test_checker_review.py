@@ -7,6 +7,7 @@ from simulator import World
 from simulator.checker import check
 from simulator.errors import SimulationError
 from simulator.reference import Reference
+from tests.report_words import words
 
 RNG = np.random.default_rng(0)
 S = RNG.standard_normal((4, 4))
@@ -36,7 +37,7 @@ def test_a_cast_to_lower_precision_fails_and_says_so(dtype):
     x = RNG.standard_normal(5)
     report = check(World(1).run(scale, x, dtype), Reference.of(scale, x))
     assert report.verdict == "FAILED"
-    assert f"It is {np.dtype(dtype)} where one device has float64: a cast lost precision." in str(report)
+    assert f"It is {np.dtype(dtype)} where one device has float64: a cast lost precision." in words(report)
 
 
 def test_a_message_sent_in_float32_fails():
@@ -54,7 +55,7 @@ def test_a_message_sent_in_float32_fails():
         return dev.compute("B", np.tanh, a)
 
     report = check(World(2).run(two), Reference.of(model))
-    assert report.verdict == "FAILED" and "float32 where one device has float64" in str(report)
+    assert report.verdict == "FAILED" and "float32 where one device has float64" in words(report)
 
 
 def test_float32_against_a_float32_model_and_a_wider_result_still_pass():
@@ -68,7 +69,7 @@ def test_a_wrong_shape_is_said_in_words():
         return dev.hold("y", np.ones((1, 8)))
 
     report = check(World(1).run(lambda dev: dev.hold("y", np.ones(8))), Reference.of(model))
-    assert report.verdict == "FAILED" and "It has shape (8,) where one device has (1, 8)." in str(report)
+    assert report.verdict == "FAILED" and "It has shape (8,) where one device has (1, 8)." in words(report)
 
 
 def test_a_model_that_gives_one_name_two_values_is_refused():
@@ -115,7 +116,7 @@ def test_a_block_held_without_index_gets_the_index_to_write():
     assert report.verdict == "FAILED" and report.first.where == "held value"
     assert (
         "It is the block [:, 0:3] of W1: say which block a device holds with dev.hold('W1', ..., index=np.s_[:, 0:3])"
-        in str(report)
+        in words(report)
     )
 
 
@@ -142,4 +143,4 @@ def test_a_received_unnamed_value_returned_as_the_result_is_explained_not_a_cras
 
     report = check(World(2).run(swapped_partials), Reference.of(one_gpu))
     assert not report.ok
-    assert "check FAILED at the first divergence: device 0 returned" in str(report)
+    assert "check FAILED at the first divergence: device 0 returned" in words(report)

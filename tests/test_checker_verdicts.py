@@ -5,6 +5,7 @@ import pytest
 
 from simulator import World
 from simulator.reference import Reference, check
+from tests.report_words import words
 
 STAGES = [lambda v: v * v, lambda v: v + 3, np.sin, lambda v: 10 * v]
 
@@ -35,13 +36,13 @@ def test_a_wrong_result_never_passes_whatever_the_names():
     report = check(World(4).run(student_pipeline, X4, "stage", True), Reference.of(four_stages, X4))
     assert report.verdict == "FAILED" and not report.ok
     assert report.first.where == "result" and report.first.rank == 3
-    assert "device 3 returned" in str(report) and "on one device it is" in str(report)
+    assert "device 3 returned" in words(report) and "on one device it is" in words(report)
 
 
 def test_own_names_are_not_verified_and_the_reference_names_are_suggested():
     report = check(World(4).run(student_pipeline, X4, "stage"), Reference.of(four_stages, X4))
     assert report.verdict == "not verified" and not report.ok
-    text = str(report)
+    text = words(report)
     assert text.startswith("check NOT VERIFIED")
     for i in range(1, 5):
         assert f"stage{i} on device {i - 1} is not a name in the reference, but it equals S{i} on one device: " in text
@@ -52,7 +53,7 @@ def test_own_names_are_not_verified_and_the_reference_names_are_suggested():
 def test_the_reference_names_pass():
     report = check(World(4).run(student_pipeline, X4, "S"), Reference.of(four_stages, X4))
     assert report.verdict == "passed" and report.ok
-    assert str(report) == f"check passed: {report.checked} values and the result match the single-device run"
+    assert words(report) == f"check passed: {report.checked} values and the result match the single-device run"
 
 
 def test_the_bug_with_the_reference_names_is_caught_at_the_stage_that_gets_the_wrong_input():
@@ -75,14 +76,14 @@ def test_an_unnamed_message_that_carries_no_reference_value_is_not_verified():
 
     report = check(World(2).run(split, np.array([3.0])), Reference.of(model, np.array([3.0])))
     assert report.verdict == "not verified"
-    assert "message #0 from device 0 to device 1 (tag 0) has no name and carries [6.]" in str(report)
+    assert "message #0 from device 0 to device 1 (tag 0) has no name and carries [6.]" in words(report)
 
 
 def test_a_run_without_its_outputs_is_not_verified():
     run = World(4).run(student_pipeline, X4, "S")
     run.trace.outputs = None
     report = check(run.trace, Reference.of(four_stages, X4))
-    assert report.verdict == "not verified" and "return values were not recorded" in str(report)
+    assert report.verdict == "not verified" and "return values were not recorded" in words(report)
 
 
 def test_no_device_returning_the_result_is_not_verified():
@@ -91,7 +92,7 @@ def test_no_device_returning_the_result_is_not_verified():
 
     report = check(World(4).run(silent, X4), Reference.of(four_stages, X4))
     assert report.verdict == "not verified"
-    assert "no device returned a value, so the model's result was not compared" in str(report)
+    assert "no device returned a value, so the model's result was not compared" in words(report)
 
 
 # ---- partial sums -------------------------------------------------------------------------------
@@ -122,7 +123,7 @@ def tensor_parallel_mlp(dev, name="Z", partial=True, reduce=True, late_gelu=Fals
 
 def test_declared_partial_sums_are_added_up_and_compared():
     report = check(World(2).run(tensor_parallel_mlp), Reference.of(mlp))
-    assert report.ok, str(report)
+    assert report.ok, words(report)
 
 
 def test_partial_sums_that_do_not_add_up_fail_where_the_last_one_is_computed():
@@ -135,7 +136,7 @@ def test_partial_sums_that_do_not_add_up_fail_where_the_last_one_is_computed():
 
     report = check(World(2).run(wrong), Reference.of(mlp))
     assert report.first.where == "partial sums" and report.first.rank == 1
-    assert str(report).startswith(
+    assert words(report).startswith(
         "check FAILED at the first divergence: the partial sums of Z on devices 0, 1 add up to"
     )
 
@@ -143,13 +144,21 @@ def test_partial_sums_that_do_not_add_up_fail_where_the_last_one_is_computed():
 def test_a_partial_sum_returned_as_the_result_is_called_a_missing_all_reduce():
     report = check(World(2).run(tensor_parallel_mlp, reduce=False), Reference.of(mlp))
     assert report.first.where == "result"
-    assert "That is device 0's partial sum of Z (one term of a sum over devices 0, 1)" in str(report)
-    assert "the all-reduce that adds the partial sums is missing?" in str(report)
+    assert "That is device 0's partial sum of Z (one term of a sum over devices 0, 1)" in words(report)
+    assert "the all-reduce that adds the partial sums is missing?" in words(report)
+
+
+def test_a_report_wraps_within_120_columns_and_keeps_every_word():
+    report = check(World(2).run(tensor_parallel_mlp, reduce=False), Reference.of(mlp))
+    lines = str(report).splitlines()
+    assert len(lines) > 2 and max(map(len, lines)) <= 120
+    assert all(line.startswith("  ") for line in lines[1:])  # continuations indented under the first line
+    assert words(report) == " ".join(report._verdict_text().split())
 
 
 def test_a_partial_sum_fed_to_a_non_linear_op_is_named():
     report = check(World(2).run(tensor_parallel_mlp, name="Zp", late_gelu=True), Reference.of(mlp))
-    text = str(report)
+    text = words(report)
     assert report.verdict == "FAILED" and report.first.name == "Z"
     assert "partial sum of Zp" in text and "input 0 of op Z" in text
 
@@ -167,12 +176,12 @@ def test_a_partial_sum_sent_as_the_complete_value_is_named():
 
     report = check(World(2).run(sender), Reference.of(model))
     assert report.first.where == "message"
-    assert "That is device 1's partial sum of Z" in str(report) and "sent to device 0 as Z" in str(report)
+    assert "That is device 1's partial sum of Z" in words(report) and "sent to device 0 as Z" in words(report)
 
 
 def test_an_undeclared_partial_sum_gets_partial_advice_not_a_whole_index():
     report = check(World(2).run(tensor_parallel_mlp, partial=False), Reference.of(mlp))
-    text = str(report)
+    text = words(report)
     assert "say so with partial=True" in text.replace("Say", "say")
     assert "index=np.s_[:, 0:3]" not in text  # an index would describe a block, and Z here has its full shape
 
@@ -190,7 +199,7 @@ def test_a_partial_sum_one_member_never_computes_is_not_verified():
 
     report = check(World(2).run(half), Reference.of(lambda dev: dev.compute("Z", lambda: np.ones(2))))
     assert report.verdict == "not verified"
-    assert "were computed on devices [0] only (not on [1])" in str(report)
+    assert "were computed on devices [0] only (not on [1])" in words(report)
 
 
 # ---- returned shards ----------------------------------------------------------------------------
@@ -217,7 +226,7 @@ def test_returned_shards_are_compared_with_their_part_of_the_result():
 def test_returned_shards_that_cover_half_the_result_are_not_verified():
     report = check(World(2).run(columns, True, 0), Reference.of(linear))
     assert report.verdict == "not verified"
-    assert "cover 6 of its 12 elements" in str(report)
+    assert "cover 6 of its 12 elements" in words(report)
 
 
 # ---- inputs that cannot tell two values apart ------------------------------------------------------
@@ -238,7 +247,7 @@ def test_an_input_that_cannot_tell_the_bug_apart_gets_a_note():
     x = np.array([-1.0])  # 2x + 1 == x
     for bug in (False, True):
         report = check(World(2).run(seed_split, x, bug), Reference.of(seed_model, x))
-        assert report.notes and "try another input" in str(report)
+        assert report.notes and "try another input" in words(report)
         assert any("x and A are equal" in note for note in report.notes)
     other = np.array([3.0])
     assert check(World(2).run(seed_split, other, True), Reference.of(seed_model, other)).verdict == "FAILED"
@@ -256,4 +265,4 @@ def test_ops_that_return_several_arrays_are_compared_part_by_part():
 
     assert check(World(2).run(right), Reference.of(model)).ok
     report = check(World(2).run(wrong), Reference.of(model))
-    assert report.verdict == "FAILED" and "computed ([1., 1.], [1., 2., 3.])" in str(report)
+    assert report.verdict == "FAILED" and "computed ([1., 1.], [1., 2., 3.])" in words(report)

@@ -15,6 +15,7 @@ from .. import diagnose
 from ..compare import difference, show, structured
 from ..reference import Reference
 from ..trace import Message, Op
+from ..values import fit_lines
 
 PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"
 
@@ -113,7 +114,7 @@ class CheckReport:
         return [u.name for u in self.unchecked if u.kind == "unknown name"]
 
     def __str__(self) -> str:
-        return self._verdict_text() + _notes(self.notes)
+        return fit_lines(self._verdict_text() + _notes(self.notes))
 
     def _verdict_text(self) -> str:
         if self.verdict == PASSED:

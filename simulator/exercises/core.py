@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import math
 import sys
-import textwrap
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +27,7 @@ import numpy as np
 
 from ..engine import RunResult, World
 from ..reference import CheckReport, References, check
+from ..values import fit_lines
 
 NOT_ANSWERED = Ellipsis  # what a prediction cell holds until the student writes an answer
 
@@ -131,12 +131,12 @@ class Exercise:
         """Check a prediction and reveal the answer (printed); True or False, or None before an answer."""
         q = self.question(key)
         if answer is NOT_ANSWERED:
-            print(_fit(f"{q.prompt}\nWrite your prediction in place of ... and run this cell again."))
+            print(fit_lines(f"{q.prompt}\nWrite your prediction in place of ... and run this cell again."))
             return None
         right = q.is_right(answer)
         self.answered[key] = right
         verdict = "Right" if right else f"Not quite: you said {answer!r}, the answer is {q.answer!r}"
-        print(_fit(f"{verdict}. {q.why}"))
+        print(fit_lines(f"{verdict}. {q.why}"))
         return right
 
     # ---- grading ------------------------------------------------------------------------------
@@ -150,7 +150,7 @@ class Exercise:
         text = f"try {self.tries}: {grade.text}"
         if not grade.ok:
             text += "\n\n" + self._next_hint()
-        grade.text = _fit(text)
+        grade.text = fit_lines(text)
         print(grade.text)
         return grade
 
@@ -171,7 +171,7 @@ class Exercise:
 
     def hint(self) -> str:
         """Print and return the next hint (each is more specific than the last)."""
-        text = _fit(self._next_hint())
+        text = fit_lines(self._next_hint())
         print(text)
         return text
 
@@ -183,18 +183,6 @@ class Exercise:
 
     def __repr__(self) -> str:
         return f"<Exercise {self.name!r}: {self.title}; {len(self.questions)} questions, {self.tries} tries so far>"
-
-
-WIDTH = 110  # what an exercise prints stays readable in a notebook, and within 120 columns
-
-
-def _fit(text: str, width: int = WIDTH) -> str:
-    """``text`` with every line wrapped to ``width`` (continuations indented under the line's own indent)."""
-    out = []
-    for line in text.split("\n"):
-        indent = " " * (len(line) - len(line.lstrip()) + 2)
-        out.append(textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False) if line else line)
-    return "\n".join(out)
 
 
 def _where(exc: BaseException) -> str:
