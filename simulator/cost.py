@@ -225,6 +225,10 @@ class CostModel:
                an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
     roofline:  "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
                do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
+    packing:   a matrix product first copies both of its operands into packed panels, as a CPU BLAS does, so
+               its memory traffic counts each operand twice more (written packed, read back); False (the
+               default): inputs and output once. A product of a few rows through a large weight pays
+               mostly for packing the weight, which its FLOPs and bytes alone do not show
     spread:    a ``MessageSpread`` (``simulator.spread``): each message's time drawn from measured ones,
                around the line the latency and bandwidth make; None (the default): every message of a
                size takes the same time
@@ -243,6 +247,7 @@ class CostModel:
     regimes: tuple[LinkRegime, ...] = ()
     roofline: str = "max"
     spread: MessageSpread | None = None
+    packing: bool = False
 
     def __post_init__(self) -> None:
         _check_link("CostModel", self.latency, self.bandwidth)
@@ -269,13 +274,14 @@ class CostModel:
         """Seconds a device needs for an op of ``flops`` floating-point operations (plus ``op_latency``)."""
         return self.op_latency + flops / self.flops if self.op_latency else flops / self.flops
 
-    def op_time(self, flops: float, nbytes: float = 0.0) -> float:
-        """Seconds for an op of ``flops`` that reads and writes ``nbytes``, plus ``op_latency``.
+    def op_time(self, flops: float, nbytes: float = 0.0, operand_bytes: float = 0.0) -> float:
+        """Seconds for an op of ``flops`` that reads and writes ``nbytes``, plus ``op_latency``; a matrix
+        product's two operands (``operand_bytes``) are also packed under ``packing``.
 
         The slower of arithmetic and memory traffic (``roofline="max"``), or both (``"sum"``)."""
         t = flops / self.flops
         if self.memory_bandwidth is not None:
-            traffic = nbytes / self.memory_bandwidth
+            traffic = (nbytes + 2.0 * operand_bytes * self.packing) / self.memory_bandwidth
             t = t + traffic if self.roofline == "sum" else max(t, traffic)
         return self.op_latency + t
 
@@ -313,7 +319,8 @@ class CostModel:
         traffic = ""
         if self.memory_bandwidth:
             both = " (paid one after the other)" if self.roofline == "sum" else ""
-            traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic{both}"
+            packed = ", products packing their operands" if self.packing else ""
+            traffic = f" and {self.memory_bandwidth / 1e9:g} GB/s of memory traffic{both}{packed}"
         spread = f"; {self.spread.describe()}" if self.spread is not None else ""
         return f"{who}{self.topology.describe(self)}; devices of {_rate(self.flops)}{traffic}{launch}, {mem}{spread}"
 
@@ -335,6 +342,19 @@ def op_flops(fn: Callable[..., Any], inputs: Sequence[Any], out: Any) -> float:
         k = a[-1] if a else 1
         return 2.0 * max(int(np.size(out)), 1) * k
     return out.size if isinstance(out, (np.ndarray, MetaArray)) else 1
+
+
+def operand_bytes(fn: Callable[..., Any], inputs: Sequence[Any], product: bool | None) -> int:
+    """The bytes of a matrix product's two operands (its first two array inputs), which ``packing`` copies
+    before multiplying; 0 for an op that is not a product. ``product``: None to recognise ``np.matmul``,
+    ``np.dot`` and ``@`` (``MATMULS``), True for an op that computes a product of its first two inputs and
+    more (a layer adding its bias), False for none."""
+    if product is None:
+        product = any(fn is f for f in MATMULS)
+    if not product:
+        return 0
+    arrays = [a for a in inputs if isinstance(a, (np.ndarray, MetaArray))]
+    return sum(a.nbytes for a in arrays[:2])
 
 
 def op_bytes(inputs: Sequence[Any], out: Any) -> int:

@@ -22,7 +22,7 @@ import numpy as np
 
 from .collectives import CollectiveMethods
 from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG, OP, OP_DROPPED, OP_KEPT, RECV
-from .cost import op_bytes, op_flops
+from .cost import op_bytes, op_flops, operand_bytes
 from .errors import ContractError, SimulationError
 from .meta import MetaArray
 from .payloads import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
@@ -166,6 +166,7 @@ class Device(DeviceMemory, CollectiveMethods):
         doc: str | None = None,
         keep: bool = True,
         label: str | None = None,
+        product: bool | None = None,
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name``; the clock advances by its cost.
 
@@ -179,6 +180,8 @@ class Device(DeviceMemory, CollectiveMethods):
                  flags a partial sum used where the complete value is needed.
         keep:    store the output in memory under ``name``
         label:   the collective step this op belongs to (set by the collectives)
+        product: the op is a matrix product of its first two inputs, for a cost model whose products pack
+                 their operands (``CostModel.packing``); None (the default) recognises np.matmul / np.dot / @
         """
         eng = self._engine
         group = partial_group(self, partial, name) if partial is not None else None
@@ -191,7 +194,7 @@ class Device(DeviceMemory, CollectiveMethods):
             if eng._plain_cost:
                 seconds = eng._op_latency + flops / eng._flop_rate
             else:  # the roofline: memory traffic may be what limits the op
-                seconds = eng.cost.op_time(flops, op_bytes(inputs, out))
+                seconds = eng.cost.op_time(flops, op_bytes(inputs, out), operand_bytes(fn, inputs, product))
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"

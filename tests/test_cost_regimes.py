@@ -75,6 +75,42 @@ def test_sum_roofline_pays_arithmetic_and_memory_traffic_one_after_the_other():
         CostModel(roofline="min")
 
 
+def test_packing_charges_a_product_for_copying_its_operands_and_nothing_else():
+    """Under ``packing`` a product pays its inputs and output, and both operands written and read once
+    more; the weight gradient's product, of equal FLOPs and bytes, packs small operands and costs less."""
+    cost = CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6, roofline="sum", packing=True)
+    x, w, b = np.ones((16, 512)), np.ones((512, 512)), np.ones(512)
+    h, dz = np.ones((512, 16)), np.ones((16, 512))
+
+    def program(dev):
+        dev.compute("p", np.matmul, x, w)  # recognised as a product
+        dev.compute("layer", lambda a, m, c: a @ m + c, x, w, b, flops=2 * 16 * 512 * 512, product=True)
+        dev.compute("dW", np.matmul, h, dz)
+        dev.compute("add", np.add, w, w)  # not a product: inputs and output once
+
+    p, layer, dW, add = World(1, cost=cost).run(program).trace.ops
+    work, out = 2 * 16 * 512 * 512 / 1e10, 16 * 512 * 8
+    assert p.t_end - p.t_start == pytest.approx(5e-6 + work + (3 * (x.nbytes + w.nbytes) + out) / 1e9)
+    assert layer.t_end - layer.t_start == pytest.approx(
+        5e-6 + work + (3 * (x.nbytes + w.nbytes) + b.nbytes + out) / 1e9
+    )
+    assert dW.t_end - dW.t_start == pytest.approx(5e-6 + work + (3 * (h.nbytes + dz.nbytes) + 512 * 512 * 8) / 1e9)
+    assert dW.t_end - dW.t_start < p.t_end - p.t_start
+    assert add.t_end - add.t_start == pytest.approx(5e-6 + 512 * 512 / 1e10 + 3 * w.nbytes / 1e9)
+    unpacked = World(1, cost=CostModel(flops=1e10, memory_bandwidth=1e9, roofline="sum")).run(program).trace.ops
+    assert unpacked[0].t_end - unpacked[0].t_start == pytest.approx(work + (x.nbytes + w.nbytes + out) / 1e9)
+    assert "products packing their operands" in cost.describe()
+
+
+def test_cost_file_keeps_packing(tmp_path):
+    cost = CostModel(flops=2e10, memory_bandwidth=8e9, roofline="sum", packing=True)
+    assert load_cost(save_cost(tmp_path / "c.json", cost)).packing is True
+    assert load_cost(save_cost(tmp_path / "m.json", CostModel())).packing is False
+    (tmp_path / "bad.json").write_text('{"latency": 1e-6, "bandwidth": 1e9, "flops": 1e9, "packing": "yes"}')
+    with pytest.raises(ValueError, match='"packing" must be true or false, got "yes"'):
+        load_cost(tmp_path / "bad.json")
+
+
 def test_cost_file_keeps_the_roofline(tmp_path):
     cost = CostModel(flops=2e10, memory_bandwidth=8e9, roofline="sum")
     assert load_cost(save_cost(tmp_path / "c.json", cost)).roofline == "sum"
@@ -102,7 +138,13 @@ def test_cost_file_keeps_regimes_memory_bandwidth_and_op_latency(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "cost", [COST, CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6)], ids=["regimes", "roofline"]
+    "cost",
+    [
+        COST,
+        CostModel(flops=1e10, memory_bandwidth=1e9, op_latency=5e-6),
+        CostModel(flops=1e10, memory_bandwidth=1e9, roofline="sum", packing=True),
+    ],
+    ids=["regimes", "roofline", "packing"],
 )
 def test_runs_without_payloads_keep_regimes_and_the_roofline(cost):
     """Devices book links and time ops inline, and rings are booked whole, only under one latency and
@@ -112,6 +154,7 @@ def test_runs_without_payloads_keep_regimes_and_the_roofline(cost):
     def program(dev):
         dev.send(x[: 1 << 10], (dev.rank + 1) % 4)
         dev.recv((dev.rank - 1) % 4)
+        dev.compute("p", np.matmul, x[:512].reshape(16, 32), x[:1024].reshape(32, 32))  # a product, packed or not
         return dev.all_reduce(x)
 
     full = World(4, cost=cost).run(program).trace

@@ -5,7 +5,8 @@
 
 Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
 ``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
-``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``spread`` ({"sizes": [...], "extra":
+``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``packing`` (true: products pack their
+operands, see ``CostModel.packing``), ``spread`` ({"sizes": [...], "extra":
 [[...], ...], "seed": 0}: measured message times around the line, see ``simulator.spread``), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
 1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and ``topology`` are optional: "fully-connected"
 (the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
@@ -30,7 +31,7 @@ from ..spread import MessageSpread
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
 _REQUIRED = ("latency", "bandwidth", "flops")
 _OPTIONAL = ("memory_bandwidth", "op_latency")  # written only when set, so older files stay as they were
-_FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "spread", "regimes", "name", "topology", "measured")
+_FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "packing", "spread", "regimes", "name", "topology", "measured")
 _REGIME = ("min_bytes", "latency", "bandwidth")
 _TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
 _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
@@ -42,6 +43,8 @@ def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None
     data |= {k: getattr(cost, k) for k in _OPTIONAL if getattr(cost, k)}
     if cost.roofline != "max":
         data["roofline"] = cost.roofline
+    if cost.packing:
+        data["packing"] = True
     if cost.spread is not None:
         sp = cost.spread
         data["spread"] = {"sizes": list(sp.sizes), "extra": [list(row) for row in sp.extra], "seed": sp.seed}
@@ -81,6 +84,12 @@ def load_cost(path: str | Path) -> CostModel:
         if data["roofline"] not in ROOFLINES:
             raise ValueError(f'cost model file {path}: "roofline" must be one of {ROOFLINES}, got {data["roofline"]!r}')
         kwargs["roofline"] = data["roofline"]
+    if "packing" in data:
+        if not isinstance(data["packing"], bool):
+            raise ValueError(
+                f'cost model file {path}: "packing" must be true or false, got {json.dumps(data["packing"])}'
+            )
+        kwargs["packing"] = data["packing"]
     if "spread" in data:
         kwargs["spread"] = _spread_from_json(path, data["spread"])
     if "regimes" in data:

@@ -247,10 +247,12 @@ class TorchDevice(DeviceMemory):
         doc: str | None = None,
         keep: bool = True,
         label: str | None = None,
+        product: bool | None = None,
     ) -> Any:
         """Run ``fn(*inputs)`` as the op ``name`` and record its measured duration.
 
-        Arguments as for ``Device.compute``; ``seconds`` (a simulated duration) is accepted and ignored.
+        Arguments as for ``Device.compute``; ``seconds`` and ``product`` (for a simulated duration) are
+        accepted and ignored.
         """
         group = partial_group(self, partial, name)
         t0 = self.clock

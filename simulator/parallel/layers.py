@@ -69,6 +69,7 @@ class DenseLayers:
             h,
             W,
             b,
+            product=True,
             flops=M.matmul_flops(h.shape[0], *W.shape),
             seconds=seconds,
         )
@@ -90,6 +91,7 @@ class DenseLayers:
             M.input_grad,
             dz,
             W,
+            product=True,
             flops=M.matmul_flops(dz.shape[0], W.shape[1], W.shape[0]),
             seconds=seconds,
         )
@@ -103,6 +105,7 @@ class DenseLayers:
             M.weight_grad,
             h_prev,
             dz,
+            product=True,
             flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
             seconds=seconds,
             keep=keep,

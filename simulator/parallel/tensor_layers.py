@@ -98,7 +98,15 @@ class TensorParallelLayers:
         flops = M.matmul_flops(h.shape[0], *W.shape)
         if is_column(k):
             return dev.compute(
-                mb(f"h{k}", g), self.mlp.forward_op(k), h, W, b, flops=flops, seconds=seconds, index=self.index(f"W{k}")
+                mb(f"h{k}", g),
+                self.mlp.forward_op(k),
+                h,
+                W,
+                b,
+                flops=flops,
+                seconds=seconds,
+                index=self.index(f"W{k}"),
+                product=True,
             )
         z = mb(f"z{k}", g)
         partial = dev.compute(f"{z}.partial[{self.j}]", np.matmul, h, W, flops=flops, seconds=seconds)
@@ -120,13 +128,22 @@ class TensorParallelLayers:
         flops = M.matmul_flops(dz.shape[0], W.shape[1], W.shape[0])
         if not is_column(k):  # row layer: this device's columns of dh[k-1], no message
             dh_prev = dev.compute(
-                mb(f"dh{k - 1}", g), M.input_grad, dz, W, flops=flops, seconds=seconds, index=(ALL, self.cols(k))
+                mb(f"dh{k - 1}", g),
+                M.input_grad,
+                dz,
+                W,
+                flops=flops,
+                seconds=seconds,
+                index=(ALL, self.cols(k)),
+                product=True,
             )
             return dz, dh_prev
         if k == 1:
             return dz, None
         dh_prev = mb(f"dh{k - 1}", g)
-        partial = dev.compute(f"{dh_prev}.partial[{self.j}]", M.input_grad, dz, W, flops=flops, seconds=seconds)
+        partial = dev.compute(
+            f"{dh_prev}.partial[{self.j}]", M.input_grad, dz, W, flops=flops, seconds=seconds, product=True
+        )
         total = dev.all_reduce(partial, "sum", self.group, name=dh_prev, partials=f"{dh_prev}.partial")
         _drop(dev, f"{dh_prev}.partial")
         return dz, total
@@ -139,6 +156,7 @@ class TensorParallelLayers:
             M.weight_grad,
             h_prev,
             dz,
+            product=True,
             flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
             seconds=seconds,
             index=self.index(f"W{k}"),
