@@ -182,6 +182,11 @@ def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: 
     parser.add_argument("--runs", type=int, default=3, help="calibrate-predict-measure runs (default: 3)")
     parser.add_argument("--repeats", type=int, default=repeats, help=f"measured {what} per run (default: {repeats})")
     parser.add_argument("--max-wait", type=float, default=600, help="seconds to wait for a quiet machine")
+    # where one message in six or seven meets a 4 ms scheduler stall, the mean of 15 repeats is uncertain by
+    # about 0.4 ms, as much as a small message takes; as many repeats as the measurement takes, about 0.2 ms
+    parser.add_argument(
+        "--calibration-repeats", type=int, default=41, help="repeats of each calibrated size (default: 41)"
+    )
     parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
     parser.add_argument(
         "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
@@ -199,7 +204,12 @@ def calibrated_world(args: argparse.Namespace, ranks: int, sizes: Sequence[int],
 
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as w:
         cal = calibrate(
-            world=w, sizes=tuple(sizes), repeats=15, statistic=args.statistic, spread=args.spread, pattern=pattern
+            world=w,
+            sizes=tuple(sizes),
+            repeats=args.calibration_repeats,
+            statistic=args.statistic,
+            spread=args.spread,
+            pattern=pattern,
         )
         if args.verbose:
             print(cal.summary(), flush=True)
