@@ -52,7 +52,7 @@ def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str
         if k_int in group_sizes:
             return text + (
                 f", and {k_int} is the number of devices in the group: the values were summed over the {k_int} "
-                "devices but not divided by them (sum, not average?)."
+                "devices once more than they should be (sum, not average? or an all-reduce applied twice?)."
             )
         return text + ": a sum taken once too often (a reduction applied twice?) or a value counted twice."
     inv = 1.0 / k

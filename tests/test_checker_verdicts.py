@@ -153,7 +153,7 @@ def test_a_report_wraps_within_120_columns_and_keeps_every_word():
     lines = str(report).splitlines()
     assert len(lines) > 2 and max(map(len, lines)) <= 120
     assert all(line.startswith("  ") for line in lines[1:])  # continuations indented under the first line
-    assert words(report) == " ".join(report._verdict_text().split())
+    assert words(report) == " ".join(report.text(width=None).split())
 
 
 def test_a_partial_sum_fed_to_a_non_linear_op_is_named():

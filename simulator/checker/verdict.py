@@ -114,7 +114,13 @@ class CheckReport:
         return [u.name for u in self.unchecked if u.kind == "unknown name"]
 
     def __str__(self) -> str:
-        return fit_lines(self._verdict_text() + _notes(self.notes))
+        return self.text()
+
+    def text(self, width: int | None = 110) -> str:
+        """The report in words, each line wrapped to ``width`` (None: one line per paragraph, for a caller
+        that wraps it with text of its own)."""
+        text = self._verdict_text() + _notes(self.notes)
+        return text if width is None else fit_lines(text, width)
 
     def _verdict_text(self) -> str:
         if self.verdict == PASSED:

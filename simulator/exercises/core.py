@@ -161,13 +161,13 @@ class Exercise:
             return Grade("FAILED", f"FAILED: the run stopped with {type(exc).__name__}: {exc}{_where(exc)}", error=exc)
         report = check(run, self.reference())
         if report.verdict != "passed":
-            return Grade(report.verdict, str(report), report)
+            return Grade(report.verdict, report.text(width=None), report)  # wrapped with the try's own words
         for req in self.requirements:
             why = req.unmet(run)
             if why is not None:
                 return Grade("FAILED", f"FAILED: the values match the single-device run, but {why}", report)
         done = f" ({', '.join(r.what for r in self.requirements)})" if self.requirements else ""
-        return Grade("passed", f"passed: {report}{done}", report)
+        return Grade("passed", f"passed: {report.text(width=None)}{done}", report)
 
     def hint(self) -> str:
         """Print and return the next hint (each is more specific than the last)."""
