@@ -226,8 +226,8 @@ class CostModel:
     roofline:  "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
                do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
     packing:   a matrix product first copies both of its operands into packed panels, as a CPU BLAS does, so
-               its memory traffic counts each operand twice more (written packed, read back); False (the
-               default): inputs and output once. A product of a few rows through a large weight pays
+               its memory traffic counts each operand twice more (written packed, read back); needs a
+               ``memory_bandwidth``. False (the default): inputs and output once. A product of a few rows through a large weight pays
                mostly for packing the weight, which its FLOPs and bytes alone do not show
     spread:    a ``MessageSpread`` (``simulator.spread``): each message's time drawn from measured ones,
                around the line the latency and bandwidth make; None (the default): every message of a
@@ -255,6 +255,13 @@ class CostModel:
             raise ValueError(f"CostModel.spread must be a MessageSpread or None, got {self.spread!r}")
         if self.roofline not in ROOFLINES:
             raise ValueError(f"CostModel.roofline must be one of {ROOFLINES}, got {self.roofline!r}")
+        if not isinstance(self.packing, bool):
+            raise ValueError(f"CostModel.packing must be True or False, got {self.packing!r}")
+        if self.packing and self.memory_bandwidth is None:
+            raise ValueError(
+                "CostModel.packing=True needs a memory_bandwidth: packing is memory traffic, which costs time only "
+                "at a bandwidth (e.g. CostModel(..., memory_bandwidth=20e9, packing=True))"
+            )
         if self.memory_bandwidth is not None and not self.memory_bandwidth > 0:
             raise ValueError(f"CostModel.memory_bandwidth must be > 0 bytes/s or None, got {self.memory_bandwidth!r}")
         object.__setattr__(self, "regimes", tuple(self.regimes))

@@ -181,8 +181,11 @@ class Device(DeviceMemory, CollectiveMethods):
         keep:    store the output in memory under ``name``
         label:   the collective step this op belongs to (set by the collectives)
         product: the op is a matrix product of its first two inputs, for a cost model whose products pack
-                 their operands (``CostModel.packing``); None (the default) recognises np.matmul / np.dot / @
+                 their operands (``CostModel.packing``); None (the default) recognises np.matmul / np.dot / @.
+                 For a function of your own (a layer's ``x @ W + b``), pass ``flops=`` too
         """
+        if product is not None and not isinstance(product, bool):
+            raise ValueError(f"device {self.rank}: op {name!r} got product={product!r}; give True, False or None")
         eng = self._engine
         group = partial_group(self, partial, name) if partial is not None else None
         out = run_op(self.rank, name, fn, inputs)

@@ -5,7 +5,8 @@ sentence, or None when its pattern is not there. All of them compare with ``comp
 same tolerance as the check itself, so they hold on standard-normal float data, not only on integers:
 
 - ``scaled``          every element is k times what it should be (a sum not averaged over k replicas,
-                      a reduction applied twice, a sign flipped)
+                      a reduction applied twice, a sign flipped); ``group_sizes``: the sizes of the groups
+                      the device sums over (none: no sum is blamed)
 - ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
 - ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
@@ -51,10 +52,12 @@ def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str
         text = f"Every element is {k_int} times what it should be"
         if k_int in group_sizes:
             return text + (
-                f", and {k_int} is the number of devices in the group: the values were summed over the {k_int} "
-                "devices once more than they should be (sum, not average? or an all-reduce applied twice?)."
+                f", and {k_int} is the number of devices in the group: summed over the {k_int} devices where an "
+                "average was meant, or summed once too often (an all-reduce applied twice)?"
             )
-        return text + ": a sum taken once too often (a reduction applied twice?) or a value counted twice."
+        if group_sizes:  # the device sums over some group: a sum of another size, or twice
+            return text + ": a sum taken once too often (a reduction applied twice?) or a value counted twice."
+        return text + " (a factor applied twice, or a value counted twice?)."  # no sums here to blame
     inv = 1.0 / k
     if abs(inv - round(inv)) < 1e-6 * max(1.0, abs(inv)) and round(inv) >= 2:
         return (

@@ -5,6 +5,7 @@ import pytest
 
 from simulator import World
 from simulator.checker import check
+from simulator.cost import CostModel
 from simulator.errors import SimulationError
 from simulator.reference import Reference
 from tests.report_words import words
@@ -144,3 +145,73 @@ def test_a_received_unnamed_value_returned_as_the_result_is_explained_not_a_cras
     report = check(World(2).run(swapped_partials), Reference.of(one_gpu))
     assert not report.ok
     assert "check FAILED at the first divergence: device 0 returned" in words(report)
+
+
+XIN = np.random.default_rng(3).standard_normal((1, 5))
+
+
+def two_stages(dev):
+    a = dev.compute("stageA", lambda v: 2 * v + 1, dev.hold("xin", XIN))
+    return dev.compute("stageB", np.square, a)
+
+
+def test_a_value_twice_too_big_in_a_program_without_sums_blames_no_all_reduce():
+    """Stage A computes 4x + 2 instead of 2x + 1: no collective ran, so no sum over a group is blamed."""
+
+    def pipeline(dev):
+        if dev.rank == 0:
+            dev.send(dev.compute("stageA", lambda v: 4 * v + 2, dev.hold("xin", XIN)), 1)
+            return None
+        return dev.compute("stageB", np.square, dev.recv(0))
+
+    report = check(World(2).run(pipeline), Reference.of(two_stages))
+    assert report.verdict == "FAILED" and report.first.name == "stageA"
+    text = words(report)
+    assert "Every element is 2 times what it should be (a factor applied twice, or a value counted twice?)" in text
+    assert "number of devices in the group" not in text and "all-reduce" not in text
+
+
+def test_a_device_that_returns_an_intermediate_value_hears_which_one_it_is():
+    def pipeline(dev):
+        if dev.rank == 0:
+            a = dev.compute("stageA", lambda v: 2 * v + 1, dev.hold("xin", XIN))
+            dev.send(a, 1)
+            return a  # BUG: only the last stage returns the result
+        return dev.compute("stageB", np.square, dev.recv(0))
+
+    report = check(World(2).run(pipeline), Reference.of(two_stages))
+    assert report.verdict == "FAILED" and report.first.where == "result" and report.first.rank == 0
+    assert "is stageA. Only a device that holds the model's result should return it" in words(report)
+
+
+def test_bad_packing_and_product_values_are_refused_naming_the_fix():
+    with pytest.raises(ValueError, match="CostModel.packing must be True or False, got 'yes'"):
+        CostModel(memory_bandwidth=1e10, packing="yes")
+    with pytest.raises(ValueError, match="packing=True needs a memory_bandwidth"):
+        CostModel(packing=True)
+
+    def program(dev):
+        dev.compute("y", np.matmul, np.ones((2, 2)), np.ones((2, 2)), product="no")
+
+    with pytest.raises(SimulationError, match="op 'y' got product='no'; give True, False or None"):
+        World(1).run(program)
+
+
+def test_an_all_reduce_applied_twice_is_named_and_its_chunk_shown_as_a_chunk():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 4)), rng.standard_normal((4, 4))
+
+    def model(dev):
+        return dev.compute("outp", np.matmul, dev.hold("x", x), dev.hold("w", w))
+
+    def twice(dev):
+        h = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+        a, b = dev.hold("x", x[:, h], index=np.s_[:, h]), dev.hold("w", w[h], index=h)
+        total = dev.all_reduce(dev.compute("outp", np.matmul, a, b, partial=True), name="outp")
+        return dev.all_reduce(total, name="outp")  # BUG: the sum is summed again
+
+    report = check(World(2).run(twice), Reference.of(model))
+    assert report.verdict == "FAILED" and report.first.where == "message"
+    text = words(report)
+    assert "should have received elements 0-1 (flattened) of outp = [" in text
+    assert "or summed once too often (an all-reduce applied twice)?" in text

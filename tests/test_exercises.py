@@ -15,7 +15,7 @@ STARTERS = {  # notebook -> what its starter's grade must say (the bug the exerc
     "04_row_split.ipynb": ["FAILED", "device 0's partial sum of Y", "the all-reduce that adds the partial sums"],
     "05_ring_all_reduce.ipynb": ["FAILED", "op v on device 0 computed", "v (the sum of the four vectors)"],
     "06_1f1b_schedule.ipynb": ["FAILED", "this is not 1F1B yet: device 0 holds the activations of 4 microbatches"],
-    "07_data_parallel_average.ipynb": ["FAILED", "2 times what it should be", "sum, not average?"],
+    "07_data_parallel_average.ipynb": ["FAILED", "2 times what it should be", "where an average was meant"],
     "08_zero_1_step.ipynb": ["FAILED", "device 0 holds 64 bytes of the optimizer state m"],
 }
 

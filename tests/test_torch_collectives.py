@@ -49,6 +49,7 @@ def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
     assert [o.tolist() for o in result.outputs] == [(np.arange(8.0) * 10).tolist()] * 4
     report = check(result.trace, Reference.of(demos.named_all_reduce_reference, np.arange(8.0), 4))
     assert report.ok and report.checked == 4 * 4  # per rank: its part's input and output, the total, the result
+    assert result.trace.groups == {(0, 1, 2, 3)}  # as a simulation keeps them, for the checker's diagnoses
     wrong = check(result.trace, Reference.of(demos.named_all_reduce_reference, np.arange(8.0), 3))
     assert not wrong.ok and wrong.first.name == "total" and wrong.first.where == "output"
 

@@ -82,6 +82,16 @@ def test_merge_of_the_bug_is_flagged_at_the_message():
     assert first.where == "message" and first.is_also == ["x"]
 
 
+def test_merge_keeps_the_groups_the_ranks_called_collectives_on():
+    """The checker names a sum over a group ("2 is the number of devices in the group") from trace.groups, on
+    real ranks as in a simulation."""
+    records = _split_records(np.array([7.0]), [0.0, 1e-6, 2e-6, 3e-6, 9e-6, 10e-6, 11e-6])
+    assert merge(2, records).groups == set()  # point to point only
+    records[0].groups |= {(0, 1)}
+    records[1].groups |= {(0, 1), (1,)}
+    assert merge(2, records).groups == {(0, 1), (1,)}
+
+
 def test_merge_keeps_an_unreceived_message_and_refuses_an_orphan_receive():
     records = _split_records(np.array([7.0]), [0, 1, 2, 3, 9, 10, 11])
     records[1].recvs.clear()

@@ -67,6 +67,7 @@ class RankRecord:
     sends: list[SendRecord] = field(default_factory=list)
     recvs: list[RecvRecord] = field(default_factory=list)
     ops: list[OpRecord] = field(default_factory=list)
+    groups: set[tuple[int, ...]] = field(default_factory=set)  # the members of each collective it called
     events: int = 0  # how many events this rank recorded (the next ``order``)
     t_begin: float = 0.0  # when its program started (the merged trace's t = 0 is the earliest of these)
 
@@ -83,6 +84,7 @@ def merge(world_size: int, records: list[RankRecord], outputs: list[Any] | None 
     """
     trace = Trace(world_size)
     trace.outputs = outputs
+    trace.groups = {g for r in records for g in r.groups}
     shift = min((r.t_begin for r in records), default=0.0)
     if shift:
         _shift(records, shift)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import functools
 import importlib
+import inspect
 import time
 from collections import deque
 from collections.abc import Callable
@@ -69,9 +70,13 @@ def _collective(name: str) -> Callable[..., Any]:
     simulator); ``"native"`` runs ``simulator.backends.native.<name>`` (torch.distributed's own).
     """
     method = getattr(CollectiveMethods, name)
+    signature = inspect.signature(method)
 
     @functools.wraps(method)
     def call(self: TorchDevice, *args: Any, **kwargs: Any) -> Any:
+        # the group, as a simulation's trace keeps it (the checker names a sum over it: "summed over 2 devices")
+        group = signature.bind(self, *args, **kwargs).arguments.get("group")
+        self.record.groups.add(tuple(range(self.world_size)) if group is None else tuple(int(r) for r in group))
         mark = len(self._in_flight)
         out = getattr(self._collectives, name)(self, *args, **kwargs)
         # Every member is inside the collective and receives what it was sent before returning: wait for
@@ -254,6 +259,8 @@ class TorchDevice(DeviceMemory):
         Arguments as for ``Device.compute``; ``seconds`` and ``product`` (for a simulated duration) are
         accepted and ignored.
         """
+        if product is not None and not isinstance(product, bool):
+            raise ValueError(f"device {self.rank}: op {name!r} got product={product!r}; give True, False or None")
         group = partial_group(self, partial, name)
         t0 = self.clock
         out = run_op(self.rank, name, fn, inputs)

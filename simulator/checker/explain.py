@@ -25,7 +25,10 @@ class _Explanations:
     def _explain(self, d: Divergence) -> None:
         ref, found = d.reference, d.found
         if d.hint is None:
-            d.is_also = ref.identify(found, rtol=self.rtol, atol=self.atol, exclude=d.name)
+            # a returned value is compared with the model's result, not with its own name: a device that
+            # returns an intermediate value (stage A's output) should hear which value it returned
+            own = None if d.where == "result" else d.name
+            d.is_also = ref.identify(found, rtol=self.rtol, atol=self.atol, exclude=own)
             if not d.is_also and d.where not in ("result", "partial sums"):
                 d.part_of = ref.identify_part(found, getattr(d.record, "index", None), exclude=d.name)
             d.hint = self._partial_hint(d) or self._hint(d)
@@ -77,6 +80,8 @@ class _Explanations:
                 "The devices' results add up to the model's result: each device returned a partial sum "
                 "(the all-reduce that adds them is missing?)."
             )
+        if d.where == "result" and d.is_also:
+            return "Only a device that holds the model's result should return it; the others return None."
         if d.where == "input" and _floaty(found, expected):
             block = diagnose.block_of(found, expected)
             if block is not None:
@@ -94,8 +99,9 @@ class _Explanations:
         return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
 
     def _group_sizes(self, d: Divergence) -> list[int]:
-        """The sizes of the groups this device sums over (collectives, partial sums): k times too big names one."""
-        sizes = {len(g) for g in self.trace.groups if d.rank in g} | {self.world_size}
+        """The sizes of the groups this device sums over (its collectives, partial sums): k times too big names one.
+        A program with no collective and no partial sum has none (a value twice too big is then just that)."""
+        sizes = {len(g) for g in self.trace.groups if d.rank in g}
         partial = getattr(d.record, "partial", None)
         return sorted(sizes | ({len(partial)} if partial else set()))
 

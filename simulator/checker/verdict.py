@@ -12,10 +12,11 @@ from typing import Any
 import numpy as np
 
 from .. import diagnose
+from ..collectives.chunks import FlatSlice
 from ..compare import difference, show, structured
 from ..reference import Reference
 from ..trace import Message, Op
-from ..values import fit_lines
+from ..values import fit_lines, part_text
 
 PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"
 
@@ -42,6 +43,9 @@ class Divergence:
         exp, got = show(self.expected), show(self.found)
         what = self.reference.describe(self.name)
         rec = self.record
+        if self.where == "message" and isinstance(getattr(rec, "index", None), (FlatSlice, tuple, slice)):
+            part = part_text(rec.index)  # a chunk of the value (a ring step's), not the whole of it
+            what = f"{part} of {what}" if part.startswith("element") else f"the block {part} of {what}"
         if self.where == "message":
             head = (
                 f"{_message(rec)} carried {got}, but device {rec.dst} should have received {what} = {exp}."
