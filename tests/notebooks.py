@@ -39,6 +39,12 @@ def outputs_text(nb: nbformat.NotebookNode) -> str:
     return "\n".join(parts)
 
 
+def outputs_words(nb: nbformat.NotebookNode) -> str:
+    """``outputs_text`` with every run of whitespace as one space: a check report wraps its lines, and a test
+    looks for a phrase wherever the line breaks fall."""
+    return " ".join(outputs_text(nb).split())
+
+
 def widget_texts(nb: nbformat.NotebookNode) -> list[str]:
     """The text form of every widget the notebook displayed (what a stored notebook shows without a browser)."""
     return [
