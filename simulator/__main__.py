@@ -337,7 +337,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_calibrate,
         lambda p: (
             p.add_argument(
-                "--ranks", type=bounded_int(2, MAX_RANKS), default=2, help="ranks that ping-pong in pairs (default: 2)"
+                "--ranks",
+                type=bounded_int(2, MAX_RANKS),
+                default=2,
+                help="ranks to measure on, all at once (default: 2)",
             ),
             p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
             p.add_argument(
@@ -347,7 +350,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 help="cost model file to write (default: cost.json)",
             ),
             p.add_argument(
-                "--repeats", type=bounded_int(1, 10_000), default=20, help="round trips per message size (default: 20)"
+                "--repeats",
+                type=bounded_int(1, 10_000),
+                default=20,
+                help="repeats of each message size and addition (default: 20)",
             ),
             p.add_argument(
                 "--pattern",
