@@ -215,3 +215,22 @@ def test_an_all_reduce_applied_twice_is_named_and_its_chunk_shown_as_a_chunk():
     text = words(report)
     assert "should have received elements 0-1 (flattened) of outp = [" in text
     assert "or summed once too often (an all-reduce applied twice)?" in text
+
+
+def test_a_term_of_a_sum_under_its_own_name_is_told_to_take_the_sum_s_name_not_to_say_partial_again():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((1, 4)), rng.standard_normal((4, 4))
+
+    def model(dev):
+        return dev.compute("outp", np.matmul, dev.hold("x", x), dev.hold("w", w))
+
+    def own_name(dev):
+        h = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+        a, b = dev.hold("x", x[:, h], index=np.s_[:, h]), dev.hold("w", w[h], index=h)
+        return dev.all_reduce(dev.compute("outp_part", np.matmul, a, b, partial=True), name="outp")
+
+    report = check(World(2).run(own_name), Reference.of(model))
+    assert report.verdict == "not verified"
+    text = words(report)
+    assert "outp_part on device 0 is not a name in the reference, and a term of a sum is named after the sum" in text
+    assert "say partial=True" not in text

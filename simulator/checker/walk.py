@@ -134,7 +134,7 @@ class _Checker(_ResultChecks, _Explanations):
         ref = self._ref(rec.rank)
         if not ref.knows(rec.name):
             if rec.label is None:  # a collective's own reductions are checked through its result
-                self._unknown(rec.rank, rec.name, rec.output, "")
+                self._unknown(rec.rank, rec.name, rec.output, "", partial=rec.partial is not None)
             return
         self.produced.setdefault(id(ref), set()).add(rec.name)
         if rec.partial is not None:
@@ -161,7 +161,7 @@ class _Checker(_ResultChecks, _Explanations):
         self.diverged[wrong_before:wrong_before] = inputs_wrong
 
     # ---- values the reference cannot name --------------------------------------------------------
-    def _unknown(self, rank: int, name: str, value: Any, context: str) -> None:
+    def _unknown(self, rank: int, name: str, value: Any, context: str, partial: bool = False) -> None:
         if (rank, name) in self._seen_unknown:
             return
         self._seen_unknown.add((rank, name))
@@ -169,6 +169,11 @@ class _Checker(_ResultChecks, _Explanations):
         hint = self._identify(ref, value)
         if hint:
             advice = f", but it equals {hint[0]}: name it {hint[1]}"
+        elif partial:  # already said to be one term of a sum: what is left is the sum's name
+            advice = (
+                ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
+                "reference, with partial=True as now"
+            )
         else:
             advice = (
                 ", and its value is none of the reference's (if it is one term of a sum, name it after the sum "
