@@ -197,20 +197,26 @@ def test_bad_packing_and_product_values_are_refused_naming_the_fix():
         World(1).run(program)
 
 
+FEATS, WEIGHTS = np.random.default_rng(1).standard_normal((1, 4)), np.random.default_rng(2).standard_normal((4, 4))
+
+
+def one_device_product(dev):
+    return dev.compute("outp", np.matmul, dev.hold("x", FEATS), dev.hold("w", WEIGHTS))
+
+
+def row_split_term(dev, name):
+    """This device's term of the row-split product, as an op ``name`` marked partial=True."""
+    h = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+    a, b = dev.hold("x", FEATS[:, h], index=np.s_[:, h]), dev.hold("w", WEIGHTS[h], index=h)
+    return dev.compute(name, np.matmul, a, b, partial=True)
+
+
 def test_an_all_reduce_applied_twice_is_named_and_its_chunk_shown_as_a_chunk():
-    rng = np.random.default_rng(1)
-    x, w = rng.standard_normal((1, 4)), rng.standard_normal((4, 4))
-
-    def model(dev):
-        return dev.compute("outp", np.matmul, dev.hold("x", x), dev.hold("w", w))
-
     def twice(dev):
-        h = np.s_[2 * dev.rank : 2 * dev.rank + 2]
-        a, b = dev.hold("x", x[:, h], index=np.s_[:, h]), dev.hold("w", w[h], index=h)
-        total = dev.all_reduce(dev.compute("outp", np.matmul, a, b, partial=True), name="outp")
+        total = dev.all_reduce(row_split_term(dev, "outp"), name="outp")
         return dev.all_reduce(total, name="outp")  # BUG: the sum is summed again
 
-    report = check(World(2).run(twice), Reference.of(model))
+    report = check(World(2).run(twice), Reference.of(one_device_product))
     assert report.verdict == "FAILED" and report.first.where == "message"
     text = words(report)
     assert "should have received elements 0-1 (flattened) of outp = [" in text
@@ -218,18 +224,10 @@ def test_an_all_reduce_applied_twice_is_named_and_its_chunk_shown_as_a_chunk():
 
 
 def test_a_term_of_a_sum_under_its_own_name_is_told_to_take_the_sum_s_name_not_to_say_partial_again():
-    rng = np.random.default_rng(1)
-    x, w = rng.standard_normal((1, 4)), rng.standard_normal((4, 4))
-
-    def model(dev):
-        return dev.compute("outp", np.matmul, dev.hold("x", x), dev.hold("w", w))
-
     def own_name(dev):
-        h = np.s_[2 * dev.rank : 2 * dev.rank + 2]
-        a, b = dev.hold("x", x[:, h], index=np.s_[:, h]), dev.hold("w", w[h], index=h)
-        return dev.all_reduce(dev.compute("outp_part", np.matmul, a, b, partial=True), name="outp")
+        return dev.all_reduce(row_split_term(dev, "outp_part"), name="outp")
 
-    report = check(World(2).run(own_name), Reference.of(model))
+    report = check(World(2).run(own_name), Reference.of(one_device_product))
     assert report.verdict == "not verified"
     text = words(report)
     assert "outp_part on device 0 is not a name in the reference, and a term of a sum is named after the sum" in text
