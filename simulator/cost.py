@@ -227,8 +227,9 @@ class CostModel:
                do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
     packing:   a matrix product first copies both of its operands into packed panels, as a CPU BLAS does, so
                its memory traffic counts each operand twice more (written packed, read back); needs a
-               ``memory_bandwidth``. False (the default): inputs and output once. A product of a few rows through a large weight pays
-               mostly for packing the weight, which its FLOPs and bytes alone do not show
+               ``memory_bandwidth``. False (the default): inputs and output once. A product of a few rows
+               through a large weight pays mostly for packing the weight, which its FLOPs and bytes alone
+               do not show
     spread:    a ``MessageSpread`` (``simulator.spread``): each message's time drawn from measured ones,
                around the line the latency and bandwidth make; None (the default): every message of a
                size takes the same time

@@ -2,7 +2,8 @@
 
 What is measured (``probes``), and what each fit gives the ``CostModel``:
 
-- messages of 8 B to 16 MiB (ping-pong, or both partners at once): ``latency + n / bandwidth`` fitted
+- messages of 8 B to 16 MiB (ping-pong, both partners at once, or every rank to the next at once), each
+  timed after a barrier from the last rank's start to the last rank's end: ``latency + n / bandwidth`` fitted
   in pieces (``fit.fit_pieces``): one line per size regime where the times bend, the first piece as the
   model's ``latency`` and ``bandwidth``, the others as ``LinkRegime``s;
 - additions of two float64 arrays into a new one, 1 KiB to 4 MiB, through ``dev.compute`` as a
@@ -59,9 +60,8 @@ class Calibration:
     size: int
     backend: str
     pattern: str
-    one_way: dict[
-        int, float
-    ]  # message bytes -> one-way seconds (the statistic of the repeats, each timed over the ranks)
+    # message bytes -> one-way seconds: the statistic of the repeats, each timed over the ranks
+    one_way: dict[int, float]
     reduce_seconds: dict[int, float]  # bytes per operand -> seconds per addition (median over ranks)
     matmul_seconds: dict[tuple[int, int, int], float]  # (m, k, n) -> seconds per product (median over ranks)
     pieces: list[Line]  # the message fit, one line per size regime

@@ -6,13 +6,14 @@
 Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) are required numbers;
 ``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
 ``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``packing`` (true: products pack their
-operands, see ``CostModel.packing``), ``spread`` ({"sizes": [...], "extra":
-[[...], ...], "seed": 0}: measured message times around the line, see ``simulator.spread``), ``name`` (text), ``regimes`` (a list of {"min_bytes": 262144, "latency":
-1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and ``topology`` are optional: "fully-connected"
-(the default), "ring", or {"two-level": {"node_size": 8, "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}.
-``measured`` keeps the raw samples and the fit's residuals for reference and is not read back. Anything else is refused, and
-so are numbers written as text or as true/false, each with the field's name, so a typo or a hand-edit
-fails on loading rather than later in a simulation.
+operands, see ``CostModel.packing``), ``spread`` ({"sizes": [...], "extra": [[...], ...], "seed": 0}:
+measured message times around the line, see ``simulator.spread``), ``name`` (text), ``regimes`` (a list
+of {"min_bytes": 262144, "latency": 1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and
+``topology`` are optional: "fully-connected" (the default), "ring", or {"two-level": {"node_size": 8,
+"inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}. ``measured`` keeps the raw samples and the fit's
+residuals for reference and is not read back. Anything else is refused, and so are numbers written as
+text or as true/false, each with the field's name, so a typo or a hand-edit fails on loading rather than
+later in a simulation.
 
 This module needs no torch: a simulation can load a file calibrated on another machine.
 """

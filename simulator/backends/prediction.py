@@ -33,8 +33,8 @@ from ..cost import CostModel
 from ..device import Device
 from ..engine import World
 
-# simulated repeats per prediction: under a measured spread each draws its own message times, and the median
-# of many predicts the measured median (without one they all take the same time, and cost little)
+# simulated repeats per prediction: under a measured spread each draws its own message times, and the mean
+# of many predicts the measured mean (without one they all take the same time, and cost little)
 SIMULATED_REPEATS = 41
 
 
@@ -144,9 +144,10 @@ def spread_table(runs: Sequence[Sequence[Row]], low: float = 0.7, high: float = 
         medians = [run[k].measured_median for run in runs if run[k].measured_median is not None]
         median = f"{np.median(medians) * 1e3:7.2f} ms" if medians else "-"
         each = " ".join(f"{r:.2f}" for r in ratios)
+        ok = "ok" if all(low <= r <= high for r in ratios) else "OUT"
         lines.append(
             f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {median:>10}  "
-            f"{each:>15}  {min(ratios):.2f}-{max(ratios):.2f}  {'ok' if all(low <= r <= high for r in ratios) else 'OUT'}"
+            f"{each:>15}  {min(ratios):.2f}-{max(ratios):.2f}  {ok}"
         )
     return "\n".join(lines)
 
