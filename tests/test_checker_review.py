@@ -232,3 +232,18 @@ def test_a_term_of_a_sum_under_its_own_name_is_told_to_take_the_sum_s_name_not_t
     text = words(report)
     assert "outp_part on device 0 is not a name in the reference, and a term of a sum is named after the sum" in text
     assert "say partial=True" not in text
+
+
+def test_terms_named_by_partials_the_model_lacks_are_told_where_their_names_come_from():
+    def with_partials(dev):
+        return dev.all_reduce(row_split_term(dev, "outp_part"), name="outp", partials="outp_part")
+
+    report = check(World(2).run(with_partials), Reference.of(one_device_product))
+    assert report.verdict == "not verified"
+    text = words(report)
+    assert (
+        "outp_part[0] on device 1 (what message #0 from device 0 carries) is not a name in the reference: the "
+        "collective names its members' terms outp_part[0], outp_part[1], ... (partials='outp_part'); give the "
+        "model values of those names, or leave partials= out"
+    ) in text
+    assert "say partial=True" not in text

@@ -7,6 +7,7 @@ the first divergence (explain.py). The verdict it returns is in verdict.py.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -114,7 +115,15 @@ class _Checker(_ResultChecks, _Explanations):
             return
         ref = self._ref(msg.dst)
         if not ref.knows(msg.name):
-            self._unknown(msg.dst, msg.name, msg.payload, f"(what message #{msg.id} from device {msg.src} carries)")
+            # a collective names its members' terms f"{partials}[m]" (partials=): the model must have them
+            term = msg.label is not None and re.fullmatch(r"(.+)\[\d+\]", msg.name)
+            self._unknown(
+                msg.dst,
+                msg.name,
+                msg.payload,
+                f"(what message #{msg.id} from device {msg.src} carries)",
+                partials=term.group(1) if term else None,
+            )
             return
         self.produced.setdefault(id(ref), set()).add(msg.name)
         expected = ref.expected(msg.name, msg.index)
@@ -161,7 +170,9 @@ class _Checker(_ResultChecks, _Explanations):
         self.diverged[wrong_before:wrong_before] = inputs_wrong
 
     # ---- values the reference cannot name --------------------------------------------------------
-    def _unknown(self, rank: int, name: str, value: Any, context: str, partial: bool = False) -> None:
+    def _unknown(
+        self, rank: int, name: str, value: Any, context: str, partial: bool = False, partials: str | None = None
+    ) -> None:
         if (rank, name) in self._seen_unknown:
             return
         self._seen_unknown.add((rank, name))
@@ -169,6 +180,11 @@ class _Checker(_ResultChecks, _Explanations):
         hint = self._identify(ref, value)
         if hint:
             advice = f", but it equals {hint[0]}: name it {hint[1]}"
+        elif partials is not None:  # a collective's term, named by partials=
+            advice = (
+                f": the collective names its members' terms {partials}[0], {partials}[1], ... (partials={partials!r}); "
+                "give the model values of those names, or leave partials= out"
+            )
         elif partial:  # already said to be one term of a sum: what is left is the sum's name
             advice = (
                 ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
