@@ -197,7 +197,8 @@ class Device(DeviceMemory, CollectiveMethods):
             if eng._plain_cost:
                 seconds = eng._op_latency + flops / eng._flop_rate
             else:  # the roofline: memory traffic may be what limits the op
-                seconds = eng.cost.op_time(flops, op_bytes(inputs, out), operand_bytes(fn, inputs, product))
+                packed = operand_bytes(fn, inputs, product) if eng.cost.packing else 0
+                seconds = eng.cost.op_time(flops, op_bytes(inputs, out), packed)
         elif not 0 <= seconds < INF:
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"

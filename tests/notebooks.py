@@ -11,6 +11,8 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
+from tests.report_words import words
+
 ROOT = Path(__file__).resolve().parent.parent
 PLOTTING = re.compile(r"^[^#\n]*\b(plot_\w+|plot_timelines)\(", re.M)  # a cell that draws a figure
 
@@ -42,7 +44,7 @@ def outputs_text(nb: nbformat.NotebookNode) -> str:
 def outputs_words(nb: nbformat.NotebookNode) -> str:
     """``outputs_text`` with every run of whitespace as one space: a check report wraps its lines, and a test
     looks for a phrase wherever the line breaks fall."""
-    return " ".join(outputs_text(nb).split())
+    return words(outputs_text(nb))
 
 
 def widget_texts(nb: nbformat.NotebookNode) -> list[str]:
