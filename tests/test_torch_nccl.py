@@ -39,3 +39,6 @@ def test_seed_scenarios_and_collectives_on_nccl():
                     assert found[key] is None, (rank, key)
                 else:
                     np.testing.assert_array_equal(found[key], value, err_msg=f"{rank} {key}")
+        # results come back from the GPU: in pieces, in place, averaged
+        for rank, checks in enumerate(world.run(demos.all_reduce_check, 3 << 18).outputs):
+            assert all(checks.values()), (rank, checks)

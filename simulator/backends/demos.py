@@ -90,6 +90,7 @@ def collectives_tour(dev: Device) -> dict[str, Any]:
     out: dict[str, Any] = {}
     out["all_reduce"] = dev.all_reduce(x)
     out["all_reduce_max"] = dev.all_reduce(x, op="max")
+    out["all_reduce_in_place"] = dev.all_reduce(x.copy(), in_place=True)
     out["reduce_scatter"] = dev.reduce_scatter(x, axis=0)
     out["all_gather"] = dev.all_gather(x[: r + 1], axis=0, shapes=[(k + 1, 2) for k in range(p)])
     out["broadcast"] = dev.broadcast(x if r == p - 1 else None, src=p - 1)
@@ -117,6 +118,7 @@ def expected_collectives_tour(p: int) -> list[dict[str, Any]]:
         e: dict[str, Any] = {
             "all_reduce": total,
             "all_reduce_max": xs[-1],
+            "all_reduce_in_place": total,
             "reduce_scatter": total[bounds[r] : bounds[r + 1]],
             "all_gather": np.concatenate([xs[k][: k + 1] for k in range(p)], axis=0),
             "broadcast": xs[-1],
@@ -147,7 +149,8 @@ def all_reduce_check(dev: Device, n: int) -> dict[str, bool]:
     """An all-reduce of n float64 values (large enough to travel in pieces), checked on the rank itself.
 
     Returns what held: the sum is right, the average is right, the input is untouched, and a second
-    call gives a second array (the first result is not overwritten by buffer reuse).
+    call gives a second array (the first result is not overwritten by buffer reuse); with
+    ``in_place=True``, the sum and the average land in the arrays given up, which end read-only.
     """
     p = dev.world_size
     x = np.arange(n, dtype=np.float64) * (dev.rank + 1)
@@ -155,12 +158,18 @@ def all_reduce_check(dev: Device, n: int) -> dict[str, bool]:
     total = dev.all_reduce(x)
     mean = dev.all_reduce(x, op="avg")
     expected = np.arange(n, dtype=np.float64) * (p * (p + 1) // 2)
+    given, given_avg = x.copy(), x.copy()
+    in_place = dev.all_reduce(given, in_place=True)
+    in_place_avg = dev.all_reduce(given_avg, op="avg", in_place=True)
     return {
         "sum": bool(np.array_equal(total, expected)),
         "avg": bool(np.allclose(mean, expected / p)),
         "input untouched": bool(np.array_equal(x, before)),
         "results distinct": not np.shares_memory(total, mean) and bool(np.array_equal(total, expected)),
         "read-only": not total.flags.writeable,
+        "in place": bool(np.array_equal(given, expected)) and np.shares_memory(in_place, given),
+        "in place avg": bool(np.allclose(given_avg, expected / p)) and np.shares_memory(in_place_avg, given_avg),
+        "in place read-only": not given.flags.writeable and not in_place.flags.writeable,
     }
 
 

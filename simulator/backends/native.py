@@ -25,7 +25,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
+from ..collectives.in_place import in_place_target
 from ..device import freeze
+from ..payloads import sealed
 from .wire import HEADER_LEN, decode_header, encode_header, nbytes_of
 
 if TYPE_CHECKING:
@@ -97,23 +99,36 @@ class Group:
         return rank
 
 
-def all_reduce(dev, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None) -> np.ndarray:
+def all_reduce(
+    dev, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None, in_place=False
+) -> np.ndarray:
     g, t0 = Group(dev, group), dev.clock
-    x = np.asarray(x)
-    out = dev.buffer(x.shape, x.dtype)  # torch reduces in place: into a copy, the caller's array stays intact
-    flat, src = out.reshape(-1), x.reshape(-1)
-    bounds = piece_bounds(flat.size, x.itemsize, FIRST_PIECE_BYTES, MAX_PIECE_BYTES)
-    works = []
+    if in_place:  # x given up: torch reduces in its memory, as it would a tensor (simulator.collectives.in_place)
+        out = in_place_target(x, op, dev.rank)
+        inputs = (freeze(out),) if dev.keep_payloads else ()  # a copy, taken before the result overwrites x
+        bounds = [0, out.size] if out.size else [0]
+    else:  # torch reduces in place: into a copy, the caller's array stays intact
+        x = np.asarray(x)
+        inputs = (freeze(x),) if dev.keep_payloads else ()
+        out = dev.buffer(x.shape, x.dtype)
+        bounds = piece_bounds(out.size, x.itemsize, FIRST_PIECE_BYTES, MAX_PIECE_BYTES)
+    flat, src = out.reshape(-1), np.asarray(x).reshape(-1)
+    pieces, works = [], []
     for lo, hi in zip(bounds, bounds[1:]):  # copy piece k + 1 while torch reduces piece k
-        np.copyto(flat[lo:hi], src[lo:hi])
-        piece = dev.tensor(flat[lo:hi])
+        if not in_place:
+            np.copyto(flat[lo:hi], src[lo:hi])
+        pieces.append(dev.tensor(flat[lo:hi]))
         works.append(
-            dev.native(lambda p=piece: dist.all_reduce(p, op=_op(op), group=g.pg, async_op=True), "all_reduce")
+            dev.native(lambda p=pieces[-1]: dist.all_reduce(p, op=_op(op), group=g.pg, async_op=True), "all_reduce")
         )
-    for work in works:
+    for (lo, hi), piece, work in zip(zip(bounds, bounds[1:]), pieces, works):
         dev.native(lambda w=work: w.wait(dev.wait_timeout), "all_reduce")
-    inputs = (freeze(x),) if dev.keep_payloads else ()
-    return dev.record_collective("all_reduce", name, inputs, _finish_avg(out, op, g.p), t0)
+        if dev.device.type != "cpu":  # on a GPU the piece is a copy on the device: bring its result back
+            flat[lo:hi] = dev.array(piece)
+    if in_place and op == "avg":  # x is float (in_place_target checks): divided where it is
+        np.divide(out, g.p, out=out)
+    result = sealed(out) if in_place else _finish_avg(out, op, g.p)
+    return dev.record_collective("all_reduce", name, inputs, result, t0)
 
 
 def reduce_scatter(

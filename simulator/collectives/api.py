@@ -18,6 +18,7 @@ from ..placements import chunk_bounds
 from .algorithms import ALGORITHMS
 from .call import _Call
 from .halving_doubling import _need_pof2
+from .in_place import in_place_target, write_back
 
 if TYPE_CHECKING:
     from ..device import Device
@@ -32,12 +33,21 @@ def all_reduce(
     *,
     name: str | None = None,
     partials: str | None = None,
+    in_place: bool = False,
 ) -> np.ndarray:
     """Every member ends with the reduction (``op``) of all members' ``x``; returns it.
 
     name:     the reference value the result is (final chunks and the result are checked against it)
     partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way)
+    in_place: write the result into x itself (a writable, contiguous NumPy array the program gives up), as
+              torch.distributed.all_reduce does; x is then read-only and is what the call returns. On real
+              ranks this spares the copy that keeps x intact (``simulator.collectives.in_place``)
     """
+    target = in_place_target(x, op, dev.rank) if in_place else None
+    return write_back(target, _all_reduce(dev, x, op, group, algorithm, name, partials))
+
+
+def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: Any, partials: Any) -> Any:
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
     # A ring over several members reads x only while the call runs (the program waits inside it) and
     # returns new arrays: a real rank that records no values lends x itself instead of copying it

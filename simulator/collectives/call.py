@@ -143,7 +143,10 @@ class _Call:
         return self.dev.compute(f"{self.reduce_name}.divide", lambda v: v / p, value, keep=False, label=self.label)
 
     def result(self, value: Any, index: Any = None):
-        """Record the collective's result as the op ``name`` (free: no arithmetic), if named."""
+        """Record the collective's result as the op ``name`` (free: no arithmetic), if named; read-only
+        either way, as the values of ops and of real ranks' collectives are."""
         if self.name is None:
+            if isinstance(value, np.ndarray) and value.flags.writeable:
+                value.setflags(write=False)
             return value
         return self.dev.compute(self.name, lambda: value, seconds=0.0, index=index)

@@ -12,9 +12,9 @@ from .api import all_gather, all_reduce, all_to_all, barrier, broadcast, gather,
 class CollectiveMethods:
     """The collectives as device methods, with torch.distributed's names (mixed into ``Device``)."""
 
-    def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None):
+    def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None, in_place=False):
         """See ``simulator.collectives.all_reduce``."""
-        return all_reduce(self, x, op, group, algorithm, name=name, partials=partials)
+        return all_reduce(self, x, op, group, algorithm, name=name, partials=partials, in_place=in_place)
 
     def reduce_scatter(
         self, x, op="sum", group=None, algorithm="ring", *, axis=0, name=None, partials=None, indices=None
