@@ -127,19 +127,32 @@ def _bytes(n: float) -> str:
     return f"{n} B"
 
 
-def message_table(trace: Trace, kind: str | None = None, limit: int | None = None) -> str:
+def message_table(trace: Trace, kind: str | None = None, limit: int | None = None, width: int = 110) -> str:
     """One line per message (optionally only one kind, e.g. "all_reduce"), in the order they were sent:
-    label, source -> destination, what it carries (the receiver's name for it) and the payload."""
-    lines = []
+    label, source -> destination, what it carries (the receiver's name for it) and the payload. A payload
+    that would take the line past ``width`` goes on the line below, under what it is."""
+    rows = []
     for m in trace.messages:
         if kind is not None and message_kind(m.label) != kind:
             continue
         what = f"{m.name}" + (f" {part_text(m.index)}" if m.index is not None else "") if m.name else ""
-        value = "" if m.payload is None else _payload(m.payload)
-        lines.append(f"{m.label or 'p2p':<34} {m.src:>3} -> {m.dst:<3} {what:<38} {value}".rstrip())
-        if limit is not None and len(lines) >= limit:
-            lines.append("...")
+        rows.append(
+            (m.label or "p2p", f"{m.src:>3} -> {m.dst:<3}", what, "" if m.payload is None else _payload(m.payload))
+        )
+        if limit is not None and len(rows) >= limit:
             break
+    if not rows:
+        return ""
+    wide = [max(len(row[k]) for row in rows) for k in (0, 2)]
+    lines = []
+    for label, route, what, value in rows:
+        line = f"{label:<{wide[0]}} {route} {what:<{wide[1]}}"
+        if len(line) + 1 + len(value) > width:
+            lines += [line.rstrip(), " " * (len(line) - wide[1]) + value]
+        else:
+            lines.append(f"{line} {value}".rstrip())
+    if limit is not None and len(rows) >= limit:
+        lines.append("...")
     return "\n".join(lines)
 
 

@@ -105,6 +105,30 @@ def show(x: Any) -> str:
     return f"an array of shape {a.shape} ({a.dtype.name})"
 
 
+def show_pair(found: Any, expected: Any) -> tuple[str, str]:
+    """``show`` of a found and an expected value, small float arrays in one number format: left alone,
+    NumPy would write ``[1.e-09, 2.e+00]`` beside ``[0., 2.]``, and a reader compares digits, not styles."""
+    if structured(found) or structured(expected):
+        return show(found), show(expected)
+    a, b = np.asarray(found), np.asarray(expected)
+    if not a.dtype.kind == b.dtype.kind == "f" or max(a.size, b.size) > SHOW_UP_TO:
+        return show(found), show(expected)
+    both = np.abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
+    both = both[np.isfinite(both) & (both != 0)]
+    # NumPy's own rule for when an array prints in scientific notation, applied to both arrays at once
+    sci = both.size and (both.max() >= 1e8 or both.min() < 1e-4 or both.max() / both.min() > 1e3)
+    fmt = np.format_float_scientific if sci else np.format_float_positional
+    return _formatted(a, fmt), _formatted(b, fmt)
+
+
+def _formatted(a: np.ndarray, fmt: Any) -> str:
+    text = np.array2string(
+        a, separator=", ", formatter={"float_kind": lambda x: fmt(x, precision=8, trim=".")}, max_line_width=1 << 30
+    )
+    text = " ".join(text.split())
+    return text.replace(" ,", ",").replace("[ ", "[").replace(" ]", "]")
+
+
 def difference(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> str | None:
     """How two large arrays of the same shape differ, in one sentence (None for small ones: shown whole).
 

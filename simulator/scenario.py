@@ -15,7 +15,7 @@ from .engine import RunResult, World
 from .errors import SimulationError
 from .oplabels import op_tag
 from .reference import CheckReport, References, check
-from .values import value_text
+from .values import fit_lines, value_text
 
 EXPECTATIONS = ("match", "diverge", "error")
 
@@ -86,7 +86,7 @@ class ScenarioRun:
 
     def summary(self) -> str:
         if self.error is not None:
-            return f"stopped with {type(self.error).__name__}:\n{self.error}"
+            return fit_lines(f"stopped with {type(self.error).__name__}:\n{self.error}")
         lines = [f"outputs: {_outputs(self.result.outputs)}", f"messages: {len(self.result.trace.messages)}"]
         if self.report is not None:
             lines.append(str(self.report))

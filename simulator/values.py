@@ -15,6 +15,7 @@ same way everywhere:
 
 from __future__ import annotations
 
+import re
 import textwrap
 from dataclasses import dataclass
 from typing import Any
@@ -119,14 +120,26 @@ def clip(line: str, width: int) -> str:
     return line[: max(width - 3, 0)] + "..."
 
 
+# Kept on one line when text wraps: a call as a message writes it, ``recv(..., name="A")``, or an aside in
+# parentheses, ``(all_reduce#0 ring step 0 chunk 1)``; up to 40 characters, so that it still fits a line
+_KEPT = re.compile(r"[\w.]*\((?:[^()\n]|\([^()\n]*\))*\)")
+_KEEP = "\0"  # stands for a space inside a kept span while the line wraps
+
+
+def fill_line(line: str, width: int, indent: str) -> list[str]:
+    """One line of text wrapped to ``width`` (later lines start with ``indent``), short calls and asides whole."""
+    kept = _KEPT.sub(lambda m: m[0].replace(" ", _KEEP) if len(m[0]) <= 40 else m[0], line)
+    lines = textwrap.wrap(kept, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
+    return [piece.replace(_KEEP, " ") for piece in lines] or [line]
+
+
 def fit_lines(text: str, width: int = 110) -> str:
     """``text`` with every line wrapped to ``width`` (continuations indented two past the line's own indent),
-    so that what is printed stays within 120 columns in a terminal and a notebook."""
+    so that what is printed stays within 120 columns in a terminal and a notebook (see ``fill_line``)."""
     out = []
     for line in text.split("\n"):
         indent = " " * (len(line) - len(line.lstrip()) + 2)
-        fitted = textwrap.fill(line, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
-        out.append(fitted if line.strip() else line)
+        out.extend(fill_line(line, width, indent) if line.strip() else [line])
     return "\n".join(out)
 
 

@@ -28,7 +28,17 @@ def execute_notebook(name: str, timeout: int = 300) -> nbformat.NotebookNode:
         record_timing=False,  # stored notebooks change only when their outputs do
     )
     client.execute()
+    assert_lines_fit(nb, name)
     return nb
+
+
+def assert_lines_fit(nb: nbformat.NotebookNode, name: str, width: int = 120) -> None:
+    """Every line the notebook printed is within ``width`` columns (what a classroom screen shows whole)."""
+    for k, cell in enumerate(nb.cells):
+        for out in cell.get("outputs", []):
+            for text in (out.get("text", ""), out.get("data", {}).get("text/plain", "")):
+                for line in text.splitlines():
+                    assert len(line) <= width, f"{name}, cell {k}: a line of {len(line)} columns:\n{line}"
 
 
 def outputs_text(nb: nbformat.NotebookNode) -> str:

@@ -147,3 +147,84 @@ def test_a_students_pipeline_keeps_its_microbatch_numbers_in_the_grid():
     assert "S3.3=" in grid[4] and "-" in grid[4]  # every op visible, and the message's latency
     assert [fit("S0.mb12", n) for n in (7, 5, 3, 2, 1)] == ["S0.mb12", "S0.12", "S12", "12", "S"]
     assert fit("h2.mb3", 2) == "h3" and fit("loss", 2) == "lo"
+
+
+def _fits(text: str, width: int) -> bool:
+    return all(len(line) <= width for line in text.splitlines())
+
+
+def test_a_long_schedule_grid_comes_in_bands_of_time_that_fit_and_lose_no_cell():
+    from simulator.parallel.schedules import make_schedule
+
+    zbv = make_schedule("zbv", 4, 8)
+    wide, banded = zbv.grid(width=1000), zbv.grid()
+    assert "time units" not in wide and _fits(banded, 110) and not _fits(wide, 120)
+    assert banded.count("time units") == 3  # 51 units, 17 to a band: no band of one unit at the end
+    for r in range(4):
+        cells = [line.split("|")[1].split() for line in banded.splitlines() if line.startswith(f"rank {r} |")]
+        assert sum(cells, []) == wide.splitlines()[r].split("|")[1].split()
+
+
+def test_a_schedules_actions_wrap_within_110_columns():
+    from simulator.parallel.schedules import add_comms, make_schedule
+
+    text = str(add_comms(make_schedule("1f1b", 3, 4)))
+    assert _fits(text, 110) and text.count("rank ") == 3
+    assert text.split().count("1SEND_B3") == 1 and "2SEND_B3" in text.split()
+
+
+def test_a_step_view_fits_its_width_and_keeps_every_word():
+    from simulator import view
+
+    v = view.show("tp-row", step=12)
+    unbounded, fitted = v.state().render(width=10_000), v.state().render()
+    assert _fits(fitted, 110) and not _fits(unbounded, 120)
+    assert fitted.split() == unbounded.split()
+    assert fitted.splitlines()[4].startswith(" " * len("  device 1 | ")) and "Y.partial[0] elements 6-11" in fitted
+    assert "(all_reduce#0 ring step 0 chunk 0)" in fitted  # an aside in parentheses stays on one line
+
+
+def test_a_message_table_puts_a_payload_that_does_not_fit_on_the_line_below():
+    from simulator.comm_summary import message_table
+
+    trace = get("tp-row").run().result.trace
+    table, wide = message_table(trace, "all_reduce"), message_table(trace, "all_reduce", width=200)
+    assert _fits(table, 110) and len(table.splitlines()) == 2 * len(wide.splitlines()) == 8
+    assert table.split() == wide.split()
+    assert table.splitlines()[1].strip() == "[-0.75, 1.25, 1.1875, 0.3125, -0.3125, -1.125]"
+
+
+def test_a_failed_checks_count_of_later_differences_does_not_claim_a_cause():
+    report = get("wrong-input").run().report
+    assert "3 more values differ after it: fix this one first, the others often follow from it" in report.text(None)
+    assert "downstream" not in str(report)
+
+
+def test_wrapping_never_splits_a_short_call_written_in_the_text():
+    from simulator.values import fit_lines
+
+    text = 'device 1 received an unnamed message: write dev.recv(0, name="A") to say which value it is, then rerun'
+    for width in range(40, 100):
+        fitted = fit_lines(text, width)
+        assert any('dev.recv(0, name="A")' in line for line in fitted.splitlines()), width
+        assert fitted.split() == text.split() and _fits(fitted, width)
+
+
+def test_found_and_expected_values_print_in_one_number_format():
+    from simulator.compare import show_pair
+
+    assert show_pair(np.array([1e-9, 2.0]), np.array([0.0, 2.0])) == ("[1.e-09, 2.e+00]", "[0.e+00, 2.e+00]")
+    assert show_pair(np.array([3.0]), np.array([7.0])) == ("[3.]", "[7.]")  # as NumPy writes them
+    assert show_pair(np.array([1, 2]), np.array([1.0, 2.0])) == ("[1, 2]", "[1., 2.]")  # a dtype shows as it is
+
+    def program(dev):  # a student's stage that adds a tiny error
+        return dev.compute("y", lambda: np.array([1e-3, 2.0]))
+
+    def model(ref):
+        return ref.hold("y", np.array([0.0, 2.0]))
+
+    from simulator import World
+    from simulator.reference import Reference, check
+
+    report = check(World(1).run(program), Reference.of(model))
+    assert "computed [1.e-03, 2.e+00], but y is [0.e+00, 2.e+00] on one device" in report.text(None)

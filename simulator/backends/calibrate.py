@@ -33,6 +33,7 @@ import numpy as np
 from ..cost import CostModel, LinkRegime
 from ..spread import MessageSpread
 from ..units import binary_size
+from ..values import fit_lines
 from .costfile import save_cost
 from .fit import Line, OpFit, fit_line, fit_ops, fit_pieces
 from .launch import TorchWorld
@@ -118,7 +119,7 @@ class Calibration:
             model = self.op_fit(*matmul_work(*shape))
             what = ",".join(map(str, shape))
             lines.append(f"  {what:>13} {t * 1e6:12.1f} us  {model * 1e6:9.1f} us  {self.matmul_error[shape]:+7.1%}")
-        return "\n".join(lines)
+        return fit_lines("\n".join(lines))
 
 
 def calibrate(

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import diagnose
 from ..collectives.chunks import FlatSlice
-from ..compare import difference, show, structured
+from ..compare import difference, show_pair, structured
 from ..reference import Reference
 from ..trace import Message, Op
 from ..values import fit_lines, part_text
@@ -40,7 +40,7 @@ class Divergence:
     path: str = ""  # for a result: which part of a structured result ("['dW1']")
 
     def explain(self) -> str:
-        exp, got = show(self.expected), show(self.found)
+        got, exp = show_pair(self.found, self.expected)
         what = self.reference.describe(self.name)
         rec = self.record
         if self.where == "message" and isinstance(getattr(rec, "index", None), (FlatSlice, tuple, slice)):
@@ -66,7 +66,7 @@ class Divergence:
             head = f"op {rec.name} on device {rec.rank} computed {got}, but {what} is {exp} on one device."
         if self.is_also:
             small = structured(self.found) or np.asarray(self.found).size <= 16
-            value = show(self.found) if small else "The value found"
+            value = got if small else "The value found"
             head += " " + value + " is " + " and ".join(self.reference.describe(n) for n in self.is_also) + "."
         elif self.part_of:
             head += (
@@ -97,7 +97,7 @@ class CheckReport:
 
     first: Divergence | None
     checked: int  # values compared
-    divergent: int  # values that differ (the first and everything downstream)
+    divergent: int  # values that differ (the first and every later one)
     unchecked: list[Unchecked] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # values these inputs cannot tell apart (see _ambiguous)
 
@@ -131,8 +131,10 @@ class CheckReport:
             return f"check passed: {self.checked} values and the result match the single-device run"
         if self.verdict == FAILED:
             text = f"check FAILED at the first divergence: {self.first.explain()}"
-            if self.divergent > 1:
-                text += f"\n  ({self.divergent - 1} later value(s) differ too, downstream of it)"
+            if self.divergent > 1:  # later, not necessarily caused by it: on other devices, or a second bug
+                more = self.divergent - 1
+                differ = "value differs" if more == 1 else "values differ"
+                text += f"\n  ({more} more {differ} after it: fix this one first, the others often follow from it)"
             if self.unchecked:
                 text += "\n  also not checked:" + _bullets(self.unchecked, limit=3)
             return text

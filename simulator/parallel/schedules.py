@@ -21,6 +21,7 @@ The same ``Schedule`` object drives the simulation (``simulator.parallel.pipelin
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -134,7 +135,11 @@ class Schedule:
 
     def __str__(self) -> str:
         lines = [f"{self.name}: {self.ranks} ranks, {self.stages} stages, {self.microbatches} microbatches"]
-        lines += [f"  rank {r}: " + " ".join(map(str, acts)) for r, acts in self.actions.items()]
+        for r, acts in self.actions.items():  # a long rank goes on over lines within 110 columns
+            head = f"  rank {r}: "
+            lines.append(
+                textwrap.fill(" ".join(map(str, acts)), 110, initial_indent=head, subsequent_indent=" " * len(head))
+            )
         return "\n".join(lines)
 
     def rank_of(self, stage: int) -> int:
@@ -168,9 +173,9 @@ class Schedule:
         validate(self, blocking_sends=blocking_sends)
         return self
 
-    def grid(self, costs: Mapping[str, float] | None = None) -> str:
+    def grid(self, costs: Mapping[str, float] | None = None, width: int = 110) -> str:
         """The schedule as a text grid, one row per rank, one column per time unit (see ``grid``)."""
-        return grid(self, costs)
+        return grid(self, costs, width)
 
 
 # ---- generators ---------------------------------------------------------------------------------
@@ -539,22 +544,32 @@ def _deadlock(stuck, waiting, blocking_sends) -> ScheduleError:
 
 
 # ---- the text grid ------------------------------------------------------------------------------
-def grid(schedule: Schedule, costs: Mapping[str, float] | None = None) -> str:
+def grid(schedule: Schedule, costs: Mapping[str, float] | None = None, width: int = 110) -> str:
     """One row per rank, one column per time unit; a cell shows the action running then, ``.`` if idle.
 
     Times come from ``execute`` with whole-number costs (``UNIT_COSTS`` by default: a backward
     takes two units, its I and W parts one each). Sends and receives take no time and are not shown.
+    A grid wider than ``width`` characters comes in bands of time units, one under the other.
     """
     timing = execute(schedule, costs)
-    width = max((len(str(a)) for rows in timing.values() for _, _, a in rows), default=3)
+    cell = max((len(str(a)) for rows in timing.values() for _, _, a in rows), default=3)
     end = int(round(max((e for rows in timing.values() for _, e, _ in rows), default=0)))
-    lines = []
+    cells = {}
     for r, rows in timing.items():
-        cells = ["."] * end
+        cells[r] = ["."] * end
         for start, stop, a in rows:
-            if not a.is_compute:
-                continue
-            for u in range(int(round(start)), int(round(stop))):
-                cells[u] = str(a)
-        lines.append(f"rank {r} | " + " ".join(c.ljust(width) for c in cells).rstrip())
+            if a.is_compute:
+                for u in range(int(round(start)), int(round(stop))):
+                    cells[r][u] = str(a)
+    head = len(f"rank {max(cells, default=0)} | ")
+    fit = max(1, (width - head + 1) // (cell + 1))  # time units a line has room for
+    per_band = -(-end // -(-end // fit)) if end else 1  # as many bands as needed, of even widths
+    bands = range(0, max(end, 1), per_band)
+    lines = []
+    for lo in bands:
+        hi = min(end, lo + per_band)
+        if len(bands) > 1:
+            lines += ([""] if lo else []) + [f"time units {lo} to {hi - 1}:"]
+        for r, row in cells.items():
+            lines.append(f"rank {r} | ".ljust(head) + " ".join(c.ljust(cell) for c in row[lo:hi]).rstrip())
     return "\n".join(lines)

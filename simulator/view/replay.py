@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from ..values import fill_line, fit_lines
+
 
 @dataclass(frozen=True)
 class Item:
@@ -63,16 +65,31 @@ class ViewState:
     arrows: list[Arrow]
     said: str  # the current event in words
 
-    def render(self) -> str:
-        lines = [f"step {self.step}/{self.steps}  {self.said}"]
-        width = len(f"device {len(self.cards) - 1}")
+    def render(self, width: int = 110) -> str:
+        """The state in lines of at most ``width`` characters: a device's values, and the messages in
+        flight, continue on lines of their own."""
+        lines = fit_lines(f"step {self.step}/{self.steps}  {self.said}", width).split("\n")
+        label = len(f"device {len(self.cards) - 1}")
         for rank, items in enumerate(self.cards):
-            held = "  ".join(item.render() for item in items) or "(empty)"
-            lines.append(f"  {f'device {rank}':<{width}} | {held}")
-        lines.append("  in flight: " + ("; ".join(a.render() for a in self.arrows) or "none"))
+            lines += _block(f"  {f'device {rank}':<{label}} | ", [i.render() for i in items] or ["(empty)"], width)
+        lines += _block("  in flight: ", [a.render() for a in self.arrows] or ["none"], width, sep="; ")
         return "\n".join(lines)
 
     __str__ = render
+
+
+def _block(head: str, items: list[str], width: int, sep: str = "  ") -> list[str]:
+    """``items`` after ``head``, as many to a line as fit in ``width``; later lines start where the first item
+    does, and an item too long for a line of its own goes on over the next ones."""
+    indent = " " * len(head)
+    lines, line = [], head
+    for item in items:
+        if line not in (head, indent) and len(line) + len(sep) + len(item) > width:
+            lines.append(line)
+            line = indent
+        line += ("" if line in (head, indent) else sep) + item
+    lines.append(line)
+    return [piece for x in lines for piece in fill_line(x, width, indent + "  ")]
 
 
 def steps(doc: dict[str, Any]) -> int:
