@@ -83,8 +83,9 @@ def check_content(f: Path) -> None:
 
         with Image.open(f) as im:
             assert im.n_frames > 10 and im.width >= 1600, f
-    elif f.suffix == ".txt":
-        assert "device 0" in f.read_text()
+    elif f.suffix == ".txt":  # a text figure a class reads whole: within 120 columns
+        text = f.read_text()
+        assert "device 0" in text and max(map(len, text.splitlines())) <= 120, f
     else:
         raise AssertionError(f"unexpected figure type {f}")
 
