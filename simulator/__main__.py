@@ -6,7 +6,9 @@ See ``--help``.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
+import textwrap
 from collections.abc import Callable, Sequence
 
 from .cli_show import (
@@ -45,8 +47,10 @@ def cmd_list(args: argparse.Namespace) -> int:
     """List the named scenarios."""
     scenarios = all_scenarios()
     width = max(map(len, scenarios))
+    indent = " " * (width + 13)  # a long title goes on under itself, within 110 columns
     for name, s in scenarios.items():
-        print(f"{name:<{width}}  [{s.expect:^7}]  {s.title}")
+        line = f"{name:<{width}}  [{s.expect:^7}]  {s.title}"
+        print(textwrap.fill(line, 110, subsequent_indent=indent, break_on_hyphens=False))
     return 0
 
 
@@ -404,8 +408,24 @@ def _window(text: str) -> tuple[float | None, float | None]:
     return start, end
 
 
+class _Help(argparse.HelpFormatter):
+    """argparse's help, at most 120 columns wide however wide the terminal, never breaking a word at its
+    hyphen (``wrong-input`` is a scenario's name)."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=min(120, shutil.get_terminal_size().columns))
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width, break_on_hyphens=False)
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        one = " ".join(text.split())
+        return textwrap.fill(one, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
+        formatter_class=_Help,
         prog="python -m simulator",
         description="An educational simulator of parallelism strategies: devices with private memory, "
         "messages on a simulated clock, every run checked against one device.",
@@ -414,7 +434,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (fn, add_args) in COMMANDS.items():
-        p = sub.add_parser(name, help=(fn.__doc__ or "").strip().splitlines()[0], description=fn.__doc__)
+        p = sub.add_parser(
+            name, help=(fn.__doc__ or "").strip().splitlines()[0], description=fn.__doc__, formatter_class=_Help
+        )
         add_args(p)
         p.set_defaults(func=fn)
     return parser

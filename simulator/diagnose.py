@@ -60,10 +60,14 @@ def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str
         return text + " (a factor applied twice, or a value counted twice?)."  # no sums here to blame
     inv = 1.0 / k
     if abs(inv - round(inv)) < 1e-6 * max(1.0, abs(inv)) and round(inv) >= 2:
-        return (
-            f"Every element is 1/{round(inv)} of what it should be: divided once too often "
-            "(averaged twice?) or only one of several partial sums kept."
-        )
+        k_inv = round(inv)
+        text = f"Every element is 1/{k_inv} of what it should be"
+        if k_inv in group_sizes:
+            return text + (
+                f", and {k_inv} is the number of devices in the group: averaged over the {k_inv} devices where a "
+                "sum was meant (op='avg' for op='sum'?), or averaged twice?"
+            )
+        return text + ": divided once too often (averaged twice?) or only one of several partial sums kept."
     if abs(k + 1) < 1e-6:
         return "Every element has the wrong sign: a subtraction the wrong way round?"
     return None  # any two numbers have some ratio: only a whole multiple or fraction says something

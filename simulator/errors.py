@@ -30,7 +30,8 @@ class RankError(SimulationError):
 
 def read_only_hint(exc: BaseException) -> str:
     """What to do when a program writes into a value it was given (numpy says only "read-only")."""
-    if isinstance(exc, ValueError) and "read-only" in str(exc):
+    numpy_says = ("assignment destination is read-only", "output array is read-only")
+    if isinstance(exc, ValueError) and any(words in str(exc) for words in numpy_says):
         return (
             "\n  values a device holds, receives or computes are read-only (the trace keeps them as they were):"
             "\n  make a new array instead (y = x + 1, not x += 1), or change a copy (y = x.copy())"

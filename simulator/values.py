@@ -124,11 +124,14 @@ def clip(line: str, width: int) -> str:
 # parentheses, ``(all_reduce#0 ring step 0 chunk 1)``; up to 40 characters, so that it still fits a line
 _KEPT = re.compile(r"[\w.]*\((?:[^()\n]|\([^()\n]*\))*\)")
 _KEEP = "\0"  # stands for a space inside a kept span while the line wraps
+_UNIT = re.compile(r"\d (?:ns|us|ms|s|B|KiB|MiB|GiB|KB|MB|GB|bytes|FLOPs|GB/s|GFLOP/s|TFLOP/s)(?![\w/])")  # 0.5 us
 
 
 def fill_line(line: str, width: int, indent: str) -> list[str]:
-    """One line of text wrapped to ``width`` (later lines start with ``indent``), short calls and asides whole."""
-    kept = _KEPT.sub(lambda m: m[0].replace(" ", _KEEP) if len(m[0]) <= 40 else m[0], line)
+    """One line of text wrapped to ``width`` (later lines start with ``indent``): short calls and asides, and a
+    number with its unit, are never split."""
+    kept = _UNIT.sub(lambda m: m[0].replace(" ", _KEEP), line)  # a number with its unit
+    kept = _KEPT.sub(lambda m: m[0].replace(" ", _KEEP) if len(m[0]) <= 40 else m[0], kept)
     lines = textwrap.wrap(kept, width, subsequent_indent=indent, break_on_hyphens=False, break_long_words=False)
     return [piece.replace(_KEEP, " ") for piece in lines] or [line]
 

@@ -181,7 +181,10 @@ def test_a_device_that_returns_an_intermediate_value_hears_which_one_it_is():
 
     report = check(World(2).run(pipeline), Reference.of(two_stages))
     assert report.verdict == "FAILED" and report.first.where == "result" and report.first.rank == 0
-    assert "is stageA. Only a device that holds the model's result should return it" in words(report)
+    assert (
+        "is stageA. Return the model's result, stageB, from the device that computes it; a device that holds none"
+        in (words(report))
+    )
 
 
 def test_bad_packing_and_product_values_are_refused_naming_the_fix():
@@ -247,3 +250,75 @@ def test_terms_named_by_partials_the_model_lacks_are_told_where_their_names_come
         "model values of those names, or leave partials= out"
     ) in text
     assert "say partial=True" not in text
+
+
+# ---- a second review: a student's own names, receives without name=, float data, batch size 1 ----------------
+X1 = RNG.standard_normal((1, 3))
+
+
+def model_ab(dev, x):
+    x = dev.hold("x", x, doc="the model's raw input")
+    a = dev.compute("A", lambda v: 2 * v + 1, x, doc="stage A's output, 2x + 1")
+    return dev.compute("B", np.square, a)
+
+
+def student_pipeline(send="hidden", stage_a=lambda v: 2 * v + 1, stage_b=np.square, returns="sq"):
+    def program(dev, x):
+        if dev.rank == 0:
+            inp = dev.hold("inp", x)
+            hidden = dev.compute("hidden", stage_a, inp)
+            dev.send({"hidden": hidden, "inp": inp}[send], dst=1)
+            return None
+        got = dev.recv(src=0)
+        sq = dev.compute("sq", stage_b, got)
+        return {"sq": sq, "got": got}[returns]
+
+    return program
+
+
+@pytest.mark.parametrize(
+    "bug, words_expected",
+    [
+        (
+            {"send": "inp"},
+            "Op sq on device 1 computed it from x (the model's raw input), which arrived in message #0 from device 0, "
+            "where the model computes B from A (stage A's output, 2x + 1): check what device 0 sends.",
+        ),
+        (
+            {"stage_a": lambda v: 2 * v},
+            "Op sq on device 1 computed it from a value the model does not have, which arrived in message #0 from "
+            "device 0, where the model computes B from A",
+        ),
+        (
+            {"stage_b": lambda v: 2 * v},
+            "Op sq on device 1 was fed what the model's B is fed (A), but computed another value: its own arithmetic "
+            "differs from B's.",
+        ),
+        ({"returns": "got"}, "is A (stage A's output, 2x + 1). Return the model's result, B, from the device that"),
+    ],
+)
+def test_a_wrong_pipeline_under_a_students_own_names_is_explained_by_what_fed_the_result(bug, words_expected):
+    report = check(World(2).run(student_pipeline(**bug), X1), Reference.of(model_ab, X1))
+    assert report.verdict == "FAILED" and report.first.where == "result" and report.first.rank == 1
+    assert words_expected in words(report)
+    right = check(World(2).run(student_pipeline(), X1), Reference.of(model_ab, X1))
+    assert right.verdict == "not verified"  # right, but under other names: told which names to use
+
+
+W1 = RNG.standard_normal((4, 6))
+
+
+def test_an_average_where_a_sum_was_meant_is_not_called_missing_partial_sums():
+    x = RNG.standard_normal((1, 4))
+
+    def model(dev):
+        return dev.compute("Y", np.matmul, dev.hold("X", x), dev.hold("W", W1))
+
+    def row_split(dev):
+        r = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+        part = dev.compute("part", np.matmul, dev.hold("xs", x[:, r]), dev.hold("ws", W1[r]))
+        return dev.all_reduce(part, op="avg")  # BUG: a row split adds its partial sums
+
+    text = words(check(World(2).run(row_split), Reference.of(model)))
+    assert "Every element is 1/2 of what it should be, and 2 is the number of devices in the group" in text
+    assert "(op='avg' for op='sum'?)" in text and "partial sum" not in text

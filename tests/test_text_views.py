@@ -228,3 +228,39 @@ def test_found_and_expected_values_print_in_one_number_format():
 
     report = check(World(1).run(program), Reference.of(model))
     assert "computed [1.e-03, 2.e+00], but y is [0.e+00, 2.e+00] on one device" in report.text(None)
+
+
+def test_wrapping_keeps_a_number_with_its_unit():
+    from simulator.values import fit_lines
+
+    text = "device 1 computes the attention scores of its own half of every sequence, taking 0.5032 us and 64 bytes"
+    for width in range(30, 100):
+        lines = fit_lines(text, width).splitlines()
+        assert any("0.5032 us" in line for line in lines) and any("64 bytes" in line for line in lines), width
+
+
+def test_a_schedule_in_a_notebook_is_one_short_line_or_its_wrapped_actions():
+    from simulator.parallel.schedules import make_schedule
+
+    zbv = make_schedule("zbv", 4, 8)
+    assert repr(zbv) == "<Schedule ZB-V: 4 ranks, 8 stages, 8 microbatches>"
+    printed = []
+    zbv._repr_pretty_(type("P", (), {"text": lambda self, t: printed.append(t)})(), False)
+    assert printed == [str(zbv)] and _fits(printed[0], 110)
+
+
+def test_the_command_lines_help_and_list_stay_within_120_columns(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    for argv in (["--help"], ["run", "--help"], ["calibrate", "--help"], ["timeline", "--help"], ["html", "--help"]):
+        with pytest.raises(SystemExit):
+            main(argv)
+        out = capsys.readouterr().out
+        assert _fits(out, 120), argv
+    monkeypatch.setenv("COLUMNS", "80")
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    narrow = capsys.readouterr().out
+    assert _fits(narrow, 80) and narrow.count("wrong-input") == 2  # a scenario's name is not broken at its hyphen
+    main(["list"])
+    listed = capsys.readouterr().out
+    assert _fits(listed, 110) and "every sequence outside attention" in " ".join(listed.split())

@@ -68,6 +68,13 @@ def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
     assert {"all_reduce", "reduce_scatter", "all_gather", "broadcast", "all_to_all"} <= labels
 
 
+def test_an_average_of_integers_is_refused_on_real_ranks_as_in_a_simulation(world4):
+    from simulator import World
+
+    real, sim = world4.run(demos.avg_of_integers).outputs, World(4).run(demos.avg_of_integers).outputs
+    assert real == sim and "all_reduce(op='avg') needs floating-point values" in real[0]
+
+
 def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(world4):
     from simulator.backends.native import FIRST_PIECE_BYTES, piece_bounds
 

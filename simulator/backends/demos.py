@@ -173,6 +173,16 @@ def all_reduce_check(dev: Device, n: int) -> dict[str, bool]:
     }
 
 
+def avg_of_integers(dev: Device) -> str:
+    """op='avg' on integers, refused on real ranks as in a simulation: returns the error's text (every rank
+    refuses before sending anything, so nothing waits)."""
+    try:
+        dev.all_reduce(np.arange(4) + dev.rank, op="avg")
+    except TypeError as exc:
+        return str(exc)
+    return "no error"
+
+
 def sleep_then_return(dev: Device, seconds: float, value: Any, ranks: tuple[int, ...] | None = None) -> Any:
     """The ``ranks`` (default: all) wait ``seconds`` without communicating, then every rank returns ``value``.
 

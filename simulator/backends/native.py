@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
+from ..collectives.call import check_avg_dtype
 from ..collectives.in_place import in_place_target
 from ..device import freeze
 from ..payloads import sealed
@@ -112,6 +113,7 @@ def all_reduce(
         inputs = (freeze(x),) if dev.keep_payloads else ()
         out = dev.buffer(x.shape, x.dtype)
         bounds = piece_bounds(out.size, x.itemsize, FIRST_PIECE_BYTES, MAX_PIECE_BYTES)
+    check_avg_dtype(dev.rank, "all_reduce", op, out.dtype)
     flat, src = out.reshape(-1), np.asarray(x).reshape(-1)
     pieces, works = [], []
     for lo, hi in zip(bounds, bounds[1:]):  # copy piece k + 1 while torch reduces piece k
@@ -145,6 +147,7 @@ def reduce_scatter(
         pre = (slice(None),) * (axis % arr.ndim)
         default = [(*pre, slice(b[j], b[j + 1])) for j in range(g.p)]
         blocks, idx = [arr[s] for s in default], indices if indices is not None else default
+    check_avg_dtype(dev.rank, "reduce_scatter", op, blocks[0].dtype)
     width = max(b.size for b in blocks)
     flat = [np.pad(b.reshape(-1), (0, width - b.size)) for b in blocks]
     out = dev.tensor(np.empty(width, dtype=blocks[0].dtype))
@@ -193,6 +196,7 @@ def reduce(dev, x, dst, op="sum", group=None, algorithm="tree", *, name=None, pa
     g, t0 = Group(dev, group), dev.clock
     dst = g.root(dst, "dst")
     x = freeze(x)
+    check_avg_dtype(dev.rank, "reduce", op, x.dtype)
     t = dev.tensor(np.array(x))
     dev.native(lambda: dist.reduce(t, dst, op=_op(op), group=g.pg), "reduce")
     if dev.rank != dst:

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import diagnose
 from ..compare import structured
-from ..trace import Op
+from ..trace import Message, Op
 from .verdict import Divergence
 
 
@@ -49,6 +49,48 @@ class _Explanations:
                     return _partial_words(p, f"input {pos} of op {rec.name}")
         return None
 
+    def _result_names(self, d: Divergence) -> str:
+        """A device returned another of the model's values: which value the model returns, and who returns it."""
+        names = d.reference.identify(d.expected, rtol=self.rtol, atol=self.atol)
+        result = f"the model's result, {d.reference.describe(names[0])}," if names else "the model's result"
+        return f"Return {result} from the device that computes it; a device that holds none of it returns None."
+
+    def _flow_hint(self, d: Divergence) -> str | None:
+        """A wrong result told by what the op that computed it was fed: an input where the model's op takes
+        another (the classroom bug: stage B squares the raw input x, sent in place of A), or the model's own
+        inputs and a different computation."""
+        op, ref = d.record, d.reference
+        if not isinstance(op, Op) or not op.inputs or structured(d.found) or structured(d.expected):
+            return None
+        for name in ref.identify(d.expected, rtol=self.rtol, atol=self.atol):
+            wanted = ref.inputs.get(name)
+            if wanted is None or len(wanted) != len(op.inputs):
+                continue
+            matched = []
+            for got, want in zip(op.inputs, wanted):
+                want_names = ref.identify(want, rtol=self.rtol, atol=self.atol) if not structured(want) else []
+                got_names = ref.identify(got, rtol=self.rtol, atol=self.atol) if not structured(got) else []
+                if set(want_names) & set(got_names):
+                    matched.append(want_names[0])
+                    continue
+                if not want_names:
+                    continue
+                came = self.origin[op.rank].get(id(got))
+                what = ref.describe(got_names[0]) if got_names else "a value the model does not have"
+                via = (
+                    f", which arrived in message #{came.id} from device {came.src}" if isinstance(came, Message) else ""
+                )
+                return (
+                    f"Op {op.name} on device {op.rank} computed it from {what}{via}, where the model computes {name} "
+                    f"from {ref.describe(want_names[0])}" + (f": check what device {came.src} sends." if via else ".")
+                )
+            if len(matched) == len(op.inputs):
+                return (
+                    f"Op {op.name} on device {op.rank} was fed what the model's {name} is fed ({', '.join(matched)}), "
+                    f"but computed another value: its own arithmetic differs from {name}'s."
+                )
+        return None
+
     def _shard_advice(self, d: Divergence, block: str) -> str:
         """An op fed a block of its input: it computes a block of its output (index=) or a partial sum (partial=)."""
         rec, name = d.record, d.name
@@ -81,7 +123,11 @@ class _Explanations:
                 "(the all-reduce that adds them is missing?)."
             )
         if d.where == "result" and d.is_also:
-            return "Only a device that holds the model's result should return it; the others return None."
+            return self._result_names(d)
+        if d.where == "result":
+            flow = self._flow_hint(d)
+            if flow:
+                return flow
         if d.where == "input" and _floaty(found, expected):
             block = diagnose.block_of(found, expected)
             if block is not None:

@@ -140,12 +140,16 @@ class CheckReport:
             return text
         n = len(self.unchecked)
         return (
-            f"check NOT VERIFIED: the {self.checked} values compared match the single-device run, but "
+            f"check NOT VERIFIED: {_compared(self.checked)} the single-device run, but "
             f"{n} thing{'s' if n > 1 else ''} could not be checked:" + _bullets(self.unchecked)
         )
 
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
+
+
+def _compared(n: int) -> str:
+    return "the 1 value compared matches" if n == 1 else f"the {n} values compared match"
 
 
 def _bullets(items: list[Unchecked], limit: int = 12) -> str:

@@ -51,6 +51,15 @@ def resolve_group(dev: Any, group: Sequence[int] | None) -> tuple[int, ...]:
     return g
 
 
+def check_avg_dtype(rank: int, kind: str, op: str, dtype: Any) -> None:
+    """op='avg' on integers is refused, in a simulation and on real ranks alike."""
+    if op == "avg" and np.dtype(dtype).kind not in "fc":
+        raise TypeError(
+            f"device {rank}: {kind}(op='avg') needs floating-point values (an average of integers is not an "
+            f"integer), got {np.dtype(dtype)}: pass x.astype(float), or use op='sum'"
+        )
+
+
 class _Call:
     """One collective call on one device: its group, its position in it, its tag and labels."""
 
@@ -100,11 +109,8 @@ class _Call:
     def agree(self, **details: Any) -> None:
         """Tell the simulator what this member calls, so that members of one group calling different
         collectives (or with other arguments) get an error naming both calls, never a result."""
-        if self.op == "avg" and np.dtype(details["dtype"]).kind not in "fc":
-            raise TypeError(
-                f"device {self.dev.rank}: {self.kind}(op='avg') needs floating-point values (an average of integers "
-                f"is not an integer), got {details['dtype']}: pass x.astype(float), or use op='sum'"
-            )
+        if self.op == "avg":
+            check_avg_dtype(self.dev.rank, self.kind, self.op, details["dtype"])
         hook = getattr(self.dev, "_agree_collective", None)
         if hook is None or self.p == 1:
             return

@@ -15,6 +15,7 @@ import numpy as np
 
 from ..meta import MetaArray
 from ..payloads import sealed
+from .call import check_avg_dtype
 
 
 def in_place_target(x: Any, op: str, rank: int) -> np.ndarray | None:
@@ -32,9 +33,11 @@ def in_place_target(x: Any, op: str, rank: int) -> np.ndarray | None:
             "place): leave in_place out, or reduce an array of your own (buf = x.copy())"
         )
     if not x.flags.c_contiguous:
-        raise ValueError(f"{where}, but x is not contiguous (a slice or a transpose): reduce np.ascontiguousarray(x)")
-    if op == "avg" and not np.issubdtype(x.dtype, np.inexact):
-        raise ValueError(f"{where}, but an average of {x.dtype} values is not {x.dtype}: give x a float dtype")
+        raise ValueError(
+            f"{where}, but x is not contiguous (a slice or a transpose): keep a contiguous copy and reduce that, "
+            "buf = np.ascontiguousarray(x); dev.all_reduce(buf, in_place=True)"
+        )
+    check_avg_dtype(rank, "all_reduce", op, x.dtype)  # an average of integers has nowhere to go in x
     return x
 
 

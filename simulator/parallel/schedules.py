@@ -133,6 +133,12 @@ class Schedule:
             )
         return cls(name, ranks, stages, microbatches, actions, placement or ())
 
+    def __repr__(self) -> str:  # one short line: the actions are what str() and a notebook show
+        return f"<Schedule {self.name}: {self.ranks} ranks, {self.stages} stages, {self.microbatches} microbatches>"
+
+    def _repr_pretty_(self, p, cycle) -> None:
+        p.text(str(self))
+
     def __str__(self) -> str:
         lines = [f"{self.name}: {self.ranks} ranks, {self.stages} stages, {self.microbatches} microbatches"]
         for r, acts in self.actions.items():  # a long rank goes on over lines within 110 columns
