@@ -4,11 +4,9 @@ same run and measured on real gloo processes.
 For each world size: calibrate on those very ranks (every rank sends to the next at once, as in a ring
 step; additions; matrix products; see ``simulator.backends.calibrate``), then simulate and measure the
 ring all-reduce of ``simulator.collectives``, message by message (``collectives="messages"``), at each
-size. The calibration's messages and the measured all-reduces are taken in the same rounds (a ring step
-of every calibration size, then an all-reduce of every measured size, round after round), so that both
-meet the same machine; ``--apart`` calibrates first and measures after. Both sides are timed alike
-(``simulator.backends.prediction``): each repeat after a barrier, from the last rank's start to the last
-rank's end, the mean over many repeats. With ``--spread`` each simulated repeat
+size. Both sides are timed alike (``simulator.backends.prediction``): each repeat after a barrier, from
+the last rank's start to the last rank's end, the median over many repeats, the sizes taken in turn on real
+ranks (as calibration takes its sizes and times its messages). With ``--spread`` each simulated repeat
 draws its message times from the calibration's measurements (``simulator.spread``). Messages go without shape
 headers (every receive of the ring declares its shape; ``--headers`` sends them). The whole is repeated
 ``--runs`` times, each with a fresh calibration, and the table gives every run's predicted / measured and
@@ -21,16 +19,14 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.backends.calibrate import calibrate
 from simulator.backends.prediction import (
     SIMULATED_REPEATS,
     Row,
     add_prediction_options,
-    calibrated_beside_ring,
+    calibrated_world,
     machine_line,
     measured_seconds_by_size,
     predicted_seconds,
-    prediction_world,
     ring_all_reduces,
     spread_table,
     wait_for_quiet,
@@ -45,21 +41,9 @@ CALIBRATION_SIZES = tuple(1 << k for k in range(10, 25))
 
 def one_run(args: argparse.Namespace) -> list[Row]:
     rows = []
-    sizes = [k << 10 for k in args.kib]
     for p in args.ranks:
-        with prediction_world(args, p) as world:
-            if args.apart:
-                cal = calibrate(
-                    world=world,
-                    sizes=CALIBRATION_SIZES,
-                    repeats=args.calibration_repeats,
-                    statistic=args.statistic,
-                    spread=args.spread,
-                    pattern="ring",
-                )
-                measured = measured_seconds_by_size(world, sizes, args.repeats)
-            else:
-                cal, measured = calibrated_beside_ring(world, args, CALIBRATION_SIZES, sizes)
+        with calibrated_world(args, p, CALIBRATION_SIZES, "ring") as (world, cal):
+            measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
                 predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)
                 rows.append(Row.of(f"ring all-reduce {binary_size(n)}", p, predicted, seconds))
@@ -71,11 +55,6 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3, 4])
     parser.add_argument("--kib", type=int, nargs="+", default=[64, 256, 1024, 4096, 16384, 65536])
     add_prediction_options(parser, 41, "all-reduces per size")
-    parser.add_argument(
-        "--apart",
-        action="store_true",
-        help="calibrate first, then measure (default: in turn, as many rounds of calibration messages as --repeats)",
-    )
     args = parser.parse_args()
     load = wait_for_quiet(max_wait=args.max_wait)
     runs = []

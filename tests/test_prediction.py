@@ -13,7 +13,6 @@ from simulator.backends.prediction import (
     repeat_seconds,
     ring_all_reduces,
     ring_all_reduces_by_size,
-    ring_steps_beside_all_reduces,
     spread_table,
 )
 from simulator.cost import CostModel, LinkRegime
@@ -56,21 +55,6 @@ def test_sizes_taken_in_turn_time_each_all_reduce_as_alone():
     for n in sizes:
         assert repeat_seconds([o[n] for o in outputs]) == pytest.approx(
             [predicted_seconds(3, cost, ring_all_reduces, n)] * 4, rel=1e-3
-        )
-
-
-@pytest.mark.parametrize("p", [2, 4])
-def test_calibration_steps_beside_the_runs_measure_each_as_alone(p):
-    """Probes and all-reduces in the same rounds: each probe measures the model's message time, and each
-    all-reduce lasts what it lasts alone."""
-    cost = CostModel(latency=30e-6, bandwidth=2e9, flops=1e9, op_latency=2e-6)
-    probes, sizes = (1 << 10, 64 << 10), (8 << 10, 64 << 10)
-    outputs = World(p, cost=cost, keep_payloads=False).run(ring_steps_beside_all_reduces, probes, sizes, 3).outputs
-    for n in probes:
-        assert repeat_seconds([o["probe"][n] for o in outputs]) == pytest.approx([cost.message_time(n)] * 3, rel=1e-6)
-    for n in sizes:
-        assert repeat_seconds([o["ring"][n] for o in outputs]) == pytest.approx(
-            [predicted_seconds(p, cost, ring_all_reduces, n)] * 3, rel=1e-3
         )
 
 

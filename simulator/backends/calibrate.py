@@ -40,7 +40,7 @@ from .launch import TorchWorld
 from .prediction import repeat_seconds
 from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions
 
-__all__ = ["Calibration", "calibrate", "calibrate_with", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]
+__all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]
 
 SIZES = (8, 1 << 10, 4 << 10, 16 << 10, 64 << 10, 128 << 10, 256 << 10, 512 << 10, 1 << 20, 2 << 20, 4 << 20)
 ADD_SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20)  # bytes of each operand
@@ -167,35 +167,8 @@ def calibrate(
             )
     if world.size < 2:
         raise ValueError("calibration needs at least 2 ranks (a ping-pong pair)")
-    samples = _durations(world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs)
-    return calibrate_with(
-        world,
-        samples,
-        repeats,
-        pattern=pattern,
-        statistic=statistic,
-        add_sizes=add_sizes,
-        matmul_shapes=matmul_shapes,
-        max_regimes=max_regimes,
-        spread=spread,
-    )
-
-
-def calibrate_with(
-    world: TorchWorld,
-    samples: dict[int, list[float]],
-    repeats: int,
-    *,
-    pattern: str,
-    statistic: str = "median",
-    add_sizes: tuple[int, ...] = ADD_SIZES,
-    matmul_shapes: tuple[tuple[int, int, int], ...] = MATMUL_SHAPES,
-    max_regimes: int = 3,
-    spread: bool = False,
-) -> Calibration:
-    """``calibrate``'s fit, from message times measured already (``samples``: bytes -> each repeat's seconds,
-    by the probe ``pattern``), with additions and products measured now on ``world``."""
     stat = STATISTICS[statistic]
+    samples = _durations(world.run(PATTERNS[pattern], tuple(sizes), repeats).outputs)
     one_way = {n: stat(v) for n, v in samples.items()}
     adds = _over_ranks(world.run(reductions, tuple(add_sizes), repeats).outputs, stat)
     products = _over_ranks(world.run(matmuls, tuple(matmul_shapes), max(3, repeats // 4)).outputs, stat)

@@ -32,7 +32,6 @@ import numpy as np
 from ..cost import CostModel
 from ..device import Device
 from ..engine import World
-from .probes import send_while_receiving
 
 # simulated repeats per prediction: under a measured spread each draws its own message times, and the mean
 # of many predicts the measured mean (without one they all take the same time, and cost little)
@@ -67,45 +66,6 @@ def ring_all_reduces_by_size(dev: Device, sizes: tuple[int, ...], repeats: int) 
         for n in sizes:
             spans[n] += timed_repeats(dev, lambda x=xs[n]: dev.all_reduce(x, algorithm="ring"), 1)
     return spans
-
-
-def ring_steps_beside_all_reduces(
-    dev: Device, probe_sizes: tuple[int, ...], sizes: tuple[int, ...], repeats: int
-) -> dict[str, dict[int, list[tuple[float, float]]]]:
-    """Rank program: ``repeats`` rounds, each one ring step of every probe size (calibration's ring probe:
-    send to the next rank while receiving from the previous one) and then a ring all-reduce of every size,
-    each after a barrier: {"probe": spans by bytes, "ring": spans by bytes}.
-
-    The machine changes over a run (a scheduler's stalls come and go, and depend on what else the ranks
-    just did): measured in the same rounds, the calibration and the runs it predicts meet the same machine."""
-    right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
-    bufs = {n: np.zeros(n, dtype=np.uint8) for n in probe_sizes}
-    xs = {n: np.ones(n // 8) for n in sizes}
-    out: dict[str, dict[int, list[tuple[float, float]]]] = {"probe": {n: [] for n in probe_sizes}}
-    out["ring"] = {n: [] for n in sizes}
-    for _ in range(repeats):
-        for n in probe_sizes:
-            out["probe"][n] += timed_repeats(dev, lambda b=bufs[n]: send_while_receiving(dev, b, right, left), 1)
-        for n in sizes:
-            out["ring"][n] += timed_repeats(dev, lambda x=xs[n]: dev.all_reduce(x, algorithm="ring"), 1)
-    return out
-
-
-def calibrated_beside_ring(world: Any, args: argparse.Namespace, probe_sizes: Sequence[int], sizes: Sequence[int]):
-    """Calibration (ring probes, additions, products) and ring all-reduces of ``sizes`` on real ranks, the
-    probes and the all-reduces taken in the same rounds (``ring_steps_beside_all_reduces``), the first round
-    left out: (the ``Calibration``, per size the all-reduces' durations). Needs torch."""
-    from .calibrate import calibrate_with
-
-    outputs = world.run(ring_steps_beside_all_reduces, tuple(probe_sizes), tuple(sizes), args.repeats + 1).outputs
-    probes = {n: repeat_seconds([o["probe"][n] for o in outputs])[1:] for n in probe_sizes}
-    measured = {n: repeat_seconds([o["ring"][n] for o in outputs])[1:] for n in sizes}
-    cal = calibrate_with(
-        world, probes, args.calibration_repeats, pattern="ring", statistic=args.statistic, spread=args.spread
-    )
-    if args.verbose:
-        print(cal.summary(), flush=True)
-    return cal, measured
 
 
 def measured_seconds_by_size(world: Any, sizes: Sequence[int], repeats: int) -> dict[int, list[float]]:
@@ -236,21 +196,14 @@ def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: 
     parser.add_argument("--verbose", action="store_true", help="print each calibration's fit")
 
 
-def prediction_world(args: argparse.Namespace, ranks: int) -> Any:
-    """``ranks`` gloo ranks running collectives message by message, as the prediction benchmarks use them (a
-    ``TorchWorld``, to use in a ``with``). Needs torch."""
-    from .launch import TorchWorld
-
-    return TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers)
-
-
 @contextlib.contextmanager
 def calibrated_world(args: argparse.Namespace, ranks: int, sizes: Sequence[int], pattern: str) -> Iterator[tuple]:
-    """``prediction_world``, calibrated as ``args`` (the options above) say: yields (the ``TorchWorld``, its
-    ``Calibration``). Needs torch."""
+    """``ranks`` gloo ranks running collectives message by message, calibrated as ``args`` (the options
+    above) say: yields (the ``TorchWorld``, its ``Calibration``). Needs torch."""
     from .calibrate import calibrate
+    from .launch import TorchWorld
 
-    with prediction_world(args, ranks) as w:
+    with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as w:
         cal = calibrate(
             world=w,
             sizes=tuple(sizes),

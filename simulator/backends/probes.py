@@ -106,17 +106,12 @@ def _send_while_receiving(
         dev.barrier()
         t0 = dev.clock
         if max(to, frm) < dev.world_size:
-            send_while_receiving(dev, buf, to, frm)
+            req = dev.isend(buf, to, tag=1)
+            dev.recv(frm, tag=1, shape=(n,), dtype=np.uint8)
+            dev.wait(req)
         return t0, dev.clock
 
     return _interleaved(sizes, repeats, warmup, step)
-
-
-def send_while_receiving(dev: Device, buf: np.ndarray, to: int, frm: int) -> None:
-    """Send ``buf`` (bytes) to ``to`` while receiving as many from ``frm``: one step of the probes above."""
-    req = dev.isend(buf, to, tag=1)
-    dev.recv(frm, tag=1, shape=buf.shape, dtype=np.uint8)
-    dev.wait(req)
 
 
 PATTERNS = {"pingpong": pingpong, "exchange": exchange, "ring": ring}
