@@ -322,3 +322,51 @@ def test_an_average_where_a_sum_was_meant_is_not_called_missing_partial_sums():
     text = words(check(World(2).run(row_split), Reference.of(model)))
     assert "Every element is 1/2 of what it should be, and 2 is the number of devices in the group" in text
     assert "(op='avg' for op='sum'?)" in text and "partial sum" not in text
+
+
+def test_a_reference_given_as_a_function_of_the_rank_is_asked_once_per_rank():
+    xb, t, w = RNG.standard_normal((2, 4)), RNG.standard_normal((2, 1)), RNG.standard_normal((4, 1))
+
+    def grad_fn(x, t, w):
+        return x.T @ (x @ w - t) / x.shape[0]
+
+    def model_for(dev, r):  # each replica's own local gradient, and the averaged one
+        x, tt, ww = dev.hold("X", xb), dev.hold("T", t), dev.hold("w", w)
+        dev.compute("g_local", grad_fn, xb[r : r + 1], t[r : r + 1], w)
+        return dev.compute("grad", grad_fn, x, tt, ww)
+
+    def replica(dev):
+        i = np.s_[dev.rank : dev.rank + 1]
+        x, tt = dev.hold("X", xb[i], index=i), dev.hold("T", t[i], index=i)
+        g = dev.compute("g_local", grad_fn, x, tt, dev.hold("w", w))
+        return dev.all_reduce(g, op="avg", name="grad")
+
+    calls = []
+
+    def reference(rank):
+        calls.append(rank)
+        return Reference.of(model_for, rank)
+
+    run = World(2).run(replica)
+    assert check(run, reference).ok and sorted(calls) == [0, 1]
+    assert check(run, {r: Reference.of(model_for, r) for r in range(2)}).ok
+
+
+def test_an_all_reduce_whose_result_is_dropped_is_told_apart_from_a_missing_one():
+    x, w = RNG.standard_normal((1, 4)), RNG.standard_normal((4, 6))
+
+    def model(dev):
+        return dev.compute("Y", np.matmul, dev.hold("X", x), dev.hold("W", w))
+
+    def row_split(dev, reduce=True):
+        r = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+        y = dev.compute("part", np.matmul, dev.hold("xs", x[:, r]), dev.hold("ws", w[r]))
+        if reduce:
+            dev.all_reduce(y)  # BUG: as in torch, where y would now hold the sum
+        return y
+
+    dropped = words(check(World(2).run(row_split), Reference.of(model)))
+    assert "device 0 called all_reduce: it returns the sum as a new array" in dropped
+    assert "y = dev.all_reduce(y)" in dropped and "is missing" not in dropped
+    missing = words(check(World(2).run(row_split, False), Reference.of(model)))
+    assert "(the all-reduce that adds them is missing?)" in missing and "called all_reduce" not in missing

@@ -101,3 +101,53 @@ def test_not_verified_is_said_with_what_was_not_compared():
 def test_unknown_exercise_is_named():
     with pytest.raises(KeyError, match="choose one of: split-the-seed"):
         start("split")
+
+
+def _no_split_matmul(dev):  # the whole W on every device, nothing sent: right values, not the exercise
+    from simulator.exercises.tensor import W, X
+
+    return dev.compute("Y", np.matmul, dev.hold("X", X), dev.hold("W", W))
+
+
+def _ring_without_messages(dev, xs):
+    from simulator.exercises.ring import XS
+
+    dev.hold(f"x[{dev.rank}]", XS[dev.rank])
+    return dev.compute("v", lambda: XS.sum(axis=0))
+
+
+def _ring_by_the_library(dev, xs):
+    from simulator.exercises.ring import XS
+
+    return dev.all_reduce(dev.hold(f"x[{dev.rank}]", XS[dev.rank]), name="v")
+
+
+def _replica_on_the_whole_batch(dev):
+    from simulator.exercises.data import W, X, Y, mean_gradient
+
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    dev.hold("X", X), dev.hold("y", Y), dev.hold("w", W)
+    dev.compute("g.local", mean_gradient, X[rows], Y[rows], W)
+    return dev.compute("g", mean_gradient, X, Y, W)
+
+
+def _seed_on_one_device(dev, x):
+    h = dev.compute("A", lambda v: 2 * v + 1, dev.hold("x", x))
+    return dev.compute("B", np.square, h) if dev.rank == 1 else None
+
+
+@pytest.mark.parametrize(
+    "exercise, program, words",
+    [
+        ("column-split", _no_split_matmul, "no message crossed between the devices: each device computes its own"),
+        ("row-split", _no_split_matmul, "no message crossed between the devices: each device multiplies its own"),
+        ("ring-all-reduce", _ring_without_messages, "no message crossed between the devices: the ring passes"),
+        ("ring-all-reduce", _ring_by_the_library, "its messages all come from a collective call: the ring passes"),
+        ("data-parallel-average", _replica_on_the_whole_batch, "no message crossed between the devices: each replica"),
+        ("split-the-seed", _seed_on_one_device, "no message crossed between the devices: stage A runs on device 0"),
+    ],
+)
+def test_a_program_that_gets_the_values_without_the_parallelism_fails(exercise, program, words, capsys):
+    grade = start(exercise).grade(program)
+    assert grade.verdict == "FAILED" and "the values match the single-device run, but" in " ".join(grade.text.split())
+    assert words in " ".join(grade.text.split())

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from .. import diagnose
+from ..comm_summary import message_kind
 from ..compare import structured
 from ..trace import Message, Op
 from .verdict import Divergence
@@ -48,6 +49,12 @@ class _Explanations:
                 if p is not None:
                     return _partial_words(p, f"input {pos} of op {rec.name}")
         return None
+
+    def _called(self, rank: int, kind: str) -> bool:
+        """Whether device ``rank`` called the collective ``kind`` (its messages, or a native call's op)."""
+        if any(m.src == rank and message_kind(m.label) == kind for m in self.trace.messages):
+            return True
+        return any(op.rank == rank and op.name.startswith(f"{kind} (native)") for op in self.trace.ops)
 
     def _result_names(self, d: Divergence) -> str:
         """A device returned another of the model's values: which value the model returns, and who returns it."""
@@ -118,6 +125,12 @@ class _Explanations:
             return None
         found, expected = np.asarray(d.found), np.asarray(d.expected)
         if d.where == "result" and self._results_add_up(d):
+            if self._called(d.rank, "all_reduce"):  # torch's habit: all_reduce(y) changes y there
+                return (
+                    f"The devices' results add up to the model's result, and device {d.rank} called all_reduce: it "
+                    "returns the sum as a new array and leaves its input as it was, so use what it returns, "
+                    "y = dev.all_reduce(y) (or dev.all_reduce(y, in_place=True), as torch does)."
+                )
             return (
                 "The devices' results add up to the model's result: each device returned a partial sum "
                 "(the all-reduce that adds them is missing?)."

@@ -335,7 +335,14 @@ def _resolver(reference) -> Callable[[int], Reference]:
 
         return by_rank
     if callable(reference):
-        return reference
+        made: dict[int, Reference] = {}  # one Reference per rank: a function is asked at every event
+
+        def once(rank: int) -> Reference:
+            if rank not in made:
+                made[rank] = reference(rank)
+            return made[rank]
+
+        return once
     raise TypeError(
         f"reference must be a Reference, a mapping rank -> Reference, or a function; got {type(reference).__name__}"
     )

@@ -25,6 +25,8 @@ from typing import Any
 
 import numpy as np
 
+from ..collectives.algorithms import ALGORITHMS
+from ..comm_summary import message_kind
 from ..engine import RunResult, World
 from ..reference import CheckReport, References, check
 from ..values import fit_lines
@@ -233,6 +235,24 @@ def returns_whole(shape: tuple[int, ...], name: str) -> Requirement:
         return None
 
     return Requirement(f"every device returns the whole {name}", unmet)
+
+
+def exchanges_messages(why: str, *, by_hand: bool = False) -> Requirement:
+    """The devices exchange messages: a program that computes the whole answer on every device, with no split
+    and nothing sent, matches every value and still is not the exercise. ``by_hand``: the messages must be the
+    program's own sends, not a collective's (an exercise that writes the collective itself)."""
+
+    def unmet(run: RunResult) -> str | None:
+        own = [m for m in run.trace.messages if not by_hand or message_kind(m.label) not in ALGORITHMS]
+        if own:
+            return None
+        if by_hand and run.trace.messages:
+            return f"its messages all come from a collective call: {why}"
+        return f"no message crossed between the devices: {why}"
+
+    return Requirement(
+        "the devices exchange what the others need" + (", with their own sends" if by_hand else ""), unmet
+    )
 
 
 def world_run(world: World, *args: Any) -> Callable[[Any], RunResult]:

@@ -12,7 +12,7 @@ import numpy as np
 
 from ..engine import RunResult, World
 from ..reference import Reference
-from .core import Exercise, Question, Requirement, held_bytes, returns_whole, world_run
+from .core import Exercise, Question, Requirement, exchanges_messages, held_bytes, returns_whole, world_run
 
 REPLICAS = 2
 X = (np.arange(24.0).reshape(8, 3) % 5 - 2) / 2  # 8 rows of 3 features
@@ -71,7 +71,12 @@ def data_parallel_average() -> Exercise:
             "dev.all_reduce adds by default (op='sum'). The replicas' mean gradients must be averaged.",
             'Use `dev.all_reduce(g_local, op="avg", name="g")`.',
         ],
-        requirements=[returns_whole((3,), "g")],
+        requirements=[
+            returns_whole((3,), "g"),
+            exchanges_messages(
+                "each replica computes the gradient of its own samples, and an all-reduce averages them"
+            ),
+        ],
     )
 
 
@@ -127,5 +132,6 @@ def zero_one_step() -> Exercise:
         requirements=[
             Requirement("each device holds 1/p of the optimizer state", _sharded_state),
             returns_whole((8,), "p.new"),
+            exchanges_messages("each device updates its own half of p, and an all-gather joins the halves"),
         ],
     )

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..engine import World
 from ..reference import Reference
-from .core import Exercise, Question, world_run
+from .core import Exercise, Question, exchanges_messages, world_run
 
 P = 4
 XS = (np.arange(P * 8, dtype=np.float64).reshape(P, 8) % 7) - 3  # device r holds XS[r]
@@ -65,5 +65,10 @@ def ring_all_reduce() -> Exercise:
             "all-gather phase must pass each finished chunk around the ring, p - 1 steps, replacing (not adding).",
             "All-gather step s (s = 0 .. p - 2): send chunk (r + 1 - s) mod p to the right, receive chunk "
             "(r - s) mod p from the left and store it: `chunks[(r - s) % p] = got`.",
+        ],
+        requirements=[
+            exchanges_messages(
+                "the ring passes chunks from each device to the next, with dev.send and dev.recv", by_hand=True
+            )
         ],
     )

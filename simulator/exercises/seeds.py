@@ -8,7 +8,7 @@ import numpy as np
 from ..engine import World
 from ..examples.seeds import model, stage_a, stage_b
 from ..reference import Reference
-from .core import Exercise, Question, world_run
+from .core import Exercise, Question, exchanges_messages, world_run
 
 X = np.array([3.0])  # the input: A = 7 crosses the boundary, B returns 49
 
@@ -49,6 +49,7 @@ def split_the_seed() -> Exercise:
             "On device 0, after computing h: `dev.send(h, dst=1)`. On device 1, instead of `h = x`: "
             '`h = dev.recv(src=0, name="A", shape=(1,), dtype=np.float64)`.',
         ],
+        requirements=[exchanges_messages("stage A runs on device 0 and sends its output to device 1, which runs B")],
     )
 
 
@@ -79,4 +80,5 @@ def raw_input_bug() -> Exercise:
             "Device 0 computes h = A(x), then sends something. Is it h?",
             "Replace `dev.send(x, dst=1)` with `dev.send(h, dst=1)`.",
         ],
+        requirements=[exchanges_messages("stage A runs on device 0 and sends its output to device 1, which runs B")],
     )

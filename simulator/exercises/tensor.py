@@ -8,7 +8,7 @@ import numpy as np
 
 from ..engine import World
 from ..reference import Reference
-from .core import Exercise, Question, returns_whole, world_run
+from .core import Exercise, Question, exchanges_messages, returns_whole, world_run
 
 X = np.arange(8.0).reshape(2, 4) / 4 - 0.5  # (2, 4): small numbers that print in full
 W = (np.arange(24.0).reshape(4, 6) % 5 - 2) / 2  # (4, 6)
@@ -52,7 +52,10 @@ def column_split() -> Exercise:
             'Compute with `dev.compute("Y", np.matmul, X, w, index=cols)`, then return '
             '`dev.all_gather(y, axis=1, name="Y")`, which concatenates the blocks in device order.',
         ],
-        requirements=[returns_whole((2, 6), "Y")],
+        requirements=[
+            returns_whole((2, 6), "Y"),
+            exchanges_messages("each device computes its own columns of Y, and the devices gather them"),
+        ],
     )
 
 
@@ -90,5 +93,8 @@ def row_split() -> Exercise:
             "The two partial sums must be added, and both devices need the total: that is an all-reduce.",
             'Return `dev.all_reduce(y, name="Y")` instead of y.',
         ],
-        requirements=[returns_whole((2, 6), "Y")],
+        requirements=[
+            returns_whole((2, 6), "Y"),
+            exchanges_messages("each device multiplies its own rows of W, and an all-reduce adds the partial sums"),
+        ],
     )
