@@ -119,8 +119,9 @@ class Device(DeviceMemory, Messaging, CollectiveMethods):
         index:   which part of the single-device value ``name`` this computes (for the checker)
         partial: this output is one term of a sum over a group of devices, and the group's terms add up
                  to ``name`` (a row-parallel matmul before its all-reduce): True for every device, or the
-                 group's ranks. The checker adds the terms up and compares the sum with ``name``, and
-                 flags a partial sum used where the complete value is needed.
+                 group's ranks. The checker adds the terms up and compares the sum with ``name`` (or their
+                 mean, for terms of an average: replicas' gradients), and flags a partial sum used where the
+                 complete value is needed.
         keep:    store the output in memory under ``name``
         label:   the collective step this op belongs to (set by the collectives)
         product: the op is a matrix product of its first two inputs, for a cost model whose products pack

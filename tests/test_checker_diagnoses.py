@@ -106,7 +106,8 @@ def test_local_means_summed_not_averaged_name_the_group(case):
     ref = Reference.of(model)
     assert check(World(p).run(replicas, True), ref).ok
     first, text = first_words(World(p).run(replicas, False), ref)
-    assert first.where == "partial sums"
+    # the local means are terms of an average (their mean is g), so the sum shows where they are added
+    assert first.where == "output" and first.name == "g"
     assert f"Every element is {p} times what it should be, and {p} is the number of devices in the group" in text
 
 

@@ -370,3 +370,27 @@ def test_an_all_reduce_whose_result_is_dropped_is_told_apart_from_a_missing_one(
     assert "y = dev.all_reduce(y)" in dropped and "is missing" not in dropped
     missing = words(check(World(2).run(row_split, False), Reference.of(model)))
     assert "(the all-reduce that adds them is missing?)" in missing and "called all_reduce" not in missing
+
+
+@pytest.mark.parametrize("op", ["avg", "sum"])
+def test_replicas_gradients_marked_partial_are_terms_of_an_average(op):
+    xb, t, w = RNG.standard_normal((2, 4)), RNG.standard_normal((2, 1)), RNG.standard_normal((4, 1))
+
+    def grad_fn(x, t, w):
+        return x.T @ (x @ w - t) / x.shape[0]
+
+    def model(dev):
+        return dev.compute("grad", grad_fn, dev.hold("X", xb), dev.hold("T", t), dev.hold("w", w))
+
+    def replica(dev):
+        i = np.s_[dev.rank : dev.rank + 1]
+        x, tt = dev.hold("X", xb[i], index=i), dev.hold("T", t[i], index=i)
+        g = dev.compute("grad", grad_fn, x, tt, dev.hold("w", w), partial=True)  # as the checker's advice says
+        return dev.all_reduce(g, op=op)
+
+    report = check(World(2).run(replica), Reference.of(model))
+    if op == "avg":
+        assert report.ok, report
+    else:  # summed where the average was meant: caught at the result, with the cause
+        assert report.verdict == "FAILED" and report.first.where == "result"
+        assert "2 times what it should be" in words(report) and "where an average was meant" in words(report)

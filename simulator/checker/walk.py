@@ -192,8 +192,8 @@ class _Checker(_ResultChecks, _Explanations):
             )
         else:
             advice = (
-                ", and its value is none of the reference's (if it is one term of a sum, name it after the sum "
-                "and say partial=True)"
+                ", and its value is none of the reference's (if it is one term of a sum or of an average, as a "
+                "replica's gradient is, name it after the sum or the average and say partial=True)"
             )
         context = f" {context}" if context else ""
         self.unchecked.append(
@@ -269,9 +269,14 @@ class _Checker(_ResultChecks, _Explanations):
                 total = total + p.record.output
             ref = self._ref(rec.rank)
             members = ", ".join(map(str, group))
-            self._compare(  # the path field says over which devices
-                "partial sums", rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), total, path=members
-            )
+            expected = ref.expected(rec.name, rec.index)
+            if len(group) > 1 and not same(total, expected, self.rtol, self.atol):
+                # terms of an average (each replica's gradient of its own samples, averaged by the all-reduce):
+                # their mean is the value; a sum where the average was meant still fails, at the all-reduce
+                mean = total / len(group) if not structured(total) else None
+                if mean is not None and same(mean, expected, self.rtol, self.atol):
+                    total = mean
+            self._compare("partial sums", rec.rank, i, rec, rec.name, expected, total, path=members)  # path: devices
 
     def _partial_of(self, rank: int, value: Any) -> Op | None:
         """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""
