@@ -158,6 +158,14 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
     rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
+    low = {a.dtype, b.dtype} & {np.dtype(np.float32), np.dtype(np.float16)}
+    rounding = (
+        f" Differences this small are what {'float16' if np.dtype(np.float16) in low else 'float32'} gives when a "
+        "long sum is added in another order: if "
+        "that is all, allow them with a looser tolerance, check(..., rtol=1e-3)."
+        if low and not cast and worst_rel < 1e-2
+        else ""
+    )
     return (
         cast
         + (" " if cast else "")
@@ -166,4 +174,5 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
             f"largest relative difference {rel_text}); the first is at {list(first)}. "
             f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."
         )
+        + rounding
     )

@@ -181,10 +181,8 @@ def test_a_device_that_returns_an_intermediate_value_hears_which_one_it_is():
 
     report = check(World(2).run(pipeline), Reference.of(two_stages))
     assert report.verdict == "FAILED" and report.first.where == "result" and report.first.rank == 0
-    assert (
-        "is stageA. Return the model's result, stageB, from the device that computes it; a device that holds none"
-        in (words(report))
-    )
+    assert "is stageA. The model's result is stageB, and this is a value on the way to it" in words(report)
+    assert "(A device that holds none of the result returns None.)" in words(report)
 
 
 def test_bad_packing_and_product_values_are_refused_naming_the_fix():
@@ -294,7 +292,7 @@ def student_pipeline(send="hidden", stage_a=lambda v: 2 * v + 1, stage_b=np.squa
             "Op sq on device 1 was fed what the model's B is fed (A), but computed another value: its own arithmetic "
             "differs from B's.",
         ),
-        ({"returns": "got"}, "is A (stage A's output, 2x + 1). Return the model's result, B, from the device that"),
+        ({"returns": "got"}, "is A (stage A's output, 2x + 1). The model's result is B, and this is a value on the"),
     ],
 )
 def test_a_wrong_pipeline_under_a_students_own_names_is_explained_by_what_fed_the_result(bug, words_expected):
@@ -394,3 +392,48 @@ def test_replicas_gradients_marked_partial_are_terms_of_an_average(op):
     else:  # summed where the average was meant: caught at the result, with the cause
         assert report.verdict == "FAILED" and report.first.where == "result"
         assert "2 times what it should be" in words(report) and "where an average was meant" in words(report)
+
+
+def test_a_list_of_pieces_where_one_array_was_meant_is_told_the_axis():
+    x, w = RNG.standard_normal((1, 4)), RNG.standard_normal((4, 8))
+
+    def model(dev):
+        return dev.compute("Y", np.matmul, dev.hold("X", x), dev.hold("W", w))
+
+    def column_split(dev, axis):
+        cols = np.s_[:, 4 * dev.rank : 4 * dev.rank + 4]
+        y = dev.compute("part", np.matmul, dev.hold("xx", x), dev.hold("ww", w[cols]))
+        return dev.all_gather(y, axis=axis)
+
+    listed = words(check(World(2).run(column_split, None), Reference.of(model)))
+    assert "It is a list of 2 pieces that, joined along axis 1, make the value: all_gather(x, axis=1)" in listed
+    wrong_axis = words(check(World(2).run(column_split, 0), Reference.of(model)))
+    assert wrong_axis.count("It has shape (2, 4) where one device has (1, 8)") == 1  # said once
+
+
+def test_a_result_computed_from_a_devices_share_of_the_input_asks_for_the_combining_collective():
+    xb, w = RNG.standard_normal((2, 4)), RNG.standard_normal((4, 1))
+
+    def model(dev):
+        return dev.compute("g", lambda x, w: x.T @ (x @ w) / len(x), dev.hold("X", xb), dev.hold("W", w))
+
+    def replica(dev):  # BUG: no all-reduce
+        return dev.compute("local", lambda x, w: x.T @ (x @ w) / len(x), xb[dev.rank : dev.rank + 1], w)
+
+    text = words(check(World(2).run(replica), Reference.of(model)))
+    assert "Op local on device 0 computed it from the block [0:1, :] of X, where the model computes g" in text
+    assert "the devices' results are to be combined (an all-reduce, an all-gather?)" in text
+
+
+def test_small_float32_differences_are_told_they_may_be_rounding():
+    from simulator.compare import difference
+
+    exact = RNG.standard_normal(64)
+    found = exact.astype(np.float32)
+    found[3] *= 1 + 2e-4
+    assert "what float32 gives when a long sum is added in another order" in difference(found, exact.astype(np.float32))
+    assert "check(..., rtol=1e-3)" in difference(found, exact.astype(np.float32))
+    big = found.copy()
+    big[3] *= 2
+    assert "long sum" not in difference(big, exact.astype(np.float32))  # a real difference is not excused
+    assert "long sum" not in difference(found.astype(np.float64) * 1.0, exact * (1 + 0))  # float64: not said

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import diagnose
 from ..comm_summary import message_kind
-from ..compare import structured
+from ..compare import same, structured
 from ..trace import Message, Op
 from .verdict import Divergence
 
@@ -50,6 +50,24 @@ class _Explanations:
                     return _partial_words(p, f"input {pos} of op {rec.name}")
         return None
 
+    def _pieces_hint(self, d: Divergence) -> str | None:
+        """A list of blocks where one array was meant: all_gather without ``axis=`` gives its pieces as a list."""
+        pieces = [np.asarray(p) for p in d.found]
+        expected = np.asarray(d.expected)
+        if not pieces or any(p.ndim != expected.ndim or p.dtype.kind not in "biufc" for p in pieces):
+            return None
+        for axis in range(expected.ndim):
+            try:
+                joined = np.concatenate(pieces, axis=axis)
+            except ValueError:
+                continue
+            if same(joined, expected, self.rtol, self.atol):
+                return (
+                    f"It is a list of {len(pieces)} pieces that, joined along axis {axis}, make the value: "
+                    f"all_gather(x, axis={axis}) joins them (without axis= it returns the list)."
+                )
+        return None
+
     def _called(self, rank: int, kind: str) -> bool:
         """Whether device ``rank`` called the collective ``kind`` (its messages, or a native call's op)."""
         if any(m.src == rank and message_kind(m.label) == kind for m in self.trace.messages):
@@ -59,8 +77,11 @@ class _Explanations:
     def _result_names(self, d: Divergence) -> str:
         """A device returned another of the model's values: which value the model returns, and who returns it."""
         names = d.reference.identify(d.expected, rtol=self.rtol, atol=self.atol)
-        result = f"the model's result, {d.reference.describe(names[0])}," if names else "the model's result"
-        return f"Return {result} from the device that computes it; a device that holds none of it returns None."
+        result = d.reference.describe(names[0]) if names else "another value"
+        return (
+            f"The model's result is {result}, and this is a value on the way to it: the wrong value returned, or a "
+            "step left out? (A device that holds none of the result returns None.)"
+        )
 
     def _flow_hint(self, d: Divergence) -> str | None:
         """A wrong result told by what the op that computed it was fed: an input where the model's op takes
@@ -83,10 +104,17 @@ class _Explanations:
                 if not want_names:
                     continue
                 came = self.origin[op.rank].get(id(got))
-                what = ref.describe(got_names[0]) if got_names else "a value the model does not have"
                 via = (
                     f", which arrived in message #{came.id} from device {came.src}" if isinstance(came, Message) else ""
                 )
+                block = None if got_names or not _floaty(got, want) else diagnose.block_of(got, np.asarray(want))
+                if block is not None:  # a device's share of the input: its result is a share too, to combine
+                    return (
+                        f"Op {op.name} on device {op.rank} computed it from the block {diagnose.show_index(block)} "
+                        f"of {want_names[0]}{via}, where the model computes {name} from the whole of it: the "
+                        "devices' results are to be combined (an all-reduce, an all-gather?)."
+                    )
+                what = ref.describe(got_names[0]) if got_names else "a value the model does not have"
                 return (
                     f"Op {op.name} on device {op.rank} computed it from {what}{via}, where the model computes {name} "
                     f"from {ref.describe(want_names[0])}" + (f": check what device {came.src} sends." if via else ".")
@@ -121,6 +149,8 @@ class _Explanations:
         )
 
     def _hint(self, d: Divergence) -> str | None:
+        if isinstance(d.found, (list, tuple)) and not structured(d.expected):
+            return self._pieces_hint(d)
         if structured(d.found) or structured(d.expected):
             return None
         found, expected = np.asarray(d.found), np.asarray(d.expected)

@@ -77,7 +77,7 @@ class Divergence:
         if self.hint:
             head += " " + self.hint
         more = None if structured(self.found) or structured(self.expected) else difference(self.found, self.expected)
-        if more:
+        if more and more.rstrip(".") not in head:  # a hint may have said it already (a shape, joined wrongly)
             head += " " + more
         return head
 
