@@ -435,11 +435,18 @@ class Engine:
         first, first_call, came = entry
         if call != first_call:
             (r0, c0), (r1, c1) = sorted([(first, describe_call(first_call)), (rank, describe_call(call))])
+            empty = "(0," in c0 or "(0," in c1 or ", 0)" in c0 or ", 0)" in c1
             raise CollectiveMismatchError(
                 f"devices {key[0]} made different collective calls (call #{number} among them):\n"
                 f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"
-                "  every member of a group must make the same collective calls, in the same order, with the same "
-                "arguments (the same group order, root, op, algorithm and shapes)"
+                "  every member of a group must make the same collective calls, in the same order, with the same\n"
+                "  arguments (the same group order, root, op, algorithm and shapes)"
+                + (
+                    "\n  a shape with no elements: was a value split along an axis shorter than the group (a batch\n"
+                    "  of 1 along axis 0 gives the other members empty blocks)? split it along another axis="
+                    if empty
+                    else ""
+                )
             )
         if came + 1 == len(group):
             del self._calls[key]

@@ -437,3 +437,15 @@ def test_small_float32_differences_are_told_they_may_be_rounding():
     big[3] *= 2
     assert "long sum" not in difference(big, exact.astype(np.float32))  # a real difference is not excused
     assert "long sum" not in difference(found.astype(np.float64) * 1.0, exact * (1 + 0))  # float64: not said
+
+
+def test_a_batch_of_one_split_along_axis_0_is_named_when_the_gather_disagrees():
+    from simulator.errors import CollectiveMismatchError
+
+    def program(dev):
+        part = dev.reduce_scatter(np.ones((1, 8)) * (dev.rank + 1))  # axis=0 of a batch of 1: device 1 gets nothing
+        return dev.all_gather(part, axis=0)
+
+    with pytest.raises(CollectiveMismatchError, match="a shape with no elements") as err:
+        World(2).run(program)
+    assert "split it along another axis=" in str(err.value) and max(map(len, str(err.value).splitlines())) <= 120
