@@ -346,7 +346,12 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 default=2,
                 help="ranks to measure on, all at once (default: 2)",
             ),
-            p.add_argument("--backend", default="gloo", choices=("gloo", "nccl"), help="(default: gloo)"),
+            p.add_argument(
+                "--backend",
+                default="gloo",
+                choices=("gloo", "nccl"),
+                help="torch.distributed backend: gloo on CPUs, nccl with one GPU per rank (default: gloo)",
+            ),
             p.add_argument(
                 "--out",
                 type=output_file_like("cost.json"),

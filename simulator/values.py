@@ -161,6 +161,8 @@ def _slice_text(s: Any) -> str:
     if isinstance(s, slice):
         text = f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
         return text if s.step in (None, 1) else f"{text}:{s.step}"
+    if isinstance(s, np.ndarray):  # chosen positions (a balanced ring's token order): the list, not NumPy's repr
+        return inline(s)
     return "..." if s is Ellipsis else repr(s)
 
 

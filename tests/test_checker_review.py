@@ -449,3 +449,9 @@ def test_a_batch_of_one_split_along_axis_0_is_named_when_the_gather_disagrees():
     with pytest.raises(CollectiveMismatchError, match="a shape with no elements") as err:
         World(2).run(program)
     assert "split it along another axis=" in str(err.value) and max(map(len, str(err.value).splitlines())) <= 120
+
+
+def test_a_failed_report_that_shows_some_unchecked_things_says_where_the_rest_are():
+    report = check(World(2).run(student_pipeline(send="inp"), X1), Reference.of(model_ab, X1))
+    assert len(report.unchecked) > 3
+    assert f"... and {len(report.unchecked) - 3} more (report.unchecked lists every one)" in words(report)

@@ -264,3 +264,7 @@ def test_the_command_lines_help_and_list_stay_within_120_columns(capsys, monkeyp
     main(["list"])
     listed = capsys.readouterr().out
     assert _fits(listed, 110) and "every sequence outside attention" in " ".join(listed.split())
+
+
+def test_chosen_positions_print_as_a_list():
+    assert part_text((slice(None), np.array([0, 1, 2, 3, 28, 29]), slice(None))) == "[:, [0, 1, 2, 3, 28, 29], :]"

@@ -155,7 +155,7 @@ def _compared(n: int) -> str:
 def _bullets(items: list[Unchecked], limit: int = 12) -> str:
     lines = [f"\n  - {u.text}" for u in items[:limit]]
     if len(items) > limit:
-        lines.append(f"\n  - ... and {len(items) - limit} more")
+        lines.append(f"\n  - ... and {len(items) - limit} more (report.unchecked lists every one)")
     return "".join(lines)
 
 
