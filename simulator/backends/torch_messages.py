@@ -1,0 +1,290 @@
+"""A TorchDevice's sends and receives: ``send``/``recv``/``isend``/``irecv``/``wait``/``test`` over
+torch.distributed, with the simulator's arguments, and the requests they return (a mixin of
+``TorchDevice``, which brings the rank, the clock, the record and the process groups).
+
+A message travels as an optional header, then the payload bytes (see ``wire``). Every wait has a timeout:
+a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..errors import ContractError, SimulationError
+from ..trace import Message
+from .recording import RecvRecord, SendRecord
+from .wire import (
+    HEADER_LEN,
+    as_bytes,
+    check_tag,
+    decode_header,
+    encode_header,
+    from_bytes,
+    nbytes_of,
+)
+
+
+class TorchRequest:
+    """A pending send or receive on a TorchDevice; ``wait`` on it (as with ``simulator.device.Request``)."""
+
+    __slots__ = (
+        "kind",
+        "owner",
+        "peer",
+        "tag",
+        "seq",
+        "works",
+        "tensors",
+        "shape",
+        "dtype",
+        "name",
+        "index",
+        "t_post",
+        "header",
+        "buffer",
+        "state",
+        "t_done",
+    )
+
+    def __init__(self, kind, owner, peer, tag, seq, shape=None, dtype=None, name=None, index=None, t_post=0.0):
+        self.kind = kind
+        self.owner = owner
+        self.peer = peer
+        self.tag = tag
+        self.seq = seq
+        self.works: list[Any] = []
+        self.tensors: list[Any] = []  # kept alive until the transfer completes
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.index = index
+        self.t_post = t_post
+        self.header = None  # recv: the header buffer while its payload recv is not yet posted
+        self.buffer = None  # recv: the payload buffer
+        self.state = "posted"  # -> "payload-posted" (recv) -> "done"
+        self.t_done: float | None = None
+
+    @property
+    def done(self) -> float | None:
+        """When the request completed (this device's clock), or None if not known to be complete.
+
+        As ``simulator.device.Request.done``, for programs that test before they wait. torch gives no
+        reliable test (gloo marks a request complete only once it is waited on), so here a request is
+        done once waited on, and an eager send is done at once, as in the simulator.
+        """
+        return self.t_done
+
+    def describe(self) -> str:
+        if self.kind == "send":
+            return f"send(dst={self.peer}, tag={self.tag})"
+        return f"recv(src={self.peer}, tag={self.tag})"
+
+    def __repr__(self) -> str:
+        return f"<TorchRequest device {self.owner} {self.describe()} {self.state}>"
+
+
+class TorchMessaging:
+    """Point-to-point messaging on a real rank (mixed into ``TorchDevice``)."""
+
+    def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> TorchRequest:
+        """Start sending a copy of ``value`` to rank ``dst``; returns a request to ``wait`` on."""
+        t = self.clock
+        tag = check_tag(tag, self.rank, "send")
+        self._check_peer(dst, "send", "dst")
+        payload = np.array(value, order="C")  # the copy the message carries (the program may reuse value)
+        seq = self._next(self._send_seq, (dst, tag))
+        req = TorchRequest("send", self.rank, dst, tag, seq, t_post=t)
+        try:
+            if self.headers:
+                head = self._to_device(torch.from_numpy(encode_header(payload, self.rank)))
+                req.tensors.append(head)
+                req.works.append(dist.isend(head, dst, group=self._header_group, tag=tag))
+            if payload.nbytes:
+                body = self._to_device(torch.from_numpy(as_bytes(payload)))
+                req.tensors.append(body)
+                req.works.append(dist.isend(body, dst, tag=tag))
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        if self.send_mode == "eager":  # complete at once for the program, as in the simulator; the
+            req.t_done = t  # transfer completes when the receiver takes it (gloo sends are rendezvous)
+            self._in_flight.append(req)  # so its buffer lives until the run ends (or its collective does)
+        payload.setflags(write=False)
+        msg = Message(None, self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, None, label)
+        if self.keep_payloads:
+            msg.payload = payload
+        self.record.sends.append(SendRecord(msg, seq, self.record.next_order()))
+        return req
+
+    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
+        """Send a copy of ``value`` to rank ``dst`` (eager: return at once; rendezvous: once received)."""
+        self.wait(self.isend(value, dst, tag, label=label))
+
+    def irecv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> TorchRequest:
+        """Post a receive from rank ``src``; ``wait`` on the request returns the payload (see ``Device.irecv``)."""
+        t = self.clock
+        tag = check_tag(tag, self.rank, "recv")
+        self._check_peer(src, "recv", "src")
+        shape, dtype = self._contract(src, tag, shape, dtype)
+        seq = self._next(self._recv_seq, (src, tag))
+        req = TorchRequest("recv", self.rank, src, tag, seq, shape, dtype, name, index, t_post=t)
+        try:
+            if self.headers:
+                req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
+                req.works.append(dist.irecv(req.header, src, group=self._header_group, tag=tag))
+                self._unheaded.setdefault((src, tag), deque()).append(req)
+                if self.ordered_headers:
+                    self._read_headers(src, tag, upto=req)
+            else:
+                self._post_payload(req, shape, dtype)
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        self._open_recvs.add(req)
+        return req
+
+    def recv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> np.ndarray:
+        """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
+        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    def test(self, req: TorchRequest) -> bool:
+        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        return req.done is not None
+
+    def wait(self, req: TorchRequest) -> np.ndarray | None:
+        """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""
+        if req.owner != self.rank:
+            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        if req.kind == "send":
+            if self.send_mode == "rendezvous" and req.state != "done":
+                self._finish_works(req)
+                req.state = "done"
+                req.t_done = self.clock
+            return None  # eager: already complete for the program (see isend)
+        if req.state == "done":
+            raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
+        if req.state == "posted":  # its header (and those before it on the channel) must be read first
+            self._read_headers(req.peer, req.tag, upto=req)
+        self._finish_works(req)
+        payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
+        t = req.t_done = self.clock
+        req.state = "done"
+        req.tensors.clear()
+        self._open_recvs.discard(req)
+        self.record.recvs.append(
+            RecvRecord(
+                req.peer, self.rank, req.tag, req.seq, req.t_post, t, req.name, req.index, self.record.next_order()
+            )
+        )
+        if req.name is not None:
+            self._memory[req.name] = payload
+        return payload
+
+    def open_receives(self) -> int:
+        """How many receives were posted but never waited on (they would swallow a later message)."""
+        return len(self._open_recvs)
+
+    def sends_in_flight(self) -> int:
+        """How many eager sends are not yet known complete (their buffers still held)."""
+        return len(self._in_flight)
+
+    def settle(self, since: int = 0) -> None:
+        """Wait for the eager sends' transfers (call once every receive of the run has completed), or for
+        those sent since the ``since``-th (a collective's own, once every member has joined it)."""
+        for req in self._in_flight[since:]:
+            self._finish_works(req)
+        del self._in_flight[since:]
+
+    def _read_headers(self, src: int, tag: int, upto: TorchRequest) -> None:
+        """Read, in channel order, the headers of the receives up to ``upto``, and post their payload recvs."""
+        pending = self._unheaded[(src, tag)]
+        while pending:
+            req = pending.popleft()
+            self._finish_works(req)
+            shape, dtype = decode_header(self._from_device(req.header))
+            req.header = None
+            self._check_contract(req, shape, dtype)
+            self._post_payload(req, shape, dtype)
+            if req is upto:
+                return
+
+    def _post_payload(self, req: TorchRequest, shape, dtype) -> None:
+        req.shape, req.dtype = shape, dtype
+        req.buffer = torch.empty(nbytes_of(shape, dtype), dtype=torch.uint8, device=self.device)
+        req.works = [dist.irecv(req.buffer, req.peer, tag=req.tag)] if req.buffer.numel() else []
+        req.state = "payload-posted"
+
+    def _finish_works(self, req: TorchRequest) -> None:
+        try:
+            for work in req.works:
+                work.wait(self.wait_timeout)
+        except RuntimeError as exc:
+            raise self._comm_error(exc, req) from exc
+        req.works = []
+
+    def _comm_error(self, exc: RuntimeError, req: TorchRequest) -> SimulationError:
+        waits_for = "never sent a matching message" if req.kind == "recv" else "never posted the matching recv"
+        return self.comm_error(exc, req.describe(), f"device {req.peer} {waits_for}", f"device {req.peer}")
+
+    def _check_contract(self, req: TorchRequest, shape, dtype) -> None:
+        declared_shape, declared_dtype = req.shape, req.dtype
+        if (declared_shape is not None and declared_shape != shape) or (
+            declared_dtype is not None and declared_dtype != dtype
+        ):
+            declared = (
+                f"{declared_shape if declared_shape is not None else 'any shape'} "
+                f"{declared_dtype.name if declared_dtype is not None else 'any dtype'}"
+            )
+            raise ContractError(
+                f"contract violated on message {req.seq} of channel {req.peer}->{self.rank} (tag {req.tag}): "
+                f"device {self.rank} declared {declared}, device {req.peer} sent {shape} {dtype.name}. "
+                f"Make the sender send what the receiver declares, or fix the declaration."
+            )
+
+    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+        if shape is not None:
+            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        if dtype is not None:
+            dtype = np.dtype(dtype)
+        if (self.strict or not self.headers) and (shape is None or dtype is None):
+            why = "strict mode" if self.strict else "with headers off (headers=False)"
+            raise ContractError(
+                f"{why}: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
+                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
+            )
+        return shape, dtype
+
+    def _check_peer(self, peer: Any, op: str, arg: str) -> None:
+        if peer == self.rank:
+            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
+        if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.world_size:
+            raise ValueError(
+                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+            )
+
+    @staticmethod
+    def _next(counters: dict, key) -> int:
+        n = counters.get(key, 0)
+        counters[key] = n + 1
+        return n
