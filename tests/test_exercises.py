@@ -50,10 +50,12 @@ def test_solution_passes_and_answers_every_prediction(notebook):
 
 def test_predictions_are_checked_in_place(capsys):
     ex = start("split-the-seed")
-    assert ex.predict("messages") is None and "Write your prediction" in capsys.readouterr().out
-    assert ex.predict("messages", 2) is False
+    ex.predict("messages")
+    assert "Write your prediction" in capsys.readouterr().out and ex.answered == {}
+    ex.predict("messages", 2)
     assert "Not quite: you said 2, the answer is 1. One: A's output" in " ".join(capsys.readouterr().out.split())
-    assert ex.predict("returns", 49.0000001) is True and ex.answered == {"messages": False, "returns": True}
+    ex.predict("returns", 49.0000001)
+    assert ex.answered == {"messages": False, "returns": True}
     with pytest.raises(KeyError, match="has no question 'nope'"):
         ex.predict("nope", 1)
     assert Question("s", "?", (2, 6), "").is_right([2, 6]) and not Question("s", "?", (2, 6), "").is_right(3)
@@ -151,3 +153,18 @@ def test_a_program_that_gets_the_values_without_the_parallelism_fails(exercise, 
     grade = start(exercise).grade(program)
     assert grade.verdict == "FAILED" and "the values match the single-device run, but" in " ".join(grade.text.split())
     assert words in " ".join(grade.text.split())
+
+
+def test_a_hint_is_shown_once_in_a_notebook(capsys):
+    ex = start("row-split")
+    text = ex.hint()
+    assert capsys.readouterr().out.strip() == text and text.startswith("hint 1 of 3")
+    assert text._ipython_display_() is None  # the cell's value displays nothing: the hint is printed already
+
+
+def test_a_hint_after_a_pass_says_nothing_is_left_to_fix(capsys):
+    from simulator.examples.seeds import split
+
+    ex = start("split-the-seed")
+    assert ex.grade(split).ok
+    assert ex.hint().startswith("try 1 passed: there is nothing left to fix")

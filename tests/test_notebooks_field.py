@@ -69,4 +69,6 @@ def test_five_dimensions_notebook_executes():
     assert "device 21 at {'dp': 1, 'ep': 0, 'pp': 1, 'cp': 0, 'tp': 1}" in text
     assert "check passed" in text
     assert re.search(r"44 gradients and the loss; largest relative difference from one device's: \d\.\de-1[4-7]", text)
-    assert "total: 13536 = 13536" in text
+    assert re.search(r"total: +13536 = 13536", text)
+    assert re.search(r"pipeline: +64 = 64", text) and re.search(r"ring attention: 512 = 512", text)
+    assert re.search(r"all-to-alls: +256 = 256", text)

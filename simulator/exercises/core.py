@@ -112,6 +112,7 @@ class Exercise:
     tries: int = 0
     hints_shown: int = 0
     answered: dict[str, bool] = field(default_factory=dict)
+    passed_on: int | None = None  # the try that passed, once one has
 
     def __post_init__(self) -> None:
         keys = [q.key for q in self.questions]
@@ -129,17 +130,17 @@ class Exercise:
             f"exercise {self.name!r} has no question {key!r}; its questions: {[q.key for q in self.questions]}"
         )
 
-    def predict(self, key: str, answer: Any = NOT_ANSWERED) -> bool | None:
-        """Check a prediction and reveal the answer (printed); True or False, or None before an answer."""
+    def predict(self, key: str, answer: Any = NOT_ANSWERED) -> None:
+        """Check a prediction and reveal the answer, printed; whether it was right is kept in
+        ``answered[key]`` (nothing is returned, so a notebook cell shows the printed words alone)."""
         q = self.question(key)
         if answer is NOT_ANSWERED:
             print(fit_lines(f"{q.prompt}\nWrite your prediction in place of ... and run this cell again."))
-            return None
+            return
         right = q.is_right(answer)
         self.answered[key] = right
         verdict = "Right" if right else f"Not quite: you said {answer!r}, the answer is {q.answer!r}"
         print(fit_lines(f"{verdict}. {q.why}"))
-        return right
 
     # ---- grading ------------------------------------------------------------------------------
     def grade(self, program: Any) -> Grade:
@@ -149,6 +150,8 @@ class Exercise:
         """
         self.tries += 1
         grade = self._grade(program)
+        if grade.ok and self.passed_on is None:
+            self.passed_on = self.tries
         text = f"try {self.tries}: {grade.text}"
         if not grade.ok:
             text += "\n\n" + self._next_hint()
@@ -172,10 +175,15 @@ class Exercise:
         return Grade("passed", f"{report.text(width=None).removeprefix('check ')}{done}", report)  # "passed: ..."
 
     def hint(self) -> str:
-        """Print and return the next hint (each is more specific than the last)."""
-        text = fit_lines(self._next_hint())
+        """Print and return the next hint (each is more specific than the last); a notebook cell shows it once."""
+        if self.passed_on is not None:  # the hints are about the bug: after a pass they would mislead
+            text = fit_lines(
+                f"try {self.passed_on} passed: there is nothing left to fix (the hints are for a failing try)"
+            )
+        else:
+            text = fit_lines(self._next_hint())
         print(text)
-        return text
+        return _Printed(text)
 
     def _next_hint(self) -> str:
         k = min(self.hints_shown, len(self.hints) - 1)
@@ -185,6 +193,13 @@ class Exercise:
 
     def __repr__(self) -> str:
         return f"<Exercise {self.name!r}: {self.title}; {len(self.questions)} questions, {self.tries} tries so far>"
+
+
+class _Printed(str):
+    """Text a call has printed already: a notebook does not show it a second time as the cell's value."""
+
+    def _ipython_display_(self) -> None:
+        pass
 
 
 def _where(exc: BaseException) -> str:

@@ -29,7 +29,9 @@ __all__ = ["MICROBATCHES", "STAGES", "one_f_one_b_by_hand", "pipeline_of", "run_
 def pipeline_of(rows: Iterable[str] | Mapping[int, str]) -> Pipeline:
     """The pipeline a hand-written schedule (one line of actions per rank) drives."""
     schedule = Schedule.from_text(rows, microbatches=MICROBATCHES, name="your schedule")
-    return Pipeline(MODEL, schedule, costs=COSTS)
+    # checked as written first: a broken rule then names positions in the student's own row, before the
+    # pipeline inserts its sends and receives
+    return Pipeline(MODEL, schedule.validate(), costs=COSTS)
 
 
 def run_schedule(rows: Iterable[str] | Mapping[int, str]) -> RunResult:
