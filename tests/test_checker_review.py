@@ -455,3 +455,17 @@ def test_a_failed_report_that_shows_some_unchecked_things_says_where_the_rest_ar
     report = check(World(2).run(student_pipeline(send="inp"), X1), Reference.of(model_ab, X1))
     assert len(report.unchecked) > 3
     assert f"... and {len(report.unchecked) - 3} more (report.unchecked lists every one)" in words(report)
+
+
+def test_two_large_arrays_of_one_shape_are_not_described_alike():
+    big = RNG.standard_normal((4, 8))
+
+    def model(dev):
+        return dev.compute("y", np.negative, dev.hold("x", big))
+
+    def wrong(dev):
+        return dev.compute("y", np.positive, dev.hold("x", big))
+
+    text = words(check(World(1).run(wrong), Reference.of(model)))
+    assert "computed an array of shape (4, 8) (float64), but y is an array of that shape with other values" in text
+    assert "32 of 32 elements differ" in text
