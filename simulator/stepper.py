@@ -57,10 +57,15 @@ class Snapshot:
         if self.last_event:
             kind, rec = self.last_event
             shown_below = kind == "send" or (self.changed is not None and values != "names")
-            head += format_event(kind, rec, width - len(head), style, value=not shown_below)
+            event = format_event(kind, rec, width - len(head), style, value=not shown_below)
+            below = self._event_value_line(event, width, style, shown_below)
+            if below:  # the numbers go below, so the line says no summary of them
+                event = format_event(kind, rec, width - len(head), style, value=False)
+            head += event
         else:
             head += "(start: nothing has happened yet)"
-        lines = [head]
+            below = []
+        lines = [head] + below
         n = len(self.memory)
         if devices is None and values == "new" and self.last_event and n > 2:
             devices = _involved(*self.last_event)  # what changed: the devices of this event (the rest said below)
@@ -98,6 +103,20 @@ class Snapshot:
                 out.append(f"{label}={v[0]}")
                 out += [" " * (len(label) + 1) + line for line in v[1:]]
         return [clip((prefix if i == 0 else pad) + line, width) for i, line in enumerate(out)]
+
+    def _event_value_line(self, head: str, width: int, style: ValueStyle, shown_below: bool) -> list[str]:
+        """The event's value on a line of its own, when its own line had no room for the numbers that fit
+        on one: a class reads the numbers, not "(6,) float64 [..."."""
+        if not self.last_event or shown_below:
+            return []
+        kind, rec = self.last_event
+        value = rec.payload if kind == "recv" else getattr(rec, "output", None)
+        if value is None or isinstance(value, dict):
+            return []
+        numbers = value_text(value, 1 << 30, style)  # as many as the style shows, on one line
+        if numbers in head or len(numbers) > width - 6:
+            return []  # shown already, or too many for a line: the summary stands
+        return [f"    = {numbers}"]
 
     __str__ = render
 

@@ -44,3 +44,13 @@ def test_render_reads_well():
         "  device 1 | (empty)\n"
         "  in flight: #0 0->1=[3.]"
     )
+
+
+def test_an_events_numbers_go_on_a_line_of_their_own_when_its_line_has_no_room():
+    from simulator.examples import get
+
+    stepper = Stepper(get("tp-row").run().result)
+    stepper.goto(12)
+    first, second = stepper.snapshot().render(120).splitlines()[:2]
+    assert first.endswith("Y.partial[0]+Y.partial[1] elements 6-11 (flattened)  (0.006us)") and len(first) <= 120
+    assert second == "    = [-0.75, 0.9375, 1.25, -0.1875, -0.625, -2.25]"
