@@ -32,7 +32,7 @@ import numpy as np
 from greenlet import GreenletExit, getcurrent, greenlet
 
 from .booked import Booking
-from .collectives import describe_call
+from .collectives import describe_call, has_empty_shape
 from .columnar import ColumnarTrace
 from .columns import SETTLE_EVERY, Recorder
 from .cost import CostModel
@@ -435,7 +435,7 @@ class Engine:
         first, first_call, came = entry
         if call != first_call:
             (r0, c0), (r1, c1) = sorted([(first, describe_call(first_call)), (rank, describe_call(call))])
-            empty = "(0," in c0 or "(0," in c1 or ", 0)" in c0 or ", 0)" in c1
+            empty = has_empty_shape(first_call) or has_empty_shape(call)
             raise CollectiveMismatchError(
                 f"devices {key[0]} made different collective calls (call #{number} among them):\n"
                 f"  device {r0} calls {c0}\n  device {r1} calls {c1}\n"

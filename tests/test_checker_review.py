@@ -450,6 +450,13 @@ def test_a_batch_of_one_split_along_axis_0_is_named_when_the_gather_disagrees():
         World(2).run(program)
     assert "split it along another axis=" in str(err.value) and max(map(len, str(err.value).splitlines())) <= 120
 
+    def other_mismatch(dev):  # shapes with elements on both: no word about empty shapes (group=(0, 1) is not one)
+        return dev.all_gather(np.ones((dev.rank + 1, 8)), axis=0)
+
+    with pytest.raises(CollectiveMismatchError) as err:
+        World(2).run(other_mismatch)
+    assert "group=(0, 1)" in str(err.value) and "a shape with no elements" not in str(err.value)
+
 
 def test_a_failed_report_that_shows_some_unchecked_things_says_where_the_rest_are():
     report = check(World(2).run(student_pipeline(send="inp"), X1), Reference.of(model_ab, X1))

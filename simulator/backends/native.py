@@ -105,7 +105,7 @@ def all_reduce(
 ) -> np.ndarray:
     g, t0 = Group(dev, group), dev.clock
     if in_place:  # x given up: torch reduces in its memory, as it would a tensor (simulator.collectives.in_place)
-        out = in_place_target(x, op, dev.rank)
+        out = in_place_target(x, dev.rank)
         inputs = (freeze(out),) if dev.keep_payloads else ()  # a copy, taken before the result overwrites x
         bounds = [0, out.size] if out.size else [0]
     else:  # torch reduces in place: into a copy, the caller's array stays intact
@@ -127,7 +127,7 @@ def all_reduce(
         dev.native(lambda w=work: w.wait(dev.wait_timeout), "all_reduce")
         if dev.device.type != "cpu":  # on a GPU the piece is a copy on the device: bring its result back
             flat[lo:hi] = dev.array(piece)
-    if in_place and op == "avg":  # x is float (in_place_target checks): divided where it is
+    if in_place and op == "avg":  # x is float (check_avg_dtype above): divided where it is
         np.divide(out, g.p, out=out)
     result = sealed(out) if in_place else _finish_avg(out, op, g.p)
     return dev.record_collective("all_reduce", name, inputs, result, t0)

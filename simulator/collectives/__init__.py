@@ -75,7 +75,7 @@ from .api import (
     scatter,
     ulp_distance,
 )
-from .call import REDUCE_FNS, describe_call, resolve_group
+from .call import REDUCE_FNS, describe_call, has_empty_shape, resolve_group
 from .call import _Call as _Call  # the type booked.py and ring_plan.py annotate with
 from .chunks import FlatSlice
 from .methods import CollectiveMethods
@@ -92,6 +92,7 @@ __all__ = [
     "barrier",
     "broadcast",
     "describe_call",
+    "has_empty_shape",
     "gather",
     "reduce",
     "reduce_scatter",

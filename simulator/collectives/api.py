@@ -43,7 +43,7 @@ def all_reduce(
               torch.distributed.all_reduce does; x is then read-only and is what the call returns. On real
               ranks this spares the copy that keeps x intact (``simulator.collectives.in_place``)
     """
-    target = in_place_target(x, op, dev.rank) if in_place else None
+    target = in_place_target(x, dev.rank) if in_place else None
     return write_back(target, _all_reduce(dev, x, op, group, algorithm, name, partials))
 
 

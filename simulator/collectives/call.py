@@ -35,6 +35,13 @@ def describe_call(call: tuple) -> str:
     return f"{kind}({', '.join([*args, f'algorithm={algorithm!r}', f'group={group}'])})"
 
 
+def has_empty_shape(call: tuple) -> bool:
+    """Whether a collective call declares a shape with no elements (its ``shape``, or one of its ``shapes``)."""
+    _, details, _, _ = call
+    shapes = [v for k, v in details if k == "shape"] + [s for k, v in details if k == "shapes" for s in v or ()]
+    return any(s is not None and 0 in tuple(s) for s in shapes)
+
+
 def _plain(v: Any) -> Any:
     return v.name if isinstance(v, np.dtype) else v
 

@@ -15,10 +15,9 @@ import numpy as np
 
 from ..meta import MetaArray
 from ..payloads import sealed
-from .call import check_avg_dtype
 
 
-def in_place_target(x: Any, op: str, rank: int) -> np.ndarray | None:
+def in_place_target(x: Any, rank: int) -> np.ndarray | None:
     """x itself, checked to be an array the result can be written into; None for a MetaArray (no values)."""
     if type(x) is MetaArray:
         return None
@@ -37,8 +36,7 @@ def in_place_target(x: Any, op: str, rank: int) -> np.ndarray | None:
             f"{where}, but x is not contiguous (a slice or a transpose): keep a contiguous copy and reduce that, "
             "buf = np.ascontiguousarray(x); dev.all_reduce(buf, in_place=True)"
         )
-    check_avg_dtype(rank, "all_reduce", op, x.dtype)  # an average of integers has nowhere to go in x
-    return x
+    return x  # (op='avg' on integers is refused by the all-reduce itself, check_avg_dtype)
 
 
 def write_back(target: np.ndarray | None, result: Any) -> Any:
