@@ -38,6 +38,7 @@ import torch
 import torch.distributed as dist
 
 from .errors import CommError, CommTimeoutError
+from .heap import keep_freed_memory
 from .lifeline import watch_launcher
 from .loopback import loopback_interface
 from .stderr_tail import redirect_stderr
@@ -118,6 +119,7 @@ def main(rank: int, config: WorkerConfig, conn: Any, lifeline: Any = None, stder
     if lo is not None:  # gloo binds to this interface: stay on 127.0.0.1
         os.environ.setdefault("GLOO_SOCKET_IFNAME", lo)
     torch.set_num_threads(1)  # several ranks share the machine's cores; NumPy does the compute
+    keep_freed_memory()  # a large buffer reused, not faulted in afresh (see heap.py)
     try:
         try:
             device = join_group(rank, config)
