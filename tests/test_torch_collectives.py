@@ -92,6 +92,22 @@ def test_a_collectives_eager_sends_are_released_as_it_ends():
     assert held == [[0, 0, 0, 0, 1]] * 3
 
 
+def test_a_real_rank_receives_straight_into_an_array_of_its_own(world4):
+    """``recv_into``: how a ring all-reduce on real ranks puts each block in its place in the result,
+    with no copy to assemble it; a slot of the wrong size is refused, naming both shapes."""
+    from simulator.backends.errors import RemoteRankError
+
+    found = world4.run(demos.receive_into_a_slot).outputs[1]
+    assert found == {
+        "values": [0.0, 0.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0],
+        "in place": True,
+        "read-only": True,
+        "array still writable": True,
+    }
+    with pytest.raises(RemoteRankError, match=r"ContractError.*device 1 declared \(5,\) float64, device 0 sent \(6,\)"):
+        world4.run(demos.receive_into_a_slot, True)
+
+
 def test_large_all_reduces_reuse_buffers_without_touching_results_the_caller_holds():
     """On real ranks the input's snapshot and the result go into reused buffers: a result still held is
     never written again, and a changed input gives a new sum."""

@@ -233,3 +233,20 @@ def all_reduces_of_a_changing_input(dev: Device, n: int) -> list[np.ndarray]:
         results.append(dev.all_reduce(x, algorithm="ring"))
         x[:] = k + 2  # the caller's own array, changed after each call
     return [r[:4].copy() for r in results] + [results[0][-4:].copy()]
+
+
+def receive_into_a_slot(dev: Device, wrong_size: bool = False) -> dict[str, Any] | None:
+    """Real ranks only (``recv_into`` is a TorchDevice's): rank 0 sends six values, rank 1 receives them
+    straight into elements 2..7 of an array of its own; what rank 1 found (the others return None)."""
+    if dev.rank == 0:
+        dev.send(np.arange(6.0), 1)
+    if dev.rank != 1:
+        return None
+    out = np.zeros(10)
+    got = dev.recv_into(0, 0, out[2:7] if wrong_size else out[2:8])
+    return {
+        "values": out.tolist(),
+        "in place": bool(np.shares_memory(got, out)),
+        "read-only": not got.flags.writeable,
+        "array still writable": bool(out.flags.writeable),
+    }

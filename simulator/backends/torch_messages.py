@@ -47,6 +47,7 @@ class TorchRequest:
         "t_post",
         "header",
         "buffer",
+        "into",
         "state",
         "t_done",
     )
@@ -66,6 +67,7 @@ class TorchRequest:
         self.t_post = t_post
         self.header = None  # recv: the header buffer while its payload recv is not yet posted
         self.buffer = None  # recv: the payload buffer
+        self.into: np.ndarray | None = None  # recv: the caller's array to receive into (``recv_into``)
         self.state = "posted"  # -> "payload-posted" (recv) -> "done"
         self.t_done: float | None = None
 
@@ -135,12 +137,23 @@ class TorchMessaging:
         index: Any = None,
     ) -> TorchRequest:
         """Post a receive from rank ``src``; ``wait`` on the request returns the payload (see ``Device.irecv``)."""
+        return self._post_recv(src, tag, shape, dtype, name, index, into=None)
+
+    def recv_into(self, src: int, tag: int, out: np.ndarray, *, name: str | None = None, index: Any = None):
+        """Receive a message of ``out``'s shape and dtype straight into ``out`` (writable, C-contiguous: a
+        block of a collective's result); returns ``out``'s values, read-only. Not in the simulator's API: a
+        real rank's collective uses it (when the device has it) to save the copy that would assemble a result
+        from blocks received apart (64 MiB on 2 ranks: about 10 of 90 ms)."""
+        return self.wait(self._post_recv(src, tag, out.shape, out.dtype, name, index, into=out))
+
+    def _post_recv(self, src, tag, shape, dtype, name, index, into: np.ndarray | None) -> TorchRequest:
         t = self.clock
         tag = check_tag(tag, self.rank, "recv")
         self._check_peer(src, "recv", "src")
         shape, dtype = self._contract(src, tag, shape, dtype)
         seq = self._next(self._recv_seq, (src, tag))
         req = TorchRequest("recv", self.rank, src, tag, seq, shape, dtype, name, index, t_post=t)
+        req.into = into
         try:
             if self.headers:
                 req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
@@ -188,6 +201,9 @@ class TorchMessaging:
             self._read_headers(req.peer, req.tag, upto=req)
         self._finish_works(req)
         payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
+        if req.into is not None and not np.shares_memory(payload, req.into):  # received on a GPU: copy it over
+            np.copyto(req.into, payload)
+            payload = from_bytes(as_bytes(req.into), req.shape, req.dtype)
         t = req.t_done = self.clock
         req.state = "done"
         req.tensors.clear()
@@ -231,7 +247,10 @@ class TorchMessaging:
 
     def _post_payload(self, req: TorchRequest, shape, dtype) -> None:
         req.shape, req.dtype = shape, dtype
-        req.buffer = torch.empty(nbytes_of(shape, dtype), dtype=torch.uint8, device=self.device)
+        if req.into is not None and self.device.type == "cpu":
+            req.buffer = torch.from_numpy(as_bytes(req.into))
+        else:
+            req.buffer = torch.empty(nbytes_of(shape, dtype), dtype=torch.uint8, device=self.device)
         req.works = [dist.irecv(req.buffer, req.peer, tag=req.tag)] if req.buffer.numel() else []
         req.state = "payload-posted"
 

@@ -52,8 +52,10 @@ def _rs_ring(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
     return acc[me]
 
 
-def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list:
-    """Step s: pass block (me - s) to the right, receive block (me - s - 1) from the left."""
+def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, into: list | None = None) -> list:
+    """Step s: pass block (me - s) to the right, receive block (me - s - 1) from the left.
+
+    into: where each block is received (``dev.recv_into``, a real rank's: slots of the result), or None."""
     p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
     right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
     isend, send, recv, wait = dev.isend, dev.send, dev.recv, dev.wait
@@ -67,7 +69,9 @@ def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> list
             send(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
         else:
             sreq = isend(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
-        if name is None:
+        if into is not None:
+            out[in_j] = dev.recv_into(left, tag, into[in_j], name=name, index=None if name is None else index(in_j))
+        elif name is None:
             out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype)
         else:
             out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype, name=name, index=index(in_j))
@@ -84,5 +88,14 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
 
     mine = c.finish_avg(_rs_ring(c, blocks, index))
     shapes = [blk.shape for blk in blocks]
-    out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, c.p - 1)  # steps continue after the reduce-scatter's
-    return _assemble(c.dev, out, x.shape, x.dtype)
+    step0 = c.p - 1  # the all-gather's steps continue after the reduce-scatter's
+    if getattr(c.dev, "recv_into", None) is None:
+        out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, step0)
+        return _assemble(c.dev, out, x.shape, x.dtype)
+    # a real rank receives each block straight into its place in the result: no copy to assemble it
+    result = c.dev.buffer(x.shape, x.dtype)
+    flat = result.reshape(-1)
+    slots = [flat[b[j] : b[j + 1]] for j in range(c.p)]
+    slots[c.me][...] = mine
+    _ag_ring(c, slots[c.me], shapes, x.dtype, c.name, index, step0, into=slots)
+    return result
