@@ -36,12 +36,14 @@ from simulator.units import binary_size
 # 1 KiB .. 32 MiB: the ring's chunks, up to the 32 MiB of 64 MiB on 2 ranks. (Before the probes settled each
 # eager send, every message was copied into fresh memory and 32 MiB messages took 0.2 to 0.4 s.)
 CALIBRATION_SIZES = tuple(1 << k for k in range(10, 26))
+# additions as large as the ring's (32 MiB on 2 ranks), not only up to calibration's usual 4 MiB
+ADD_SIZES = (1 << 10, 8 << 10, 64 << 10, 256 << 10, 1 << 20, 4 << 20, 16 << 20, 32 << 20)
 
 
 def one_run(args: argparse.Namespace) -> list[Row]:
     rows = []
     for p in args.ranks:
-        with calibrated_world(args, p, CALIBRATION_SIZES, "ring") as (world, cal):
+        with calibrated_world(args, p, CALIBRATION_SIZES, "ring", ADD_SIZES) as (world, cal):
             measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
                 predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)

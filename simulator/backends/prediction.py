@@ -197,10 +197,13 @@ def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: 
 
 
 @contextlib.contextmanager
-def calibrated_world(args: argparse.Namespace, ranks: int, sizes: Sequence[int], pattern: str) -> Iterator[tuple]:
+def calibrated_world(
+    args: argparse.Namespace, ranks: int, sizes: Sequence[int], pattern: str, add_sizes: Sequence[int] | None = None
+) -> Iterator[tuple]:
     """``ranks`` gloo ranks running collectives message by message, calibrated as ``args`` (the options
-    above) say: yields (the ``TorchWorld``, its ``Calibration``). Needs torch."""
-    from .calibrate import calibrate
+    above) say, with additions of ``add_sizes`` bytes (default: calibration's): yields (the ``TorchWorld``,
+    its ``Calibration``). Needs torch."""
+    from .calibrate import ADD_SIZES, calibrate
     from .launch import TorchWorld
 
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as w:
@@ -211,6 +214,7 @@ def calibrated_world(args: argparse.Namespace, ranks: int, sizes: Sequence[int],
             statistic=args.statistic,
             spread=args.spread,
             pattern=pattern,
+            add_sizes=tuple(add_sizes or ADD_SIZES),
         )
         if args.verbose:
             print(cal.summary(), flush=True)
