@@ -374,7 +374,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 "--statistic",
                 default="median",
                 choices=("median", "mean"),
-                help="per size: the typical message, or the expected cost with rare stalls (default: median)",
+                help="per size: the typical message, or the expected cost with the usual stalls, far-out repeats "
+                "left out (default: median)",
             ),
             p.add_argument(
                 "--spread",

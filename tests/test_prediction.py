@@ -107,3 +107,19 @@ def test_native_all_reduce_pieces_double_from_the_first_to_the_largest():
     ]
     assert piece_bounds(10, 8, 64, 64) == [0, 8, 10]  # elements, not bytes
     assert piece_bounds(0, 8) == [0]
+
+
+def test_a_far_out_repeat_is_left_out_of_the_mean_on_both_sides_and_counted():
+    # forty repeats of 1 ms, six with a 4 ms tick (kept: a run pays for them), and one of 80 ms (left out)
+    from simulator.backends.probes import STATISTICS, far_out, usual_mean
+
+    durations = [0.001] * 34 + [0.005] * 6 + [0.080]
+    assert list(far_out(durations)) == [False] * 40 + [True]
+    assert usual_mean(durations) == pytest.approx((34 * 0.001 + 6 * 0.005) / 40)
+    assert STATISTICS["mean"](durations) == usual_mean(durations)  # calibration's figure per size
+    row = Row.of("ring all-reduce 64 KiB", 2, 0.0016, durations)
+    assert row.measured == usual_mean(durations) and row.left_out == 1 and row.ratio == pytest.approx(1.0)
+    line = spread_table([[row]] * 3).splitlines()[1]
+    assert "  3  " in line and line.endswith("1.00-1.00  ok")
+    # at large sizes the fence grows with the median: 30 % slower repeats of a 180 ms all-reduce all stay
+    assert not far_out([0.180] * 20 + [0.240] * 5).any()

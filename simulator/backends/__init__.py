@@ -23,6 +23,7 @@ GPUs) and records the same kind of trace, with measured times:
     demos.py       small rank programs: point-to-point patterns, failures, collectives
     scripted.py    rank programs made of data (steps), for property tests of real runs against simulations
     pool.py        large result buffers reused once unreferenced; errors.py: the backend's errors
+    heap.py        rank processes keep the memory they free (no fresh pages for each large buffer)
 
 Importing this package does not import torch: only the modules that need it do, so torch stays an
 optional extra. Typical use:

@@ -8,11 +8,13 @@ member has joined it, and the simulation starts every rank together, so a rank t
 system wakes late is not counted against the model. The first repeat warms buffers and connections
 up and is left out.
 
-The figure compared is the mean over the repeats. Calibration gives each message size the mean of its
-repeats, and means add up: the mean time of an all-reduce is the sum of its steps' mean times, stalls
-included, and a training run of many steps lasts their number times the mean. A median does not add up:
-where one repeat in three meets a scheduler stall of a few milliseconds, the median of a single message
-leaves the stall out while the median of six messages in a row keeps one. The median is shown beside it.
+The figure compared is the mean over the repeats, far-out ones left out on both sides alike (a repeat
+over twice the median plus 10 ms, see ``probes.usual_mean``; the table counts them). Calibration gives
+each message size the mean of its repeats, and means add up: the mean time of an all-reduce is the sum
+of its steps' mean times, stalls included, and a training run of many steps lasts their number times
+the mean. A median does not add up: where one repeat in three meets a scheduler stall of a few
+milliseconds, the median of a single message leaves the stall out while the median of six messages in
+a row keeps one. The median is shown beside it.
 
 The rank programs live here (not in a script) so that rank processes can import them.
 """
@@ -32,6 +34,7 @@ import numpy as np
 from ..cost import CostModel
 from ..device import Device
 from ..engine import World
+from .probes import far_out, usual_mean
 
 # simulated repeats per prediction: under a measured spread each draws its own message times, and the mean
 # of many predicts the measured mean (without one they all take the same time, and cost little)
@@ -118,11 +121,14 @@ class Row:
     predicted: float
     measured: float
     measured_median: float | None = None
+    left_out: int = 0  # far-out measured repeats, not in the mean (``probes.far_out``)
 
     @classmethod
     def of(cls, what: str, ranks: int, predicted: float, durations: Sequence[float]) -> Row:
-        """The row of a prediction and the measured durations of its repeats."""
-        return cls(what, ranks, predicted, float(np.mean(durations)), float(np.median(durations)))
+        """The row of a prediction and the measured durations of its repeats: their mean, far-out repeats
+        left out as calibration leaves them out (``probes.usual_mean``), and their median."""
+        mean, median, out = usual_mean(durations), float(np.median(durations)), int(np.sum(far_out(durations)))
+        return cls(what, ranks, predicted, mean, median, out)
 
     @property
     def ratio(self) -> float:
@@ -132,10 +138,11 @@ class Row:
 def spread_table(runs: Sequence[Sequence[Row]], low: float = 0.7, high: float = 1.3) -> str:
     """Each row's predicted / measured mean over the runs: min-max, and whether every run is within [low, high].
 
-    Times are the median over the runs of each run's figure; "median" is the measured median."""
+    Times are the median over the runs of each run's figure; "median" is the measured median; "out" is how
+    many far-out measured repeats the runs left out of their means."""
     width = max(len(row.what) for row in runs[0])
     lines = [
-        f"  {'what':{width}} {'ranks':>5}  {'predicted':>10}  {'measured':>10}  {'median':>10}  "
+        f"  {'what':{width}} {'ranks':>5}  {'predicted':>10}  {'measured':>10}  {'median':>10}  {'out':>3}  "
         f"{'ratio, each run':>15}  {'spread':>9}  in {low}-{high}",
     ]
     for k, row in enumerate(runs[0]):
@@ -145,8 +152,9 @@ def spread_table(runs: Sequence[Sequence[Row]], low: float = 0.7, high: float = 
         median = f"{np.median(medians) * 1e3:7.2f} ms" if medians else "-"
         each = " ".join(f"{r:.2f}" for r in ratios)
         ok = "ok" if all(low <= r <= high for r in ratios) else "OUT"
+        out = sum(run[k].left_out for run in runs)
         lines.append(
-            f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {median:>10}  "
+            f"  {row.what:{width}} {row.ranks:>5}  {pred * 1e3:7.2f} ms  {meas * 1e3:7.2f} ms  {median:>10}  {out:>3}  "
             f"{each:>15}  {min(ratios):.2f}-{max(ratios):.2f}  {ok}"
         )
     return "\n".join(lines)
@@ -188,7 +196,12 @@ def add_prediction_options(parser: argparse.ArgumentParser, repeats: int, what: 
     parser.add_argument(
         "--calibration-repeats", type=int, default=41, help="repeats of each calibrated size (default: 41)"
     )
-    parser.add_argument("--statistic", choices=("median", "mean"), default="mean", help="of each calibrated size")
+    parser.add_argument(
+        "--statistic",
+        choices=("median", "mean"),
+        default="mean",
+        help="of each calibrated size (mean: far-out repeats left out)",
+    )
     parser.add_argument(
         "--spread", action="store_true", help="each simulated message draws its time from the measured ones"
     )
