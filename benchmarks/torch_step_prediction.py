@@ -41,10 +41,10 @@ CALIBRATION_SIZES = tuple(1 << k for k in range(10, 25))  # 1 KiB .. 16 MiB: act
 
 def steps(mlp: MLP, microbatches: int) -> dict[str, object]:
     return {
-        f"1F1B pipeline, 2 stages, {microbatches} microbatches": Pipeline(
+        f"1F1B pipeline, {microbatches} microbatches": Pipeline(
             mlp, make_schedule("1f1b", 2, microbatches), costs=None
         ),
-        "data parallel, 2 replicas, 2 microbatches": DataParallel(mlp, 2, microbatches=2, overlap=False),
+        "data parallel, 2 microbatches": DataParallel(mlp, 2, microbatches=2, overlap=False),
     }
 
 
@@ -74,7 +74,7 @@ def main() -> None:
     for r in range(args.runs):
         runs.append(one_run(args, mlp))
         print(f"run {r + 1} of {args.runs} done", flush=True)
-    print(f"\none training step of an MLP {mlp.widths}, batch {args.batch}, gloo on this machine:")
+    print(f"\none training step of an MLP {mlp.widths}, batch {args.batch}, 2 gloo ranks (2 stages, 2 replicas):")
     print(spread_table(runs))
     print(machine_line(load))
 
