@@ -34,7 +34,7 @@ import numpy as np
 from ..cost import CostModel
 from ..device import Device
 from ..engine import World
-from .probes import far_out, usual_mean
+from .probes import far_out, round_order, usual_mean
 
 # simulated repeats per prediction: under a measured spread each draws its own message times, and the mean
 # of many predicts the measured mean (without one they all take the same time, and cost little)
@@ -62,11 +62,12 @@ def ring_all_reduces_by_size(dev: Device, sizes: tuple[int, ...], repeats: int) 
     """Rank program: ``repeats`` rounds, each a ring all-reduce of every size in turn, each after a barrier.
 
     Taking the sizes in turn spreads each size's repeats over the whole measurement, as calibration
-    spreads its sizes (``probes``): every size meets the same machine."""
+    spreads its sizes (``probes``): every size meets the same machine. Each round takes them in its own
+    order, as calibration does (``probes.round_order``)."""
     xs = {n: np.ones(n // 8) for n in sizes}
     spans: dict[int, list[tuple[float, float]]] = {n: [] for n in sizes}
-    for _ in range(repeats):
-        for n in sizes:
+    for i in range(repeats):
+        for n in round_order(sizes, i):
             spans[n] += timed_repeats(dev, lambda x=xs[n]: dev.all_reduce(x, algorithm="ring"), 1)
     return spans
 
