@@ -84,6 +84,15 @@ def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(
         assert all(checks.values()), (rank, checks)
 
 
+def test_a_ring_all_reduce_received_into_its_result_sums_averages_and_ends_read_only():
+    """Message by message, the ring's blocks land straight in the result (``recv_into``): uneven blocks
+    (1000 values over 3 ranks), and a large call whose result comes from the reused buffers."""
+    with TorchWorld(3, "gloo", timeout=20, collectives="messages") as world:
+        for n in (1000, 1 << 18):
+            for rank, checks in enumerate(world.run(demos.all_reduce_check, n).outputs):
+                assert all(checks.values()), (n, rank, checks)
+
+
 def test_a_collectives_eager_sends_are_released_as_it_ends():
     """Message by message, a ring all-reduce's chunks are waited for when the call ends: many large
     all-reduces in one run hold no chunk they sent (a plain eager send stays held until the run ends)."""
