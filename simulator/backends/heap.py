@@ -12,7 +12,8 @@ memory, not the program.
 Training frameworks keep their memory instead (PyTorch's caching allocator on GPUs; jemalloc or tcmalloc,
 which PyTorch's CPU performance guide recommends). ``keep_freed_memory`` asks glibc for the same: no
 ``mmap`` per allocation, and no giving back of the heap's free top, so a freed buffer is reused already
-touched. A rank's peak memory is unchanged; it is only not returned until the rank exits.
+touched. A rank's peak memory is unchanged; it is only not returned until the rank exits. Every rank
+process calls it: TorchWorld's (``worker.main``) and those torchrun starts (``torchrun.main``).
 """
 
 from __future__ import annotations

@@ -37,6 +37,7 @@ from ..cli_types import output_file
 from ..examples import all_scenarios
 from ..files import atomic_write
 from ..reference import check
+from .heap import keep_freed_memory
 from .recording import merge
 from .torch import RankResources, TorchDevice
 from .worker import all_gather_objects, common_epoch
@@ -64,6 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--save", type=output_file, help="rank 0 pickles the merged trace and the outputs to this file")
     args = parser.parse_args(argv)
     program, prog_args, sim_world, reference = resolve(args.target)
+    keep_freed_memory()  # as TorchWorld's rank processes do (see heap.py)
 
     rank, world_size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
     if sim_world is not None and sim_world.size != world_size:
