@@ -2,11 +2,14 @@
 exactly the model's message time, timed as a prediction times a run (after a barrier, from the last
 rank's start to the last rank's end)."""
 
+import weakref
+
+import numpy as np
 import pytest
 
 from simulator import World
 from simulator.backends.calibrate import _durations
-from simulator.backends.probes import exchange, pingpong, ring
+from simulator.backends.probes import COLD_BYTES, _time_ops, exchange, pingpong, ring
 from simulator.cost import CostModel
 
 COST = CostModel(latency=40e-6, bandwidth=1.5e9)
@@ -48,3 +51,22 @@ def test_a_real_rank_lets_go_of_each_message_before_the_next():
     # message into fresh memory (on this machine, four 16 MiB messages took 130 ms so instead of 24)
     outputs = World(3, cost=COST, keep_payloads=False).run(_ring_counting_settles, SIZES, 2).outputs
     assert outputs == [len(SIZES) * 3] * 3  # once after every message, warm-up included
+
+
+def test_an_op_probe_writes_each_output_where_no_recent_op_wrote():
+    # a training step keeps what its ops write; an op probe that freed each output at once would write
+    # the next into the same, still cached, memory and time ops faster than any step runs them
+    nbytes = 4 << 20
+    alive_before_each_call, outputs = [], []
+
+    def op():
+        alive_before_each_call.append(sum(ref() is not None for ref in outputs))
+        out = np.ones(nbytes // 8)
+        outputs.append(weakref.ref(out))
+        return out
+
+    times = _time_ops(op, [()], repeats=10, warmup=1)
+    assert len(times) == 10
+    kept = COLD_BYTES // nbytes  # the latest outputs, COLD_BYTES of them
+    assert alive_before_each_call == [min(i, kept) for i in range(11)]
+    assert len({id(ref) for ref in outputs}) == 11
