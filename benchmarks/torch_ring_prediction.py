@@ -46,7 +46,9 @@ def one_run(args: argparse.Namespace) -> list[Row]:
         with calibrated_world(args, p, CALIBRATION_SIZES, "ring", ADD_SIZES) as (world, cal):
             measured = measured_seconds_by_size(world, [k << 10 for k in args.kib], args.repeats)
             for n, seconds in measured.items():
-                predicted = predicted_seconds(p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS)
+                predicted = predicted_seconds(
+                    p, cal.cost, ring_all_reduces, n, repeats=SIMULATED_REPEATS, program_time=not args.free_program
+                )
                 rows.append(Row.of(f"ring all-reduce {binary_size(n)}", p, predicted, seconds))
     return rows
 

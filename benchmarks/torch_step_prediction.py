@@ -56,7 +56,9 @@ def one_run(args: argparse.Namespace, mlp: MLP) -> list[Row]:
         for what, step in steps(mlp, args.microbatches).items():
             step_args = (step, (params, x, t))
             measured = measured_seconds(world, training_steps, *step_args, repeats=args.repeats)
-            predicted = predicted_seconds(2, cal.cost, training_steps, *step_args, repeats=SIMULATED_REPEATS)
+            predicted = predicted_seconds(
+                2, cal.cost, training_steps, *step_args, repeats=SIMULATED_REPEATS, program_time=not args.free_program
+            )
             rows.append(Row.of(what, 2, predicted, measured))
     return rows
 

@@ -45,6 +45,7 @@ from .errors import (
 )
 from .ordering import settle
 from .presets import teaching
+from .program_time import ProgramTimedDevice
 from .run_errors import check_program, not_a_plain_function, raise_deadlock, report_leftovers
 from .run_errors import find_cycle as find_cycle  # where parallel/schedules.py imports it from
 from .trace import Trace
@@ -74,6 +75,9 @@ class World:
     leftovers:     what to do with messages nobody received: "warn", "error" or "ignore"
     max_events:    stop a run that records more events (messages and ops) than this with an EventLimitError
                    (default: 2,000,000 with payloads, 50,000,000 metadata only)
+    program_time:  each device also pays the wall time its program's own code runs between its calls,
+                   measured here as it runs, as real ranks pay it (``simulator.program_time``); simulated
+                   times then vary from run to run. Off by default
     """
 
     size: int
@@ -83,6 +87,7 @@ class World:
     keep_payloads: bool = True
     leftovers: str = "warn"
     max_events: int | None = None
+    program_time: bool = False
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -111,6 +116,8 @@ class World:
             raise ValueError(f"World(send_mode={self.send_mode!r}): choose one of {SEND_MODES}")
         if self.leftovers not in LEFTOVER_POLICIES:
             raise ValueError(f"World(leftovers={self.leftovers!r}): choose one of {LEFTOVER_POLICIES}")
+        if not isinstance(self.program_time, bool):
+            raise ValueError(f"World(program_time={self.program_time!r}): give True or False")
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
@@ -170,7 +177,8 @@ class Engine:
         self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
         self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
         self.outputs: list[Any] = [None] * world.size
-        self.devices = [Device(self, r) for r in range(world.size)]
+        device = ProgramTimedDevice if world.program_time else Device
+        self.devices = [device(self, r) for r in range(world.size)]
         self._heap: list[tuple[float, int, int]] = []  # (time, sequence, rank): who runs next, in time order
         self._ready: list[tuple[float, Device]] = []  # (time, device): who may run, when running ahead (see finish)
         self._ahead = False
@@ -203,11 +211,17 @@ class Engine:
 
     # ---- running ------------------------------------------------------------------------------
     def _body(self, dev: Device, program, args, kwargs) -> Callable[[], None]:
+        timed = isinstance(dev, ProgramTimedDevice)
+
         def run() -> None:
             try:
+                if timed:
+                    dev.start_program()
                 out = program(dev, *args, **kwargs)
                 if inspect.isgenerator(out) or inspect.iscoroutine(out):
                     not_a_plain_function(program, out)
+                if timed:
+                    dev.pay_program_time()  # what it ran after its last call
                 self.outputs[dev.rank] = out
             except GreenletExit:
                 raise

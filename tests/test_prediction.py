@@ -34,7 +34,7 @@ def test_predicted_ring_all_reduce_is_the_closed_form(p):
     chunk = n / p
     steps = 2 * (p - 1)
     closed = steps * (alpha + chunk / bw) + (p - 1) * (op + chunk / 8 / flops)
-    assert predicted_seconds(p, cost, ring_all_reduces, n) == pytest.approx(closed, rel=1e-9)
+    assert predicted_seconds(p, cost, ring_all_reduces, n, program_time=False) == pytest.approx(closed, rel=1e-9)
 
 
 def test_predicted_ring_uses_the_regime_of_its_chunk_and_the_memory_traffic_of_its_additions():
@@ -43,7 +43,7 @@ def test_predicted_ring_uses_the_regime_of_its_chunk_and_the_memory_traffic_of_i
     )
     n = 1 << 20  # chunks of 512 KiB on 2 ranks: the second regime; the addition moves 3 x 512 KiB
     closed = 2 * (200e-6 + (n / 2) / 1e9) + 3 * (n / 2) / 5e9
-    assert predicted_seconds(2, cost, ring_all_reduces, n) == pytest.approx(closed, rel=1e-9)
+    assert predicted_seconds(2, cost, ring_all_reduces, n, program_time=False) == pytest.approx(closed, rel=1e-9)
 
 
 def test_sizes_taken_in_turn_time_each_all_reduce_as_alone():
@@ -54,7 +54,7 @@ def test_sizes_taken_in_turn_time_each_all_reduce_as_alone():
     outputs = World(3, cost=cost, keep_payloads=False).run(ring_all_reduces_by_size, sizes, 4).outputs
     for n in sizes:
         assert repeat_seconds([o[n] for o in outputs]) == pytest.approx(
-            [predicted_seconds(3, cost, ring_all_reduces, n)] * 4, rel=1e-3
+            [predicted_seconds(3, cost, ring_all_reduces, n, program_time=False)] * 4, rel=1e-3
         )
 
 
@@ -123,3 +123,13 @@ def test_a_far_out_repeat_is_left_out_of_the_mean_on_both_sides_and_counted():
     assert "  3  " in line and line.endswith("1.00-1.00  ok")
     # at large sizes the fence grows with the median: 30 % slower repeats of a 180 ms all-reduce all stay
     assert not far_out([0.180] * 20 + [0.240] * 5).any()
+
+
+def test_a_prediction_charges_the_program_s_own_time_unless_told_not_to():
+    """Predicting a real run, each simulated rank also pays its program's Python between its calls (the
+    ring's own bookkeeping here): more than the closed form, by far less than the messages cost."""
+    cost = CostModel(latency=30e-6, bandwidth=2e9, flops=1e9, op_latency=2e-6)
+    n = 2 << 20  # 1.1 ms of messages and additions; the ring's Python, some 0.1 ms
+    closed = predicted_seconds(2, cost, ring_all_reduces, n, program_time=False)
+    timed = predicted_seconds(2, cost, ring_all_reduces, n, repeats=5)
+    assert closed < timed < 2 * closed

@@ -8,6 +8,7 @@ an error naming both calls), and runs the chosen algorithm from ``ALGORITHMS``.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -51,8 +52,12 @@ def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: 
     c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
     # A ring over several members reads x only while the call runs (the program waits inside it) and
     # returns new arrays: a real rank that records no values lends x itself instead of copying it
-    lend = algorithm == "ring" and c.p > 1 and hasattr(dev, "buffer") and not getattr(dev, "keep_payloads", True)
-    x = _read_only_view(x) if lend else _freeze(x, dev)
+    ring = algorithm == "ring" and c.p > 1
+    if ring and hasattr(dev, "buffer") and not getattr(dev, "keep_payloads", True):
+        x = _read_only_view(x)
+    else:  # a simulated ring's copy stands for none on a real rank: not the program's time, where that counts
+        with getattr(dev, "simulation_work", nullcontext)() if ring else nullcontext():
+            x = _freeze(x, dev)
     c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)

@@ -1,0 +1,99 @@
+"""``World(program_time=True)``: each device also pays its program's own wall time between its calls."""
+
+import time
+
+import numpy as np
+import pytest
+
+from simulator import CostModel, World
+
+COST = CostModel(latency=1e-3, bandwidth=1e9, flops=1e9)
+
+
+def spin(seconds: float) -> None:
+    """Run Python for ``seconds`` of wall time (a program's own work between its calls)."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < seconds:
+        pass
+
+
+def work_between_ops(dev, seconds):
+    dev.compute("a", np.add, np.ones(4), 1.0, seconds=1e-3)
+    spin(seconds)
+    dev.compute("b", np.add, np.ones(4), 1.0, seconds=1e-3)
+    return dev.clock
+
+
+def test_the_program_s_own_time_between_calls_moves_the_clock_only_when_asked():
+    timed = World(1, cost=COST, program_time=True).run(work_between_ops, 0.05).outputs[0]
+    free = World(1, cost=COST).run(work_between_ops, 0.05).outputs[0]
+    assert free == pytest.approx(2e-3)  # the ops alone, as always
+    assert timed >= 2e-3 + 0.05  # and the 50 ms the program ran between them
+    assert timed < 2e-3 + 0.05 + 0.5  # (a loaded machine may stretch it, not tenfold)
+
+
+def slow_op(dev):
+    dev.compute("slow", lambda x: (time.sleep(0.2), x + 1)[1], np.ones(4), seconds=1e-3)
+    return dev.clock
+
+
+def test_an_op_costs_what_the_cost_model_says_not_what_it_took_here():
+    clock = World(1, cost=COST, program_time=True).run(slow_op).outputs[0]
+    assert 1e-3 <= clock < 0.1  # the op's 200 ms of sleep are its own work, priced at 1 ms
+
+
+def late_sender(dev, seconds):
+    if dev.rank == 1:
+        spin(seconds)
+        dev.send(np.ones(1000), 0)
+    else:
+        dev.recv(1)
+    return dev.clock
+
+
+def test_a_device_waiting_for_another_does_not_pay_the_other_s_program_time():
+    clock0, clock1 = World(2, cost=COST, program_time=True).run(late_sender, 0.05).outputs
+    message = COST.message_time(8000)
+    assert clock1 >= 0.05  # the sender paid its own 50 ms before sending
+    # the receiver waited for it, and paid only its own program's few microseconds: the 50 ms once
+    assert clock0 == pytest.approx(clock1 + message, abs=0.01)
+
+
+def busy_after_last_call(dev, seconds):
+    dev.compute("a", np.add, np.ones(4), 1.0, seconds=1e-3)
+    spin(seconds)
+
+
+def test_the_time_after_the_last_call_is_paid_when_the_program_returns():
+    engine = World(1, cost=COST, program_time=True).start(busy_after_last_call, 0.05)
+    engine.finish()
+    assert engine.devices[0].clock >= 1e-3 + 0.05
+
+
+def test_program_time_is_true_or_false():
+    with pytest.raises(ValueError, match=r"World\(program_time='yes'\): give True or False"):
+        World(2, program_time="yes")
+
+
+def slow_assembling(dev):
+    x = np.arange(8.0) + dev.rank
+    out = dev.all_reduce(x, algorithm="ring")
+    dev.compute("after", np.negative, out, seconds=0.0)  # pays the program's time since its last call
+    return out, dev.clock
+
+
+def test_the_simulation_s_own_copy_of_a_ring_result_is_not_the_program_s_time(monkeypatch):
+    # a real rank receives the ring's blocks in place; the simulation assembles them, a copy of its own
+    import simulator.collectives.ring as ring
+
+    assemble = ring._assemble
+
+    def slow(*args):
+        spin(0.05)
+        return assemble(*args)
+
+    monkeypatch.setattr(ring, "_assemble", slow)
+    outputs = World(2, cost=COST, program_time=True).run(slow_assembling).outputs
+    for out, clock in outputs:
+        np.testing.assert_array_equal(out, 2 * np.arange(8.0) + 1)
+        assert clock < 0.04  # two messages of 32 bytes and the program's microseconds, not the 50 ms copy
