@@ -70,3 +70,16 @@ def test_an_op_probe_writes_each_output_where_no_recent_op_wrote():
     kept = COLD_BYTES // nbytes  # the latest outputs, COLD_BYTES of them
     assert alive_before_each_call == [min(i, kept) for i in range(11)]
     assert len({id(ref) for ref in outputs}) == 11
+
+
+@pytest.mark.parametrize("ranks", [2, 3, 4])
+def test_the_ring_probe_times_steps_in_trains_as_the_ring_all_reduce_runs_them(ranks):
+    # a step right after a barrier costs more on real ranks than one that follows another: each train
+    # is the 2(p - 1) steps of a ring all-reduce, and a repeat lasts the train's time per step
+    result = World(ranks, cost=COST, keep_payloads=False).run(ring, SIZES, 2, warmup=1)
+    steps = sum(m.tag == 1 for m in result.trace.messages)
+    assert steps == 3 * len(SIZES) * ranks * 2 * (ranks - 1)
+    for n, seconds in _durations(result.outputs).items():
+        assert seconds == pytest.approx([COST.message_time(n)] * 2, rel=1e-9)
+    one = World(ranks, cost=COST, keep_payloads=False).run(ring, SIZES, 2, warmup=1, steps=1)
+    assert sum(m.tag == 1 for m in one.trace.messages) == 3 * len(SIZES) * ranks
