@@ -3,9 +3,10 @@
 What is measured (``probes``), and what each fit gives the ``CostModel``:
 
 - messages of 8 B to 16 MiB (ping-pong, both partners at once, or every rank to the next at once in
-  trains of a ring all-reduce's 2(p - 1) steps), each timed after a barrier from the last rank's start to the last rank's end: ``latency + n / bandwidth`` fitted
-  in pieces (``fit.fit_pieces``): one line per size regime where the times bend, the first piece as the
-  model's ``latency`` and ``bandwidth``, the others as ``LinkRegime``s;
+  trains of a ring all-reduce's 2(p - 1) steps), each timed after a barrier from the last rank's start to
+  the last rank's end: ``latency + n / bandwidth`` fitted in pieces (``fit.fit_pieces``): one line per
+  size regime where the times bend, the first piece as the model's ``latency`` and ``bandwidth``, the
+  others as ``LinkRegime``s;
 - additions of two float64 arrays into a new one, 1 KiB to 4 MiB, through ``dev.compute`` as a
   collective's reductions run, and float64 matrix products of the shapes a training step's layers
   have (a few rows through a large weight, and the weight gradient's tall-by-wide product), each op

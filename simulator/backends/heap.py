@@ -5,9 +5,9 @@ glibc's malloc serves every allocation of 32 MiB or more (and, by default, many 
 the kernel zeroes it page by page as it is first touched. On a virtual machine whose host reclaims
 the memory a guest gives back, a first touch can cost the host's fault as well: here filling a fresh
 32 MiB buffer took 5 ms in one process and 200 to 300 ms in another, and a 32 MiB ring step on two real
-ranks took 50 to 60 ms in most repeats and 300 ms in others (40 to 55 ms in every repeat, memory kept). A rank program allocates such buffers all the time
-(each message received, each sum, each copy a send carries), so its times followed the host's
-memory, not the program.
+ranks took 50 to 60 ms in most repeats and 300 ms in others (40 to 55 ms in every repeat, memory kept).
+A rank program allocates such buffers all the time (each message received, each sum, each copy a send
+carries), so its times followed the host's memory, not the program.
 
 Training frameworks keep their memory instead (PyTorch's caching allocator on GPUs; jemalloc or tcmalloc,
 which PyTorch's CPU performance guide recommends). ``keep_freed_memory`` asks glibc for the same: no
