@@ -15,7 +15,8 @@ NumPy took here. The time a program runs after its last call is paid when it ret
 The price: simulated times then depend on this machine and its load, so two runs of one program no
 longer give the same trace. Off by default. ``dev.clock`` read by the program counts its own time up to
 its latest call. Where the simulation itself copies what a real rank does not (the ring all-reduce's
-result, assembled from blocks a real rank receives in place), that copy is not counted either.
+result, assembled from blocks a real rank receives in place; its input, which a real rank lends), those
+copies are not counted either.
 """
 
 from __future__ import annotations
@@ -69,14 +70,15 @@ class ProgramTimedDevice(Device):
         self._left = perf_counter()
 
     @contextmanager
-    def simulation_work(self) -> Iterator[None]:
-        """Work the simulation does in the program's place that a real rank does not do (a collective's
-        result assembled from blocks that a real rank receives in place): not the program's time."""
+    def simulation_work(self, share: float = 1.0) -> Iterator[None]:
+        """Work the simulation does in the program's place, ``share`` of which a real rank does not do (a
+        ring all-reduce's result assembled from p blocks: a real rank copies its own block and receives the
+        others in place): that share of its time is not the program's."""
         t0 = perf_counter()
         try:
             yield
         finally:
-            self._left += perf_counter() - t0
+            self._left += share * (perf_counter() - t0)
 
 
 for _name in TIMED_CALLS:

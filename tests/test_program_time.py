@@ -82,8 +82,9 @@ def slow_assembling(dev):
     return out, dev.clock
 
 
-def test_the_simulation_s_own_copy_of_a_ring_result_is_not_the_program_s_time(monkeypatch):
-    # a real rank receives the ring's blocks in place; the simulation assembles them, a copy of its own
+def test_a_simulated_ring_pays_only_the_copy_a_real_rank_makes_of_its_result(monkeypatch):
+    # a real rank copies its own block into the result and receives the other three in place; the
+    # simulation assembles all four: three quarters of that copy are not the program's time
     import simulator.collectives.ring as ring
 
     assemble = ring._assemble
@@ -93,7 +94,7 @@ def test_the_simulation_s_own_copy_of_a_ring_result_is_not_the_program_s_time(mo
         return assemble(*args)
 
     monkeypatch.setattr(ring, "_assemble", slow)
-    outputs = World(2, cost=COST, program_time=True).run(slow_assembling).outputs
+    outputs = World(4, cost=COST, program_time=True).run(slow_assembling).outputs
     for out, clock in outputs:
-        np.testing.assert_array_equal(out, 2 * np.arange(8.0) + 1)
-        assert clock < 0.04  # two messages of 32 bytes and the program's microseconds, not the 50 ms copy
+        np.testing.assert_array_equal(out, 4 * np.arange(8.0) + 6)
+        assert 0.0125 <= clock < 0.04  # a quarter of the 50 ms copy, and six messages of 16 bytes

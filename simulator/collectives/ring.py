@@ -92,8 +92,8 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
     step0 = c.p - 1  # the all-gather's steps continue after the reduce-scatter's
     if getattr(c.dev, "recv_into", None) is None:
         out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, step0)
-        # a copy a real rank does not make (below): not the program's time, where that is counted
-        with getattr(c.dev, "simulation_work", nullcontext)():
+        # a real rank (below) copies only its own block: the rest of this copy is not the program's time
+        with getattr(c.dev, "simulation_work", nullcontext)((c.p - 1) / c.p):
             return _assemble(c.dev, out, x.shape, x.dtype)
     # a real rank receives each block straight into its place in the result: no copy to assemble it
     result = c.dev.buffer(x.shape, x.dtype)
