@@ -98,3 +98,17 @@ def test_a_simulated_ring_pays_only_the_copy_a_real_rank_makes_of_its_result(mon
     for out, clock in outputs:
         np.testing.assert_array_equal(out, 4 * np.arange(8.0) + 6)
         assert 0.0125 <= clock < 0.04  # a quarter of the 50 ms copy, and six messages of 16 bytes
+
+
+def late_to_all_reduce(dev):
+    if dev.rank == 1:
+        spin(0.05)
+    return dev.all_reduce(np.ones(1000), algorithm="ring")
+
+
+def test_a_ring_all_reduce_runs_message_by_message_so_each_member_pays_its_own_time():
+    # booked whole (without payloads, eager sends), the first member would wait outside any call and pay
+    # for the other's 50 ms as its own program's; message by message, the late member's messages leave late
+    result = World(2, cost=COST, keep_payloads=False, program_time=True).run(late_to_all_reduce)
+    np.testing.assert_array_equal(result.outputs[0], 2 * np.ones(1000))
+    assert min(m.t_send for m in result.trace.messages if m.src == 1) >= 0.05
