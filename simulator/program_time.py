@@ -61,9 +61,8 @@ class ProgramTimedDevice(Device):
     def pay_program_time(self) -> None:
         """Move the clock on by the program's wall time since its last call returned."""
         spent = perf_counter() - self._left
-        if spent > 0:
+        if spent > 0:  # (the call that follows sets ``_left`` anew as it returns)
             self._advance(self.clock + spent)  # may let other devices run: their time is not this one's
-        self._left = perf_counter()
 
     def start_program(self) -> None:
         """The program starts now (its greenlet's first run)."""
