@@ -33,6 +33,7 @@ lab: $(VENV)/.lab
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -n 2 -q
 
 test-fast: $(BIN)/.installed

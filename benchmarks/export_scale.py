@@ -2,8 +2,8 @@
 
 The run: a ring all-reduce over 1,584 devices, 5,013,936 messages and 2.5 million reduction ops,
 metadata only. Printed: the simulation's time, then the Chrome Trace export's (written as it is
-made, each device's tracks thinned to fit a million events: simulator/plot/chrome_thin.py), its
-file size and event count, and the timeline figure's (a pixel row per device: simulator/plot/busy.py),
+made, each device's tracks thinned to fit a million events: simulator/views/plot/chrome_thin.py), its
+file size and event count, and the timeline figure's (a pixel row per device: simulator/views/plot/busy.py),
 with the host's peak memory after each. Before the columnar trace the same export took 1,019 s and
 13.4 GiB and kept 27 events.
 
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from simulator import World
-from simulator.plot.busy import plot_busy
-from simulator.plot.chrome_trace import write_chrome_trace
-from simulator.plot.style import save_figure
+from simulator.views.plot.busy import plot_busy
+from simulator.views.plot.chrome_trace import write_chrome_trace
+from simulator.views.plot.style import save_figure
 
 
 def program(dev, n):

@@ -77,7 +77,7 @@ def main() -> int:
 
     import torch
 
-    from simulator.presets import dgx_h100
+    from simulator.cost.presets import dgx_h100
 
     preset = dgx_h100().flops / 1e12
     name = torch.cuda.get_device_name(0)

@@ -42,7 +42,7 @@ import numpy as np
 import simpy
 
 from simulator import CostModel, World
-from simulator.placements import chunk_bounds
+from simulator.tensors.placements import chunk_bounds
 
 COST = CostModel()  # 1 us latency, 100 GB/s links, 100 TFLOP/s
 ROOT = str(Path(__file__).resolve().parent.parent)

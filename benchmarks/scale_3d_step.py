@@ -21,11 +21,11 @@ import sys
 import time
 
 from simulator import CostModel
-from simulator.memory import memory_timeline
-from simulator.mesh import DeviceMesh
 from simulator.parallel.compose import Parallel3D
 from simulator.parallel.measure import bubble
 from simulator.parallel.mlp import MLP
+from simulator.tensors.mesh import DeviceMesh
+from simulator.views.memory import memory_timeline
 
 
 def main() -> None:

@@ -7,7 +7,7 @@ ring all-reduce of ``simulator.collectives``, message by message (``collectives=
 size. Both sides are timed alike (``simulator.backends.prediction``): each repeat after a barrier, from
 the last rank's start to the last rank's end, the median over many repeats, the sizes taken in turn on real
 ranks (as calibration takes its sizes and times its messages). With ``--spread`` each simulated repeat
-draws its message times from the calibration's measurements (``simulator.spread``). Messages go without shape
+draws its message times from the calibration's measurements (``simulator.cost.spread``). Messages go without shape
 headers (every receive of the ring declares its shape; ``--headers`` sends them). The whole is repeated
 ``--runs`` times, each with a fresh calibration, and the table gives every run's predicted / measured and
 their spread. The target is 0.7 to 1.3 in every run.
@@ -31,7 +31,7 @@ from simulator.backends.prediction import (
     spread_table,
     wait_for_quiet,
 )
-from simulator.units import binary_size
+from simulator.cost.units import binary_size
 
 # 1 KiB .. 32 MiB: the ring's chunks, up to the 32 MiB of 64 MiB on 2 ranks. (Before the probes settled each
 # eager send, every message was copied into fresh memory and 32 MiB messages took 0.2 to 0.4 s.)

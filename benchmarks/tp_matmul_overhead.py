@@ -24,11 +24,11 @@ import time
 import numpy as np
 
 from simulator import World
-from simulator.mesh import DeviceMesh
 from simulator.parallel import tensor as tp
-from simulator.placements import R, S
-from simulator.redistribute import assemble, distribute
-from simulator.sharded import Layout
+from simulator.tensors.mesh import DeviceMesh
+from simulator.tensors.placements import R, S
+from simulator.tensors.redistribute import assemble, distribute
+from simulator.tensors.sharded import Layout
 
 
 def column_parallel_run(dev, X, W):

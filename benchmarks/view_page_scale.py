@@ -21,12 +21,12 @@ import tempfile
 import time
 from pathlib import Path
 
-from simulator.examples import get
-from simulator.mesh import DeviceMesh
 from simulator.parallel.compose import Parallel3D
 from simulator.parallel.mlp import MLP
-from simulator.view import build_document, write_page
-from simulator.view.browser import find_chromium, headless
+from simulator.teach.examples import get
+from simulator.tensors.mesh import DeviceMesh
+from simulator.views.web import build_document, write_page
+from simulator.views.web.browser import find_chromium, headless
 
 STEP_FORWARD = """
 const root = document.querySelector(".psv");

@@ -1,12 +1,12 @@
 """What if we trained GPT-3 on 4,096 GPUs? One 1F1B step, from 64 to 4,096 simulated devices.
 
-Each size runs in a fresh process (simulator/whatif.py: GPT-3's layer shapes, dp x pp x tp with tp = 8
+Each size runs in a fresh process (simulator/parallel/whatif.py: GPT-3's layer shapes, dp x pp x tp with tp = 8
 inside each DGX H100 node, 16 microbatches of one sequence per replica, metadata only). Printed per
 size: devices, messages, ops, events, the simulation's wall time, the host's peak resident memory and
 what the run added per event, the trace's own bytes per event, and the simulated step time.
 
 With ``--figures``, the largest run also draws its timeline (a pixel row per device, see
-simulator/plot/busy.py) and each pipeline stage's peak memory, and the scaling table is drawn too;
+simulator/views/plot/busy.py) and each pipeline stage's peak memory, and the scaling table is drawn too;
 they go to figures/whatif_gpt3_*.png. Target: 4,096 devices in under 60 s and 4 GB on the 2-core
 development machine.
 
@@ -38,8 +38,8 @@ def rss_mb() -> float:
 def run_size(dp: int, pp: int, tp: int, figures: bool) -> dict:
     import numpy as np
 
-    from simulator.memory_columns import peaks
-    from simulator.whatif import Step3D, Transformer, gpt3_step
+    from simulator.parallel.whatif import Step3D, Transformer, gpt3_step
+    from simulator.views.memory_columns import peaks
 
     before = rss_mb()
     t0 = time.perf_counter()
@@ -71,8 +71,8 @@ def run_size(dp: int, pp: int, tp: int, figures: bool) -> dict:
 
 
 def _draw_run(result, job, memory, row) -> None:
-    from simulator.plot.busy import plot_busy
-    from simulator.plot.style import new_figure, save_figure
+    from simulator.views.plot.busy import plot_busy
+    from simulator.views.plot.style import new_figure, save_figure
 
     stages = [(f"stage {s}", s * job.tp) for s in range(job.pp)]
     title = (
@@ -106,7 +106,7 @@ def _draw_run(result, job, memory, row) -> None:
 
 
 def draw_table(rows: list[dict]) -> None:
-    from simulator.plot.style import new_figure, save_figure
+    from simulator.views.plot.style import new_figure, save_figure
 
     fig = new_figure(10, 0.55 + 0.24 * (len(rows) + 1))
     ax = fig.add_axes((0.01, 0.0, 0.98, 0.86))

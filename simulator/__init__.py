@@ -1,9 +1,36 @@
-"""An educational simulator of parallelism strategies: devices, messages, and a simulated clock."""
+"""An educational simulator of parallelism strategies: devices, messages, and a simulated clock.
 
-from .cost import CostModel
-from .device import Device, Request
-from .engine import Engine, RunResult, World
-from .errors import (
+The package is cut in layers; each imports only the layers below it (checked by import-linter, see
+``pyproject.toml``), from the bottom up:
+
+============  ==========================================================================================
+cost          what things cost: the cost model, links and topologies, presets, measured spread, units,
+              and arrays known only by their shape (``MetaArray``)
+core          the engine (clock, scheduling), the device programs see, messaging, the trace, errors
+tensors       meshes, placements, sharded arrays, and moving them between layouts as messages
+collectives   all-reduce, all-gather, ... written as messages, one module per algorithm
+checker       the single-device reference, comparison, diagnoses, and the verdict
+parallel      strategies (data, tensor, pipeline, ZeRO, transformer, experts) and schedules as data
+backends      real processes (torch.distributed), calibration, what-if predictions of real runs
+views         text views, plots (matplotlib), the step-through web page and widget
+teach         named scenarios, exercises, the figures in ``figures/``
+cli           the command line (``python -m simulator``)
+============  ==========================================================================================
+
+``from simulator import ...`` gives the names a program, a notebook or the README uses; the views and
+the scenarios load when first asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from .checker import CheckReport, Reference, check
+from .collectives import ALGORITHMS, ulp_distance
+from .core.device import Device, Request
+from .core.engine import Engine, RunResult, World
+from .core.errors import (
     ContractError,
     DeadlockError,
     RankError,
@@ -11,27 +38,78 @@ from .errors import (
     UnreceivedMessagesError,
     UnreceivedMessagesWarning,
 )
-from .mesh import DeviceMesh
-from .placements import Partial, Replicate, Shard
-from .redistribute import assemble, distribute, redistribute
-from .sharded import Layout, ShardedArray
-from .trace import Message, Op, Trace
+from .core.trace import Message, Op, Trace
+from .cost import CostModel, MetaArray, preset
+from .tensors import (
+    DeviceMesh,
+    FlatSlice,
+    Layout,
+    P,
+    Partial,
+    R,
+    Replicate,
+    S,
+    Shard,
+    ShardedArray,
+    assemble,
+    distribute,
+    redistribute,
+)
+
+# Loaded when first asked for: matplotlib, the web view and the scenarios are not needed to run a program.
+_LAZY = {
+    "view": ("simulator.teach.view", None),
+    "scenario": ("simulator.teach.examples", "get"),
+    "Stepper": ("simulator.views.stepper", "Stepper"),
+    "text_timeline": ("simulator.views.textgrid", "text_timeline"),
+    "sharding_table": ("simulator.views.sharding_table", "sharding_table"),
+    "memory_timeline": ("simulator.views.memory", "memory_timeline"),
+    "comm_summary": ("simulator.checker.comm_summary", "comm_summary"),
+    "plot_timeline": ("simulator.views.plot", "plot_timeline"),
+    "plot_timelines": ("simulator.views.plot", "plot_timelines"),
+    "plot_memory": ("simulator.views.plot", "plot_memory"),
+    "plot_sharding": ("simulator.views.plot.sharding", "plot_sharding"),
+    "write_chrome_trace": ("simulator.views.plot", "write_chrome_trace"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        module, attr = _LAZY[name]
+        loaded = importlib.import_module(module)
+        value = loaded if attr is None else getattr(loaded, attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'simulator' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
 
 __all__ = [
+    "ALGORITHMS",
+    "CheckReport",
     "ContractError",
     "CostModel",
     "DeadlockError",
     "Device",
     "DeviceMesh",
     "Engine",
+    "FlatSlice",
     "Layout",
     "Message",
+    "MetaArray",
     "Op",
+    "P",
     "Partial",
+    "R",
     "RankError",
+    "Reference",
     "Replicate",
     "Request",
     "RunResult",
+    "S",
     "Shard",
     "ShardedArray",
     "SimulationError",
@@ -40,6 +118,10 @@ __all__ = [
     "UnreceivedMessagesWarning",
     "World",
     "assemble",
+    "check",
     "distribute",
+    "preset",
     "redistribute",
+    "ulp_distance",
+    *_LAZY,
 ]

@@ -5,7 +5,7 @@ import pytest
 
 from simulator import RankError, World
 from simulator.backends import demos
-from simulator.reference import Reference, check
+from simulator.checker import Reference, check
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling", "direct"])

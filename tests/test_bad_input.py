@@ -7,7 +7,7 @@ import pytest
 
 from simulator import RankError, SimulationError, World
 from simulator.collectives import TAG_BASE
-from simulator.errors import CollectiveMismatchError, EventLimitError, OpError, UnreceivedMessagesWarning
+from simulator.core.errors import CollectiveMismatchError, EventLimitError, OpError, UnreceivedMessagesWarning
 
 
 # ---- members of a group calling different collectives -------------------------------------------

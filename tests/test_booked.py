@@ -3,11 +3,11 @@
 import numpy as np
 import pytest
 
-import simulator.booked as booked
+import simulator.collectives.booked as booked
 from simulator import CostModel, World
-from simulator.cost import TwoLevel
-from simulator.errors import DeadlockError, EventLimitError
-from simulator.stepper import Stepper
+from simulator.core.errors import DeadlockError, EventLimitError
+from simulator.cost.model import TwoLevel
+from simulator.views.stepper import Stepper
 
 
 @pytest.fixture

@@ -3,7 +3,7 @@
 import numpy as np
 
 from simulator import World
-from simulator.reference import Reference, check
+from simulator.checker import Reference, check
 
 X = np.arange(8.0).reshape(2, 4)
 W = np.arange(24.0).reshape(4, 6)

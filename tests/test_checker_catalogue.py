@@ -14,13 +14,13 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.examples import get
+from simulator.checker import Reference, check
 from simulator.parallel.data import DataParallel
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import Pipeline
 from simulator.parallel.schedules import gpipe, one_f_one_b
 from simulator.parallel.zero import ZeRO
-from simulator.reference import Reference, check
+from simulator.teach.examples import get
 
 RNG = np.random.default_rng(2026)
 PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"

@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import World
-from simulator.compare import difference
-from simulator.reference import Reference, check
+from simulator.checker import Reference, check
+from simulator.checker.compare import difference
 from tests.report_words import words
 
 PROPERTY = settings(max_examples=25, deadline=None)

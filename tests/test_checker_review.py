@@ -4,10 +4,9 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.checker import check
-from simulator.cost import CostModel
-from simulator.errors import SimulationError
-from simulator.reference import Reference
+from simulator.checker import Reference, check
+from simulator.core.errors import SimulationError
+from simulator.cost.model import CostModel
 from tests.report_words import words
 
 RNG = np.random.default_rng(0)
@@ -426,7 +425,7 @@ def test_a_result_computed_from_a_devices_share_of_the_input_asks_for_the_combin
 
 
 def test_small_float32_differences_are_told_they_may_be_rounding():
-    from simulator.compare import difference
+    from simulator.checker.compare import difference
 
     exact = RNG.standard_normal(64)
     found = exact.astype(np.float32)
@@ -440,7 +439,7 @@ def test_small_float32_differences_are_told_they_may_be_rounding():
 
 
 def test_a_batch_of_one_split_along_axis_0_is_named_when_the_gather_disagrees():
-    from simulator.errors import CollectiveMismatchError
+    from simulator.core.errors import CollectiveMismatchError
 
     def program(dev):
         part = dev.reduce_scatter(np.ones((1, 8)) * (dev.rank + 1))  # axis=0 of a batch of 1: device 1 gets nothing

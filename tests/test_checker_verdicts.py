@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.reference import Reference, check
+from simulator.checker import Reference, check
 from tests.report_words import words
 
 STAGES = [lambda v: v * v, lambda v: v + 3, np.sin, lambda v: 10 * v]

@@ -9,12 +9,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import CostModel, World
-from simulator.__main__ import main
-from simulator.cost import FullyConnected, Ring, TwoLevel
-from simulator.figures.programs import fan_out, pipeline_two_stage, ring_pass
-from simulator.memory import memory_timeline
-from simulator.plot.chrome_trace import chrome_trace, write_chrome_trace
-from simulator.presets import classroom
+from simulator.cli.main import main
+from simulator.cost.model import FullyConnected, Ring, TwoLevel
+from simulator.cost.presets import classroom
+from simulator.teach.figures.programs import fan_out, pipeline_two_stage, ring_pass
+from simulator.views.memory import memory_timeline
+from simulator.views.plot.chrome_trace import chrome_trace, write_chrome_trace
 
 US = 1e-6
 

@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from simulator.__main__ import main
+from simulator.cli.main import main
 
 
 def test_demo_walks_through_the_seeds(capsys):

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from simulator.__main__ import main
-from simulator.examples import get
-from simulator.plot import chrome_trace
+from simulator.cli.main import main
+from simulator.teach.examples import get
+from simulator.views.plot import chrome_trace
 
 
 def usage_error(argv, capsys) -> str:
@@ -119,7 +119,7 @@ def test_other_bounds_are_usage_errors(argv, words, capsys):
 
 
 def test_text_timeline_refuses_a_grid_too_wide():
-    from simulator.textgrid import text_timeline
+    from simulator.views.textgrid import text_timeline
 
     run = get("split").run().result
     with pytest.raises(ValueError, match="give at least one column and at most 10,000"):

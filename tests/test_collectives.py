@@ -7,9 +7,9 @@ from hypothesis import strategies as st
 
 from simulator import DeadlockError, RankError, World
 from simulator.collectives import ALGORITHMS, TAG_BASE, ulp_distance
-from simulator.errors import CollectiveMismatchError
-from simulator.mesh import DeviceMesh
-from simulator.placements import chunk_bounds
+from simulator.core.errors import CollectiveMismatchError
+from simulator.tensors.mesh import DeviceMesh
+from simulator.tensors.placements import chunk_bounds
 
 POW2 = {1, 2, 4, 8}
 

@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-import simulator.columns as columns
-import simulator.engine as engine
-import simulator.ordering as ordering
-import simulator.ring_plan as ring_plan
+import simulator.collectives.ring_plan as ring_plan
+import simulator.core.columns as columns
+import simulator.core.engine as engine
+import simulator.core.ordering as ordering
 from simulator import CostModel, World
-from simulator.trace import Message, Op
+from simulator.core.trace import Message, Op
 
 
 def labelled(dev):

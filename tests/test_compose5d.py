@@ -12,11 +12,11 @@ from collections import Counter
 import numpy as np
 import pytest
 
-from simulator.mesh import DeviceMesh
+from simulator.checker import check
 from simulator.parallel.compose5d import DIMS, Parallel5D, message_counts, message_kind, stack_loss, stack_params
-from simulator.parallel.experts import MoE
-from simulator.parallel.transformer import Transformer
-from simulator.reference import check
+from simulator.parallel.experts.model import MoE
+from simulator.parallel.transformer.model import Transformer
+from simulator.tensors.mesh import DeviceMesh
 
 TRANSFORMER = Transformer(d_model=8, heads=2, d_ff=16)
 MOE = MoE(d_model=8, d_ff=16, experts=2, top_k=1, capacity_factor=2.0)
@@ -50,7 +50,7 @@ def test_32_devices_compute_one_devices_gradients(sequence_parallel):
 
 
 def _param_index(step: Parallel5D, rank: int):
-    from simulator.parallel.composed_split import ComposedSplit
+    from simulator.parallel.transformer.composed_split import ComposedSplit
 
     split = ComposedSplit.of(TRANSFORMER, step.mesh, rank, X.shape[1], step.sequence_parallel)
     return lambda name: split.param_index(name.split(".d", 1)[1]) if ".d" in name else None

@@ -5,13 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.checker import check
 from simulator.collectives import TAG_BASE
-from simulator.mesh import DeviceMesh
 from simulator.parallel.compose import Parallel3D, pair_partition
 from simulator.parallel.data import DP_TAG
 from simulator.parallel.mlp import MLP
 from simulator.parallel.tensor_layers import tp_index
-from simulator.reference import check
+from simulator.tensors.mesh import DeviceMesh
 
 MESH = DeviceMesh.grid((2, 2, 2), ("dp", "pp", "tp"))
 MLP4 = MLP((3, 8, 4, 8, 2))

@@ -11,13 +11,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.examples import get
-from simulator.parallel.context import chunk_pairs, chunks_of, positions
-from simulator.parallel.transformer import Transformer
-from simulator.parallel.transformer_costs import context_volume
-from simulator.parallel.transformer_step import TransformerStep
-from simulator.presets import classroom
-from simulator.reference import check
+from simulator.checker import check
+from simulator.cost.presets import classroom
+from simulator.parallel.transformer.context import chunk_pairs, chunks_of, positions
+from simulator.parallel.transformer.costs import context_volume
+from simulator.parallel.transformer.model import Transformer
+from simulator.parallel.transformer.step import TransformerStep
+from simulator.teach.examples import get
 
 MODEL = Transformer(d_model=8, heads=2, d_ff=16, blocks=2, dropout=0.1)
 PARAMS = MODEL.init(seed=40)

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from simulator import CostModel, World
-from simulator.cost import FullyConnected, Ring, TwoLevel
-from simulator.presets import PRESETS, classroom, dgx_h100, preset
+from simulator.cost.model import FullyConnected, Ring, TwoLevel
+from simulator.cost.presets import PRESETS, classroom, dgx_h100, preset
 
 REL = 1e-9
 ALPHA, BW = 2e-6, 5e9  # deliberately not round, so the closed forms are not trivially equal

@@ -5,7 +5,7 @@ import pytest
 
 from simulator import World
 from simulator.backends.costfile import load_cost, save_cost
-from simulator.cost import CostModel, LinkRegime, Ring
+from simulator.cost.model import CostModel, LinkRegime, Ring
 from tests.costfiles import assert_refused
 
 REGIMES = (LinkRegime(64 << 10, 100e-6, 2e9), LinkRegime(4 << 20, 1e-3, 1e9))

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from simulator import CostModel
+from simulator.checker import check
 from simulator.parallel.data import DP_TAG, DataParallel, bucket_layout
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import ActionCosts
-from simulator.reference import check
 
 MLP4 = MLP((4, 6, 6, 6, 2))
 PARAMS = MLP4.init(seed=3)

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simulator import CostModel, RankError, SimulationError, World
-from simulator.examples import seeds
+from simulator.teach.examples import seeds
 
 COST = CostModel(latency=2e-6, bandwidth=1e9, flops=1e9)
 
@@ -213,7 +213,7 @@ def test_python_objects_cannot_be_sent():
 
 
 def test_collective_shape_mismatch_names_both_calls():
-    from simulator.errors import CollectiveMismatchError
+    from simulator.core.errors import CollectiveMismatchError
 
     with pytest.raises(CollectiveMismatchError) as err:
         World(2).run(lambda dev: dev.all_reduce(np.ones(2 + dev.rank)))
@@ -275,7 +275,7 @@ def test_running_ahead_changes_no_simulated_time():
 
 @pytest.mark.parametrize("overlap", [False, True])
 def test_running_ahead_keeps_rendezvous_times(overlap):
-    from simulator.figures.programs import stream_chunks
+    from simulator.teach.figures.programs import stream_chunks
 
     chunks = [np.full(1000, float(k)) for k in range(5)]
     world = World(2, cost=COST, send_mode="rendezvous")
@@ -286,7 +286,7 @@ def test_running_ahead_keeps_rendezvous_times(overlap):
 
 
 def test_shared_links_keep_devices_in_time_order():
-    from simulator.cost import Ring
+    from simulator.cost.model import Ring
 
     ring = CostModel(latency=1e-6, bandwidth=1e9, topology=Ring())
     result = World(6, cost=ring).run(ring_pass, 3)

@@ -4,8 +4,8 @@ predictions are checked in place, and hints get more specific with each try."""
 import numpy as np
 import pytest
 
-from simulator.exercises import EXERCISES, Question, start
-from simulator.exercises.core import NOT_ANSWERED
+from simulator.teach.exercises import EXERCISES, Question, start
+from simulator.teach.exercises.core import NOT_ANSWERED
 from tests.exercises import exercise_notebooks, run_cells, solution_cells
 
 STARTERS = {  # notebook -> what its starter's grade must say (the bug the exercise is about)
@@ -106,26 +106,26 @@ def test_unknown_exercise_is_named():
 
 
 def _no_split_matmul(dev):  # the whole W on every device, nothing sent: right values, not the exercise
-    from simulator.exercises.tensor import W, X
+    from simulator.teach.exercises.tensor import W, X
 
     return dev.compute("Y", np.matmul, dev.hold("X", X), dev.hold("W", W))
 
 
 def _ring_without_messages(dev, xs):
-    from simulator.exercises.ring import XS
+    from simulator.teach.exercises.ring import XS
 
     dev.hold(f"x[{dev.rank}]", XS[dev.rank])
     return dev.compute("v", lambda: XS.sum(axis=0))
 
 
 def _ring_by_the_library(dev, xs):
-    from simulator.exercises.ring import XS
+    from simulator.teach.exercises.ring import XS
 
     return dev.all_reduce(dev.hold(f"x[{dev.rank}]", XS[dev.rank]), name="v")
 
 
 def _replica_on_the_whole_batch(dev):
-    from simulator.exercises.data import W, X, Y, mean_gradient
+    from simulator.teach.exercises.data import W, X, Y, mean_gradient
 
     rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
     dev.hold("X", X), dev.hold("y", Y), dev.hold("w", W)
@@ -163,7 +163,7 @@ def test_a_hint_is_shown_once_in_a_notebook(capsys):
 
 
 def test_a_hint_after_a_pass_says_nothing_is_left_to_fix(capsys):
-    from simulator.examples.seeds import split
+    from simulator.teach.examples.seeds import split
 
     ex = start("split-the-seed")
     assert ex.grade(split).ok

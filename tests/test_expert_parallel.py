@@ -8,11 +8,11 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.examples import get
-from simulator.parallel import experts_ops as X
-from simulator.parallel.expert_parallel import ExpertParallel, all_to_all_single, expert_volume
-from simulator.parallel.experts import MoE
-from simulator.reference import check
+from simulator.checker import check
+from simulator.parallel.experts import ops as X
+from simulator.parallel.experts.model import MoE
+from simulator.parallel.experts.parallel import ExpertParallel, all_to_all_single, expert_volume
+from simulator.teach.examples import get
 
 
 def finite_differences(model, params, x, t, eps=1e-6):

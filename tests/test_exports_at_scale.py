@@ -6,17 +6,17 @@ import numpy as np
 import pytest
 
 from simulator import CostModel, World
-from simulator.activity import activity
-from simulator.cost import TwoLevel
-from simulator.memory import memory_timeline
-from simulator.memory_columns import memory_steps, peaks
-from simulator.mesh import DeviceMesh
+from simulator.cost.model import TwoLevel
 from simulator.parallel.compose import Parallel3D
 from simulator.parallel.mlp import MLP
-from simulator.plot.busy import busy_fractions, plot_busy
-from simulator.plot.chrome_trace import chrome_trace, write_chrome_trace
-from simulator.plot.thin import Spans, thin, track_spans
-from simulator.plot.timeline import plot_timeline
+from simulator.tensors.mesh import DeviceMesh
+from simulator.views.activity import activity
+from simulator.views.memory import memory_timeline
+from simulator.views.memory_columns import memory_steps, peaks
+from simulator.views.plot.busy import busy_fractions, plot_busy
+from simulator.views.plot.chrome_trace import chrome_trace, write_chrome_trace
+from simulator.views.plot.thin import Spans, thin, track_spans
+from simulator.views.plot.timeline import plot_timeline
 
 
 def step_3d(keep_payloads=True):
@@ -89,7 +89,7 @@ def test_huge_runs_export_thinned_and_draw_as_images(tmp_path, monkeypatch):
     assert {e["pid"] for e in slices if e["tid"] == 0} == set(range(64))  # every device's compute shows
     assert sum(e["args"]["messages"] for e in slices if e["tid"] == 1) == 12_800
     assert chrome_trace(run, max_events=5000)["otherData"]["collapsed"] == info.note
-    import simulator.plot.timeline as timeline
+    import simulator.views.plot.timeline as timeline
 
     monkeypatch.setattr(timeline, "MAX_SPANS", 1000)
     fig = plot_timeline(run)

@@ -10,12 +10,12 @@ import pytest
 from matplotlib.image import imread
 
 from simulator import World
-from simulator.examples import get
-from simulator.plot import jupyter
-from simulator.plot.memory import plot_memory, shared_scales
-from simulator.plot.style import PAPER, SLIDE, SimFigure, figure_style, save_figure
-from simulator.plot.timeline import plot_timeline, plot_timelines
-from simulator.presets import classroom
+from simulator.cost.presets import classroom
+from simulator.teach.examples import get
+from simulator.views.plot import jupyter
+from simulator.views.plot.memory import plot_memory, shared_scales
+from simulator.views.plot.style import PAPER, SLIDE, SimFigure, figure_style, save_figure
+from simulator.views.plot.timeline import plot_timeline, plot_timelines
 
 
 def compute_only(dev):
@@ -68,7 +68,7 @@ def test_pipeline_blocks_are_labelled_with_pass_and_microbatch():
 
 
 def test_compared_memory_plots_share_their_scales():
-    from simulator.examples.training import PARAMS, T, X, pipeline
+    from simulator.teach.examples.training import PARAMS, T, X, pipeline
 
     runs = [pipeline(name, microbatches=8).run(PARAMS, X, T) for name in ("gpipe", "1f1b")]
     scales = shared_scales(runs)
@@ -83,7 +83,7 @@ def test_compared_memory_plots_share_their_scales():
 
 
 class FakeShell:
-    """Just enough of an IPython kernel's shell for ``simulator.plot.jupyter``."""
+    """Just enough of an IPython kernel's shell for ``simulator.views.plot.jupyter``."""
 
     kernel = object()
 

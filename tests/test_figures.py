@@ -14,8 +14,8 @@ matplotlib.use("Agg")
 import pytest
 from matplotlib.image import imread
 
-from simulator.__main__ import main
-from simulator.figures import _REGISTRY, build_figures, figure, registry
+from simulator.cli.main import main
+from simulator.teach.figures import _REGISTRY, build_figures, figure, registry
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -28,8 +28,13 @@ def test_each_module_imports_first():
     assert int(done.stdout) > 100  # every module was tried
 
 
-def test_the_checker_is_reachable_from_reference_too():
-    from simulator.checker import check
-    from simulator.reference import check as check_again
+def test_the_names_people_use_are_at_the_top():
+    import simulator
+    from simulator import Reference, World, check, view
+    from simulator.checker import check as check_in_its_layer
 
-    assert check is check_again
+    assert check is check_in_its_layer
+    assert World(2).run(lambda dev: dev.rank).outputs == [0, 1] and Reference is simulator.checker.Reference
+    assert view.show is simulator.teach.view.show
+    for name in simulator.__all__:  # every listed name resolves, the lazy ones included
+        assert getattr(simulator, name) is not None

@@ -6,10 +6,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simulator import World
-from simulator.mesh import DeviceMesh
-from simulator.placements import P, Partial, R, Replicate, S, Shard, chunk_bounds, chunk_sizes
-from simulator.redistribute import assemble, distribute, redistribute
-from simulator.sharded import Layout, ShardedArray
+from simulator.tensors.mesh import DeviceMesh
+from simulator.tensors.placements import P, Partial, R, Replicate, S, Shard, chunk_bounds, chunk_sizes
+from simulator.tensors.redistribute import assemble, distribute, redistribute
+from simulator.tensors.sharded import Layout, ShardedArray
 
 # ---- mesh ------------------------------------------------------------------------------------
 

@@ -5,8 +5,8 @@ import pytest
 
 from simulator import CostModel, World
 from simulator.collectives import ALGORITHMS
-from simulator.errors import ContractError
-from simulator.meta import MetaArray
+from simulator.core.errors import ContractError
+from simulator.cost.meta import MetaArray
 
 
 def test_numpy_gives_the_right_shapes_and_dtypes():

@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.errors import SimulationError
-from simulator.examples import all_scenarios
-from simulator.reference import check
-from simulator.stepper import Stepper
+from simulator.checker import check
+from simulator.core.errors import SimulationError
+from simulator.teach.examples import all_scenarios
+from simulator.views.stepper import Stepper
 
 SCENARIOS = all_scenarios()
 
@@ -51,7 +51,7 @@ def test_stepping_and_running_number_everything_the_same(name):
 
 
 def test_a_zero_latency_message_is_received_after_it_is_sent():
-    from simulator.cost import CostModel
+    from simulator.cost.model import CostModel
 
     def ping(dev):
         if dev.rank == 1:

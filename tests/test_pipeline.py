@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from simulator import World
+from simulator.checker import check
 from simulator.parallel.measure import bubble, memory_over_time, peak_activation_bytes, peak_activation_microbatches
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import FREE_LINKS, ActionCosts, Pipeline, split_layers
@@ -17,7 +18,6 @@ from simulator.parallel.schedules import (
     one_f_one_b,
     zb_h1,
 )
-from simulator.reference import check
 
 P_RANGE = range(2, 9)
 M_RANGE = range(1, 17)
@@ -88,7 +88,7 @@ def test_flop_costs_and_rendezvous_worlds_give_the_same_gradients():
 def test_gradient_accumulation_costs_its_memory_traffic_under_the_cost_models_rates():
     """Adding a microbatch's weight gradient into the buffer is real work on a real rank: under the cost
     model's rates it takes its traffic's time; under fixed action costs it stays free (the bubble formulas)."""
-    from simulator.cost import CostModel
+    from simulator.cost.model import CostModel
 
     mlp, params, x, t = model(2, width=64)
     cost = CostModel(flops=1e9, memory_bandwidth=1e9, op_latency=1e-6, roofline="sum")

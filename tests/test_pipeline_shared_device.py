@@ -11,11 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.checker import check
 from simulator.parallel.measure import memory_over_time
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import Pipeline
 from simulator.parallel.schedules import Schedule, interleaved_1f1b, make_schedule
-from simulator.reference import check
 
 MLP3 = MLP((3, 4, 4, 2))
 PARAMS = MLP3.init(seed=0)

@@ -15,7 +15,7 @@ from simulator.backends.prediction import (
     ring_all_reduces_by_size,
     spread_table,
 )
-from simulator.cost import CostModel, LinkRegime
+from simulator.cost.model import CostModel, LinkRegime
 
 ROOT = Path(__file__).resolve().parent.parent
 

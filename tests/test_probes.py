@@ -10,7 +10,7 @@ import pytest
 from simulator import World
 from simulator.backends.calibrate import _durations
 from simulator.backends.probes import COLD_BYTES, _time_ops, exchange, pingpong, ring
-from simulator.cost import CostModel
+from simulator.cost.model import CostModel
 
 COST = CostModel(latency=40e-6, bandwidth=1.5e9)
 SIZES = (1 << 10, 64 << 10, 1 << 20)

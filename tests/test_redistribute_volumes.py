@@ -16,11 +16,11 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.mesh import DeviceMesh
-from simulator.placements import P, Partial, R, S, Shard
-from simulator.redistribute import redistribute
-from simulator.redistribute_plan import plan
-from simulator.sharded import Layout
+from simulator.tensors.mesh import DeviceMesh
+from simulator.tensors.placements import P, Partial, R, S, Shard
+from simulator.tensors.redistribute import redistribute
+from simulator.tensors.redistribute_plan import plan
+from simulator.tensors.sharded import Layout
 
 pytest.importorskip("torch.distributed.tensor")
 from simulator.backends.dtensor_volumes import dtensor_bytes, dtensor_plan  # noqa: E402
@@ -118,7 +118,7 @@ def test_the_readme_table_is_what_the_runs_send():
     import re
     from pathlib import Path
 
-    from simulator.figures.redistribute import rows
+    from simulator.teach.figures.redistribute import rows
 
     readme = (Path(__file__).resolve().parent.parent / "README.md").read_text()
     quoted = {

@@ -1,4 +1,4 @@
-"""Bubbles of every schedule against their closed forms (simulator.parallel.bubbles), and real runs of each.
+"""Bubbles of every schedule against their closed forms (simulator.parallel.schedules.bubbles), and real runs of each.
 
 On the idealised machine (``execute``) for every p in 2..8 and m in 1..16 the schedule accepts; in the
 simulation, with real arithmetic, for a sample of cases: every rank's idle time over its busy time is
@@ -12,12 +12,12 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from simulator.parallel.bubbles import NAMES, bubble_ratio
+from simulator.checker import check
 from simulator.parallel.measure import bubble
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import ActionCosts, Pipeline
 from simulator.parallel.schedules import execute, make_schedule
-from simulator.reference import check
+from simulator.parallel.schedules.bubbles import NAMES, bubble_ratio
 
 LOOPED = ("interleaved-1f1b", "looped-bfs", "interleaved-zb")
 CASES = [(name, v) for name in NAMES for v in ((1, 2, 3, 4) if name in LOOPED else (1,))]

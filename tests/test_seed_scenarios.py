@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from simulator import ContractError, DeadlockError, World
-from simulator.examples import all_scenarios, get, seeds
-from simulator.reference import Reference, check
+from simulator.checker import Reference, check
+from simulator.teach.examples import all_scenarios, get, seeds
 
 
 def test_split_event_log_in_full():

@@ -11,12 +11,17 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.examples import get
-from simulator.parallel.sequence import make_split
-from simulator.parallel.transformer import Transformer
-from simulator.parallel.transformer_costs import activation_elements, activation_volume, forward_bytes, step_volume
-from simulator.parallel.transformer_step import TransformerStep
-from simulator.reference import check
+from simulator.checker import check
+from simulator.parallel.transformer.costs import (
+    activation_elements,
+    activation_volume,
+    forward_bytes,
+    step_volume,
+)
+from simulator.parallel.transformer.model import Transformer
+from simulator.parallel.transformer.sequence import make_split
+from simulator.parallel.transformer.step import TransformerStep
+from simulator.teach.examples import get
 
 MODEL = Transformer(d_model=8, heads=4, d_ff=16, blocks=2, dropout=0.1)
 PARAMS = MODEL.init(seed=11)

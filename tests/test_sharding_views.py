@@ -4,13 +4,13 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.comm_summary import comm_summary
-from simulator.mesh import DeviceMesh
+from simulator.checker.comm_summary import comm_summary
 from simulator.parallel import tensor as tp
-from simulator.placements import P, R, S
-from simulator.plot.sharding import plot_sharding
-from simulator.sharded import Layout, ShardedArray
-from simulator.sharding_table import device_listing, sharding_table
+from simulator.tensors.mesh import DeviceMesh
+from simulator.tensors.placements import P, R, S
+from simulator.tensors.sharded import Layout, ShardedArray
+from simulator.views.plot.sharding import plot_sharding
+from simulator.views.sharding_table import device_listing, sharding_table
 
 
 def test_table_of_a_2d_mesh():

@@ -6,8 +6,8 @@ import pytest
 from simulator import World
 from simulator.backends.costfile import load_cost, save_cost
 from simulator.backends.prediction import predicted_seconds, ring_all_reduces
-from simulator.cost import CostModel
-from simulator.spread import MessageSpread
+from simulator.cost.model import CostModel
+from simulator.cost.spread import MessageSpread
 from tests.costfiles import assert_refused
 
 LINE = CostModel(latency=100e-6, bandwidth=1e9)

@@ -2,8 +2,8 @@
 
 import numpy as np
 
-from simulator.examples import get
-from simulator.stepper import Stepper
+from simulator.teach.examples import get
+from simulator.views.stepper import Stepper
 
 
 def test_live_stepping_advances_the_simulation_one_event_at_a_time():
@@ -47,7 +47,7 @@ def test_render_reads_well():
 
 
 def test_an_events_numbers_go_on_a_line_of_their_own_when_its_line_has_no_room():
-    from simulator.examples import get
+    from simulator.teach.examples import get
 
     stepper = Stepper(get("tp-row").run().result)
     stepper.goto(12)

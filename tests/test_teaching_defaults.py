@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from simulator import CostModel, World
-from simulator.cost import op_flops
-from simulator.presets import preset, teaching
-from simulator.textgrid import text_timeline
+from simulator.cost.model import op_flops
+from simulator.cost.presets import preset, teaching
+from simulator.views.textgrid import text_timeline
 
 
 def student_ring(dev):

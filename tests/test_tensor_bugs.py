@@ -6,10 +6,10 @@ from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from simulator import World
-from simulator.examples import all_scenarios
-from simulator.examples import tensor as ex
+from simulator.checker import Reference, check
 from simulator.parallel import tensor as tp
-from simulator.reference import Reference, check
+from simulator.teach.examples import all_scenarios
+from simulator.teach.examples import tensor as ex
 
 BUG_SETTINGS = settings(max_examples=20, deadline=None)
 

@@ -6,8 +6,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator import World
+from simulator.checker import Reference, check
 from simulator.parallel import tensor as tp
-from simulator.reference import Reference, check
 
 ALGORITHMS = ["ring", "direct", "halving_doubling", "tree"]
 
@@ -125,7 +125,7 @@ def test_partial_reference_names_each_device_s_sum():
 
 @pytest.mark.parametrize("name", ["tp-column", "tp-row", "tp-row-reduce-scatter", "tp-megatron-mlp", "tp-linear-gelu"])
 def test_correct_scenarios_pass_the_check(name):
-    from simulator.examples import get
+    from simulator.teach.examples import get
 
     run = get(name).run()
     assert run.as_expected and run.report.ok

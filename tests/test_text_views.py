@@ -3,12 +3,12 @@
 import numpy as np
 import pytest
 
-from simulator.__main__ import main
-from simulator.cli_show import EventFilter, parse_devices, parse_steps
-from simulator.collectives import FlatSlice
-from simulator.examples import get
-from simulator.stepper import Stepper
-from simulator.values import ValueStyle, part_text, summary, value_lines, value_text
+from simulator.cli.main import main
+from simulator.cli.show import EventFilter, parse_devices, parse_steps
+from simulator.core.values import ValueStyle, part_text, summary, value_lines, value_text
+from simulator.teach.examples import get
+from simulator.tensors import FlatSlice
+from simulator.views.stepper import Stepper
 
 
 def test_small_arrays_in_full_large_ones_summarised_with_a_norm():
@@ -132,8 +132,8 @@ def test_timeline_command_fits_its_columns_and_filters(capsys):
 
 def test_a_students_pipeline_keeps_its_microbatch_numbers_in_the_grid():
     from simulator import World
-    from simulator.oplabels import fit
-    from simulator.textgrid import text_timeline
+    from simulator.parallel.schedules.labels import fit
+    from simulator.views.textgrid import text_timeline
 
     def student(dev):  # stage r of a 4-stage pipeline, ops named after the stage and the microbatch
         for i in range(4):
@@ -185,7 +185,7 @@ def test_a_step_view_fits_its_width_and_keeps_every_word():
 
 
 def test_a_message_table_puts_a_payload_that_does_not_fit_on_the_line_below():
-    from simulator.comm_summary import message_table
+    from simulator.checker.comm_summary import message_table
 
     trace = get("tp-row").run().result.trace
     table, wide = message_table(trace, "all_reduce"), message_table(trace, "all_reduce", width=200)
@@ -201,7 +201,7 @@ def test_a_failed_checks_count_of_later_differences_does_not_claim_a_cause():
 
 
 def test_wrapping_never_splits_a_short_call_written_in_the_text():
-    from simulator.values import fit_lines
+    from simulator.core.values import fit_lines
 
     text = 'device 1 received an unnamed message: write dev.recv(0, name="A") to say which value it is, then rerun'
     for width in range(40, 100):
@@ -211,7 +211,7 @@ def test_wrapping_never_splits_a_short_call_written_in_the_text():
 
 
 def test_found_and_expected_values_print_in_one_number_format():
-    from simulator.compare import show_pair
+    from simulator.checker.compare import show_pair
 
     assert show_pair(np.array([1e-9, 2.0]), np.array([0.0, 2.0])) == ("[1.e-09, 2.e+00]", "[0.e+00, 2.e+00]")
     assert show_pair(np.array([3.0]), np.array([7.0])) == ("[3.]", "[7.]")  # as NumPy writes them
@@ -224,14 +224,14 @@ def test_found_and_expected_values_print_in_one_number_format():
         return ref.hold("y", np.array([0.0, 2.0]))
 
     from simulator import World
-    from simulator.reference import Reference, check
+    from simulator.checker import Reference, check
 
     report = check(World(1).run(program), Reference.of(model))
     assert "computed [1.e-03, 2.e+00], but y is [0.e+00, 2.e+00] on one device" in report.text(None)
 
 
 def test_wrapping_keeps_a_number_with_its_unit():
-    from simulator.values import fit_lines
+    from simulator.core.values import fit_lines
 
     text = "device 1 computes the attention scores of its own half of every sequence, taking 0.5032 us and 64 bytes"
     for width in range(30, 100):

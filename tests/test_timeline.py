@@ -14,15 +14,15 @@ from matplotlib.image import AxesImage, imread
 from matplotlib.patches import FancyArrowPatch
 
 from simulator import CostModel, World
-from simulator.activity import activity
-from simulator.figures.programs import fan_out, pipeline_forward, pipeline_two_stage, ring_pass
-from simulator.memory import memory_timeline, over_capacity
-from simulator.plot.animation import animate_messages, frame_times
-from simulator.plot.memory import plot_memory
-from simulator.plot.style import save_figure
-from simulator.plot.timeline import plot_timeline, plot_timelines, save_timeline
-from simulator.presets import classroom
-from simulator.textgrid import text_timeline
+from simulator.cost.presets import classroom
+from simulator.teach.figures.programs import fan_out, pipeline_forward, pipeline_two_stage, ring_pass
+from simulator.views.activity import activity
+from simulator.views.memory import memory_timeline, over_capacity
+from simulator.views.plot.animation import animate_messages, frame_times
+from simulator.views.plot.memory import plot_memory
+from simulator.views.plot.style import save_figure
+from simulator.views.plot.timeline import plot_timeline, plot_timelines, save_timeline
+from simulator.views.textgrid import text_timeline
 
 US = 1e-6
 
@@ -136,12 +136,12 @@ def test_text_grid_rejects_bad_sizes(gpipe):
 def test_text_modules_do_not_import_matplotlib():
     code = (
         "import sys, numpy as np\n"
-        "import simulator, simulator.textgrid, simulator.memory, simulator.presets, simulator.plot.chrome_trace\n"
+        "import simulator, simulator.views.textgrid, simulator.views.memory, simulator.cost.presets, simulator.views.plot.chrome_trace\n"
         "from simulator import World\n"
         "def p(dev):\n"
         "    dev.send(np.ones(2), 1) if dev.rank == 0 else dev.recv(0)\n"
         "r = World(2).run(p)\n"
-        "simulator.textgrid.text_timeline(r); simulator.plot.chrome_trace.chrome_trace(r)\n"
+        "simulator.views.textgrid.text_timeline(r); simulator.views.plot.chrome_trace.chrome_trace(r)\n"
         "assert 'matplotlib' not in sys.modules, 'matplotlib was imported'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=_root())
@@ -297,7 +297,7 @@ def _root():
 
 
 def test_timeline_command(capsys):
-    from simulator.__main__ import main
+    from simulator.cli.main import main
 
     assert main(["timeline", "split", "--width", "40"]) == 0
     out = capsys.readouterr().out.splitlines()

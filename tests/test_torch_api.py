@@ -9,7 +9,7 @@ pytest.importorskip("torch.distributed")
 from simulator import collectives  # noqa: E402
 from simulator.backends import native  # noqa: E402
 from simulator.backends.torch import TorchDevice  # noqa: E402
-from simulator.device import Device  # noqa: E402
+from simulator.core.device import Device  # noqa: E402
 
 
 def public(cls):

@@ -7,8 +7,8 @@ import pytest
 
 from simulator import World
 from simulator.backends.costfile import load_cost, save_cost
-from simulator.cost import CostModel
-from simulator.examples import seeds
+from simulator.cost.model import CostModel
+from simulator.teach.examples import seeds
 from tests.report_words import words
 
 
@@ -45,8 +45,8 @@ def test_cost_file_round_trip_and_clear_errors(tmp_path):
 @pytest.mark.gloo
 def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, capsys):
     pytest.importorskip("torch.distributed")
-    from simulator.__main__ import main
     from simulator.backends.calibrate import ADD_SIZES, MATMUL_SHAPES, SIZES
+    from simulator.cli.main import main
 
     out = tmp_path / "cost.json"
     assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--out", str(out)]) == 0

@@ -43,7 +43,7 @@ def test_native_collectives_equal_numpy_on_one_device(world4):
 
 
 def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
-    from simulator.reference import Reference, check
+    from simulator.checker import Reference, check
 
     result = world4.run(demos.named_all_reduce, np.arange(8.0))
     assert [o.tolist() for o in result.outputs] == [(np.arange(8.0) * 10).tolist()] * 4

@@ -11,11 +11,11 @@ from simulator import World  # noqa: E402
 from simulator.backends import crosscheck  # noqa: E402
 from simulator.backends.errors import RemoteRankError  # noqa: E402
 from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.examples import get  # noqa: E402
-from simulator.mesh import DeviceMesh  # noqa: E402
 from simulator.parallel import tensor  # noqa: E402
-from simulator.placements import R, S  # noqa: E402
-from simulator.sharded import ShardedArray  # noqa: E402
+from simulator.teach.examples import get  # noqa: E402
+from simulator.tensors.mesh import DeviceMesh  # noqa: E402
+from simulator.tensors.placements import R, S  # noqa: E402
+from simulator.tensors.sharded import ShardedArray  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 

@@ -13,7 +13,7 @@ from simulator import ContractError, World  # noqa: E402
 from simulator.backends import demos  # noqa: E402
 from simulator.backends.errors import CommTimeoutError, RankTimeoutError, RemoteRankError  # noqa: E402
 from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.examples import seeds  # noqa: E402
+from simulator.teach.examples import seeds  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 

@@ -23,7 +23,7 @@ from simulator.backends.errors import RemoteRankError  # noqa: E402
 from simulator.backends.launch import TorchWorld  # noqa: E402
 from simulator.backends.scripted import scripted  # noqa: E402
 from simulator.collectives import TAG_BASE  # noqa: E402
-from simulator.errors import RankError, SimulationError  # noqa: E402
+from simulator.core.errors import RankError, SimulationError  # noqa: E402
 from tests.procs import listening, survivors  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]

@@ -22,13 +22,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.skipif(_why_not() i
 
 def test_seed_scenarios_and_collectives_on_nccl():
     from simulator.backends import demos
-    from simulator.backends.compare import compare, run_scenario
+    from simulator.backends.compare import compare
     from simulator.backends.launch import TorchWorld
-    from simulator.examples import get
+    from simulator.teach.examples import get
 
     with TorchWorld(2, "nccl", timeout=60) as world:
         for name in ("split", "wrong-input", "replicated"):
-            sim, real = get(name).run(), run_scenario(get(name), world)
+            sim, real = get(name).run(), get(name).run(on=world)
             assert real.as_expected and compare(sim.result, real.result, exact=True).ok, name
         result = world.run(demos.collectives_tour)
         for rank, (found, expected) in enumerate(zip(result.outputs, demos.expected_collectives_tour(2))):

@@ -14,10 +14,10 @@ from simulator.backends.wire import (
     encode_header,
     from_bytes,
 )
-from simulator.examples import seeds
-from simulator.reference import Reference, check
-from simulator.stepper import Stepper
-from simulator.trace import Message, Op
+from simulator.checker import Reference, check
+from simulator.core.trace import Message, Op
+from simulator.teach.examples import seeds
+from simulator.views.stepper import Stepper
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -10,13 +10,13 @@ import pytest
 
 from simulator import ContractError
 from simulator.backends import demos
-from simulator.examples import all_scenarios, get
-from simulator.reference import check
-from simulator.trace import Trace
+from simulator.checker import check
+from simulator.core.trace import Trace
+from simulator.teach.examples import all_scenarios, get
 
 pytest.importorskip("torch.distributed")
 
-from simulator.backends.compare import compare, counterpart, run_scenario  # noqa: E402
+from simulator.backends.compare import compare, counterpart  # noqa: E402
 from simulator.backends.launch import TorchWorld  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
@@ -29,7 +29,7 @@ def world():
 
 
 def test_split_equals_simulation_and_passes_the_check(world):
-    sim, real = get("split").run(), run_scenario(get("split"), world)
+    sim, real = get("split").run(), get("split").run(on=world)
     np.testing.assert_array_equal(real.result.outputs[1], [49.0])
     assert real.report.ok and real.report.checked == sim.report.checked == 7
     assert compare(sim.result, real.result, exact=True).ok
@@ -53,8 +53,8 @@ def test_split_equals_simulation_and_passes_the_check(world):
 
 
 def test_check_takes_a_real_run_result_as_it_takes_a_simulated_one(world):
-    from simulator.examples import seeds
-    from simulator.reference import Reference, check
+    from simulator.checker import Reference, check
+    from simulator.teach.examples import seeds
 
     real = world.run(seeds.split, seeds.X)
     report = check(real, Reference.of(seeds.model, seeds.X))
@@ -62,11 +62,11 @@ def test_check_takes_a_real_run_result_as_it_takes_a_simulated_one(world):
 
 
 def test_the_same_tools_read_a_measured_trace(world):
-    from simulator.plot.chrome_trace import chrome_trace
-    from simulator.stepper import Stepper
-    from simulator.textgrid import text_timeline
+    from simulator.views.plot.chrome_trace import chrome_trace
+    from simulator.views.stepper import Stepper
+    from simulator.views.textgrid import text_timeline
 
-    real = run_scenario(get("split"), world).result
+    real = get("split").run(on=world).result
     grid = text_timeline(real, 40).splitlines()
     assert grid[1].startswith("device 0") and "A" in grid[1] and grid[2].startswith("device 1") and "B" in grid[2]
     assert "in flight: #0 0->1=[7.]" in Stepper(real.trace).goto(3).render()
@@ -75,7 +75,7 @@ def test_the_same_tools_read_a_measured_trace(world):
 
 
 def test_wrong_input_is_flagged_at_the_same_message(world):
-    sim, real = get("wrong-input").run(), run_scenario(get("wrong-input"), world)
+    sim, real = get("wrong-input").run(), get("wrong-input").run(on=world)
     np.testing.assert_array_equal(real.result.outputs[1], [9.0])
     assert not real.report.ok and real.as_expected
     assert real.report.first.explain() == sim.report.first.explain()
@@ -85,14 +85,14 @@ def test_wrong_input_is_flagged_at_the_same_message(world):
 
 
 def test_replicated_gives_49_and_81_with_no_message(world):
-    sim, real = get("replicated").run(), run_scenario(get("replicated"), world)
+    sim, real = get("replicated").run(), get("replicated").run(on=world)
     assert [o.tolist() for o in real.result.outputs] == [[49.0], [81.0]]
     assert real.result.trace.messages == [] and real.report.ok
     assert compare(sim.result, real.result, exact=True).ok
 
 
 def test_contract_violation_is_caught_from_the_header(world):
-    real = run_scenario(get("wrong-shape"), world)
+    real = get("wrong-shape").run(on=world)
     assert real.as_expected and real.error.rank == 1
     assert isinstance(real.error.__cause__, ContractError)
     assert "device 1 declared (1,) float64, device 0 sent (1, 1) float32" in str(real.error)
@@ -130,7 +130,7 @@ def scenarios_of(size, *, exclude=("send-send-deadlock", "1f1b-blocking-deadlock
 
 def same_as_simulated(scenario, world):
     """Run on real processes; assert what the simulation says, event for event (times aside)."""
-    sim, real = scenario.run(), run_scenario(scenario, world)
+    sim, real = scenario.run(), scenario.run(on=world)
     assert real.as_expected, scenario.name
     if sim.result is None:  # a scenario that stops with an error
         assert real.error is not None, scenario.name
@@ -182,5 +182,5 @@ def test_deadlock_scenarios_time_out_on_real_processes():
 
     with TorchWorld(2, "gloo", timeout=2) as w:
         for name in ("send-send-deadlock", "1f1b-blocking-deadlock"):
-            real = run_scenario(get(name), w)
+            real = get(name).run(on=w)
             assert real.as_expected and isinstance(real.error, RankTimeoutError), name

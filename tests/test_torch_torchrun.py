@@ -20,7 +20,7 @@ def test_torchrun_runs_a_scenario_and_checks_it(tmp_path):
     saved = tmp_path / "trace.pkl"
     env = dict(os.environ, PYTHONPATH=str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""))
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2"]
-    cmd += ["-m", "simulator.backends.torchrun", "wrong-input", "--timeout", "20", "--save", str(saved)]
+    cmd += ["-m", "simulator.cli.torchrun", "wrong-input", "--timeout", "20", "--save", str(saved)]
     done = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "wrong-input on 2 gloo processes (measured times)" in done.stdout

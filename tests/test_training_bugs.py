@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.errors import DeadlockError
-from simulator.examples import get, training
+from simulator.checker import check
+from simulator.core.errors import DeadlockError
 from simulator.parallel.schedules import ScheduleError
-from simulator.reference import check
+from simulator.teach.examples import get, training
 
 CORRECT = [s.name for s in training.SCENARIOS if s.expect == "match"]
 

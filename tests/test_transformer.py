@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from simulator.parallel import transformer_ops as T
-from simulator.parallel.transformer import Transformer, pname, transformer_reference
-from simulator.parallel.transformer_step import TransformerStep
-from simulator.reference import check
+from simulator.checker import check
+from simulator.parallel.transformer import ops as T
+from simulator.parallel.transformer.model import Transformer, pname
+from simulator.parallel.transformer.step import TransformerStep, transformer_reference
 
 
 def finite_differences(model: Transformer, params, x, t, eps: float = 1e-6) -> dict[str, np.ndarray]:

@@ -9,11 +9,11 @@ import time
 
 import pytest
 
-from simulator.mesh import DeviceMesh
 from simulator.parallel.compose import Parallel3D
 from simulator.parallel.mlp import MLP
-from simulator.view import build_document, write_html, write_page
-from simulator.view.browser import find_chromium, headless
+from simulator.teach.view import build_document, write_html, write_page
+from simulator.tensors.mesh import DeviceMesh
+from simulator.views.web.browser import find_chromium, headless
 
 pytestmark = pytest.mark.browser
 SCENARIOS = ("split", "wrong-input", "tp-row", "pipeline-1f1b")
@@ -250,7 +250,7 @@ def test_the_widget_module_keeps_the_step_in_sync_with_its_model(browser, tmp_pa
     """anywidget calls the module's default export with a model; a stand-in model records what it is told."""
     from selenium.webdriver.common.keys import Keys
 
-    from simulator.view.page import asset
+    from simulator.views.web.page import asset
 
     doc = json.dumps(build_document("split")).replace("<", "\\u003c")
     harness = """

@@ -7,13 +7,13 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.examples import get
-from simulator.reference import check
-from simulator.stepper import Stepper
-from simulator.trace import Message, Op, Trace
-from simulator.view import build_document, state_at
-from simulator.view.document import microbatch, part_text, value_text
-from simulator.view.replay import said_at, steps
+from simulator.checker import check
+from simulator.core.trace import Message, Op, Trace
+from simulator.teach.examples import get
+from simulator.teach.view import build_document, state_at
+from simulator.views.stepper import Stepper
+from simulator.views.web.document import microbatch, part_text, value_text
+from simulator.views.web.replay import said_at, steps
 
 SCENARIOS = ("split", "wrong-input", "replicated", "tp-column", "tp-row", "tp-megatron-mlp", "pipeline-1f1b")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from simulator.__main__ import main
-from simulator.trace import Op, Trace
-from simulator.view import build_document, html_page, write_html
-from simulator.view import page as page_module
-from simulator.view.page import CSP, asset
+from simulator.cli.main import main
+from simulator.core.trace import Op, Trace
+from simulator.teach.view import build_document, html_page, write_html
+from simulator.views.web import page as page_module
+from simulator.views.web.page import CSP, asset
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,4 +122,4 @@ def test_an_installed_package_has_the_module_and_styles(tmp_path):
     )
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "simulator/view/view.js" in names and "simulator/view/view.css" in names
+    assert "simulator/views/web/view.js" in names and "simulator/views/web/view.css" in names

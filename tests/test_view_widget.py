@@ -5,11 +5,11 @@ import pytest
 import traitlets
 
 from simulator import World
-from simulator.examples import get
-from simulator.reference import check
-from simulator.view import build_document, show
-from simulator.view.page import asset
-from simulator.view.widget import RunView
+from simulator.checker import check
+from simulator.teach.examples import get
+from simulator.teach.view import build_document, show
+from simulator.views.web.page import asset
+from simulator.views.web.widget import RunView
 
 
 def test_the_widget_sends_the_document_and_the_step():

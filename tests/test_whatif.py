@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.memory_columns import peaks
-from simulator.whatif import Step3D, Transformer, gpt3_step
+from simulator.parallel.whatif import Step3D, Transformer, gpt3_step
+from simulator.views.memory_columns import peaks
 
 TINY = Transformer(layers=4, hidden=64, heads=4, seq=32, vocab=100)
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from simulator.checker import check
 from simulator.parallel.mlp import MLP
 from simulator.parallel.optim import Adam
 from simulator.parallel.zero import ZeRO, category, flatten, model_state_bytes, paper_bytes
-from simulator.reference import check
 
 MLP3 = MLP((8, 8, 8, 8))  # 72 parameters per layer: divisible by 1, 2, 4 and 8 replicas
 PARAMS = MLP3.init(seed=7)

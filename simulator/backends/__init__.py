@@ -1,4 +1,4 @@
-"""Backends that run the simulator's rank programs somewhere other than the simulated engine.
+"""Real processes: the same rank programs on torch.distributed, calibration, and predictions of real runs.
 
 The torch.distributed backend runs the same rank programs on real processes (gloo on CPU, NCCL on
 GPUs) and records the same kind of trace, with measured times:
@@ -15,9 +15,10 @@ GPUs) and records the same kind of trace, with measured times:
     wire.py        what a message is on the wire (shape/dtype header, payload bytes); NumPy only
     recording.py   what each rank records, and the merge into one Trace; NumPy only
     worker.py      the body of a rank process (join the group, run jobs, report failures)
-    torchrun.py    the same under torchrun (env:// initialisation), on one machine or several
-    compare.py     a simulation and a real run compared, and scenarios run for real; no torch
-    calibrate.py   ping-pong measurements fitted to a cost model; costfile.py reads and writes it
+    torchrun.py    one rank of a run torchrun started (env://); its command line is simulator.cli.torchrun
+    compare.py     a simulation and a real run compared, message by message; no torch
+    calibrate.py   ping-pong measurements fitted to a cost model; costfile.py reads and writes it;
+                   probes.py and fit.py measure and fit; prediction.py sets predictions beside real runs
     crosscheck.py  PyTorch's own pipelining, DTensor and tensor-parallel layers, for comparison
     torch_schedules.py  torch.distributed.pipelining's schedule classes asked for their compute order (no ranks)
     demos.py       small rank programs: point-to-point patterns, failures, collectives

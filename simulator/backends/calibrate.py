@@ -31,15 +31,14 @@ from pathlib import Path
 
 import numpy as np
 
-from ..cost import CostModel, LinkRegime
-from ..spread import MessageSpread
-from ..units import binary_size
-from ..values import fit_lines
+from ..core.values import fit_lines
+from ..cost.model import CostModel, LinkRegime
+from ..cost.spread import MessageSpread
+from ..cost.units import binary_size
 from .costfile import save_cost
 from .fit import Line, OpFit, fit_line, fit_ops, fit_pieces
 from .launch import TorchWorld
-from .prediction import repeat_seconds
-from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions
+from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions, repeat_seconds
 
 __all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]
 

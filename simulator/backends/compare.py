@@ -6,25 +6,19 @@ with their shape, dtype, size, name and payload; the ops and held values of each
 their outputs; and each rank's return value. ``exact=True`` asks for bit-for-bit equality (right for
 integer-valued data); otherwise floats are compared with ``allclose``.
 
-``run_scenario(scenario, world)`` is ``Scenario.run`` on real processes: the same program and
-arguments, the same send mode and strictness, checked against the same single-device reference.
-This module imports no torch: it works on any trace.
+``Scenario.run(on=world)`` (``simulator.teach``) runs a named scenario on real processes to set beside
+its simulation. This module imports no torch: it works on any trace.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from ..errors import SimulationError
-from ..reference import check, same
-from ..scenario import Scenario, ScenarioRun
-from ..trace import Trace
-
-if TYPE_CHECKING:
-    from .launch import TorchWorld
+from ..checker.compare import same
+from ..core.trace import Trace
 
 
 @dataclass
@@ -102,18 +96,6 @@ def counterpart(record: Any, measured: Trace, simulated: Trace) -> Any:
         return _channels(simulated)[key][k]
     k = [op for _, op in _ops(measured)[record.rank]].index(record)
     return _ops(simulated)[record.rank][k][1]
-
-
-def run_scenario(scenario: Scenario, world: TorchWorld) -> ScenarioRun:
-    """``scenario.run()`` on real processes: same program, arguments and rules; the same check."""
-    try:
-        result = world.run_like(scenario.world, scenario.program, *scenario.args)
-    except SimulationError as exc:
-        if scenario.expect != "error":
-            raise
-        return ScenarioRun(scenario, None, None, exc)
-    report = check(result.trace, scenario.reference()) if scenario.reference is not None else None
-    return ScenarioRun(scenario, result, report, None)
 
 
 def _channels(trace: Trace) -> dict[tuple, list]:

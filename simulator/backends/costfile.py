@@ -7,7 +7,7 @@ Fields: ``latency`` (seconds), ``bandwidth`` (bytes/s) and ``flops`` (FLOP/s) ar
 ``memory`` (bytes, or null for unlimited), ``memory_bandwidth`` (bytes/s an op reads and writes, or null),
 ``op_latency`` (seconds per op), ``roofline`` ("max" or "sum"), ``packing`` (true: products pack their
 operands, see ``CostModel.packing``), ``spread`` ({"sizes": [...], "extra": [[...], ...], "seed": 0}:
-measured message times around the line, see ``simulator.spread``), ``name`` (text), ``regimes`` (a list
+measured message times around the line, see ``simulator.cost.spread``), ``name`` (text), ``regimes`` (a list
 of {"min_bytes": 262144, "latency": 1.2e-4, "bandwidth": 1.5e9}, one per message-size regime) and
 ``topology`` are optional: "fully-connected" (the default), "ring", or {"two-level": {"node_size": 8,
 "inter_latency": 5e-6, "inter_bandwidth": 2.5e10}}. ``measured`` keeps the raw samples and the fit's
@@ -25,9 +25,9 @@ import math
 from pathlib import Path
 from typing import Any
 
-from ..cost import ROOFLINES, CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
-from ..files import write_text
-from ..spread import MessageSpread
+from ..core.files import write_text
+from ..cost.model import ROOFLINES, CostModel, FullyConnected, LinkRegime, Ring, TwoLevel
+from ..cost.spread import MessageSpread
 
 _NUMBERS = ("latency", "bandwidth", "flops", "memory")
 _REQUIRED = ("latency", "bandwidth", "flops")

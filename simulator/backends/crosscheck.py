@@ -30,7 +30,7 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from ..device import Device
+from ..core.device import Device
 
 
 class StageA(nn.Module):

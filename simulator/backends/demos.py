@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
+from ..core.device import Device
 
 
 def ring_pass(dev: Device, x: np.ndarray, rounds: int = 2) -> np.ndarray:

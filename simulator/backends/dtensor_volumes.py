@@ -10,7 +10,7 @@ into the bytes this rank sends under the ring algorithms the simulator uses by d
     all_reduce              of n elements                2 (p - 1) n / p
     all_to_all_single       of n elements                the elements sent to the p - 1 others
 
-so ``simulator.redistribute`` can be compared with DTensor transition by transition (tests/
+so ``simulator.tensors.redistribute`` can be compared with DTensor transition by transition (tests/
 test_redistribute_volumes.py). torch is imported when it is called; the fake process group is created
 and destroyed around each call, so nothing stays behind.
 """
@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..placements import Partial, Placement, Replicate, Shard
-from ..sharded import Layout
+from ..tensors.placements import Partial, Placement, Replicate, Shard
+from ..tensors.sharded import Layout
 
 
 @dataclass
@@ -138,7 +138,7 @@ def _our_placement(p) -> Placement:
 
 
 def _our_mesh(mesh_shape: Sequence[int]):
-    from ..mesh import DeviceMesh
+    from ..tensors.mesh import DeviceMesh
 
     return DeviceMesh.grid(tuple(mesh_shape))
 

@@ -12,7 +12,7 @@ called a world that is already running a program.
 
 from __future__ import annotations
 
-from ..errors import RankError, SimulationError
+from ..core.errors import RankError, SimulationError
 
 
 class CommError(SimulationError):

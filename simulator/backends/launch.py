@@ -42,9 +42,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..engine import World
-from ..errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
-from ..trace import Trace
+from ..core.engine import World
+from ..core.errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from ..core.trace import Trace
 from .errors import WorldBusyError
 from .loopback import HOST, loopback_store
 from .rankproc import RankProcess, spawn_rank, stop_ranks

@@ -27,8 +27,8 @@ import torch.distributed as dist
 
 from ..collectives.call import check_avg_dtype
 from ..collectives.in_place import in_place_target
-from ..device import freeze
-from ..payloads import sealed
+from ..core.device import freeze
+from ..core.payloads import sealed
 from .wire import HEADER_LEN, decode_header, encode_header, nbytes_of
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def piece_bounds(n: int, itemsize: int, first: int = FIRST_PIECE_BYTES, largest:
 
 
 def chunk_bounds(n: int, parts: int) -> list[int]:
-    """torch.chunk's split of n elements into ``parts`` (as DTensor and ``simulator.placements`` split)."""
+    """torch.chunk's split of n elements into ``parts`` (as DTensor and ``simulator.tensors.placements`` split)."""
     c = -(-n // parts)
     return [min(i * c, n) for i in range(parts + 1)]
 

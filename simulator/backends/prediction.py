@@ -31,10 +31,10 @@ from typing import Any
 
 import numpy as np
 
-from ..cost import CostModel
-from ..device import Device
-from ..engine import World
-from .probes import far_out, round_order, usual_mean
+from ..core.device import Device
+from ..core.engine import World
+from ..cost.model import CostModel
+from .probes import far_out, repeat_seconds, round_order, usual_mean
 
 # simulated repeats per prediction: under a measured spread each draws its own message times, and the mean
 # of many predicts the measured mean (without one they all take the same time, and cost little)
@@ -81,11 +81,6 @@ def measured_seconds_by_size(world: Any, sizes: Sequence[int], repeats: int) -> 
 def training_steps(dev: Device, step: Callable[..., Any], args: tuple, repeats: int) -> list[tuple[float, float]]:
     """Rank program: ``repeats`` training steps ``step(dev, *args)`` (a ``Pipeline`` or ``DataParallel``)."""
     return timed_repeats(dev, lambda: step(dev, *args), repeats)
-
-
-def repeat_seconds(outputs: Sequence[list[tuple[float, float]]]) -> list[float]:
-    """Each repeat's duration: from the last rank's start to the last rank's end."""
-    return [max(o[k][1] for o in outputs) - max(o[k][0] for o in outputs) for k in range(len(outputs[0]))]
 
 
 def measured_seconds(world: Any, program: Callable[..., Any], *args: Any, repeats: int) -> list[float]:

@@ -35,11 +35,16 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from ..device import Device
+from ..core.device import Device
 
 # A repeat slower than twice its median plus this is far out: it met something besides the program
 # (another process's burst, memory the host had to bring back), not the scheduler's usual 4 ms tick.
 FAR_OUT_SECONDS = 0.010
+
+
+def repeat_seconds(outputs: Sequence[list[tuple[float, float]]]) -> list[float]:
+    """Each repeat's duration: from the last rank's start to the last rank's end."""
+    return [max(o[k][1] for o in outputs) - max(o[k][0] for o in outputs) for k in range(len(outputs[0]))]
 
 
 def far_out(values: Sequence[float]) -> np.ndarray:

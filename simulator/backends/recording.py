@@ -23,7 +23,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..trace import Message, Op, Trace
+from ..core.trace import Message, Op, Trace
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """TorchDevice: the simulator's Device API over torch.distributed, for one real rank process.
 
-A rank program written for ``simulator.device.Device`` runs unchanged on a ``TorchDevice``: the same
+A rank program written for ``simulator.core.device.Device`` runs unchanged on a ``TorchDevice``: the same
 ``rank``, ``world_size``, ``clock``, ``memory``, ``hold``/``free``/``compute``, ``send``/``recv``/
 ``isend``/``irecv``/``wait``, with the same arguments. Compute stays NumPy; tensors exist only at the
 boundary (a payload becomes a torch byte tensor just before it is sent, and a NumPy view right after
@@ -40,10 +40,10 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
-from ..cost import op_flops
-from ..device import DeviceMemory, _nbytes, partial_group, run_op
-from ..errors import ContractError, SimulationError
-from ..trace import Op
+from ..core.device import DeviceMemory, _nbytes, partial_group, run_op
+from ..core.errors import ContractError, SimulationError
+from ..core.trace import Op
+from ..cost.model import op_flops
 from .errors import CommError, CommTimeoutError
 from .groups import new_subgroup
 from .pool import BufferPool
@@ -95,7 +95,7 @@ class RankResources:
 
 
 class TorchDevice(DeviceMemory, TorchMessaging):
-    """One real rank. Rank programs call only the methods that ``simulator.device.Device`` has.
+    """One real rank. Rank programs call only the methods that ``simulator.core.device.Device`` has.
 
     rank, world_size: this process's place in the default process group
     device:           where tensors live at the boundary (cpu for gloo, cuda:i for nccl)

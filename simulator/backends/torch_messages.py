@@ -15,8 +15,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..errors import ContractError, SimulationError
-from ..trace import Message
+from ..core.errors import ContractError, SimulationError
+from ..core.trace import Message
 from .recording import RecvRecord, SendRecord
 from .wire import (
     HEADER_LEN,
@@ -30,7 +30,7 @@ from .wire import (
 
 
 class TorchRequest:
-    """A pending send or receive on a TorchDevice; ``wait`` on it (as with ``simulator.device.Request``)."""
+    """A pending send or receive on a TorchDevice; ``wait`` on it (as with ``simulator.core.device.Request``)."""
 
     __slots__ = (
         "kind",
@@ -75,7 +75,7 @@ class TorchRequest:
     def done(self) -> float | None:
         """When the request completed (this device's clock), or None if not known to be complete.
 
-        As ``simulator.device.Request.done``, for programs that test before they wait. torch gives no
+        As ``simulator.core.device.Request.done``, for programs that test before they wait. torch gives no
         reliable test (gloo marks a request complete only once it is waited on), so here a request is
         done once waited on, and an eager send is done at once, as in the simulator.
         """

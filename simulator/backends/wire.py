@@ -9,7 +9,7 @@ payload. With headers off, every recv must declare shape and dtype, and nothing 
 
 Headers travel on a process group of their own (the same ranks, a second communicator), with the
 message's own tag: so several messages on one channel can never get a header matched with a
-payload, and every user tag (0 to 2**30 - 1, see simulator/tags.py) stays available to programs. Payloads
+payload, and every user tag (0 to 2**30 - 1, see simulator/core/tags.py) stays available to programs. Payloads
 travel as bytes (uint8), so any
 NumPy dtype crosses, whatever the transport supports. This module needs only NumPy.
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..tags import user_tag
+from ..core.tags import user_tag
 
 MAX_DIMS = 8
 HEADER_LEN = 2 + MAX_DIMS
@@ -47,7 +47,7 @@ _CODES = {d: i for i, d in enumerate(DTYPES)}
 
 
 def check_tag(tag: object, rank: int, op: str) -> int:
-    """The simulator's rule for tags (simulator/tags.py), which torch.distributed's int32 tags contain."""
+    """The simulator's rule for tags (simulator/core/tags.py), which torch.distributed's int32 tags contain."""
     return user_tag(tag, rank, op)
 
 

@@ -22,15 +22,35 @@ The verdict is one of three:
   result no device returned, or an input for which a correct value also equals another named value.
   ``ok`` is True only for passed.
 
-Modules:
+Modules, each building only on those after it in this list (checked by import-linter):
 
-- ``walk.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
-- ``results.py``  the result each device returns, and which parts of the model's result were covered
-- ``explain.py``  the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
-- ``verdict.py``  ``CheckReport``, ``Divergence``, ``Unchecked``: the verdict and its text
+- ``walk.py``          ``check`` and the walk over the events: messages, held values, ops, partial sums
+- ``results.py``       the result each device returns, and which parts of the model's result were covered
+- ``explain.py``       the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
+- ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``: the verdict and its text
+- ``reference.py``     ``Reference``: the same model run on one device, every named value kept
+- ``diagnose.py``      patterns in a wrong value, in words: k times too large, blocks reordered, wrong axis
+- ``comm_summary.py``  what crossed, counted per device and collective (as PyTorch's CommDebugMode counts)
+- ``compare.py``       one found value against one expected value, within its dtype's tolerance
 """
 
+from .comm_summary import CommSummary, comm_summary, message_table
+from .reference import NO_RESULT, Reference
 from .verdict import FAILED, NOT_VERIFIED, PASSED, CheckReport, Divergence, Unchecked
 from .walk import References, check
 
-__all__ = ["FAILED", "NOT_VERIFIED", "PASSED", "CheckReport", "Divergence", "References", "Unchecked", "check"]
+__all__ = [
+    "FAILED",
+    "NOT_VERIFIED",
+    "NO_RESULT",
+    "PASSED",
+    "CheckReport",
+    "CommSummary",
+    "Divergence",
+    "Reference",
+    "References",
+    "Unchecked",
+    "check",
+    "comm_summary",
+    "message_table",
+]

@@ -1,5 +1,5 @@
 """Why the first divergence is wrong, in words: a partial sum used as the whole value, an op fed a shard,
-another block of the same value, or a pattern in the difference (``simulator.diagnose``).
+another block of the same value, or a pattern in the difference (``simulator.checker.diagnose``).
 """
 
 from __future__ import annotations
@@ -8,10 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from .. import diagnose
-from ..comm_summary import message_kind
-from ..compare import same, structured
-from ..trace import Message, Op
+from ..core.trace import Message, Op
+from . import diagnose
+from .comm_summary import message_kind
+from .compare import same, structured
 from .verdict import Divergence
 
 

@@ -11,11 +11,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import diagnose
-from ..compare import same, show, structured
-from ..reference import NO_RESULT, Reference, part
-from ..trace import Op
+from ..core.trace import Op
+from . import diagnose
+from .compare import same, show, structured
 from .explain import _floaty, _partial_words
+from .reference import NO_RESULT, Reference, part
 from .verdict import Divergence, Unchecked
 
 

@@ -11,12 +11,12 @@ from typing import Any
 
 import numpy as np
 
-from .. import diagnose
-from ..collectives.chunks import FlatSlice
-from ..compare import difference, show_pair, structured
-from ..reference import Reference
-from ..trace import Message, Op
-from ..values import fit_lines, part_text
+from ..core.trace import Message, Op
+from ..core.values import fit_lines, part_text
+from ..tensors.placements import FlatSlice
+from . import diagnose
+from .compare import difference, show_pair, structured
+from .reference import Reference
 
 PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"
 

@@ -14,11 +14,11 @@ from typing import Any
 
 import numpy as np
 
-from .. import diagnose
-from ..compare import same, show, structured
-from ..reference import Reference
-from ..trace import Message, Op, Trace
+from ..core.trace import Message, Op, Trace
+from . import diagnose
+from .compare import same, show, structured
 from .explain import _Explanations, _floaty
+from .reference import Reference
 from .results import _ResultChecks
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
@@ -37,7 +37,7 @@ def check(
     run: a ``RunResult`` (or a real run's result, or a ``Trace``); it must have kept its payloads.
     reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
     different inputs), or a function of the rank.
-    rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.compare``).
+    rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.checker.compare``).
     """
     trace = run if isinstance(run, Trace) else run.trace
     outputs = getattr(run, "outputs", None) if not isinstance(run, Trace) else None

@@ -45,23 +45,28 @@ Eager sends: where the device says its sends complete at once (``dev.eager_sends
 use a plain ``send`` and skip the request; elsewhere (rendezvous mode, the torch backend) they post
 ``isend`` and wait on it after the matching receive, which cannot deadlock.
 
-Modules (one concept each):
+Modules (one concept each; each builds only on those listed after it):
 
 =====================  ===============================================================================
+methods.py             ``CollectiveMethods``: the same as device methods (``dev.all_reduce(x)``), attached
+                       to the core's ``Device`` as this package loads
 api.py                 the public functions above, and ``ulp_distance``
-methods.py             ``CollectiveMethods``: the same as ``Device`` methods (``dev.all_reduce(x)``)
-call.py                ``_Call``: one call on one device (group, tag, labels, reductions, names)
-chunks.py              ``FlatSlice`` and cutting a value into chunks; several blocks in one message
+booked.py              the whole-ring fast path: a ring all-reduce booked whole when no payload is kept,
+                       through the hook the engine offers (``Engine.held_calls``)
+ring_plan.py           ... and the plan and timings it books
 algorithms.py          ``ALGORITHMS``, the table from collective and algorithm name to function
 ring.py                ring reduce-scatter, all-gather, all-reduce
 direct.py              direct algorithms of every collective but all-to-all
 halving_doubling.py    recursive halving and doubling, and the folding of groups of any size
 tree.py                binomial trees: broadcast, reduce, scatter, gather, all-reduce
 exchange.py            all-to-all (direct, pairwise) and the dissemination barrier
+chunks.py              cutting a value into chunks; several blocks in one message
+call.py                ``_Call``: one call on one device (group, tag, labels, reductions, names)
+in_place.py            ``all_reduce(x, in_place=True)``: the result in x's own memory
 =====================  ===============================================================================
 """
 
-from ..tags import TAG_BASE
+from ..core.tags import TAG_BASE
 from .algorithms import ALGORITHMS
 from .api import (
     all_gather,
@@ -75,24 +80,20 @@ from .api import (
     scatter,
     ulp_distance,
 )
-from .call import REDUCE_FNS, describe_call, has_empty_shape, resolve_group
-from .call import _Call as _Call  # the type booked.py and ring_plan.py annotate with
-from .chunks import FlatSlice
+from .call import REDUCE_FNS, CallSignature, resolve_group
 from .methods import CollectiveMethods
 
 __all__ = [
     "ALGORITHMS",
     "REDUCE_FNS",
     "TAG_BASE",
+    "CallSignature",
     "CollectiveMethods",
-    "FlatSlice",
     "all_gather",
     "all_reduce",
     "all_to_all",
     "barrier",
     "broadcast",
-    "describe_call",
-    "has_empty_shape",
     "gather",
     "reduce",
     "reduce_scatter",

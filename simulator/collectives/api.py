@@ -13,16 +13,16 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..booked import ring_all_reduce
-from ..meta import MetaArray
-from ..placements import chunk_bounds
+from ..cost.meta import MetaArray
+from ..tensors.placements import chunk_bounds
 from .algorithms import ALGORITHMS
+from .booked import ring_all_reduce
 from .call import _Call
 from .halving_doubling import _need_pof2
 from .in_place import in_place_target, write_back
 
 if TYPE_CHECKING:
-    from ..device import Device
+    from ..core.device import Device
 
 
 def all_reduce(
@@ -49,7 +49,7 @@ def all_reduce(
 
 
 def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: Any, partials: Any) -> Any:
-    c = _Call(dev, "all_reduce", group, algorithm, op, name, partials)
+    c = _call(dev, "all_reduce", group, algorithm, op, name, partials)
     # A ring over several members reads x only while the call runs (the program waits inside it) and
     # returns new arrays: a real rank that records no values lends x itself instead of copying it
     ring = algorithm == "ring" and c.p > 1
@@ -61,7 +61,7 @@ def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: 
     c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)
-    if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/booked.py)
+    if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/collectives/booked.py)
         booked = ring_all_reduce(c, x)
         if booked is not None:
             return booked
@@ -85,7 +85,7 @@ def reduce_scatter(
     x: an array, split along ``axis`` into p blocks by torch.chunk's rule, or a list of p blocks.
     indices: the reference index of each block (default: its slice along ``axis``, when x is an array).
     """
-    c = _Call(dev, "reduce_scatter", group, algorithm, op, name, partials)
+    c = _call(dev, "reduce_scatter", group, algorithm, op, name, partials)
     if isinstance(x, (list, tuple)):
         blocks = [_freeze(b) for b in x]
         if len(blocks) != c.p:
@@ -131,7 +131,7 @@ def all_gather(
              with ``axis``: its slice along the axis); index: the concatenation's index into it (default:
              the whole value)
     """
-    c = _Call(dev, "all_gather", group, algorithm, None, name)
+    c = _call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
     c.agree(axis=axis, shapes=shapes, dtype=mine.dtype)
@@ -173,7 +173,7 @@ def broadcast(
     name: str | None = None,
 ) -> np.ndarray:
     """Every member ends with ``src``'s ``x`` (others pass None; shape/dtype declare the contract)."""
-    c = _Call(dev, "broadcast", group, algorithm, None, name)
+    c = _call(dev, "broadcast", group, algorithm, None, name)
     root = _root(c, src, "src")
     c.agree(src=src)
     if c.me == root:
@@ -195,7 +195,7 @@ def reduce(
     partials: str | None = None,
 ) -> np.ndarray | None:
     """Device ``dst`` ends with the reduction of every member's ``x`` (others get None)."""
-    c = _Call(dev, "reduce", group, algorithm, op, name, partials)
+    c = _call(dev, "reduce", group, algorithm, op, name, partials)
     root = _root(c, dst, "dst")
     x = _freeze(x)
     c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype)
@@ -218,7 +218,7 @@ def scatter(
     indices: Sequence[Any] | None = None,
 ) -> np.ndarray:
     """Member m ends with ``chunks[m]`` from ``src`` (others pass None; shape/dtype declare the contract)."""
-    c = _Call(dev, "scatter", group, algorithm, None, name)
+    c = _call(dev, "scatter", group, algorithm, None, name)
     root = _root(c, src, "src")
     c.agree(src=src)
     if c.me == root:
@@ -246,7 +246,7 @@ def gather(
     indices: Sequence[Any] | None = None,
 ) -> list[np.ndarray] | None:
     """Device ``dst`` ends with every member's ``x`` in member order (others get None)."""
-    c = _Call(dev, "gather", group, algorithm, None, name)
+    c = _call(dev, "gather", group, algorithm, None, name)
     root = _root(c, dst, "dst")
     c.agree(dst=dst)
     x = _freeze(x)
@@ -272,7 +272,7 @@ def all_to_all(
 
     shapes: the shapes this member expects from each member (declared as contracts), if known.
     """
-    c = _Call(dev, "all_to_all", group, algorithm)
+    c = _call(dev, "all_to_all", group, algorithm)
     c.agree()
     if len(chunks) != c.p:
         raise ValueError(f"device {dev.rank}: all_to_all needs {c.p} chunks (one per member), got {len(chunks)}")
@@ -285,7 +285,7 @@ def all_to_all(
 
 def barrier(dev: Device, group: Sequence[int] | None = None, algorithm: str = "dissemination") -> None:
     """No member leaves before every member has arrived."""
-    c = _Call(dev, "barrier", group, algorithm)
+    c = _call(dev, "barrier", group, algorithm)
     c.agree()
     if c.p > 1:
         ALGORITHMS["barrier"][algorithm](c)
@@ -336,3 +336,11 @@ def ulp_distance(a: Any, b: Any) -> np.ndarray:
         return np.where(i < 0, np.iinfo(ints).min - i, i)
 
     return np.abs(ordered(a) - ordered(b))
+
+
+def _call(dev: Any, kind: str, group: Any, algorithm: str, op: str | None = None, name=None, partials=None) -> _Call:
+    """A collective call on ``dev``, once its algorithm is known to be one of the collective's (``ALGORITHMS``)."""
+    table = ALGORITHMS[kind]
+    if algorithm not in table:
+        raise ValueError(f"{kind}(algorithm={algorithm!r}): choose one of {sorted(table)}")
+    return _Call(dev, kind, group, algorithm, op, name, partials)

@@ -1,23 +1,22 @@
 """One collective call on one device (``_Call``): its group, position, tag, labels and reductions.
 
 Every algorithm takes a ``_Call`` and sends, receives and reduces through it, so tags, labels and the
-checker's names are made in one place. ``resolve_group`` checks a group; ``describe_call`` writes a
-call out for the error raised when members of one group call different collectives.
+checker's names are made in one place. ``resolve_group`` checks a group; ``CallSignature`` is what members
+of a group compare (the engine raises an error naming both calls when they differ).
 """
 
 from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
-from ..tags import TAG_BASE, CollectiveTag
-from .algorithms import ALGORITHMS
+from ..core.tags import TAG_BASE, CollectiveTag
 
 if TYPE_CHECKING:
-    from ..device import Request
+    from ..core.device import Request
 
 
 REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
@@ -28,18 +27,24 @@ REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
 }
 
 
-def describe_call(call: tuple) -> str:
-    """A collective call as the member wrote it, e.g. ``all_reduce(op='sum', shape=(4,), dtype='float64', ...)``."""
-    kind, details, algorithm, group = call
-    args = [f"{k}={_plain(v)!r}" for k, v in details if v is not None]
-    return f"{kind}({', '.join([*args, f'algorithm={algorithm!r}', f'group={group}'])})"
+class CallSignature(NamedTuple):
+    """What a member calls, compared as data with what the group's first member called."""
 
+    kind: str
+    details: tuple[tuple[str, Any], ...]
+    algorithm: str
+    group: tuple[int, ...]
 
-def has_empty_shape(call: tuple) -> bool:
-    """Whether a collective call declares a shape with no elements (its ``shape``, or one of its ``shapes``)."""
-    _, details, _, _ = call
-    shapes = [v for k, v in details if k == "shape"] + [s for k, v in details if k == "shapes" for s in v or ()]
-    return any(s is not None and 0 in tuple(s) for s in shapes)
+    def describe(self) -> str:
+        """The call as the member wrote it, e.g. ``all_reduce(op='sum', shape=(4,), dtype='float64', ...)``."""
+        args = [f"{k}={_plain(v)!r}" for k, v in self.details if v is not None]
+        return f"{self.kind}({', '.join([*args, f'algorithm={self.algorithm!r}', f'group={self.group}'])})"
+
+    def has_empty_shape(self) -> bool:
+        """Whether the call declares a shape with no elements (its ``shape``, or one of its ``shapes``)."""
+        d = self.details
+        shapes = [v for k, v in d if k == "shape"] + [s for k, v in d if k == "shapes" for s in v or ()]
+        return any(s is not None and 0 in tuple(s) for s in shapes)
 
 
 def _plain(v: Any) -> Any:
@@ -75,9 +80,6 @@ class _Call:
     )  # fmt: skip
 
     def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
-        table = ALGORITHMS[kind]
-        if algorithm not in table:
-            raise ValueError(f"{kind}(algorithm={algorithm!r}): choose one of {sorted(table)}")
         if op is not None and op not in REDUCE_FNS:
             raise ValueError(f"{kind}(op={op!r}): choose one of {sorted(REDUCE_FNS)}")
         self.dev = dev
@@ -121,8 +123,8 @@ class _Call:
         hook = getattr(self.dev, "_agree_collective", None)
         if hook is None or self.p == 1:
             return
-        # compared as data; written out (``describe_call``) only for the error when two members differ
-        hook(self.members, self.number, (self.kind, tuple(details.items()), self.algorithm, self.group))
+        # compared as data; written out (``CallSignature.describe``) only for the error when two members differ
+        hook(self.members, self.number, CallSignature(self.kind, tuple(details.items()), self.algorithm, self.group))
 
     def send(self, value: Any, pos: int, step: Any, what: Any) -> Request:
         return self.dev.isend(value, self.group[pos], self.tag, label=f"{self.label} step {step} chunk {what}")

@@ -1,33 +1,17 @@
 """How a collective cuts a value into chunks and bundles several blocks into one message.
 
-``FlatSlice`` is the reference index of an all-reduce chunk (a slice of the flattened value);
-``_flat_setup`` cuts by torch.chunk's rule (``placements.chunk_bounds``); ``_pack``/``_unpack`` carry
+A chunk's reference index is a ``FlatSlice`` (``simulator.tensors.placements``); ``_flat_setup`` cuts by torch.chunk's rule (``placements.chunk_bounds``); ``_pack``/``_unpack`` carry
 several blocks in one message (the halving_doubling algorithms send half a group's blocks at a time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from ..placements import chunk_bounds
-
-
-@dataclass(frozen=True)
-class FlatSlice:
-    """An index into the flattened value: ``value.reshape(-1)[start:stop]`` (a chunk of an all-reduce)."""
-
-    start: int
-    stop: int
-
-    def __call__(self, value: Any) -> np.ndarray:
-        return np.asarray(value).reshape(-1)[self.start : self.stop]
-
-    def __repr__(self) -> str:
-        return f"flat[{self.start}:{self.stop}]"
+from ..tensors.placements import chunk_bounds
 
 
 def _flat_setup(x: np.ndarray, parts: int):

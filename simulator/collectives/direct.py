@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _assemble, _flat_setup
+from ..tensors.placements import FlatSlice
+from .chunks import _assemble, _flat_setup
 
 if TYPE_CHECKING:
     from .call import _Call

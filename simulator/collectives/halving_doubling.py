@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _assemble, _flat_setup, _pack, _packed_shape, _unpack
+from ..tensors.placements import FlatSlice
+from .chunks import _assemble, _flat_setup, _pack, _packed_shape, _unpack
 
 if TYPE_CHECKING:
     from .call import _Call

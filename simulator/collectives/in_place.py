@@ -13,8 +13,8 @@ from typing import Any
 
 import numpy as np
 
-from ..meta import MetaArray
-from ..payloads import sealed
+from ..core.payloads import sealed
+from ..cost.meta import MetaArray
 
 
 def in_place_target(x: Any, rank: int) -> np.ndarray | None:

@@ -1,16 +1,19 @@
-"""``CollectiveMethods``: the collectives as device methods (``dev.all_reduce(x)``), mixed into ``Device``.
+"""``CollectiveMethods``: the collectives as device methods (``dev.all_reduce(x)``).
 
-Each method is the public function of ``api.py`` with the device as its first argument; the torch
-backend's device has the same methods (simulator/backends/torch.py).
+Each method is the public function of ``api.py`` with the device as its first argument. The core's
+``Device`` knows nothing of collectives (it sits in the layer below): ``attach`` gives it these methods
+when this package loads, which ``import simulator`` always does first. The torch backend's device
+inherits them (simulator/backends/torch.py).
 """
 
 from __future__ import annotations
 
+from ..core.device import Device
 from .api import all_gather, all_reduce, all_to_all, barrier, broadcast, gather, reduce, reduce_scatter, scatter
 
 
 class CollectiveMethods:
-    """The collectives as device methods, with torch.distributed's names (mixed into ``Device``)."""
+    """The collectives as device methods, with torch.distributed's names (attached to ``Device``)."""
 
     def all_reduce(self, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None, in_place=False):
         """See ``simulator.collectives.all_reduce``."""
@@ -51,3 +54,26 @@ class CollectiveMethods:
     def barrier(self, group=None, algorithm="dissemination"):
         """See ``simulator.collectives.barrier``."""
         return barrier(self, group, algorithm)
+
+
+NAMES = (
+    "all_reduce",
+    "reduce_scatter",
+    "all_gather",
+    "broadcast",
+    "reduce",
+    "scatter",
+    "gather",
+    "all_to_all",
+    "barrier",
+)
+
+
+def attach(device_class: type) -> None:
+    """Give ``device_class`` the collective methods it does not define itself."""
+    for name in NAMES:
+        if name not in vars(device_class):
+            setattr(device_class, name, vars(CollectiveMethods)[name])
+
+
+attach(Device)

@@ -3,7 +3,7 @@
 Over p members each takes p - 1 steps; at step s every member sends one block to its right neighbour
 and receives one from its left. Chunk c is summed in ring order starting after its owner, ((x[c+1] +
 x[c+2]) + ...) + x[c]. These loops are the hot path of large simulations (see ``_rs_ring``); a ring
-all-reduce without payloads is booked whole where it can be (simulator/booked.py).
+all-reduce without payloads is booked whole where it can be (simulator/collectives/booked.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .chunks import FlatSlice, _assemble, _flat_setup
+from ..tensors.placements import FlatSlice
+from .chunks import _assemble, _flat_setup
 
 if TYPE_CHECKING:
     from .call import _Call

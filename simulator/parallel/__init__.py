@@ -1,17 +1,17 @@
 """Parallelism strategies written as rank programs, each checked against one device.
 
-An MLP (``mlp``, ``layers``): pipeline schedules as data (``schedules``; several stages per rank in
-``schedules_looped`` and ``schedules_v``; their bubbles in closed form in ``bubbles``) run by ``pipeline``; data
-parallelism and ZeRO (``data``, ``buckets``, ``zero``); tensor parallelism (``tensor``, ``tensor_layers``); the three
-together (``compose``).
+Each module builds only on those below it (import-linter checks the order; schedules never import a strategy):
 
-A transformer (``transformer``, ``transformer_ops``, ``transformer_block``, ``transformer_step``): tensor
-parallelism by heads and Megatron sequence parallelism (``sequence``), context parallelism by ring attention
-(``context``, ``ring_ops``), a mixture of experts and expert parallelism (``experts``, ``experts_ops``,
-``expert_parallel``, ``moe_layer``), the costs in closed form (``transformer_costs``), and all five dimensions
-together (``composed_split``, ``compose5d``).
+===============================  =================================================================================
+zero, compose, compose5d,        ZeRO 1-3; data, pipeline and tensor parallelism on a 3-D mesh; all five dimensions
+whatif, measure                  of a transformer together; a GPT-3-sized what-if; numbers read off a run's trace
+data, experts/                   data parallelism (gradients averaged, bucketed); a mixture of experts and expert
+                                 parallelism (``experts.model``, ``.ops``, ``.parallel``, ``.moe_layer``)
+pipeline, buckets,               a schedule run with real arithmetic; an all-reduce that moves along as the
+tensor_layers, transformer/      device computes; Megatron's column/row MLP layers; a transformer and its splits
+                                 (heads, sequence, context by ring attention: ``transformer.model``, ``.ops``,
+                                 ``.block``, ``.step``, ``.sequence``, ``.context``, ``.costs``, ...)
+layers, tensor, optim            one MLP layer as named ops; a weight matrix split by rows or columns; Adam
+mlp, schedules/                  the small MLP and its one-device reference; pipeline schedules as data
+===============================  =================================================================================
 """
-
-# schedules_looped and schedules_v build on schedules' types, and schedules lists their generators: importing
-# schedules first, whichever of the three a program asks for, keeps that cycle from failing.
-from . import schedules  # noqa: E402, F401

@@ -23,9 +23,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..collectives import FlatSlice
-from ..device import Device, Request
-from ..placements import chunk_bounds
+from ..core.device import Device, Request
+from ..tensors.placements import FlatSlice, chunk_bounds
 from .mlp import add
 
 

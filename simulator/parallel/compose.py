@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
-from ..engine import RunResult, World
-from ..mesh import DeviceMesh
-from ..reference import Reference
+from ..checker import Reference
+from ..core.device import Device
+from ..core.engine import RunResult, World
+from ..tensors.mesh import DeviceMesh
 from . import mlp as M
 from .data import BucketedAllReduce, add_bucket_values, bucket_layout
 from .mlp import MLP, split_rows

@@ -30,20 +30,20 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device, Request
-from ..engine import RunResult, World
-from ..mesh import DeviceMesh
-from ..reference import Reference
-from . import transformer_ops as T
-from .composed_split import ComposedSplit, subgroup
-from .experts import MoE
+from ..checker import Reference
+from ..core.device import Device, Request
+from ..core.engine import RunResult, World
+from ..tensors.mesh import DeviceMesh
+from .experts.model import MoE
+from .experts.moe_layer import MoELayer, expert_names
 from .mlp import split_rows
-from .moe_layer import MoELayer, expert_names
 from .schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, F, make_schedule
-from .sequence import make_split
-from .transformer import Transformer, input_grad_name, pname, vname
-from .transformer_block import Block
-from .transformer_step import GradientBuffers, run_microbatches
+from .transformer import ops as T
+from .transformer.block import Block
+from .transformer.composed_split import ComposedSplit, subgroup
+from .transformer.model import Transformer, input_grad_name, pname, vname
+from .transformer.sequence import make_split
+from .transformer.step import GradientBuffers, run_microbatches
 
 DIMS = ("dp", "ep", "pp", "cp", "tp")
 PIPE_TAG = 4096  # the pipeline's tags: below ring attention's (2**28) and the collectives' (2**30)

@@ -25,9 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
-from ..engine import RunResult, World
-from ..reference import Reference
+from ..checker import Reference
+from ..core.device import Device
+from ..core.engine import RunResult, World
 from . import mlp as M
 from .buckets import AsyncRingAllReduce
 from .layers import LayerOps

@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..device import Device
+from ..core.device import Device
 from . import mlp as M
 from .mlp import MLP, mb
 

@@ -6,7 +6,7 @@ ops ran. Two ways to quote it, both used in the literature:
     fraction = idle / step time     GPipe and 1F1B: (p - 1) / (m + p - 1)
     ratio    = idle / busy time     Megatron's interleaved: (p - 1) / (v m); ZB-H1: (p - 1) / (3 m)
 
-Memory is replayed from the trace with the rules of ``simulator.memory`` (a value enters a device's
+Memory is replayed from the trace with the rules of ``simulator.views.memory`` (a value enters a device's
 memory when an op keeps it, a hold places it or a receive names it, and leaves when it is freed;
 sizes come from ``nbytes``, so metadata-only runs work too). Values named ``<name>.mb<g>`` belong to
 microbatch g, so the activation memory can also be counted in microbatches; the weight-gradient
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..oplabels import pass_kind, pass_label
-from ..trace import Trace
+from ..core.trace import Trace
+from .schedules.labels import pass_kind, pass_label
 
 _ACTIVATION = re.compile(r"^(?!d[Wb]\d)[^+]*\.mb(\d+)$")  # per-microbatch values, not the gradient buffers
 
@@ -108,7 +108,7 @@ def peak_activation_bytes(trace: Trace) -> list[int]:
     return [max((s.activation_bytes for s in memory_over_time(trace, d)), default=0) for d in range(trace.world_size)]
 
 
-# ---- what an op is, for colours and labels in figures (one rule, in simulator.oplabels) ----------
+# ---- what an op is, for colours and labels in figures (one rule, in simulator.parallel.schedules.labels) ----------
 
 
 def op_kind(name: str) -> str:

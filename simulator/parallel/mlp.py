@@ -30,8 +30,8 @@ from functools import partial
 
 import numpy as np
 
-from ..device import Device
-from ..reference import Reference
+from ..checker import Reference
+from ..core.device import Device
 
 
 @dataclass(frozen=True)

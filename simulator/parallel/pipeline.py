@@ -34,10 +34,10 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from ..cost import CostModel
-from ..device import Device, Request
-from ..engine import RunResult, World
-from ..reference import Reference
+from ..checker import Reference
+from ..core.device import Device, Request
+from ..core.engine import RunResult, World
+from ..cost.model import CostModel
 from . import mlp as M
 from .layers import DenseLayers, LayerOps
 from .mlp import MLP, mb, split_rows

@@ -24,10 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from ..mesh import DeviceMesh
-from ..placements import R, S, chunk_bounds
-from ..redistribute import distribute
-from ..sharded import Layout
+from ..tensors.mesh import DeviceMesh
+from ..tensors.placements import R, S, chunk_bounds
+from ..tensors.redistribute import distribute
+from ..tensors.sharded import Layout
 
 ALL = slice(None)
 

@@ -29,8 +29,8 @@ from typing import Any
 
 import numpy as np
 
-from ..device import Device
-from ..reference import Reference
+from ..checker import Reference
+from ..core.device import Device
 from . import mlp as M
 from .mlp import MLP, mb
 from .tensor import ALL, split

@@ -33,12 +33,11 @@ from typing import Any
 
 import numpy as np
 
-from ..collectives import FlatSlice
-from ..device import Device
-from ..engine import RunResult, World
-from ..placements import chunk_bounds
-from ..reference import Reference
-from ..trace import Trace
+from ..checker import Reference
+from ..core.device import Device
+from ..core.engine import RunResult, World
+from ..core.trace import Trace
+from ..tensors.placements import FlatSlice, chunk_bounds
 from . import mlp as M
 from .data import BucketedAllReduce, add_bucket_values, bucket_layout
 from .layers import DenseLayers, LayerOps

@@ -1,0 +1,178 @@
+"""Comparing a value found on a device with the value expected from one device, and saying how they differ.
+
+One tolerance serves the comparison and every diagnosis built on it (simulator/checker/diagnose.py), so a
+hint ("the blocks are in the wrong order") holds exactly when the comparison says "different".
+
+The tolerance: integers and booleans compare exactly. Floats compare element by element with
+``|found - expected| <= atol + rtol * |expected|``, where ``rtol`` defaults by the dtype (float64
+1e-7, float32 1e-4, float16 1e-2: parallel runs add in another order, which moves the last bits)
+and ``atol`` is raised to ``rtol * 1e-2 * (the median of the array's nonzero |expected|)``: an element
+that should be 1e-17 after cancellation is compared on the scale of the array's typical values, not on
+its own, and one huge element (a -1e9 attention mask) does not loosen the others.
+
+A float value of lower precision than expected (float32 where one device has float64) is never the same:
+its rounding would hide under float64's tolerance, but the cast is itself a difference.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from ..cost.units import inline
+
+RTOL = {8: 1e-7, 4: 1e-4, 2: 1e-2}  # float itemsize -> default relative tolerance
+SHOW_UP_TO = 16  # arrays with at most this many elements are printed whole in explanations
+
+
+def _numeric(a: np.ndarray) -> bool:
+    return a.dtype.kind in "biufc"
+
+
+def tolerances(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """The (rtol, atol) a comparison with ``expected`` uses (see the module docstring)."""
+    b = np.asarray(expected)
+    if rtol is None:
+        rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
+    floor = 0.0
+    if b.dtype.kind in "fc" and b.size:
+        typical = np.abs(b[np.isfinite(b) & (b != 0)])
+        floor = rtol * 1e-2 * float(np.median(typical)) if typical.size else 0.0
+    return rtol, max(atol or 0.0, floor)
+
+
+def downcast(found: Any, expected: Any) -> bool:
+    """Whether ``found`` holds floats of lower precision than ``expected`` (float32 for float64, say)."""
+    a, b = np.asarray(found), np.asarray(expected)
+    return a.dtype.kind in "fc" and b.dtype.kind in "fc" and a.dtype.itemsize < b.dtype.itemsize
+
+
+def close(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> np.ndarray:
+    """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree)."""
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return a == b
+    r, t = tolerances(b, rtol, atol)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+
+
+def structured(x: Any) -> bool:
+    """A tuple, list or dict of values (what an op returning several arrays gives), not one array."""
+    return isinstance(x, (tuple, list, Mapping))
+
+
+def same(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
+    """Equal shape and value under the tolerance above; values that are not numbers compare with ==.
+
+    Tuples, lists and dicts (an op that returns several arrays) compare part by part.
+    """
+    if isinstance(expected, Mapping) or isinstance(found, Mapping):
+        return (
+            isinstance(expected, Mapping)
+            and isinstance(found, Mapping)
+            and found.keys() == expected.keys()
+            and all(same(found[k], expected[k], rtol, atol) for k in expected)
+        )
+    if isinstance(expected, (tuple, list)) and isinstance(found, (tuple, list)):
+        return len(found) == len(expected) and all(same(f, e, rtol, atol) for f, e in zip(found, expected))
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.shape != b.shape:
+        return False
+    if not (_numeric(a) and _numeric(b)):
+        return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
+    return not downcast(a, b) and bool(np.all(close(a, b, rtol, atol)))
+
+
+def _same_objects(found: Any, expected: Any) -> bool:
+    try:
+        return bool(found == expected)
+    except (TypeError, ValueError):
+        return False
+
+
+def show(x: Any) -> str:
+    """A value for an explanation: small arrays in full, larger ones by shape and dtype."""
+    if isinstance(x, Mapping):
+        return "{" + ", ".join(f"{k!r}: {show(v)}" for k, v in x.items()) + "}"
+    if isinstance(x, (tuple, list)):
+        return "(" + ", ".join(show(v) for v in x) + ")"
+    a = np.asarray(x)
+    if a.size <= SHOW_UP_TO:
+        return inline(a)
+    return f"an array of shape {a.shape} ({a.dtype.name})"
+
+
+def show_pair(found: Any, expected: Any) -> tuple[str, str]:
+    """``show`` of a found and an expected value, small float arrays in one number format: left alone,
+    NumPy would write ``[1.e-09, 2.e+00]`` beside ``[0., 2.]``, and a reader compares digits, not styles."""
+    if structured(found) or structured(expected):
+        return show(found), show(expected)
+    a, b = np.asarray(found), np.asarray(expected)
+    if not a.dtype.kind == b.dtype.kind == "f" or max(a.size, b.size) > SHOW_UP_TO:
+        return show(found), show(expected)
+    both = np.abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
+    both = both[np.isfinite(both) & (both != 0)]
+    # NumPy's own rule for when an array prints in scientific notation, applied to both arrays at once
+    sci = both.size and (both.max() >= 1e8 or both.min() < 1e-4 or both.max() / both.min() > 1e3)
+    fmt = np.format_float_scientific if sci else np.format_float_positional
+    return _formatted(a, fmt), _formatted(b, fmt)
+
+
+def _formatted(a: np.ndarray, fmt: Any) -> str:
+    text = np.array2string(
+        a, separator=", ", formatter={"float_kind": lambda x: fmt(x, precision=8, trim=".")}, max_line_width=1 << 30
+    )
+    text = " ".join(text.split())
+    return text.replace(" ,", ",").replace("[ ", "[").replace(" ]", "]")
+
+
+def difference(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> str | None:
+    """How two large arrays of the same shape differ, in one sentence (None for small ones: shown whole).
+
+    Both shapes, how many elements differ, the largest absolute and relative difference, the first
+    index that differs, and a few values around it, found against expected.
+    """
+    a, b = np.asarray(found), np.asarray(expected)
+    if a.shape != b.shape:
+        return f"It has shape {a.shape} where one device has {b.shape}."
+    cast = f"It is {a.dtype} where one device has {b.dtype}: a cast lost precision." if downcast(a, b) else ""
+    if a.size <= SHOW_UP_TO or not (_numeric(a) and _numeric(b)):
+        return cast or None
+    bad = ~close(a, b, rtol, atol)
+    count = int(bad.sum())
+    if not count:
+        return cast or None
+    first = tuple(int(i) for i in np.argwhere(bad)[0])
+    fa, fb = a.astype(np.float64)[bad], b.astype(np.float64)[bad]
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = np.abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
+        rel = np.where((fb != 0) & np.isfinite(fb), diff / np.abs(fb), np.inf)
+    big = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
+    worst_rel = float(np.max(np.where(np.isnan(rel), np.inf, rel)))
+    lo = max(first[-1] - 2, 0) if a.ndim else 0
+    hi = min(lo + 6, a.shape[-1]) if a.ndim else 0
+    at = first[:-1]
+    where = "[" + ", ".join([*map(str, at), f"{lo}:{hi}"]) + "]" if a.ndim else "[]"
+    window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
+    rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
+    low = {a.dtype, b.dtype} & {np.dtype(np.float32), np.dtype(np.float16)}
+    rounding = (
+        f" Differences this small are what {'float16' if np.dtype(np.float16) in low else 'float32'} gives when a "
+        "long sum is added in another order: if "
+        "that is all, allow them with a looser tolerance, check(..., rtol=1e-3)."
+        if low and not cast and worst_rel < 1e-2
+        else ""
+    )
+    return (
+        cast
+        + (" " if cast else "")
+        + (
+            f"Both have shape {a.shape}; {count:,} of {a.size:,} elements differ (largest difference {big:.4g}, "
+            f"largest relative difference {rel_text}); the first is at {list(first)}. "
+            f"At {where}: found {inline(window[0], precision=4)}, expected {inline(window[1], precision=4)}."
+        )
+        + rounding
+    )

@@ -1,0 +1,167 @@
+"""Patterns in a wrong value, said in words: the classroom bugs of parallel programs.
+
+Each function takes the value found on a device and the value expected from one device and returns a
+sentence, or None when its pattern is not there. All of them compare with ``compare.same``, under the
+same tolerance as the check itself, so they hold on standard-normal float data, not only on integers:
+
+- ``scaled``          every element is k times what it should be (a sum not averaged over k replicas,
+                      a reduction applied twice, a sign flipped); ``group_sizes``: the sizes of the groups
+                      the device sums over (none: no sum is blamed)
+- ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
+- ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
+- ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
+- ``block_of``        the value is one block of the expected one (an op working on a shard)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .compare import close, same
+
+MAX_PARTS = 8  # blocks tried when looking for pieces in the wrong order or joined on the wrong axis
+
+
+def _floats(*arrays: np.ndarray) -> bool:
+    return all(a.dtype.kind in "biuf" and a.size > 0 for a in arrays)
+
+
+def explain(found: Any, expected: Any, group_sizes: Sequence[int] = ()) -> str | None:
+    """The first pattern that fits, as a sentence (None if none does)."""
+    a, b = np.asarray(found), np.asarray(expected)
+    if not _floats(a, b):
+        return None
+    if a.shape != b.shape:
+        return wrong_axis(a, b)
+    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b)
+
+
+def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str | None:
+    """'Every element is 4 times what it should be' (k fitted by least squares, then checked)."""
+    bb = float(np.vdot(b, b))
+    if bb == 0 or a.shape != b.shape:
+        return None
+    k = float(np.vdot(b, a)) / bb
+    if not np.isfinite(k) or same(a, b) or not same(a, k * b):
+        return None
+    if abs(k - round(k)) < 1e-6 * max(1.0, abs(k)) and round(k) >= 2:
+        k_int = round(k)
+        text = f"Every element is {k_int} times what it should be"
+        if k_int in group_sizes:
+            return text + (
+                f", and {k_int} is the number of devices in the group: summed over the {k_int} devices where an "
+                "average was meant, or summed once too often (an all-reduce applied twice)?"
+            )
+        if group_sizes:  # the device sums over some group: a sum of another size, or twice
+            return text + ": a sum taken once too often (a reduction applied twice?) or a value counted twice."
+        return text + " (a factor applied twice, or a value counted twice?)."  # no sums here to blame
+    inv = 1.0 / k
+    if abs(inv - round(inv)) < 1e-6 * max(1.0, abs(inv)) and round(inv) >= 2:
+        k_inv = round(inv)
+        text = f"Every element is 1/{k_inv} of what it should be"
+        if k_inv in group_sizes:
+            return text + (
+                f", and {k_inv} is the number of devices in the group: averaged over the {k_inv} devices where a "
+                "sum was meant (op='avg' for op='sum'?), or averaged twice?"
+            )
+        return text + ": divided once too often (averaged twice?) or only one of several partial sums kept."
+    if abs(k + 1) < 1e-6:
+        return "Every element has the wrong sign: a subtraction the wrong way round?"
+    return None  # any two numbers have some ratio: only a whole multiple or fraction says something
+
+
+def reordered(a: np.ndarray, b: np.ndarray) -> str | None:
+    """'The right blocks in the wrong order': split both into equal blocks along an axis and match them."""
+    for axis in range(a.ndim):
+        n = a.shape[axis]
+        for parts in range(2, min(n, MAX_PARTS) + 1):
+            if n % parts:
+                continue
+            found, want = np.split(a, parts, axis=axis), np.split(b, parts, axis=axis)
+            order: list[int] = []
+            for blk in found:
+                hit = next((j for j, ref in enumerate(want) if j not in order and same(blk, ref)), None)
+                if hit is None:
+                    break
+                order.append(hit)
+            if len(order) == parts and order != list(range(parts)):
+                return (
+                    f"It holds the right blocks in the wrong order: split into {parts} blocks along axis {axis}, "
+                    f"the blocks found are blocks {order} of the expected value (assembled in the wrong order?)."
+                )
+    return None
+
+
+def rolled(a: np.ndarray, b: np.ndarray) -> str | None:
+    """'Shifted by 1 along axis 0': the value rotated, as when every device takes its neighbour's shard."""
+    for axis in range(a.ndim):
+        n = a.shape[axis]
+        if n < 2 or n * a.size > 10_000_000:  # every shift is one full comparison
+            continue
+        for shift in range(1, n):
+            if np.all(close(np.roll(b, shift, axis=axis), a)):
+                return (
+                    f"It is the expected value rotated by {shift} position(s) along axis {axis} (position i holds "
+                    f"what belongs at i - {shift}): a shard taken from the wrong device, or an index off by {shift}?"
+                )
+    return None
+
+
+def wrong_axis(a: np.ndarray, b: np.ndarray) -> str | None:
+    """'Pieces joined along axis 0 instead of axis 1', naming both shapes."""
+    if a.ndim != b.ndim or a.size != b.size:
+        return None
+    for axis in range(b.ndim):
+        for parts in range(2, min(b.shape[axis], MAX_PARTS) + 1):
+            if b.shape[axis] % parts:
+                continue
+            pieces = np.split(b, parts, axis=axis)
+            for other in range(b.ndim):
+                if other == axis:
+                    continue
+                joined = np.concatenate(pieces, axis=other)
+                if joined.shape == a.shape and same(a, joined):
+                    return (
+                        f"It has shape {a.shape} where one device has {b.shape}: the right {parts} pieces, joined "
+                        f"along axis {other} instead of axis {axis} (concatenate along axis {axis})."
+                    )
+    return None
+
+
+def block_of(a: np.ndarray, b: np.ndarray) -> tuple | None:
+    """The slices of ``b`` (along the one axis where the sizes differ) that equal ``a``, if any."""
+    if a.ndim != b.ndim or a.shape == b.shape or a.size == 0:
+        return None
+    differing = [d for d in range(a.ndim) if a.shape[d] != b.shape[d]]
+    if len(differing) != 1 or a.shape[differing[0]] > b.shape[differing[0]]:
+        return None
+    axis, n = differing[0], a.shape[differing[0]]
+    for start in range(b.shape[axis] - n + 1):
+        index = tuple(slice(start, start + n) if d == axis else slice(None) for d in range(b.ndim))
+        if same(a, b[index]):
+            return index
+    return None
+
+
+def show_index(index: Any) -> str:
+    """An index as a student writes it: ``[:, 0:3]``; a chunk of a flattened value in words."""
+    from ..core.values import part_text
+
+    if hasattr(index, "describe"):  # a FlatSlice
+        return part_text(index)
+    if isinstance(index, tuple):
+        return "[" + ", ".join(_show_slice(i) for i in index) + "]"
+    if isinstance(index, slice):
+        return "[" + _show_slice(index) + "]"
+    return repr(index)
+
+
+def _show_slice(s: Any) -> str:
+    if isinstance(s, slice):
+        return f"{'' if s.start is None else s.start}:{'' if s.stop is None else s.stop}"
+    if s is Ellipsis:
+        return "..."
+    return repr(s)

@@ -1,0 +1,13 @@
+"""The command line: ``python -m simulator COMMAND`` (``--help`` lists and explains every command).
+
+==========  ====================================================================================
+main.py     the commands: demo, list, run, timeline, html, export, figures, calibrate
+show.py     what ``run`` and ``demo`` print: events, memory after each, the timeline and the check
+types.py    argument types: numbers within bounds, paths that can be written
+torchrun.py a scenario or rank program on processes ``torchrun`` starts (``-m simulator.cli.torchrun``)
+==========  ====================================================================================
+"""
+
+from .main import main
+
+__all__ = ["main"]

@@ -1,0 +1,140 @@
+"""Collectives booked whole: a ring all-reduce's every chunk written in one go, when no payload is kept.
+
+Written as messages (``simulator.collectives``), a ring all-reduce over p devices is 2(p - 1) steps
+on each device, each a send, a receive and (in its first half) a reduction: a greenlet switch and a
+few Python objects per chunk. Where the run keeps no payload, nobody looks at the chunks, only at
+their metadata and at the result. So the members meet instead: each one that arrives waits, and the
+last one books every chunk of every step at once, with exactly the arithmetic the messages would
+have done (the same link booking, ``max`` for a receive that waits, the reduction's flops over the
+device speed, in the same order, so the same floats), writes the rows (``simulator.core.columns``) in each
+device's program order, computes the result with a few whole-array NumPy operations in the ring's
+summation order (bit for bit the messages' result), and wakes every member at the time its last
+step ends. The trace is the one the messages would have made, event for event; the tests run both
+and compare.
+
+When: metadata only (``World(keep_payloads=False)``), eager sends, ``algorithm="ring"``, no
+``name``/``partials`` (names are for the checker, which needs payloads), and every ring hop a link
+no other device books (``private_links``: fully connected, or inside a node of a two-level machine)
+so that booking them late changes nothing. The first member to arrive decides for the whole call.
+
+Why it is exact: while the members wait, nothing else can book their private links or reach their
+clocks; each member's events are at or after the time it arrived, so a live stepper holds back
+settling events until every waiting member's arrival time (``Engine._settle_bound``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.columns import MSG, OP
+from ..cost.meta import MetaArray
+from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
+
+if TYPE_CHECKING:
+    from ..core.engine import Engine
+    from .call import _Call
+
+
+class Booking:
+    """One ring all-reduce call being booked: who has arrived, with what, when."""
+
+    __slots__ = ("p", "booked", "arrived", "x", "entry", "devices", "results", "ends")
+
+    def __init__(self, p: int, booked: bool) -> None:
+        self.p = p
+        self.booked = booked  # False: the call goes message by message (the first member decided)
+        self.arrived = 0
+        self.x: list[Any] = [None] * p
+        self.entry = [0.0] * p  # each member's clock when it arrived
+        self.devices: list[Any] = [None] * p
+        self.results: list[Any] = [None] * p
+        self.ends = [0.0] * p
+
+    def waiting_since(self) -> float:
+        """The earliest arrival among the members waiting (no event of theirs can be earlier)."""
+        return min((t for t, d in zip(self.entry, self.devices) if d is not None), default=float("inf"))
+
+
+def ring_all_reduce(c: _Call, x: Any) -> Any | None:
+    """Book the ring all-reduce ``c`` whole and return this member's result, or None to go message by message."""
+    dev = c.dev
+    eng: Engine | None = getattr(dev, "_engine", None)
+    if eng is None:  # another backend's device
+        return None
+    key = (c.group, c.number)
+    b = eng.held_calls.get(key)
+    if b is None:
+        b = eng.held_calls[key] = Booking(c.p, _can_book(eng, c, x))
+    b.arrived += 1
+    if b.arrived == b.p:
+        del eng.held_calls[key]
+    if not b.booked:
+        return None
+    me = c.me
+    b.x[me], b.entry[me], b.devices[me] = x, dev.clock, dev
+    if b.arrived < b.p:  # wait for the others; the last one books everything and wakes us at our end
+        eng.park(dev, c.group[(me - 1) % c.p], c.tag)
+        return b.results[me]
+    _book(eng, c, b)
+    for i, other in enumerate(b.devices):
+        if other is not dev:
+            eng._push(b.ends[i], other.rank)
+    dev._advance(b.ends[me])
+    return b.results[me]
+
+
+def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
+    if eng.keep_payloads or eng.rendezvous or not eng._plain_cost or c.name is not None or c.partials is not None:
+        return False
+    if eng.world.program_time:  # a real rank runs the ring message by message, and pays its Python between them
+        return False
+    if not isinstance(x, (np.ndarray, MetaArray)):
+        return False
+    rings = eng.caches.setdefault("private rings", {})  # group -> whether every hop is a private link
+    private = rings.get(c.group)
+    if private is None:  # every hop of the ring on a link only its sender books (worked out once per group)
+        is_private = getattr(eng.net, "is_private", None)
+        g = c.group
+        private = rings[g] = is_private is not None and all(is_private(g[i], g[(i + 1) % c.p]) for i in range(c.p))
+    return private
+
+
+def _book(eng: Engine, c: _Call, b: Booking) -> None:
+    """Write every chunk's rows and compute the result (see the module docstring)."""
+    rec = eng._rec
+    p, x = c.p, b.x[c.me]
+    key = (c.group, x.size, x.dtype, c.op)
+    plans = eng.caches.setdefault("ring plans", {})  # (group, size, dtype, op) -> its RingPlan
+    plan = plans.get(key)
+    if plan is None:
+        plan = plans[key] = RingPlan(eng, c, x)
+    if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
+        eng._too_many_events(c.dev.rank)
+    if p >= VECTOR_FROM:
+        ends = book_vector(eng, plan, c, b)
+    else:
+        ends = book_small(eng, plan, c, b)
+    rec.n_msgs = len(rec.msgs) // MSG.size
+    rec.n_ops = len(rec.ops) // OP.size
+    b.ends[:] = ends
+    b.results[:] = _results(c, b.x, plan.bounds)
+
+
+def _results(c: _Call, xs: list[Any], bounds: list[int]) -> list[Any]:
+    """Each member's result: chunk j summed in ring order from member j + 1 round to member j (as the
+    messages sum it), ``fn(received, own)``, then divided by p for an average; one copy per member."""
+    x, p = xs[0], c.p
+    if isinstance(x, MetaArray):
+        return [x] * p  # immutable: one will do for everyone
+    stacked = np.stack([v.reshape(-1) for v in xs])
+    chunk = np.repeat(np.arange(p), np.diff(bounds))  # each element's chunk
+    cols = np.arange(x.size)
+    acc = stacked[(chunk + 1) % p, cols]
+    for k in range(2, p + 1):
+        acc = c.fn(acc, stacked[(chunk + k) % p, cols])
+    if c.op == "avg":
+        acc = acc / p
+    whole = acc.reshape(x.shape)
+    return [whole.copy() for _ in range(p - 1)] + [whole]

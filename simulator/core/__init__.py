@@ -1,0 +1,60 @@
+"""The core: devices as processes with private memory, messages between them, a simulated clock, the trace.
+
+Each module builds only on those below it in this list (checked by import-linter):
+
+================  ==========================================================================================
+engine.py         ``World`` and ``Engine``: one greenlet per device, scheduled in simulated time order; the
+                  hook the layers above use (``Engine.held_calls``, ``Engine.caches``)
+run_errors.py     what a bad run reports: deadlocks with their cycle, messages nobody received
+program_time.py   devices that also pay their program's own wall time (``World(program_time=True)``)
+device.py         ``Device``: memory, ops and messaging, the only thing a rank program sees (the
+                  collectives attach their methods from the layer above)
+messaging.py      ``send``/``recv``/``isend``/``irecv``/``wait``/``test``, with declared contracts
+payloads.py       values on a device: read-only copies, what a message may carry, ops that name inputs
+columnar.py       the trace as columns, ``Message``/``Op`` made on access
+ordering.py       one numbering for every run: events in canonical time order
+columns.py        the packed rows the engine writes as a run goes
+trace.py          ``Trace``, ``Message``, ``Op``: what happened, and how it reads
+values.py         how a value reads in every text view
+tags.py           users' tags below 2**30, the collectives' above
+errors.py         the errors a bad program gets, each naming what is wrong, where, and the fix
+files.py          writing a file whole or not at all
+================  ==========================================================================================
+"""
+
+from .device import Device, Request
+from .engine import Engine, RunResult, World
+from .errors import (
+    CollectiveMismatchError,
+    ContractError,
+    DeadlockError,
+    EventLimitError,
+    OpError,
+    RankError,
+    SimulationError,
+    UnreceivedMessagesError,
+    UnreceivedMessagesWarning,
+)
+from .trace import Message, Op, Trace
+from .values import ValueStyle
+
+__all__ = [
+    "CollectiveMismatchError",
+    "ContractError",
+    "DeadlockError",
+    "Device",
+    "Engine",
+    "EventLimitError",
+    "Message",
+    "Op",
+    "OpError",
+    "RankError",
+    "Request",
+    "RunResult",
+    "SimulationError",
+    "Trace",
+    "UnreceivedMessagesError",
+    "UnreceivedMessagesWarning",
+    "ValueStyle",
+    "World",
+]

@@ -1,0 +1,188 @@
+"""What the engine writes while a run goes: packed rows, one per message, receive and op.
+
+The hot path records a message with one ``struct`` pack appended to a ``bytearray`` (about as cheap
+in Python as appending one tuple to a list, and 48 bytes instead of several hundred), a completed
+receive with another (the message's row and when), an op likewise, and one byte per event in a log
+that keeps the order events happened in. Nothing else is made per event: no record objects, no
+strings (names and labels are interned to numbers, a collective chunk's label is its call's label
+plus two numbers), no payloads unless the run keeps them.
+
+Why bytearrays and not NumPy arrays written in place: a NumPy element write from Python costs about
+three times a packed append, and growing a ``bytearray`` reallocates in place (``mremap`` for large
+ones), so memory is what the rows take plus at most an eighth. NumPy reads the rows without copying
+(``np.frombuffer`` with the structured dtypes below) whenever the trace is settled or exported; such
+a view must not outlive the call that makes it while the run can still append (a bytearray with a
+view on it cannot grow), so ``Recorder.table`` copies for live runs.
+
+Rows are numbered in the order they were written (raw order), which is not the trace's canonical
+order; ``simulator.core.ordering.settle`` numbers them canonically and ``simulator.core.columnar`` serves them
+as ``Message``/``Op`` views.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+# A message's row, written at its send (src, dst, tag, signature, label, chunk step, chunk, times).
+MSG = struct.Struct("<HHiiiiiddd")
+MSG_DTYPE = np.dtype(
+    [
+        ("src", "<u2"),
+        ("dst", "<u2"),
+        ("tag", "<i4"),
+        ("sig", "<i4"),  # (shape, dtype) interned: see Recorder.sig
+        ("label", "<i4"),  # interned label, or -1
+        ("step", "<i4"),  # a collective chunk's step, or -1 (then the label is whole)
+        ("chunk", "<i4"),  # ... and its chunk
+        ("t_send", "<f8"),
+        ("t_start", "<f8"),  # NaN until a rendezvous send is matched
+        ("t_arrive", "<f8"),
+    ]
+)
+T_START_AT = MSG_DTYPE.fields["t_start"][1]  # where a rendezvous match writes (t_start, t_arrive) late
+_TIMES = struct.Struct("<dd")
+# A completed receive: the message's raw row, and when the receiver had it.
+RECV = struct.Struct("<id")
+RECV_DTYPE = np.dtype([("row", "<i4"), ("t", "<f8")])
+# An op, hold or free: its kind (OP_KEPT ...), device, name, label, times, flops, bytes held.
+OP = struct.Struct("<BHiidddq")
+OP_DTYPE = np.dtype(
+    [
+        ("kind", "u1"),
+        ("rank", "<u2"),
+        ("name", "<i4"),
+        ("label", "<i4"),
+        ("t_start", "<f8"),
+        ("t_end", "<f8"),
+        ("flops", "<f8"),
+        ("nbytes", "<i8"),
+    ]
+)
+assert MSG.size == MSG_DTYPE.itemsize and OP.size == OP_DTYPE.itemsize and RECV.size == RECV_DTYPE.itemsize
+
+# Kinds of op row; the event kind they are recorded as.
+OP_KEPT, OP_DROPPED, HOLD, FREE = 0, 1, 2, 3
+OP_EVENT = ("op", "op", "hold", "free")
+# Kinds in the event log (one byte per event, in the order events happened).
+EV_SEND, EV_RECV, EV_OP = 0, 1, 2
+# Every this many recorded events, the engine settles what no device can still precede (bounds the log).
+SETTLE_EVERY = 1 << 19
+
+
+class Interner:
+    """Strings (or other hashable values) to small ints and back: 0, 1, 2 ... in first-seen order."""
+
+    __slots__ = ("ids", "values")
+
+    def __init__(self) -> None:
+        self.ids: dict[Any, int] = {}
+        self.values: list[Any] = []
+
+    def __call__(self, value: Any) -> int:
+        i = self.ids.get(value)
+        if i is None:
+            i = self.ids[value] = len(self.values)
+            self.values.append(value)
+        return i
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+class Recorder:
+    """The rows of one run, in the order written, and the interned values they refer to.
+
+    msgs, recvs, ops: packed rows (MSG, RECV, OP); log: one byte per event (EV_*), in execution order,
+    holding only the events not settled yet (see ``simulator.core.ordering.settle``).
+    payloads: each message's payload by row, and ops': (inputs, output) by row, only when kept.
+    msg_extra: row -> (name, index) of messages received with a name or an index.
+    op_extra: row -> (index, doc, partial) of ops that have any of them.
+    """
+
+    def __init__(self, keep_payloads: bool) -> None:
+        self.msgs = bytearray()
+        self.recvs = bytearray()
+        self.ops = bytearray()
+        self.log = bytearray()
+        self.n_msgs = 0
+        self.n_ops = 0
+        self.names = Interner()  # op names, message names
+        self.labels = Interner()
+        self.sigs: dict[tuple, tuple[int, int]] = {}  # (shape, dtype) -> (id, bytes)
+        self.sig_values: list[tuple[tuple[int, ...], np.dtype, int]] = []  # id -> (shape, dtype, nbytes)
+        self.keep_payloads = keep_payloads
+        self.msg_payloads: list[Any] = []
+        self.op_payloads: list[tuple[Any, Any]] = []
+        self.msg_extra: dict[int, tuple[Any, Any]] = {}
+        self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
+
+    def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
+        """The id of a (shape, dtype) pair, and its byte count."""
+        key = (shape, dtype)
+        sig = self.sigs.get(key)
+        if sig is None:
+            sig = self.sigs[key] = (len(self.sig_values), nbytes)
+            self.sig_values.append((shape, dtype, nbytes))
+        return sig
+
+    def write_times(self, row: int, start: float, arrive: float) -> None:
+        """A rendezvous message is matched: its transfer's start and arrival go into its row."""
+        _TIMES.pack_into(self.msgs, row * MSG.size + T_START_AT, start, arrive)
+
+    def table(self, which: str, copy: bool) -> np.ndarray:
+        """The rows of ``which`` ("msgs", "ops", "recvs") as a structured array (a copy when ``copy``)."""
+        buf = getattr(self, which)
+        dtype = {"msgs": MSG_DTYPE, "ops": OP_DTYPE, "recvs": RECV_DTYPE}[which]
+        view = np.frombuffer(buf, dtype=dtype) if len(buf) else np.empty(0, dtype)
+        return view.copy() if copy else view
+
+    def nbytes(self) -> int:
+        """Bytes the rows and logs take (the payloads and interned values not counted)."""
+        return sum(len(b) for b in (self.msgs, self.recvs, self.ops, self.log))
+
+
+class Growable:
+    """A NumPy array that grows at its end, its capacity four times over when full (few copies; pages never
+    written take no memory), and ``trim`` gives the spare capacity back once the run is over.
+
+    ``values`` is the filled part (a view; take it anew after each ``extend``).
+    """
+
+    __slots__ = ("_data", "n")
+
+    def __init__(self, dtype: Any, capacity: int = 1024) -> None:
+        self._data = np.empty(capacity, dtype)
+        self.n = 0
+
+    @property
+    def values(self) -> np.ndarray:
+        return self._data[: self.n]
+
+    def __len__(self) -> int:
+        return self.n
+
+    def reserve(self, n: int, fill: Any = None) -> None:
+        """Grow the filled part to ``n`` elements, new ones set to ``fill`` (or left unset for None)."""
+        if n > len(self._data):
+            grown = np.empty(max(n, len(self._data) * 4), self._data.dtype)
+            grown[: self.n] = self._data[: self.n]
+            self._data = grown
+        if fill is not None and n > self.n:
+            self._data[self.n : n] = fill
+        self.n = max(self.n, n)
+
+    def extend(self, values: np.ndarray) -> None:
+        start = self.n
+        self.reserve(start + len(values))
+        self._data[start : self.n] = values
+
+    def trim(self) -> None:
+        """Give back the unused capacity (in place where the allocator can)."""
+        if len(self._data) > self.n:
+            try:
+                self._data.resize(self.n)  # refuses (ValueError) while a view exists
+            except ValueError:  # something holds a view of it: copy instead
+                self._data = self._data[: self.n].copy()

@@ -1,0 +1,435 @@
+"""Point-to-point messaging, the part of ``Device`` that sends and receives: ``send``/``recv``/``isend``/
+``irecv``/``wait``/``test`` with the torch.distributed names, the requests they return, and the channels
+messages queue on. A mixin of ``Device`` (it uses the device's engine, clock and recorder).
+
+Every send and receive is recorded as one packed row (``simulator.core.columns``): these methods are the
+engine's hot path, so they avoid making objects per message (a blocking receive that finds its message
+waiting makes none at all) and bind what they use to locals.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+import numpy as np
+
+from ..cost.meta import MetaArray
+from .columns import EV_RECV, EV_SEND, MSG, RECV
+from .errors import ContractError, SimulationError
+from .payloads import _immutable, check_payload, sealed
+from .tags import TAG_BASE, CollectiveTag, user_tag
+
+POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls
+NAN = float("nan")
+_pack_msg = MSG.pack
+_pack_recv = RECV.pack
+_ndarray = np.ndarray
+
+
+class Request:
+    """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known.
+
+    A matched receive holds its message's ``row`` and ``payload`` until it is waited on.
+    """
+
+    __slots__ = (
+        "kind", "owner", "peer", "tag", "row", "payload", "sig", "done", "shape", "dtype", "name", "index", "t_post",
+        "taken",
+    )  # fmt: skip
+
+    def __init__(self, kind, owner, peer, tag, row, done, shape=None, dtype=None, name=None, index=None, t_post=0.0):
+        self.kind = kind
+        self.owner = owner
+        self.peer = peer
+        self.tag = tag
+        self.row = row  # the message's row (a send's from the start, a receive's once matched)
+        self.payload = None
+        self.sig = None  # (signature id, bytes) of the matched message
+        self.done = done
+        self.shape = shape
+        self.dtype = dtype
+        self.name = name
+        self.index = index
+        self.t_post = t_post  # when it was posted: a rendezvous transfer cannot start before both are
+        self.taken = False  # a receive's payload was handed over (waiting twice is an error)
+
+    def describe(self) -> str:
+        if self.kind == "send":
+            return f"send(dst={self.peer}, tag={self.tag})"
+        return f"recv(src={self.peer}, tag={self.tag})"
+
+    def __repr__(self) -> str:
+        state = "pending" if self.done is None else f"done at {self.done:.3g} s"
+        return f"<Request device {self.owner} {self.describe()} {state}>"
+
+
+class Channel:
+    """One (src, dst, tag): messages sent on it and not yet received, receives posted and not yet matched.
+
+    A message waits as ``(row, payload, arrival, send Request, signature)``: arrival None and a send
+    Request for a rendezvous send not yet matched, else the arrival time and None.
+    """
+
+    __slots__ = ("mail", "posted")
+
+    def __init__(self) -> None:
+        self.mail: deque[tuple] = deque()
+        self.posted: deque[Request] = deque()
+
+
+class Messaging:
+    """A device's sends and receives (mixed into ``Device``)."""
+
+    # ---- point-to-point -----------------------------------------------------------------------
+    def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
+        """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
+        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
+        if sreq is None:  # eager: already complete
+            sreq = Request("send", self.rank, dst, tag, self._rec.n_msgs - 1, self.clock)
+        return sreq
+
+    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
+        """Send a copy of ``value`` to device ``dst``.
+
+        Eager mode: returns at once (the message is buffered; the link carries it when free).
+        Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
+        """
+        links = self._links
+        if links is None or label is not None or type(tag) is not int or type(dst) is not int:
+            sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
+            if sreq is not None:
+                self.wait(sreq)
+            return
+        # The common case, inlined (a program's plain send on a link only this device books: the hot path
+        # of every message-bound run); anything else goes through _post_send, which does the same and more.
+        rank = self.rank
+        if dst == rank or not 0 <= dst < self.world_size:
+            dst = self._peer(dst, "send", "dst")
+        if not 0 <= tag < TAG_BASE:
+            tag = self._tag(tag, "send")
+        rec = self._rec
+        if value is self._known:  # forwarding what it just received: checked already
+            payload = value
+            sig = self._known_sig
+        else:
+            payload, sig = self._payload(value, dst)
+        t = self.clock
+        start = links.get(dst, 0.0)
+        if start < t:
+            start = t
+        eng = self._engine
+        links[dst] = done = start + sig[1] * eng._inv_bw
+        arrive = done + eng._alpha
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        rec.n_msgs = row + 1
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], -1, -1, -1, t, start, arrive))
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        ch = self._out.get(dst if not tag else (dst, tag))
+        if ch is None:
+            ch = self._channel(rank, dst, tag)
+        if ch.posted:  # a receive waits for it (Engine._match, inlined)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
+        else:
+            ch.mail.append((row, payload, arrive, None, sig))
+
+    def _channel(self, src: int, dst: int, tag: int) -> Channel:
+        """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
+        (an int hashes faster than a tuple: every message looks its channel up twice)."""
+        eng = self._engine
+        ch = eng._chans.get((src, dst, tag))
+        if ch is None:
+            ch = eng._chans[(src, dst, tag)] = Channel()
+        sender, receiver = eng.devices[src], eng.devices[dst]
+        sender._out[dst if not tag else (dst, tag)] = ch
+        receiver._in[src if not tag else (src, tag)] = ch
+        return ch
+
+    def _payload(self, value: Any, dst: int) -> tuple[Any, tuple[int, int]]:
+        """What a message carries (``value`` itself when immutable, else a read-only copy) and its signature."""
+        if (type(value) is _ndarray and _immutable(value)) or type(value) is MetaArray:
+            payload = value  # nobody can write through it: hand it over as it is
+        else:
+            check_payload(value, self.rank, f"send(dst={dst})")
+            payload = sealed(np.array(value))
+        rec = self._rec
+        sig = rec.sigs.get((payload.shape, payload.dtype))
+        if sig is None:
+            check_payload(payload, self.rank, f"send(dst={dst})")  # a held array of strings, say
+            sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
+        return payload, sig
+
+    def _post_send(self, value, dst, tag, label: int, step: int, chunk: int) -> Request | None:
+        """Record and route a message; returns the pending send Request, or None if already complete.
+
+        label: the interned label (or -1); step and chunk: a collective chunk's (or -1), see ``columns``.
+        """
+        eng = self._engine
+        rank = self.rank
+        if type(dst) is not int or dst == rank or not 0 <= dst < self.world_size:
+            dst = self._peer(dst, "send", "dst")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "send")
+        rec = self._rec
+        if value is self._known:  # forwarding what it just received: checked already
+            payload = value
+            sig = self._known_sig
+        else:
+            payload, sig = self._payload(value, dst)
+        links = self._links
+        if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
+            heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
+            if heap and heap[0][0] < self.clock:
+                eng._push(self.clock, rank)
+                eng._give_way()
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        rec.n_msgs = row + 1
+        t = self.clock
+        if links is not None:  # a private link (eager sends): book it here, as Network.transfer does
+            start = links.get(dst, 0.0)
+            if start < t:
+                start = t
+            done = start + sig[1] * eng._inv_bw
+            links[dst] = done
+            arrive = done + eng._alpha
+            sreq = None
+        elif eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+            start = arrive = NAN
+            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
+        else:  # buffered: the send completes at once, the link carries the bytes when it is free
+            start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
+            sreq = None
+        self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
+        self._log(EV_SEND)
+        if rec.keep_payloads:
+            rec.msg_payloads.append(payload)
+        ch = self._out.get(dst if not tag else (dst, tag))
+        if ch is None:
+            ch = self._channel(rank, dst, tag)
+        if sreq is not None:  # rendezvous
+            if ch.posted:
+                eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
+            else:
+                ch.mail.append((row, payload, None, sreq, sig))
+        elif ch.posted:  # a receive waits for it (Engine._match, inlined: the hot path)
+            rreq = ch.posted.popleft()
+            rreq.row = row
+            rreq.payload = payload
+            rreq.sig = sig
+            rreq.done = arrive
+            dev = eng.devices[rreq.owner]
+            if dev._blocked is rreq:  # wake the receiver when the message arrives
+                if eng._ahead:
+                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
+                else:
+                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
+        else:
+            ch.mail.append((row, payload, arrive, None, sig))
+        return sreq
+
+    def irecv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> Request:
+        """Post a receive from device ``src``; ``wait`` on the Request returns the payload.
+
+        shape, dtype: the contract, what the receiver expects (checked when the message arrives)
+        name:         what the message carries in the model (stored in memory under it; checked)
+        index:        which part of the single-device value ``name`` it carries (a shard)
+        """
+        return self._post_recv(src, tag, shape, dtype, name, index)
+
+    def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
+        eng = self._engine
+        if type(src) is not int or src == self.rank or not 0 <= src < self.world_size:
+            src = self._peer(src, "recv", "src")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "recv")
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
+        ch = self._in.get(src if not tag else (src, tag))
+        if ch is None:
+            ch = self._channel(src, self.rank, tag)
+        if ch.mail:
+            eng._match(ch.mail.popleft(), rreq)
+        else:
+            ch.posted.append(rreq)
+        return rreq
+
+    def recv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> np.ndarray:
+        """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
+        eng = self._engine
+        rank = self.rank
+        if type(src) is not int or src == rank or not 0 <= src < self.world_size:
+            src = self._peer(src, "recv", "src")
+        if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
+            tag = self._tag(tag, "recv")
+        if shape is not None or dtype is not None or eng.strict:
+            shape, dtype = self._contract(src, tag, shape, dtype)
+        if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
+            return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
+        ch = self._in.get(src if not tag else (src, tag))
+        if ch is None:
+            ch = self._channel(src, rank, tag)
+        mail = ch.mail
+        if mail:  # the message is on its way already: take it
+            row, payload, arrive, _, sig = mail.popleft()
+            if arrive > self.clock:
+                self._advance(arrive)
+        else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
+            req = self._rreq
+            req.peer, req.tag, req.done = src, tag, None
+            ch.posted.append(req)
+            self._blocked = req
+            eng._give_way()
+            self._blocked = None
+            row, payload, sig = req.row, req.payload, req.sig
+            req.payload = None
+        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+            self._contract_violated(row, payload, shape, dtype)
+        self._add_recv(_pack_recv(row, self.clock))
+        self._log(EV_RECV)
+        self._known = payload
+        self._known_sig = sig
+        if name is not None or index is not None:
+            self._rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
+        return payload
+
+    def test(self, req: Request) -> bool:
+        """Whether ``req`` has completed by this device's clock (torch's ``is_completed``); never blocks.
+
+        The answer is the one strict time order gives: every device with an earlier event runs first,
+        so a message sent before now in simulated time has been sent, however the engine schedules.
+        """
+        if not self._engine._in_time_order:
+            self._engine._catch_up(self)
+        if req.done is not None and req.done <= self.clock:
+            self._polls = 0
+            return True
+        # No simulated time passes between two tests: a program that only polls never sees its request
+        # complete. Say so rather than spin forever.
+        if self._polls and self.clock != self._poll_clock:
+            self._polls = 0
+        self._polls += 1
+        self._poll_clock = self.clock
+        if self._polls >= POLL_LIMIT:
+            raise SimulationError(
+                f"device {self.rank} tested {req.describe()} {POLL_LIMIT:,} times at t = {self.clock:.6g} s, its clock "
+                "standing still: in a simulation no time passes between two tests, so the request cannot complete. "
+                "Compute something between tests (as an overlapped all-reduce does), or call dev.wait(req)."
+            )
+        return False
+
+    def wait(self, req: Request) -> np.ndarray | None:
+        """Block until ``req`` completes. A receive returns its payload; a send returns None."""
+        if req.owner != self.rank:
+            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        if req.done is None:
+            self._blocked = req
+            self._engine._give_way()
+            self._blocked = None
+        elif req.done > self.clock:
+            self._advance(req.done)
+        if req.kind == "send":
+            return None
+        if req.taken:
+            raise SimulationError(f"device {self.rank} waited twice on the receive of message #{req.row}")
+        req.taken = True
+        payload, req.payload = req.payload, None
+        self._known_sig = req.sig
+        return self._deliver(req.row, payload, req.shape, req.dtype, req.name, req.index)
+
+    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+        """Normalise a receive's declared contract."""
+        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
+            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        if dtype is not None and not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        if self._engine.strict and (shape is None or dtype is None):
+            raise ContractError(
+                f"strict mode: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
+                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
+            )
+        return shape, dtype
+
+    def _deliver(self, row: int, payload: Any, shape, dtype, name, index) -> Any:
+        """The receive completes now: check the contract, record it, hand over the payload."""
+        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+            self._contract_violated(row, payload, shape, dtype)
+        rec = self._rec
+        self._add_recv(_pack_recv(row, self.clock))
+        self._log(EV_RECV)
+        self._known = payload  # (and wait set _known_sig)
+        if name is not None or index is not None:
+            rec.msg_extra[row] = (name, index)
+            if name is not None:
+                self._memory[name] = payload
+        return payload
+
+    def _contract_violated(self, row: int, payload: Any, shape, dtype) -> None:
+        src, dst, tag, _, label, step, chunk = MSG.unpack_from(self._rec.msgs, row * MSG.size)[:7]
+        labelled = label >= 0
+        declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+        raise ContractError(
+            f"contract violated on message #{row} from device {src} to device {dst} (tag {tag}): "
+            f"device {dst} declared {declared}, device {src} sent {payload.shape} {payload.dtype.name}. "
+            + (
+                f"The message belongs to {self._engine.trace.label_text(label, step, chunk)}: every member of a "
+                "collective must pass an array of the same shape and dtype."
+                if labelled
+                else "Make the sender send what the receiver declares, or fix the declaration."
+            )
+        )
+
+    def _peer(self, peer: Any, op: str, arg: str) -> int:
+        """A valid peer rank as an int, or an error that names the value and the fix."""
+        if isinstance(peer, (bool, np.bool_)) or not isinstance(peer, (int, np.integer)):
+            raise TypeError(
+                f"device {self.rank}: {op}({arg}={peer!r}) must name a device by its rank, an int in "
+                f"0..{self.world_size - 1}; got {type(peer).__name__}"
+            )
+        peer = int(peer)
+        if peer == self.rank:
+            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
+        if not 0 <= peer < self.world_size:
+            raise ValueError(
+                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+            )
+        return peer
+
+    def _tag(self, tag: Any, op: str) -> int:
+        return user_tag(tag, self.rank, op)

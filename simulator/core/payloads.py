@@ -1,0 +1,153 @@
+"""Values on a device: what a message may carry, read-only copies, ops that name their inputs, memory.
+
+Nothing crosses between devices except messages, and neither side can change what the other holds:
+a payload is handed to the receiver read-only, copied at the send unless it is already immutable (a
+read-only array over read-only memory, as hold, compute and recv produce), which needs no copy.
+Both backends (the simulator's ``Device`` and the torch backend's) share these rules.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+import numpy as np
+
+from ..cost.meta import MetaArray
+from .errors import OpError, describe_inputs, read_only_hint
+
+
+def _nbytes(value: Any) -> int:
+    """Bytes a value occupies in memory: arrays and numbers by size; tuples and lists add up."""
+    if isinstance(value, (np.ndarray, MetaArray)):
+        return value.nbytes
+    if isinstance(value, (tuple, list)):
+        return sum(_nbytes(v) for v in value)
+    if isinstance(value, (int, float, complex, np.generic)):
+        return np.asarray(value).nbytes
+    return 0
+
+
+def _immutable(value: Any) -> bool:
+    """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
+
+    Sending one needs no copy: neither side can change what the other sees. Anything else, a writable
+    array, a view of one, a list, a scalar, is copied into a fresh read-only array.
+    """
+    while type(value) is np.ndarray:
+        if value.flags.writeable:
+            return False
+        value = value.base
+        if value is None:
+            return True
+    return False
+
+
+def frozen(value: Any) -> np.ndarray:
+    """``value`` itself when it is already immutable, else a read-only copy: sendable without copies."""
+    return value if _immutable(value) else freeze(value)
+
+
+def freeze(value: Any) -> np.ndarray:
+    """A read-only copy of ``value``: what a message carries. (A MetaArray is immutable already.)"""
+    if type(value) is MetaArray:
+        return value
+    return sealed(np.array(value))
+
+
+def sealed(arr: np.ndarray) -> np.ndarray:
+    """``arr`` made read-only for good: a read-only view of it, whose flag cannot be set back (numpy
+    refuses to make a view writeable over read-only memory), so no program can change what the trace
+    recorded."""
+    arr.setflags(write=False)
+    return arr.view()
+
+
+def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
+    """``fn(*inputs)``, its output read-only for good; an error names the op, the device and its inputs."""
+    try:
+        out = fn(*inputs)
+    except Exception as exc:  # keep numpy's words, add where and with what
+        raise OpError(
+            f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
+            f"{read_only_hint(exc)}"
+        ) from exc
+    if isinstance(out, np.ndarray) and out.flags.writeable:
+        out = sealed(out)
+    return out
+
+
+def check_payload(value: Any, rank: int, where: str) -> None:
+    """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
+    if isinstance(value, np.ma.MaskedArray):
+        raise TypeError(
+            f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
+            "mask as two arrays (value.data and value.mask)."
+        )
+    kind = value.dtype.kind if isinstance(value, (np.ndarray, MetaArray)) else np.asarray(value).dtype.kind
+    if kind not in "biufc":
+        raise TypeError(
+            f"device {rank}: {where} got {type(value).__name__} {value!r:.60}; a message carries numbers (a NumPy "
+            "array or a scalar of booleans, integers, floats or complex numbers), not strings, bytes or objects"
+        )
+
+
+class DeviceMemory:
+    """A device's private memory of named values; each backend records changes its own way."""
+
+    rank: int
+    _memory: dict[str, Any]
+
+    @property
+    def memory(self) -> Mapping[str, Any]:
+        """This device's named values (read-only view)."""
+        return MappingProxyType(self._memory)
+
+    def hold(
+        self, name: str, value: Any, *, index: Any = None, partial: Any = None, doc: str | None = None
+    ) -> np.ndarray:
+        """Place a value in this device's memory under ``name`` (an input, a weight, a shard).
+
+        index:   which part of the single-device value ``name`` this is (e.g. ``np.s_[:, 0:3]``)
+        partial: this is one term of a sum over a group of devices whose total is ``name``: True (every
+                 device) or the group's ranks (see ``Device.compute``)
+        """
+        arr = freeze(value)
+        self._record_memory("hold", name, arr, index, doc, partial_group(self, partial, name))
+        self._memory[name] = arr
+        return arr
+
+    def free(self, name: str) -> None:
+        """Drop a named value from memory."""
+        if name not in self._memory:
+            raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
+        self._record_memory("free", name, None, None, None, None)
+        del self._memory[name]
+
+    def _record_memory(
+        self, kind: str, name: str, arr: np.ndarray | None, index: Any, doc: str | None, partial: tuple | None
+    ) -> None:
+        """Record a hold (arr) or a free (None) in this backend's trace."""
+        raise NotImplementedError
+
+
+def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
+    """``partial=`` as a tuple of ranks: True means every device; a group must include the device."""
+    if partial is None or partial is False:
+        return None
+    if partial is True:
+        return tuple(range(dev.world_size))
+    try:
+        group = tuple(int(r) for r in partial)
+    except TypeError:
+        raise TypeError(
+            f"device {dev.rank}: partial={partial!r} for {name!r}: say True (a sum over every device) or list the "
+            "ranks whose terms add up to it, e.g. partial=(0, 1)"
+        ) from None
+    if len(set(group)) != len(group) or any(not 0 <= r < dev.world_size for r in group) or dev.rank not in group:
+        raise ValueError(
+            f"device {dev.rank}: partial={group} for {name!r} must list distinct ranks in 0..{dev.world_size - 1}, "
+            f"this device ({dev.rank}) among them"
+        )
+    return group

@@ -1,0 +1,16 @@
+"""Teaching material: named scenarios, self-grading exercises, the step-through view by name, the figures.
+
+=============  ===========================================================================================
+scenario.py    ``Scenario``: a world, a rank program, its inputs and its single-device reference, replayed
+               and checked (on the simulator, or with ``run(on=TorchWorld(...))`` on real processes)
+examples/      the named scenarios (``get("wrong-input")``; ``python -m simulator list``), one module per topic
+exercises/     exercises that grade themselves, for the notebooks in ``notebooks/exercises/``
+view.py        ``simulator.view``: the step-through widget and page, for runs and scenarios by name
+figures/       every figure in ``figures/``, each built by one registered function
+=============  ===========================================================================================
+"""
+
+from .examples import all_scenarios, get
+from .scenario import Scenario, ScenarioRun
+
+__all__ = ["Scenario", "ScenarioRun", "all_scenarios", "get"]

@@ -1,0 +1,222 @@
+"""Export a run in the Chrome Trace Event format (JSON), which Perfetto and chrome://tracing open.
+
+Layout in the viewer:
+
+- one process per device (``pid`` = rank, named "device r", sorted by rank);
+- in each, one thread track per kind of activity: ``compute`` (ops), ``send`` (bytes leaving the
+  device) and ``recv`` (bytes arriving); when a device has several messages on the wire at once the
+  extra ones go to ``send 2``, ``send 3``... so no two slices on one track overlap;
+- a flow arrow for every message, from its send slice to its recv slice. Flow events use the legacy
+  ``s``/``f`` phases with ``bp: "e"`` (bind to the enclosing slice) and carry the same ``ts``, ``cat``,
+  ``pid`` and ``tid`` as the slice they bind to, which is what both Perfetto and the Chrome DevTools
+  importer match on; each flow event is written right after its slice;
+- a ``memory`` counter per device (bytes held, from ``simulator.views.memory``).
+
+Timestamps and durations are in microseconds (the format's unit), as floats. Slices come from
+``simulator.views.activity``, so their times are exactly the simulated ones.
+
+Runs too large for the viewers (they struggle above about a million events) are exported collapsed
+(``simulator.views.plot.chrome_thin``): each device's tracks are thinned to a number of slices that fits
+``max_events``, each slice saying what it merges, worked out on the trace's columns and streamed, so a
+run of millions of messages exports in seconds. A collapsed export says so: in ``otherData``, in a
+global instant event the viewer shows at time 0, and in the returned ``ExportInfo``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ...core.files import atomic_write
+from ...core.trace import Trace
+from ..activity import _first_free, message_spans, unpack
+from ..memory import memory_timeline
+from ..memory_columns import memory_steps
+from .chrome_thin import thinned_events
+
+if TYPE_CHECKING:
+    from ...core.engine import RunResult
+    from ...cost.model import CostModel
+
+MAX_EVENTS = 1_000_000
+US = 1e6  # seconds -> microseconds
+TRACK_ORDER = {"compute": 0, "send": 1, "recv": 2}
+
+
+@dataclass
+class Slice:
+    """One complete ("X") event before lanes are assigned."""
+
+    rank: int
+    track: str
+    t0: float
+    t1: float
+    name: str
+    cat: str
+    args: dict[str, Any]
+    flow_out: int | None = None  # flow id that starts at this slice
+    flow_in: int | None = None  # flow id that ends at this slice
+
+
+@dataclass
+class ExportInfo:
+    """What an export contains: event count, and whether (and how much) it was collapsed."""
+
+    events: int
+    run_events: int
+    collapsed: bool
+    note: str
+    path: Path | None = None
+
+
+def chrome_trace(
+    run: RunResult | Trace, *, cost: CostModel | None = None, max_events: int = MAX_EVENTS, memory: bool = True
+) -> dict[str, Any]:
+    """The run as a Chrome Trace Event JSON object (a dict with ``traceEvents``)."""
+    events, info, other = _export(run, cost, max_events, memory)
+    listed = [json.loads(ev) if isinstance(ev, str) else ev for ev in events]  # (thinned events come as text)
+    return {"traceEvents": listed, "displayTimeUnit": "ns", "otherData": other}
+
+
+def write_chrome_trace(
+    run: RunResult | Trace,
+    path: str | Path,
+    *,
+    cost: CostModel | None = None,
+    max_events: int = MAX_EVENTS,
+    memory: bool = True,
+) -> ExportInfo:
+    """Write the run as Chrome Trace Event JSON to ``path``, one event per line (streamed).
+
+    The file is written whole or not at all (``simulator.core.files.atomic_write``): an export that fails
+    part-way leaves an existing file as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    events, info, other = _export(run, cost, max_events, memory)
+    count = 0
+    with atomic_write(path) as f:
+        f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(other) + ',\n"traceEvents": [\n')
+        encode = json.JSONEncoder(separators=(",", ":")).encode
+        for ev in events:
+            f.write((",\n" if count else "") + (ev if isinstance(ev, str) else encode(ev)))
+            count += 1
+        f.write("\n]}\n")
+    info.events = count
+    info.path = path
+    return info
+
+
+def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], ExportInfo, dict]:
+    if max_events < 1:
+        raise ValueError(f"max_events={max_events}: give a positive event budget (viewers handle ~1,000,000)")
+    trace, cost = unpack(run, cost)
+    fixed = 8 * trace.world_size  # process and track names
+    other: dict[str, Any] = {"generator": "parallelism-simulator", "time_unit": "microseconds"}
+    if cost is not None:
+        other["cost_model"] = cost.describe()
+    # an upper estimate first (ops, 2 slices + 2 flow events per message), without making a record per event
+    estimate = len(trace.ops) + 4 * len(trace.messages) + fixed
+    if estimate > max_events:
+        counters = len(memory_steps(trace)[0]) if memory else 0
+        events, note = thinned_events(trace, cost, max_events, estimate + counters, memory)
+        other["collapsed"] = note
+        return events, ExportInfo(0, estimate + counters, True, note), other
+    msgs = [m for m in trace.messages if m.t_arrive is not None]
+    mem = memory_timeline(trace) if memory else None
+    counters = sum(len(t) for t in mem.times) if mem else 0
+    full = len(trace.ops) + 4 * len(msgs) + counters + fixed
+    if full <= max_events:
+        slices = _op_slices(trace.ops) + _message_slices(msgs, cost)
+        return (
+            _events(trace.world_size, slices, mem, ExportInfo(full, full, False, "")),
+            ExportInfo(full, full, False, ""),
+            other,
+        )
+    events, note = thinned_events(trace, cost, max_events, full, memory)
+    other["collapsed"] = note
+    return events, ExportInfo(0, full, True, note), other
+
+
+def _op_slices(ops) -> list[Slice]:
+    return [
+        Slice(op.rank, "compute", op.t_start, op.t_end, op.name, "compute", {"op": op.id, "flops": op.flops})
+        for op in ops
+    ]
+
+
+def _message_slices(msgs, cost) -> list[Slice]:
+    out = []
+    for m in msgs:
+        s0, s1, r0, r1 = message_spans(m, cost)
+        what = m.name or m.label or f"msg {m.id}"
+        args = {
+            "message": m.id,
+            "src": m.src,
+            "dst": m.dst,
+            "tag": str(m.tag),
+            "bytes": m.nbytes,
+            "shape": list(m.shape),
+            "dtype": str(m.dtype),
+            "posted_us": m.t_send * US,
+            "arrived_us": m.t_arrive * US,
+        }
+        out.append(Slice(m.src, "send", s0, s1, f"{what} -> {m.dst}", "comm", args, flow_out=m.id))
+        out.append(Slice(m.dst, "recv", r0, r1, f"{what} <- {m.src}", "comm", args, flow_in=m.id))
+    return out
+
+
+def _events(world_size: int, slices: list[Slice], mem, info: ExportInfo) -> Iterator[dict]:
+    """Metadata, then slices (each followed by its flow event), then memory counters."""
+    slices.sort(key=lambda s: (s.rank, TRACK_ORDER[s.track], s.t0, s.t1))
+    tids: dict[tuple[int, str, int], int] = {(r, "compute", 0): 0 for r in range(world_size)}  # even if idle
+    placed: list[tuple[Slice, int]] = []
+    ends: list[float] = []
+    current = None
+    for s in slices:
+        if (s.rank, s.track) != current:
+            current = (s.rank, s.track)
+            ends = []
+        lane = _first_free(ends, s.t0, s.t1)
+        key = (s.rank, s.track, lane)
+        if key not in tids:
+            tids[key] = len([k for k in tids if k[0] == s.rank])
+        placed.append((s, tids[key]))
+    for r in range(world_size):
+        yield {"ph": "M", "name": "process_name", "pid": r, "tid": 0, "args": {"name": f"device {r}"}}
+        yield {"ph": "M", "name": "process_sort_index", "pid": r, "tid": 0, "args": {"sort_index": r}}
+    for (rank, track, lane), tid in sorted(tids.items(), key=lambda kv: (kv[0][0], kv[1])):
+        name = track if lane == 0 else f"{track} {lane + 1}"
+        yield {"ph": "M", "name": "thread_name", "pid": rank, "tid": tid, "args": {"name": name}}
+        yield {"ph": "M", "name": "thread_sort_index", "pid": rank, "tid": tid, "args": {"sort_index": tid}}
+    if info.collapsed:
+        yield {"ph": "i", "s": "g", "name": "per-chunk events collapsed (see otherData)", "ts": 0, "pid": 0, "tid": 0}
+    # slices by start time, so viewers meet each slice before the flow event bound to it
+    placed.sort(key=lambda st: (st[0].t0, st[0].rank, st[1]))
+    for s, tid in placed:
+        ts = s.t0 * US
+        yield {
+            "ph": "X",
+            "name": s.name,
+            "cat": s.cat,
+            "ts": ts,
+            "dur": s.t1 * US - ts,
+            "pid": s.rank,
+            "tid": tid,
+            "args": s.args,
+        }
+        if s.flow_out is not None:
+            yield _flow("s", s.flow_out, s, ts, tid)
+        if s.flow_in is not None:
+            yield _flow("f", s.flow_in, s, ts, tid)
+    if mem is not None:
+        for r in range(mem.world_size):
+            for t, held in zip(mem.times[r], mem.held[r]):
+                yield {"ph": "C", "name": "memory", "pid": r, "tid": 0, "ts": t * US, "args": {"bytes": held}}
+
+
+def _flow(ph: str, flow_id: int, s: Slice, ts: float, tid: int) -> dict:
+    return {"ph": ph, "id": flow_id, "name": "message", "cat": s.cat, "ts": ts, "pid": s.rank, "tid": tid, "bp": "e"}

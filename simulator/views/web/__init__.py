@@ -1,0 +1,35 @@
+"""Step through a run in a browser: a notebook widget and a self-contained web page.
+
+Both render one JSON-able document of the run (``document.py``) with one ES module (``view.js``)::
+
+    from simulator import view
+    view.show("wrong-input")                        # in Jupyter: a widget (needs the notebooks extra)
+    view.show(run, check=report)                    # any run, with the check it highlights
+    view.write_html(run, "run.html", check=report)  # a page that opens from disk, with no network
+
+or ``python -m simulator html SCENARIO -o FILE`` on the command line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from .document import MAX_EVENTS, build_document
+from .page import html_page, write_html, write_page
+from .replay import ViewState, state_at
+
+if TYPE_CHECKING:
+    from .widget import RunView
+
+__all__ = ["MAX_EVENTS", "ViewState", "build_document", "html_page", "show", "state_at", "write_html", "write_page"]
+
+
+def show(run: Any, check: Any = None, **options: Any) -> RunView:
+    """A notebook widget stepping through ``run`` (see ``simulator.views.web.widget.show``)."""
+    try:
+        from .widget import show as show_widget
+    except ImportError as exc:  # anywidget is in the notebooks extra, not a core dependency
+        raise ImportError(
+            f"the notebook view needs anywidget: pip install 'parallelism-simulator[notebooks]' ({exc})"
+        ) from exc
+    return show_widget(run, check, **options)

@@ -1,0 +1,119 @@
+"""A run as one self-contained HTML file: the view module, its styles and the document, all inline.
+
+The page needs nothing but a browser: no Python, no network, no CDN. It opens from disk (a teacher
+can email it), and its Content-Security-Policy forbids every fetch, so a page that tried to load
+anything would fail loudly in the browser console instead of quietly depending on a network.
+The file is written to a temporary name next to the target and renamed, so a failed write never
+leaves half a page behind.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+import tempfile
+from importlib.resources import files
+from pathlib import Path
+from typing import Any
+
+from .document import MAX_EVENTS, build_document
+
+CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
+
+
+def asset(name: str) -> str:
+    """The text of a file shipped with this package (``view.js``, ``view.css``)."""
+    return files(__package__).joinpath(name).read_text(encoding="utf-8")
+
+
+def html_page(doc: dict[str, Any], *, step: int = 0) -> str:
+    """The page for a view document (``build_document``), opened at ``step``."""
+    script = asset("view.js")
+    if "</script" in script.lower():  # it would end the inline script early
+        raise ValueError("view.js must not contain '</script': the page inlines it")
+    data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
+    options = json.dumps({"documentKeys": True, "step": step})
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="parallelism-simulator (python -m simulator html)">
+<link rel="icon" href="data:,">
+<title>{html.escape(doc["title"])}</title>
+<style>
+body {{ margin: 0; background: #fff; }}
+{asset("view.css")}
+</style>
+</head>
+<body>
+<div id="view"></div>
+<noscript>This page steps through a simulated run; it needs JavaScript.</noscript>
+<script type="application/json" id="view-data">{data}</script>
+<script type="module">
+{script}
+mount(document.getElementById("view"), JSON.parse(document.getElementById("view-data").textContent), {options});
+</script>
+</body>
+</html>
+"""
+
+
+def write_html(
+    run: Any,
+    path: str | Path,
+    check: Any = None,
+    *,
+    step: int = 0,
+    title: str | None = None,
+    story: str | None = None,
+    max_events: int = MAX_EVENTS,
+    first_event: int | None = None,
+) -> Path:
+    """Write the step-through page of ``run`` (a run, its trace, a scenario or a scenario's run).
+
+    check: a ``CheckReport`` whose first divergence the page highlights. Runs longer than
+    ``max_events`` are thinned to a window of events, and the page says so. Returns the path written.
+    """
+    _check_target(Path(path))
+    doc = build_document(run, check, title=title, story=story, max_events=max_events, first_event=first_event)
+    return write_page(doc, path, step=step)
+
+
+def write_page(doc: dict[str, Any], path: str | Path, *, step: int = 0) -> Path:
+    """Write the page of a view document to ``path`` (through a temporary file, then a rename)."""
+    path = Path(path)
+    _check_target(path)
+    steps = len(doc["events"]) - doc["base"]
+    if not 0 <= step <= steps:
+        raise ValueError(f"step={step}: this run has steps 0 to {steps}")
+    text = html_page(doc, step=step)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)  # mkstemp makes it private; a page is meant to be shared
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def _check_target(path: Path) -> None:
+    """Fail before any work, with the reason in words, when ``path`` cannot become a file."""
+    parent = path.parent
+    if path.is_dir():
+        raise IsADirectoryError(
+            f"cannot write the page to {path}: it is a folder; give a file name such as {path / 'run.html'}"
+        )
+    if not parent.exists():
+        raise FileNotFoundError(
+            f"cannot write the page to {path}: the folder {parent} does not exist (create it first)"
+        )
+    if not parent.is_dir():
+        raise NotADirectoryError(f"cannot write the page to {path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK):
+        raise PermissionError(f"cannot write the page to {path}: the folder {parent} is not writable")
