@@ -6,7 +6,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 PIP := $(BIN)/pip install -q -c constraints.txt
 
-.PHONY: demo lab test test-fast figures notebooks bench lint clean
+.PHONY: demo lab test test-fast docs figures notebooks bench lint clean
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,10 +34,15 @@ test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .venv/site
 	$(BIN)/python -m pytest -n 2 -q
 
 test-fast: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 -q -m "not slow"
+
+# The guides and the API reference (docs/, mkdocs.yml), built strictly: a broken link or reference fails.
+docs: $(BIN)/.installed
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 figures: $(BIN)/.installed
 	$(BIN)/python -m simulator figures
@@ -64,4 +69,4 @@ lint: $(BIN)/.installed
 	$(BIN)/ruff format .
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache site
