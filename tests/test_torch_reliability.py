@@ -47,7 +47,7 @@ def test_ctrl_c_during_a_run_stops_the_ranks_and_the_next_run_returns_its_own_re
             with pytest.raises(KeyboardInterrupt):
                 world.run(demos.sleep_then_return, 30.0, "first")
             ctrl_c.join()
-            assert time.monotonic() - t0 < 10  # the ranks were stopped, not waited for
+            assert time.monotonic() - t0 < 25  # the ranks were stopped, not waited for (they sleep 30 s)
             assert world.pids == [] and survivors(pids) == []
             # the next run starts fresh ranks and returns its own outputs, never the interrupted run's
             assert world.run(demos.sleep_then_return, 0.0, "second").outputs == ["second", "second"]
@@ -66,7 +66,7 @@ def test_overlapping_subgroups_do_not_hang_and_equal_the_simulation():
     with TorchWorld(3, timeout=5, run_timeout=60) as world:
         t0 = time.monotonic()
         found = world.run(demos.overlapping_subgroups).outputs
-        assert time.monotonic() - t0 < 30
+        assert time.monotonic() - t0 < 55  # no wait ran into the 60 s run timeout
         # twice: the groups, kept from the first run, are reused
         again = world.run(demos.overlapping_subgroups).outputs
         pids = world.pids
