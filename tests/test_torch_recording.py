@@ -9,12 +9,12 @@ from simulator.backends.recording import OpRecord, RankRecord, RecvRecord, SendR
 from simulator.backends.wire import (
     DTYPES,
     as_bytes,
-    check_tag,
     decode_header,
     encode_header,
     from_bytes,
 )
 from simulator.checker import Reference, check
+from simulator.core.tags import user_tag
 from simulator.core.trace import Message, Op
 from simulator.teach.examples import seeds
 from simulator.views.stepper import Stepper
@@ -39,14 +39,14 @@ def test_header_refuses_what_it_cannot_carry():
 
 
 def test_tags_follow_the_simulator_rule_which_torch_accepts():
-    assert check_tag(np.int64(4), 0, "send") == 4
-    assert check_tag((1 << 30) - 1, 0, "send") == (1 << 30) - 1
+    assert user_tag(np.int64(4), 0, "send") == 4
+    assert user_tag((1 << 30) - 1, 0, "send") == (1 << 30) - 1
     for bad in ("x", 1.5, True, ("a", 1)):
         with pytest.raises(TypeError, match=r"a tag is an int \(0 to 1,073,741,823\)"):
-            check_tag(bad, 2, "recv")
+            user_tag(bad, 2, "recv")
     for bad in (-1, 1 << 30, 1 << 31):
         with pytest.raises(ValueError, match=r"tags are >= 0|reserved for the collectives"):
-            check_tag(bad, 2, "recv")
+            user_tag(bad, 2, "recv")
 
 
 def _split_records(payload, t):

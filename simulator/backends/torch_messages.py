@@ -1,6 +1,7 @@
 """A TorchDevice's sends and receives: ``send``/``recv``/``isend``/``irecv``/``wait``/``test`` over
 torch.distributed, with the simulator's arguments, and the requests they return (a mixin of
-``TorchDevice``, which brings the rank, the clock, the record and the process groups).
+``TorchDevice``, which brings the rank, the clock, the record and the process groups). The rules they keep
+(peers, tags, contracts, who may wait) are the simulated device's own: ``simulator.core.p2p``.
 
 A message travels as an optional header, then the payload bytes (see ``wire``). Every wait has a timeout:
 a hang becomes a ``CommTimeoutError`` naming this rank and the peer.
@@ -15,13 +16,13 @@ import numpy as np
 import torch
 import torch.distributed as dist
 
-from ..core.errors import ContractError, SimulationError
+from ..core.errors import SimulationError
+from ..core.p2p import PointToPoint, contract_violation, describe_request
 from ..core.trace import Message
 from .recording import RecvRecord, SendRecord
 from .wire import (
     HEADER_LEN,
     as_bytes,
-    check_tag,
     decode_header,
     encode_header,
     from_bytes,
@@ -82,22 +83,20 @@ class TorchRequest:
         return self.t_done
 
     def describe(self) -> str:
-        if self.kind == "send":
-            return f"send(dst={self.peer}, tag={self.tag})"
-        return f"recv(src={self.peer}, tag={self.tag})"
+        return describe_request(self.kind, self.peer, self.tag)
 
     def __repr__(self) -> str:
         return f"<TorchRequest device {self.owner} {self.describe()} {self.state}>"
 
 
-class TorchMessaging:
+class TorchMessaging(PointToPoint):
     """Point-to-point messaging on a real rank (mixed into ``TorchDevice``)."""
 
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> TorchRequest:
         """Start sending a copy of ``value`` to rank ``dst``; returns a request to ``wait`` on."""
         t = self.clock
-        tag = check_tag(tag, self.rank, "send")
-        self._check_peer(dst, "send", "dst")
+        tag = self._tag(tag, "send")
+        dst = self._peer(dst, "send", "dst")
         payload = np.array(value, order="C")  # the copy the message carries (the program may reuse value)
         seq = self._next(self._send_seq, (dst, tag))
         req = TorchRequest("send", self.rank, dst, tag, seq, t_post=t)
@@ -148,9 +147,10 @@ class TorchMessaging:
 
     def _post_recv(self, src, tag, shape, dtype, name, index, into: np.ndarray | None) -> TorchRequest:
         t = self.clock
-        tag = check_tag(tag, self.rank, "recv")
-        self._check_peer(src, "recv", "src")
-        shape, dtype = self._contract(src, tag, shape, dtype)
+        tag = self._tag(tag, "recv")
+        src = self._peer(src, "recv", "src")
+        required = "strict mode" if self.strict else None if self.headers else "with headers off (headers=False)"
+        shape, dtype = self._contract(src, tag, shape, dtype, required)
         seq = self._next(self._recv_seq, (src, tag))
         req = TorchRequest("recv", self.rank, src, tag, seq, shape, dtype, name, index, t_post=t)
         req.into = into
@@ -187,8 +187,7 @@ class TorchMessaging:
 
     def wait(self, req: TorchRequest) -> np.ndarray | None:
         """Block until ``req`` completes (at most ``timeout`` s). A recv returns its payload; a send None."""
-        if req.owner != self.rank:
-            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        self._own(req)
         if req.kind == "send":
             if self.send_mode == "rendezvous" and req.state != "done":
                 self._finish_works(req)
@@ -213,8 +212,7 @@ class TorchMessaging:
                 req.peer, self.rank, req.tag, req.seq, req.t_post, t, req.name, req.index, self.record.next_order()
             )
         )
-        if req.name is not None:
-            self._memory[req.name] = payload
+        self._keep_named(req.name, payload)
         return payload
 
     def open_receives(self) -> int:
@@ -267,40 +265,9 @@ class TorchMessaging:
         return self.comm_error(exc, req.describe(), f"device {req.peer} {waits_for}", f"device {req.peer}")
 
     def _check_contract(self, req: TorchRequest, shape, dtype) -> None:
-        declared_shape, declared_dtype = req.shape, req.dtype
-        if (declared_shape is not None and declared_shape != shape) or (
-            declared_dtype is not None and declared_dtype != dtype
-        ):
-            declared = (
-                f"{declared_shape if declared_shape is not None else 'any shape'} "
-                f"{declared_dtype.name if declared_dtype is not None else 'any dtype'}"
-            )
-            raise ContractError(
-                f"contract violated on message {req.seq} of channel {req.peer}->{self.rank} (tag {req.tag}): "
-                f"device {self.rank} declared {declared}, device {req.peer} sent {shape} {dtype.name}. "
-                f"Make the sender send what the receiver declares, or fix the declaration."
-            )
-
-    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
-        if shape is not None:
-            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        if dtype is not None:
-            dtype = np.dtype(dtype)
-        if (self.strict or not self.headers) and (shape is None or dtype is None):
-            why = "strict mode" if self.strict else "with headers off (headers=False)"
-            raise ContractError(
-                f"{why}: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
-                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
-            )
-        return shape, dtype
-
-    def _check_peer(self, peer: Any, op: str, arg: str) -> None:
-        if peer == self.rank:
-            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        if not isinstance(peer, (int, np.integer)) or not 0 <= peer < self.world_size:
-            raise ValueError(
-                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
-            )
+        if (req.shape is not None and req.shape != shape) or (req.dtype is not None and req.dtype != dtype):
+            where = f"message {req.seq} of the channel"
+            raise contract_violation(where, req.peer, self.rank, req.tag, (req.shape, req.dtype), (shape, dtype))
 
     @staticmethod
     def _next(counters: dict, key) -> int:

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.tags import user_tag
-
 MAX_DIMS = 8
 HEADER_LEN = 2 + MAX_DIMS
 
@@ -44,11 +42,6 @@ DTYPES: tuple[np.dtype, ...] = tuple(
     )
 )
 _CODES = {d: i for i, d in enumerate(DTYPES)}
-
-
-def check_tag(tag: object, rank: int, op: str) -> int:
-    """The simulator's rule for tags (simulator/core/tags.py), which torch.distributed's int32 tags contain."""
-    return user_tag(tag, rank, op)
 
 
 def encode_header(arr: np.ndarray, rank: int = 0) -> np.ndarray:

@@ -9,7 +9,9 @@ run_errors.py     what a bad run reports: deadlocks with their cycle, messages n
 program_time.py   devices that also pay their program's own wall time (``World(program_time=True)``)
 device.py         ``Device``: memory, ops and messaging, the only thing a rank program sees (the
                   collectives attach their methods from the layer above)
-messaging.py      ``send``/``recv``/``isend``/``irecv``/``wait``/``test``, with declared contracts
+messaging.py      ``send``/``recv``/``isend``/``irecv``/``wait``/``test`` on the engine's clock
+p2p.py            the rules every device's messaging keeps (peers, tags, contracts, who waits), shared
+                  with a real rank's (``simulator.backends.torch_messages``)
 payloads.py       values on a device: read-only copies, what a message may carry, ops that name inputs
 columnar.py       the trace as columns, ``Message``/``Op`` made on access
 ordering.py       one numbering for every run: events in canonical time order

@@ -16,9 +16,10 @@ import numpy as np
 
 from ..cost.meta import MetaArray
 from .columns import EV_RECV, EV_SEND, MSG, RECV
-from .errors import ContractError, SimulationError
+from .errors import SimulationError
+from .p2p import PointToPoint, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
-from .tags import TAG_BASE, CollectiveTag, user_tag
+from .tags import TAG_BASE, CollectiveTag
 
 POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls
 NAN = float("nan")
@@ -55,9 +56,7 @@ class Request:
         self.taken = False  # a receive's payload was handed over (waiting twice is an error)
 
     def describe(self) -> str:
-        if self.kind == "send":
-            return f"send(dst={self.peer}, tag={self.tag})"
-        return f"recv(src={self.peer}, tag={self.tag})"
+        return describe_request(self.kind, self.peer, self.tag)
 
     def __repr__(self) -> str:
         state = "pending" if self.done is None else f"done at {self.done:.3g} s"
@@ -78,8 +77,9 @@ class Channel:
         self.posted: deque[Request] = deque()
 
 
-class Messaging:
-    """A device's sends and receives (mixed into ``Device``)."""
+class Messaging(PointToPoint):
+    """A device's sends and receives on the engine's clock (mixed into ``Device``; the rules they keep, shared
+    with a real rank's, are ``PointToPoint``'s)."""
 
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
@@ -268,7 +268,7 @@ class Messaging:
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "recv")
         if shape is not None or dtype is not None or eng.strict:
-            shape, dtype = self._contract(src, tag, shape, dtype)
+            shape, dtype = self._contract(src, tag, shape, dtype, "strict mode" if eng.strict else None)
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
         ch = self._in.get(src if not tag else (src, tag))
         if ch is None:
@@ -297,7 +297,7 @@ class Messaging:
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "recv")
         if shape is not None or dtype is not None or eng.strict:
-            shape, dtype = self._contract(src, tag, shape, dtype)
+            shape, dtype = self._contract(src, tag, shape, dtype, "strict mode" if eng.strict else None)
         if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
             return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
         ch = self._in.get(src if not tag else (src, tag))
@@ -325,8 +325,7 @@ class Messaging:
         self._known_sig = sig
         if name is not None or index is not None:
             self._rec.msg_extra[row] = (name, index)
-            if name is not None:
-                self._memory[name] = payload
+            self._keep_named(name, payload)
         return payload
 
     def test(self, req: Request) -> bool:
@@ -356,8 +355,7 @@ class Messaging:
 
     def wait(self, req: Request) -> np.ndarray | None:
         """Block until ``req`` completes. A receive returns its payload; a send returns None."""
-        if req.owner != self.rank:
-            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+        self._own(req)
         if req.done is None:
             self._blocked = req
             self._engine._give_way()
@@ -373,19 +371,6 @@ class Messaging:
         self._known_sig = req.sig
         return self._deliver(req.row, payload, req.shape, req.dtype, req.name, req.index)
 
-    def _contract(self, src, tag, shape, dtype) -> tuple[tuple[int, ...] | None, np.dtype | None]:
-        """Normalise a receive's declared contract."""
-        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
-            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
-        if dtype is not None and not isinstance(dtype, np.dtype):
-            dtype = np.dtype(dtype)
-        if self._engine.strict and (shape is None or dtype is None):
-            raise ContractError(
-                f"strict mode: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
-                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
-            )
-        return shape, dtype
-
     def _deliver(self, row: int, payload: Any, shape, dtype, name, index) -> Any:
         """The receive completes now: check the contract, record it, hand over the payload."""
         if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
@@ -396,40 +381,12 @@ class Messaging:
         self._known = payload  # (and wait set _known_sig)
         if name is not None or index is not None:
             rec.msg_extra[row] = (name, index)
-            if name is not None:
-                self._memory[name] = payload
+            self._keep_named(name, payload)
         return payload
 
     def _contract_violated(self, row: int, payload: Any, shape, dtype) -> None:
         src, dst, tag, _, label, step, chunk = MSG.unpack_from(self._rec.msgs, row * MSG.size)[:7]
-        labelled = label >= 0
-        declared = f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
-        raise ContractError(
-            f"contract violated on message #{row} from device {src} to device {dst} (tag {tag}): "
-            f"device {dst} declared {declared}, device {src} sent {payload.shape} {payload.dtype.name}. "
-            + (
-                f"The message belongs to {self._engine.trace.label_text(label, step, chunk)}: every member of a "
-                "collective must pass an array of the same shape and dtype."
-                if labelled
-                else "Make the sender send what the receiver declares, or fix the declaration."
-            )
+        collective = self._engine.trace.label_text(label, step, chunk) if label >= 0 else None
+        raise contract_violation(
+            f"message #{row}", src, dst, tag, (shape, dtype), (payload.shape, payload.dtype), collective
         )
-
-    def _peer(self, peer: Any, op: str, arg: str) -> int:
-        """A valid peer rank as an int, or an error that names the value and the fix."""
-        if isinstance(peer, (bool, np.bool_)) or not isinstance(peer, (int, np.integer)):
-            raise TypeError(
-                f"device {self.rank}: {op}({arg}={peer!r}) must name a device by its rank, an int in "
-                f"0..{self.world_size - 1}; got {type(peer).__name__}"
-            )
-        peer = int(peer)
-        if peer == self.rank:
-            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
-        if not 0 <= peer < self.world_size:
-            raise ValueError(
-                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
-            )
-        return peer
-
-    def _tag(self, tag: Any, op: str) -> int:
-        return user_tag(tag, self.rank, op)

@@ -1,0 +1,100 @@
+"""The rules of point-to-point messaging, the same on every device, whatever carries the bytes.
+
+Two devices send and receive with the torch.distributed names: the simulated one (``messaging.py``, on the
+engine's clock) and a real rank's (``simulator.backends.torch_messages``, over torch.distributed). What a
+program may ask of either, and what it is told when it asks wrongly, is here once: which peers and tags are
+valid, what a receive's contract (shape, dtype) is and the error when a message breaks it, who may wait on a
+request, and where a named receive is kept. Each device keeps only how its bytes travel.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .errors import ContractError, SimulationError
+from .tags import user_tag
+
+
+def describe_request(kind: str, peer: int, tag: int) -> str:
+    """A send or receive as the program wrote it: ``send(dst=1, tag=0)``, ``recv(src=0, tag=0)``."""
+    return f"send(dst={peer}, tag={tag})" if kind == "send" else f"recv(src={peer}, tag={tag})"
+
+
+def contract_text(shape: tuple[int, ...] | None, dtype: np.dtype | None) -> str:
+    """A declared contract in words: ``(1,) float64``, ``any shape float64``."""
+    return f"{shape if shape is not None else 'any shape'} {dtype.name if dtype is not None else 'any dtype'}"
+
+
+def contract_violation(
+    message: str, src: int, dst: int, tag: int, declared: tuple, sent: tuple, collective: str | None = None
+) -> ContractError:
+    """The error for a message that breaks its receive's contract, naming both ends, the tag and both
+    signatures. message: how the message is known (``message #3``); declared, sent: (shape, dtype) pairs."""
+    shape, dtype = sent
+    fix = (
+        f"The message belongs to {collective}: every member of a collective must pass an array of the same "
+        "shape and dtype."
+        if collective
+        else "Make the sender send what the receiver declares, or fix the declaration."
+    )
+    return ContractError(
+        f"contract violated on {message} from device {src} to device {dst} (tag {tag}): device {dst} declared "
+        f"{contract_text(*declared)}, device {src} sent {shape} {np.dtype(dtype).name}. {fix}"
+    )
+
+
+class PointToPoint:
+    """The argument rules and errors every device's messaging shares (a mixin; the device brings ``rank``,
+    ``world_size`` and ``_memory``)."""
+
+    rank: int
+    world_size: int
+    _memory: dict[str, Any]
+
+    def _peer(self, peer: Any, op: str, arg: str) -> int:
+        """A valid peer rank as an int, or an error that names the value and the fix."""
+        if isinstance(peer, (bool, np.bool_)) or not isinstance(peer, (int, np.integer)):
+            raise TypeError(
+                f"device {self.rank}: {op}({arg}={peer!r}) must name a device by its rank, an int in "
+                f"0..{self.world_size - 1}; got {type(peer).__name__}"
+            )
+        peer = int(peer)
+        if peer == self.rank:
+            raise ValueError(f"device {self.rank}: {op}({arg}={peer}) names itself; a device cannot message itself")
+        if not 0 <= peer < self.world_size:
+            raise ValueError(
+                f"device {self.rank}: {op}({arg}={peer!r}) names no device; ranks are 0..{self.world_size - 1}"
+            )
+        return peer
+
+    def _tag(self, tag: Any, op: str) -> int:
+        """A valid user tag (0 to 2**30 - 1: the collectives own the range above), or an error saying why."""
+        return user_tag(tag, self.rank, op)
+
+    def _contract(
+        self, src: int, tag: int, shape: Any, dtype: Any, required: str | None = None
+    ) -> tuple[tuple[int, ...] | None, np.dtype | None]:
+        """A receive's declared contract, normalised. required: why this device needs one (strict mode, say);
+        a receive that then declares none is refused, with the declaration to write."""
+        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
+            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        if dtype is not None and not isinstance(dtype, np.dtype):
+            dtype = np.dtype(dtype)
+        if required and (shape is None or dtype is None):
+            raise ContractError(
+                f"{required}: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "
+                f"declare what it expects, e.g. recv(src={src}, shape=(1,), dtype=np.float64)"
+            )
+        return shape, dtype
+
+    def _own(self, req: Any) -> None:
+        """Only the device that posted a request may wait on it."""
+        if req.owner != self.rank:
+            raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+
+    def _keep_named(self, name: str | None, payload: Any) -> None:
+        """A receive that says what it carries (``name=``) keeps it in memory under that name."""
+        if name is not None:
+            self._memory[name] = payload
