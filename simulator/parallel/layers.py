@@ -100,18 +100,7 @@ class DenseLayers:
     def weight_grad(
         self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
-        dW = dev.compute(
-            mb(f"dW{k}", g),
-            M.weight_grad,
-            h_prev,
-            dz,
-            product=True,
-            flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
-            seconds=seconds,
-            keep=keep,
-        )
-        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, keep=keep)
-        return dW, db
+        return weight_grads(self, dev, k, h_prev, dz, g, seconds, keep)
 
     def ops(self, kind: str, k: int) -> int:
         L = self.mlp.layers
@@ -119,3 +108,23 @@ class DenseLayers:
 
     def index(self, name: str) -> Any:
         return None
+
+
+def weight_grads(
+    layers: LayerOps, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Layer k's weight and bias gradients of microbatch g, as ops named ``dW{k}``/``db{k}``: the same
+    arithmetic whole or on a shard (``layers.index`` says which block of W and b the device holds)."""
+    dW = dev.compute(
+        mb(f"dW{k}", g),
+        M.weight_grad,
+        h_prev,
+        dz,
+        product=True,
+        flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
+        seconds=seconds,
+        index=layers.index(f"W{k}"),
+        keep=keep,
+    )
+    db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, index=layers.index(f"b{k}"), keep=keep)
+    return dW, db

@@ -32,6 +32,7 @@ import numpy as np
 from ..checker import Reference
 from ..core.device import Device
 from . import mlp as M
+from .layers import weight_grads
 from .mlp import MLP, mb
 from .tensor import ALL, split
 
@@ -151,19 +152,7 @@ class TensorParallelLayers:
     def weight_grad(
         self, dev: Device, k: int, h_prev: np.ndarray, dz: np.ndarray, g: int, seconds: float | None, keep: bool
     ) -> tuple[np.ndarray, np.ndarray]:
-        dW = dev.compute(
-            mb(f"dW{k}", g),
-            M.weight_grad,
-            h_prev,
-            dz,
-            product=True,
-            flops=M.matmul_flops(h_prev.shape[1], h_prev.shape[0], dz.shape[1]),
-            seconds=seconds,
-            index=self.index(f"W{k}"),
-            keep=keep,
-        )
-        db = dev.compute(mb(f"db{k}", g), M.bias_grad, dz, seconds=seconds, index=self.index(f"b{k}"), keep=keep)
-        return dW, db
+        return weight_grads(self, dev, k, h_prev, dz, g, seconds, keep)  # its block of W and b: self.index
 
     def ops(self, kind: str, k: int) -> int:
         """Ops per layer part: a row layer's forward is a matmul then bias and activation; a column
