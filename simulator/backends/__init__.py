@@ -34,3 +34,5 @@ optional extra. Typical use:
         result = world.run(program, x)                  # like World(2).run(program, x)
         result.outputs, result.trace                    # the same Trace, measured times
 """
+
+__all__: list[str] = []  # each module is imported by name (most need torch, an optional extra)

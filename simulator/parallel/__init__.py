@@ -15,3 +15,37 @@ layers, tensor, optim            one MLP layer as named ops; a weight matrix spl
 mlp, schedules/                  the small MLP and its one-device reference; pipeline schedules as data
 ===============================  =================================================================================
 """
+
+from .compose import Parallel3D
+from .compose5d import Parallel5D
+from .data import DataParallel
+from .experts.model import MoE
+from .experts.parallel import ExpertParallel
+from .measure import bubble, peak_activation_microbatches
+from .mlp import MLP
+from .pipeline import ActionCosts, Pipeline
+from .schedules import SCHEDULES, Schedule, make_schedule
+from .tensor import column_parallel, megatron_mlp, row_parallel
+from .transformer.model import Transformer
+from .zero import ZeRO
+
+__all__ = [
+    "MLP",
+    "SCHEDULES",
+    "ActionCosts",
+    "DataParallel",
+    "ExpertParallel",
+    "MoE",
+    "Parallel3D",
+    "Parallel5D",
+    "Pipeline",
+    "Schedule",
+    "Transformer",
+    "ZeRO",
+    "bubble",
+    "column_parallel",
+    "make_schedule",
+    "megatron_mlp",
+    "peak_activation_microbatches",
+    "row_parallel",
+]

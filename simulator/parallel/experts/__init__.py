@@ -7,3 +7,8 @@ parallel.py   ``ExpertParallel``: tokens dispatched to their experts' devices an
 moe_layer.py  the layer inside a stack of layers, on whatever tokens a device holds, experts over "ep"
 ============  ==========================================================================================
 """
+
+from .model import MoE
+from .parallel import ExpertParallel
+
+__all__ = ["ExpertParallel", "MoE"]

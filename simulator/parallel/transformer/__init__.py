@@ -12,3 +12,8 @@ costs.py      closed forms: messages, bytes and activation memory per device
 composed_split.py  heads, sequence chunks and tokens split at once (the 5-D composition's block)
 ============  ==========================================================================================
 """
+
+from .model import Transformer
+from .step import TransformerStep, transformer_reference
+
+__all__ = ["Transformer", "TransformerStep", "transformer_reference"]
