@@ -121,23 +121,6 @@ class TorchMessaging(PointToPoint):
         self.record.sends.append(SendRecord(msg, seq, self.record.next_order()))
         return req
 
-    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
-        """Send a copy of ``value`` to rank ``dst`` (eager: return at once; rendezvous: once received)."""
-        self.wait(self.isend(value, dst, tag, label=label))
-
-    def irecv(
-        self,
-        src: int,
-        tag: int = 0,
-        *,
-        shape: tuple[int, ...] | None = None,
-        dtype: Any = None,
-        name: str | None = None,
-        index: Any = None,
-    ) -> TorchRequest:
-        """Post a receive from rank ``src``; ``wait`` on the request returns the payload (see ``Device.irecv``)."""
-        return self._post_recv(src, tag, shape, dtype, name, index, into=None)
-
     def recv_into(self, src: int, tag: int, out: np.ndarray, *, name: str | None = None, index: Any = None):
         """Receive a message of ``out``'s shape and dtype straight into ``out`` (writable, C-contiguous: a
         block of a collective's result); returns ``out``'s values, read-only. Not in the simulator's API: a
@@ -145,7 +128,7 @@ class TorchMessaging(PointToPoint):
         from blocks received apart (of 64 MiB: some 8 ms here)."""
         return self.wait(self._post_recv(src, tag, out.shape, out.dtype, name, index, into=out))
 
-    def _post_recv(self, src, tag, shape, dtype, name, index, into: np.ndarray | None) -> TorchRequest:
+    def _post_recv(self, src, tag, shape, dtype, name, index, into: np.ndarray | None = None) -> TorchRequest:
         t = self.clock
         tag = self._tag(tag, "recv")
         src = self._peer(src, "recv", "src")
@@ -167,19 +150,6 @@ class TorchMessaging(PointToPoint):
             raise self._comm_error(exc, req) from exc
         self._open_recvs.add(req)
         return req
-
-    def recv(
-        self,
-        src: int,
-        tag: int = 0,
-        *,
-        shape: tuple[int, ...] | None = None,
-        dtype: Any = None,
-        name: str | None = None,
-        index: Any = None,
-    ) -> np.ndarray:
-        """Receive a message from rank ``src`` (see ``irecv``); returns its read-only payload."""
-        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
 
     def test(self, req: TorchRequest) -> bool:
         """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""

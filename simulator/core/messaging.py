@@ -90,11 +90,7 @@ class Messaging(PointToPoint):
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
-        """Send a copy of ``value`` to device ``dst``.
-
-        Eager mode: returns at once (the message is buffered; the link carries it when free).
-        Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
-        """
+        """Send a copy of ``value`` to device ``dst`` (see ``PointToPoint.send``; this is its fast path)."""
         links = self._links
         if links is None or label is not None or type(tag) is not int or type(dst) is not int:
             sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
@@ -243,24 +239,6 @@ class Messaging(PointToPoint):
             ch.mail.append((row, payload, arrive, None, sig))
         return sreq
 
-    def irecv(
-        self,
-        src: int,
-        tag: int = 0,
-        *,
-        shape: tuple[int, ...] | None = None,
-        dtype: Any = None,
-        name: str | None = None,
-        index: Any = None,
-    ) -> Request:
-        """Post a receive from device ``src``; ``wait`` on the Request returns the payload.
-
-        shape, dtype: the contract, what the receiver expects (checked when the message arrives)
-        name:         what the message carries in the model (stored in memory under it; checked)
-        index:        which part of the single-device value ``name`` it carries (a shard)
-        """
-        return self._post_recv(src, tag, shape, dtype, name, index)
-
     def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
         eng = self._engine
         if type(src) is not int or src == self.rank or not 0 <= src < self.world_size:
@@ -289,7 +267,7 @@ class Messaging(PointToPoint):
         name: str | None = None,
         index: Any = None,
     ) -> np.ndarray:
-        """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
+        """Receive a message from device ``src`` (see ``PointToPoint.recv``; this is its fast path)."""
         eng = self._engine
         rank = self.rank
         if type(src) is not int or src == rank or not 0 <= src < self.world_size:

@@ -46,12 +46,62 @@ def contract_violation(
 
 
 class PointToPoint:
-    """The argument rules and errors every device's messaging shares (a mixin; the device brings ``rank``,
-    ``world_size`` and ``_memory``)."""
+    """What every device's messaging shares (a mixin): the calls in their general form, their argument rules
+    and their errors. A device brings ``rank``, ``world_size``, ``_memory`` and how its bytes travel:
+    ``isend``, ``_post_recv`` and ``wait`` (the simulated device also has faster ``send`` and ``recv``)."""
 
     rank: int
     world_size: int
     _memory: dict[str, Any]
+
+    def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
+        """Send a copy of ``value`` to device ``dst``.
+
+        Eager mode: returns at once (the message is buffered; the link carries it when free).
+        Rendezvous mode: returns once the receiver has posted its recv and the last byte has left.
+        """
+        self.wait(self.isend(value, dst, tag, label=label))
+
+    def irecv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> Any:
+        """Post a receive from device ``src``; ``wait`` on the request it returns gives the payload.
+
+        shape, dtype: the contract, what the receiver expects (checked when the message arrives)
+        name:         what the message carries in the model (stored in memory under it; checked)
+        index:        which part of the single-device value ``name`` it carries (a shard)
+        """
+        return self._post_recv(src, tag, shape, dtype, name, index)
+
+    def recv(
+        self,
+        src: int,
+        tag: int = 0,
+        *,
+        shape: tuple[int, ...] | None = None,
+        dtype: Any = None,
+        name: str | None = None,
+        index: Any = None,
+    ) -> np.ndarray:
+        """Receive a message from device ``src`` (see ``irecv``); returns its read-only payload."""
+        return self.wait(self.irecv(src, tag, shape=shape, dtype=dtype, name=name, index=index))
+
+    # what each device defines: how its bytes travel
+    def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Any:
+        raise NotImplementedError
+
+    def _post_recv(self, src: int, tag: int, shape: Any, dtype: Any, name: Any, index: Any) -> Any:
+        raise NotImplementedError
+
+    def wait(self, req: Any) -> Any:
+        raise NotImplementedError
 
     def _peer(self, peer: Any, op: str, arg: str) -> int:
         """A valid peer rank as an int, or an error that names the value and the fix."""
