@@ -49,7 +49,7 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     from simulator.cli.main import main
 
     out = tmp_path / "cost.json"
-    assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--out", str(out)]) == 0
+    assert main(["calibrate", "--ranks", "2", "--repeats", "5", "--out", str(out)]) == 0
     printed = capsys.readouterr().out
     assert "calibrated on 2 gloo ranks (pingpong):" in printed and f"wrote {out}" in printed
     assert "regime 0:" in printed and "memory bandwidth" in words(printed) and "GFLOP/s" in printed

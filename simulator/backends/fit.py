@@ -54,7 +54,11 @@ def fit_line(x: Sequence[float], t: Sequence[float], what: str = "the measured t
     if a < 0:
         a, b = 0.0, float(np.sum(xs * ts * w**2) / np.sum((xs * w) ** 2))
     if b <= 0:
-        raise ValueError(f"{what} do not grow with the size: {dict(zip(xs.tolist(), ts.tolist()))}")
+        raise ValueError(
+            f"{what} do not grow with the size: {dict(zip(xs.tolist(), ts.tolist()))}. Measured on a busy machine, "
+            "small messages wait for the scheduler as long as large ones take: measure again with more repeats "
+            "(--repeats), or when the machine is quieter"
+        )
     return Line(float(a), float(b), float(xs.min()), float(xs.max()))
 
 
