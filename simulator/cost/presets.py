@@ -25,8 +25,9 @@ def dgx_h100() -> CostModel:
         latency=2e-6,
         # H100 SXM, BF16 dense tensor core: 989 TFLOP/s (datasheet quotes 1979 with sparsity).
         flops=989e12,
-        # H100 SXM: 80 GB HBM3 (datasheet).
+        # H100 SXM: 80 GB HBM3 at 3.35 TB/s (datasheet).
         memory=80 * GB,
+        memory_bandwidth=3.35e12,
         topology=TwoLevel(
             node_size=8,  # 8 GPUs per DGX H100 (DGX H100 datasheet)
             # ConnectX-7, 400 Gb/s InfiniBand NDR per GPU (DGX H100 datasheet): 50 GB/s each way.
@@ -46,6 +47,7 @@ def dgx_a100() -> CostModel:
         # A100, BF16 dense tensor core: 312 TFLOP/s (A100 datasheet; 624 with sparsity).
         flops=312e12,
         memory=80 * GB,  # A100 80GB (datasheet)
+        memory_bandwidth=2.039e12,  # A100 80GB SXM: HBM2e at 2,039 GB/s (datasheet)
         topology=TwoLevel(
             node_size=8,  # 8 GPUs per DGX A100 (DGX A100 datasheet)
             # ConnectX-6, 200 Gb/s InfiniBand HDR per GPU (DGX A100 datasheet): 25 GB/s each way.

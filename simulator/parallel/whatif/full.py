@@ -1,4 +1,4 @@
-"""What if we trained GPT-3 on 4,096 GPUs? One 1F1B training step of a transformer's layer shapes.
+"""Every device simulated: one 1F1B training step of GPT-3's layer shapes on up to 4,096 devices (the engine's scale).
 
 No values are computed: activations, weights and gradients are ``MetaArray`` s (shapes and dtypes),
 ops take the seconds their FLOPs need on the cost model's devices, and every message is booked with
@@ -34,43 +34,13 @@ from typing import Any
 
 import numpy as np
 
-from ..core.device import Device
-from ..core.engine import RunResult, World
-from ..cost.meta import MetaArray
-from .schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, F, make_schedule
+from ...core.device import Device
+from ...core.engine import RunResult, World
+from ...cost.meta import MetaArray
+from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, F, make_schedule
+from .model import Transformer
 
 HBM_BYTES_PER_S = 3.35e12  # H100 SXM HBM3 bandwidth (H100 datasheet): what an Adam step is bound by
-
-
-@dataclass(frozen=True)
-class Transformer:
-    """A GPT-style decoder's shapes: layers, hidden width, attention heads, sequence length, vocabulary."""
-
-    layers: int = 96
-    hidden: int = 12288
-    heads: int = 96
-    seq: int = 2048
-    vocab: int = 50257
-    dtype: Any = np.float16  # 2 bytes, standing for bf16 (NumPy has no bf16)
-
-    @classmethod
-    def gpt3(cls) -> Transformer:
-        """GPT-3 175B (Brown et al. 2020, Table 2.1): 96 layers of width 12,288, 96 heads, 2,048 tokens."""
-        return cls()
-
-    @property
-    def layer_params(self) -> int:
-        """Weights and biases of one layer: QKV and projection (4h^2 + 4h), MLP (8h^2 + 5h), two norms (4h)."""
-        h = self.hidden
-        return 12 * h * h + 13 * h
-
-    def forward_flops(self, tokens: int) -> float:
-        """One layer's forward over ``tokens`` tokens: the matmuls (24 T h^2) and attention (4 T s h)."""
-        return 24 * tokens * self.hidden**2 + 4 * tokens * self.seq * self.hidden
-
-    def activation_bytes(self, tokens: int, tp: int) -> int:
-        """What one layer keeps for its backward (selective recomputation, tensor parallel over tp)."""
-        return int(tokens * self.hidden * (10 + 24 / tp))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,163 @@
+"""What real kernels and libraries reach on a device: measured rates by size, each with its source.
+
+A datasheet gives peaks (``CostModel.flops``, ``memory_bandwidth``, link bandwidths); no kernel runs at them.
+The what-if (``simulator.parallel.whatif``) prices every op of a training step with what was *measured*
+instead, and the presets (``simulator.cost.presets``) say where each measurement comes from:
+
+- a matrix product of F floating-point operations runs at ``matmul.at(F)`` FLOP/s, measured on square
+  products (cuBLAS), lowered by tile quantization where a dimension is not a multiple of the tile
+  (``TILE``, NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than
+  its bytes allow at the achieved memory bandwidth (the roofline);
+- an op that only moves memory (a norm, a softmax, dropout, an activation, an optimizer step) takes its
+  bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak);
+- a collective of n bytes over p ranks takes ``factor * n / busbw``, nccl-tests' own definition of bus
+  bandwidth (NVIDIA/nccl-tests, doc/PERFORMANCE.md: factor 2(p-1)/p for an all-reduce, (p-1)/p for an
+  all-gather or a reduce-scatter). Inside a node busbw is the curve measured over ``bus_ranks`` GPUs, read at
+  the size whose ring steps carry as much as this collective's: a ring moves n / p bytes a step, and its
+  bus bandwidth, B (n/p) / (alpha B + n/p) in the alpha-beta model, depends on n / p only, so a group of p
+  reads the curve at n * bus_ranks / p. Between nodes it is at most ``nic_bandwidth`` per network port the
+  group has on a node, after ``nic_latency``.
+
+``Curve.at`` interpolates a measured rate linearly in log(size) between points and keeps the end points'
+rates beyond them (the curves start at sizes far below any the what-if prices: 1 kB messages, 1024^3
+products).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from dataclasses import dataclass, field
+
+TILE = 128  # the output-tile edge cuBLAS's tensor-core kernels work in (multiples of it avoid tile quantization)
+
+
+@dataclass(frozen=True)
+class Curve:
+    """A measured rate as a function of size: ``points`` are (size, rate) pairs, sizes increasing."""
+
+    points: tuple[tuple[float, float], ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        pts = tuple((float(s), float(r)) for s, r in self.points)
+        object.__setattr__(self, "points", pts)
+        sizes = [s for s, _ in pts]
+        if not pts or sizes != sorted(set(sizes)) or sizes[0] <= 0 or any(r <= 0 for _, r in pts):
+            raise ValueError(f"Curve.points must be (size > 0, rate > 0) pairs in increasing size, got {self.points}")
+        if not self.source:
+            raise ValueError("Curve.source: say where the measured points come from")
+
+    def at(self, size: float) -> float:
+        """The rate at ``size`` (see the module docstring for how it is read between and beyond points)."""
+        pts = self.points
+        if size <= pts[0][0]:
+            return pts[0][1]
+        if size >= pts[-1][0]:
+            return pts[-1][1]
+        k = bisect.bisect_right([s for s, _ in pts], size)
+        (s0, r0), (s1, r1) = pts[k - 1], pts[k]
+        return r0 + (r1 - r0) * math.log(size / s0) / math.log(s1 / s0)
+
+    def scaled(self, factor: float, source: str) -> Curve:
+        """The same shape with every rate times ``factor`` (another dtype's or algorithm's peak)."""
+        return Curve(tuple((s, r * factor) for s, r in self.points), source)
+
+
+COLLECTIVE_FACTORS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
+
+
+def bus_factor(kind: str, ranks: int) -> float:
+    """nccl-tests' factor from algorithm bandwidth to bus bandwidth for ``kind`` over ``ranks`` ranks."""
+    if kind == "all_reduce":
+        return 2.0 * (ranks - 1) / ranks
+    if kind in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (ranks - 1) / ranks
+    raise ValueError(f"no collective named {kind!r}; choose one of {', '.join(COLLECTIVE_FACTORS)}")
+
+
+@dataclass(frozen=True)
+class Achieved:
+    """What kernels and NCCL reach on one kind of GPU system, measured (the sources are in each field).
+
+    matmul:           FLOP/s of a dense 16-bit matrix product, by its FLOPs (square products measured)
+    memory_bandwidth: bytes/s an element-wise kernel reaches (STREAM copy)
+    bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
+                      is required; the others fall back to it, as busbw is defined to be comparable)
+    nic_bandwidth:    bytes/s one GPU's network port carries in a collective between nodes
+    nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
+    node_size:        GPUs per node (a group of more spans nodes)
+    bus_ranks:        GPUs the ``bus`` curves were measured over
+    attention:        FLOP/s of a fused (flash) attention kernel, or None where none was measured
+    sources:          where the scalar figures come from, by field name
+    """
+
+    matmul: Curve
+    memory_bandwidth: float
+    bus: dict[str, Curve]
+    nic_bandwidth: float
+    nic_latency: float
+    node_size: int
+    bus_ranks: int = 8
+    attention: float | None = None
+    sources: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if "all_reduce" not in self.bus:
+            raise ValueError("Achieved.bus needs an 'all_reduce' curve (the others fall back to it)")
+        for name in ("memory_bandwidth", "nic_bandwidth"):
+            if not getattr(self, name) > 0:
+                raise ValueError(f"Achieved.{name} must be > 0 bytes/s, got {getattr(self, name)!r}")
+        if not (self.nic_latency >= 0 and math.isfinite(self.nic_latency)):
+            raise ValueError(f"Achieved.nic_latency must be a finite number of seconds >= 0, got {self.nic_latency!r}")
+
+    # ---- compute ------------------------------------------------------------------------------
+    def matmul_time(self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2) -> float:
+        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs,
+        lowered by tile quantization of m and n, or their bytes at the memory bandwidth if that is slower."""
+        flops = 2.0 * m * n * k * batch
+        if flops <= 0:
+            return 0.0
+        rate = self.matmul.at(flops) * _tile_use(m) * _tile_use(n)
+        traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
+        return max(flops / rate, traffic)
+
+    def memory_time(self, nbytes: float) -> float:
+        """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""
+        return nbytes / self.memory_bandwidth
+
+    def attention_time(self, flops: float) -> float:
+        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate)."""
+        if self.attention is None:
+            raise ValueError("no fused-attention rate was measured for this system; use unfused attention")
+        return flops / self.attention
+
+    # ---- communication ------------------------------------------------------------------------
+    def collective_time(self, kind: str, nbytes: float, ranks: int, per_node: int | None = None) -> float:
+        """Seconds for a collective of ``nbytes`` (nccl-tests' size: the whole buffer) over ``ranks`` ranks,
+        ``per_node`` of them on each node (``ranks`` when the group fits in one node)."""
+        if ranks <= 1 or nbytes <= 0:
+            return 0.0
+        per_node = ranks if per_node is None else per_node
+        factor = bus_factor(kind, ranks)
+        curve = self.bus.get(kind, self.bus["all_reduce"])
+        inside = factor * nbytes / curve.at(nbytes * self.bus_ranks / ranks)
+        if per_node >= ranks:
+            return inside
+        between = self.nic_latency + factor * nbytes / (per_node * self.nic_bandwidth)
+        return max(inside, between)
+
+    def p2p_time(self, nbytes: float, same_node: bool) -> float:
+        """Seconds for one message between two GPUs (a pipeline send): NVLink inside a node, else a port."""
+        if nbytes <= 0:
+            return 0.0
+        if same_node:
+            return nbytes / self.bus["all_reduce"].at(nbytes)
+        return self.nic_latency + nbytes / self.nic_bandwidth
+
+
+def _tile_use(dim: float) -> float:
+    """The share of a dimension's tiles that hold real rows: dim / (TILE * ceil(dim / TILE))."""
+    if dim <= 0:
+        return 1.0
+    return dim / (TILE * math.ceil(dim / TILE))

@@ -1,0 +1,205 @@
+"""GPU systems as published: a preset's peaks and links, and what kernels and NCCL were measured to reach on them.
+
+``system("dgx-a100")`` is what the what-if (``simulator.parallel.whatif``) plans with: the ``CostModel`` of
+``presets`` (datasheet peaks, nodes of 8 GPUs, one network port per GPU) and an ``Achieved`` (measured rates,
+``simulator.cost.achieved``). Every measured figure says where it comes from; where no measurement was found
+the figure says what it assumes instead.
+
+Sources, shortened in the fields below:
+
+- [AZ-A100] / [AZ-H100]: Microsoft Azure's AI benchmarking guide, results of ND A100 v4 (8 x A100-SXM4-80GB,
+  CUDA 12.5, NCCL 2.18.5) and ND H100 v5 (8 x H100 80GB HBM3, CUDA 12.6), github.com/samuel-bohman/
+  AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md and ND_H100_v5_results.md: cuBLASLt GEMMs,
+  STREAM-style HBM copy, nccl-tests all_reduce bus bandwidth inside one node, FlashAttention-2.
+- [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
+  FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
+- [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
+  inter-node" per 200 Gb/s HDR port.
+- [NCCL-TESTS-150]: NVIDIA/nccl-tests issue 150, all_reduce_perf between two A100 nodes, one GPU each:
+  about 19 us for the smallest messages.
+- [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
+  bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from .achieved import Achieved, Curve
+from .model import CostModel
+from .presets import dgx_a100, dgx_h100
+
+T = 1e12  # FLOP/s per TFLOP/s
+GBS = 1e9  # bytes/s per GB/s
+SIZES_1K_TO_8G = tuple(1024 * 2**k for k in range(24))  # nccl-tests -b 1K -e 8G -f 2
+
+
+@dataclass(frozen=True)
+class System:
+    """A machine as the what-if prices it: the cost model (peaks, links, memory) and what kernels reach."""
+
+    cost: CostModel
+    achieved: Achieved
+
+    @property
+    def name(self) -> str:
+        return self.cost.name
+
+    @property
+    def peak_flops(self) -> float:
+        return self.cost.flops
+
+    @property
+    def memory(self) -> float:
+        return self.cost.memory or float("inf")
+
+    def describe(self) -> str:
+        a = self.achieved
+        return (
+            f"{self.cost.describe()}; measured: matrix products up to {a.matmul.points[-1][1] / T:.0f} TFLOP/s, "
+            f"memory {a.memory_bandwidth / 1e12:.2f} TB/s, all-reduce up to {a.bus['all_reduce'].points[-1][1] / GBS:.0f} "
+            f"GB/s bus bandwidth in a node, {a.nic_bandwidth / GBS:.0f} GB/s per port between nodes"
+        )
+
+
+def _square(points: tuple[tuple[int, float], ...]) -> tuple[tuple[float, float], ...]:
+    """(n, TFLOP/s) of n x n x n products as (FLOPs, FLOP/s)."""
+    return tuple((2.0 * n**3, tflops * T) for n, tflops in points)
+
+
+def _bus(gbs: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
+    return tuple((float(n), g * GBS) for n, g in zip(SIZES_1K_TO_8G, gbs))
+
+
+A100_MATMUL = Curve(
+    _square(((1024, 119.4), (2048, 221.8), (4096, 228.0), (8192, 253.7), (16384, 256.5))),
+    "[AZ-A100] cuBLASLt FP16 GEMM, m = n = k",
+)
+A100_ALL_REDUCE = Curve(
+    _bus(
+        (
+            0.04,
+            0.08,
+            0.17,
+            0.33,
+            0.67,
+            1.37,
+            2.70,
+            5.15,
+            10.11,
+            19.24,
+            36.22,
+            53.54,
+            71.43,
+            89.99,
+            109.22,
+            132.77,
+            166.63,
+            174.18,
+            213.87,
+            221.58,
+            228.10,
+            230.22,
+            230.48,
+            231.58,
+        )
+    ),  # fmt: skip
+    "[AZ-A100] nccl-tests all_reduce_perf, 8 GPUs, in-place bus bandwidth, 1 kB to 8 GB",
+)
+H100_FP8_MATMUL = ((1024, 274.1), (2048, 1011.3), (4096, 1216.9), (8192, 1290.1), (16384, 1377.3), (32768, 1382.2))
+H100_MATMUL = Curve(_square(H100_FP8_MATMUL), "[AZ-H100] cuBLASLt FP8 GEMM, m = n = k").scaled(
+    794.5 / 1382.2,
+    "[AZ-H100]'s FP8 curve (the only H100 curve found) scaled to BF16's measured maximum, 794.5 TFLOP/s [MAMF]: "
+    "an assumption about its shape",
+)
+H100_ALL_REDUCE = Curve(
+    _bus(
+        (
+            0.07,
+            0.14,
+            0.27,
+            0.53,
+            0.95,
+            1.71,
+            2.72,
+            5.40,
+            10.86,
+            21.35,
+            43.70,
+            81.93,
+            128.73,
+            172.13,
+            234.45,
+            295.53,
+            361.78,
+            400.61,
+            423.38,
+            438.46,
+            466.35,
+            472.36,
+            475.54,
+            478.87,
+        )
+    ),  # fmt: skip
+    "[AZ-H100] nccl-tests all_reduce_perf (NVLink SHARP), 8 GPUs, in-place bus bandwidth, 1 kB to 8 GB",
+)
+H100_RING = H100_ALL_REDUCE.scaled(
+    370 / 478.87,
+    "[AZ-H100]'s all-reduce curve scaled to the 370 GB/s NCCL reaches without NVLink SHARP [NCCL-TESTS-212]",
+)
+
+A100_ACHIEVED = Achieved(
+    matmul=A100_MATMUL,
+    memory_bandwidth=1.61e12,
+    bus={"all_reduce": A100_ALL_REDUCE},
+    nic_bandwidth=24 * GBS,
+    nic_latency=19e-6,
+    node_size=8,
+    attention=179.5 * T,
+    sources={
+        "memory_bandwidth": "[AZ-A100] HBM copy, 1.61 TB/s (79% of the 2.04 TB/s datasheet peak)",
+        "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
+        "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
+        "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
+        "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
+    },
+)
+
+H100_ACHIEVED = Achieved(
+    matmul=H100_MATMUL,
+    memory_bandwidth=2.90e12,
+    bus={"all_reduce": H100_ALL_REDUCE, "all_gather": H100_RING, "reduce_scatter": H100_RING, "all_to_all": H100_RING},
+    nic_bandwidth=48 * GBS,
+    nic_latency=19e-6,
+    node_size=8,
+    attention=327.9 * T,
+    sources={
+        "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
+        "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
+        "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
+        "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
+        "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
+    },
+)
+
+
+def dgx_a100_system() -> System:
+    """NVIDIA DGX A100 (80 GB) nodes, as in Selene where the Megatron-LM papers measured."""
+    return System(dgx_a100(), A100_ACHIEVED)
+
+
+def dgx_h100_system() -> System:
+    """NVIDIA DGX H100 nodes."""
+    return System(dgx_h100(), H100_ACHIEVED)
+
+
+SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}
+
+
+def system(name: str) -> System:
+    """The system called ``name`` (see ``SYSTEMS``)."""
+    try:
+        return SYSTEMS[name]()
+    except KeyError:
+        raise ValueError(f"no system named {name!r}; choose one of {', '.join(SYSTEMS)}") from None

@@ -1,0 +1,60 @@
+"""What if we trained this model on that many GPUs? One training step, priced as real hardware runs it.
+
+``whatif(model, layout, system)`` simulates one step of a transformer on a GPU system laid out as ``layout``
+(tensor, context, pipeline, data and expert parallelism; any schedule the project has; recomputation;
+sequence parallelism; the distributed optimizer and ZeRO) and reports where the time goes per device,
+TFLOP/s per GPU and MFU, and memory by kind against each device's capacity. ``validate()`` holds it against
+published measurements (``tables.py``). The numbers it prices with are measured, with their sources:
+``simulator.cost.systems``. ``docs/whatif.md`` explains each cost.
+
+=========  =========================================================================================
+model.py   ``Transformer``: a decoder's shapes, parameters; ``MODELS``: GPT-3, Megatron-LM's, Llama's
+layout.py  ``Layout``: the parallel sizes, batch, schedule and techniques; where each group's ranks sit
+layer.py   the ops of one layer (and of the embedding and output layer) on one rank: products,
+           element-wise kernels, attention, collectives
+price.py   seconds per pipeline action by category: compute, recomputation, unhidden communication
+memory.py  bytes per device: weights, gradients, optimizer state, activations (walking the schedule)
+step.py    the step on the engine: one device per pipeline rank, messages between stages, gradients
+report.py  ``Report``: the breakdown, throughput, memory; as text or JSON
+tables.py  the published tables (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5), sourced
+validate.py  every row predicted and compared
+full.py    the older teaching what-if: every device of a GPT-3 1F1B step simulated (``Step3D``)
+=========  =========================================================================================
+"""
+
+from __future__ import annotations
+
+from ...cost.systems import System, system
+from .full import Step3D, gpt3_step
+from .layout import Layout, LayoutError
+from .memory import device_memory
+from .model import MODELS, Transformer, named_model
+from .report import Report
+from .step import simulate
+
+
+def whatif(model: Transformer, layout: Layout, on: System | str = "dgx-h100") -> Report:
+    """One step of ``model`` laid out as ``layout`` on the system ``on`` (a ``System`` or its name)."""
+    sys_ = system(on) if isinstance(on, str) else on
+    result, program = simulate(model, layout, sys_)
+    step = result.time
+    stages = []
+    for r in range(layout.pp):
+        seconds = dict(program.times[r].seconds)
+        seconds["idle"] = step - result.outputs[r]
+        stages.append(seconds)
+    memory = [device_memory(model, layout, program.schedule, r, sys_.memory) for r in range(layout.pp)]
+    return Report(model, layout, sys_.name, sys_.peak_flops, step, stages, memory, simulated_devices=layout.pp)
+
+
+__all__ = [
+    "MODELS",
+    "Layout",
+    "LayoutError",
+    "Report",
+    "Step3D",
+    "Transformer",
+    "gpt3_step",
+    "named_model",
+    "whatif",
+]

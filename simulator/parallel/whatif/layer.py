@@ -1,0 +1,256 @@
+"""The ops of one transformer layer on one tensor-parallel rank, for one microbatch, as Megatron-LM runs them.
+
+Each ``Op`` is a matrix product (its m, n, k and batch), a fused attention kernel (its FLOPs), an element-wise
+kernel (the bytes it reads and writes) or a collective (its kind, bytes, group, and the product whose time
+can hide it). Phases: ``F`` the forward, ``I`` the backward's input gradients, ``W`` its weight gradients.
+
+Per rank, with T = b s / cp tokens, A = heads / tp query heads, G = key/value heads / tp (at least 1),
+d the head dimension, f the MLP width / tp, and T' = T / tp under sequence parallelism (else T):
+
+- forward: norm (T' h), [all-gather], QKV product (T x h -> (A + 2G) d), attention core (scores, softmax,
+  dropout, context: Megatron-LM's kernels; or one flash kernel), projection ((A d) -> h), all-reduce (or
+  reduce-scatter), bias-dropout-residual (T' h), norm, [all-gather], FC1 (h -> f, twice for SwiGLU's gate
+  and up), activation, FC2 (f -> h), all-reduce (or reduce-scatter), bias-dropout-residual;
+- backward: each product's input gradient (I) and weight gradient (W, the same FLOPs), the element-wise
+  kernels' backward, the attention core's four products, and the collectives Megatron-LM's conjugate
+  operators imply (Shoeybi et al. 2019 "f" and "g"; Korthikanti et al. 2022, section 4.2.2 for sequence
+  parallelism, which re-gathers a column-parallel layer's input for its weight gradient).
+
+Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward 2 + 2 + 2, and the
+residual's gradient added in 2 + 2 + 2); bias-dropout-residual reads two inputs and writes the output and a
+1-byte mask (its backward 2 + 1 + 2); the scaled-masked softmax 2 + 2 and its backward 2 + 2 + 2; GeLU 2 + 2
+(backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from .layout import Layout
+from .model import Transformer
+
+COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp are the step's
+
+
+class Op(NamedTuple):
+    """One kernel or collective (see the module docstring)."""
+
+    name: str
+    phase: str  # F, I or W
+    kind: str  # matmul, attention, memory, or a communication kind: tp, sp_cp, ep
+    flops: float = 0.0
+    nbytes: float = 0.0  # memory traffic, or a collective's size (nccl-tests' "size": the whole buffer)
+    shape: tuple[float, float, float, float] = (0, 0, 0, 0)  # m, n, k, batch of a product
+    collective: str = ""  # all_reduce, all_gather, reduce_scatter, all_to_all, or p2p (a ring of sends)
+    ranks: int = 1
+    per_node: int = 1
+    hide: str = ""  # the product whose time can hide this collective
+    overlap: str = ""  # which tp_overlap setting lets it: "backward", "full", or "always"
+    core: bool = False  # part of the attention core (what selective recomputation recomputes)
+
+
+def matmul(name: str, phase: str, m: float, n: float, k: float, batch: float = 1, core: bool = False) -> Op:
+    return Op(name, phase, "matmul", 2.0 * m * n * k * batch, shape=(m, n, k, batch), core=core)
+
+
+def memory(name: str, phase: str, nbytes: float, core: bool = False) -> Op:
+    return Op(name, phase, "memory", nbytes=nbytes, core=core)
+
+
+class Shard(NamedTuple):
+    """A layer's per-rank sizes (see the module docstring)."""
+
+    T: float  # tokens of one microbatch on this rank (b s / cp)
+    Tn: float  # tokens the norms and dropouts see (T / tp under sequence parallelism)
+    h: int
+    A: float
+    G: float
+    d: int
+    f: float
+    e: int  # bytes an element
+
+    @classmethod
+    def of(cls, model: Transformer, layout: Layout) -> Shard:
+        t = layout.tp
+        T = layout.microbatch * model.seq / layout.cp
+        return cls(
+            T, T / t if layout.sequence_parallel else T, model.hidden, model.heads / t, max(model.kv / t, 1.0),
+            model.head_dim, model.inner / t, model.itemsize,
+        )  # fmt: skip
+
+
+def tp_collective(layout: Layout, name: str, phase: str, collective: str, nbytes: float, hide: str, overlap: str):
+    """A tensor-parallel collective: an all-reduce is "tp", sequence parallelism's gathers and scatters "sp_cp"."""
+    kind = "tp" if collective == "all_reduce" else "sp_cp"
+    t = layout.tp
+    return Op(name, phase, kind, nbytes=nbytes, collective=collective, ranks=t, per_node=layout.per_node(1, t),
+              hide=hide, overlap=overlap)  # fmt: skip
+
+
+def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
+    """Every op of one layer for one microbatch on one rank, forward then backward (see the module docstring)."""
+    z = Shard.of(model, layout)
+    T, Tn, h, e = z.T, z.Tn, z.h, z.e
+    sp = layout.sequence_parallel
+    full = T * h * e  # an activation's bytes over the whole sequence chunk
+    ops: list[Op] = []
+
+    def gather(name: str, phase: str, hide: str, overlap: str) -> None:
+        if sp:
+            ops.append(tp_collective(layout, name, phase, "all_gather", full, hide, overlap))
+
+    def reduce(name: str, phase: str, hide: str, overlap: str) -> None:
+        if layout.tp > 1:
+            ops.append(
+                tp_collective(layout, name, phase, "reduce_scatter" if sp else "all_reduce", full, hide, overlap)
+            )
+
+    drop = (2 + 2 + 2 + 1) if model.dropout else (2 + 2 + 2)
+    qkv_n = (z.A + 2 * z.G) * z.d
+    ffn_n = z.f * (2 if model.mlp == "swiglu" else 1)
+    act = (4 + 2) if model.mlp == "swiglu" else (2 + 2)
+    act_back = (4 + 2 + 4) if model.mlp == "swiglu" else (2 + 2 + 2)
+    # ---- forward
+    ops.append(memory("norm1", "F", Tn * h * 4))
+    gather("gather qkv input", "F", "qkv", "full")
+    ops.append(matmul("qkv", "F", T, qkv_n, h))
+    ops += attention_ops(model, layout, z, "F")
+    ops.append(matmul("proj", "F", T, h, z.A * z.d))
+    reduce("reduce proj", "F", "proj", "full")
+    ops.append(memory("dropout-residual1", "F", Tn * h * drop))
+    ops.append(memory("norm2", "F", Tn * h * 4))
+    gather("gather fc1 input", "F", "fc1", "full")
+    ops += mlp_ops(model, layout, z, "F", ffn_n, act)
+    reduce("reduce fc2", "F", "fc2", "full")
+    ops.append(memory("dropout-residual2", "F", Tn * h * drop))
+    # ---- backward, in reverse
+    ops.append(memory("dropout-residual2 back", "I", Tn * h * (5 if model.dropout else 0)))
+    gather("gather fc2 output grad", "I", "fc2 dgrad", "full")  # the backward of a reduce-scatter
+    ops += mlp_ops(model, layout, z, "I", ffn_n, act_back)
+    gather("re-gather fc1 input", "I", "fc1 dgrad", "backward")  # for the weight gradient
+    reduce("reduce fc1 input grad", "I", "fc1 wgrad", "backward")
+    ops.append(memory("norm2 back", "I", Tn * h * 12))
+    ops.append(memory("dropout-residual1 back", "I", Tn * h * (5 if model.dropout else 0)))
+    gather("gather proj output grad", "I", "proj dgrad", "full")
+    ops.append(matmul("proj dgrad", "I", T, z.A * z.d, h))
+    ops += attention_ops(model, layout, z, "I")
+    ops.append(matmul("qkv dgrad", "I", T, h, qkv_n))
+    gather("re-gather qkv input", "I", "qkv dgrad", "backward")
+    reduce("reduce qkv input grad", "I", "qkv wgrad", "backward")
+    ops.append(memory("norm1 back", "I", Tn * h * 12))
+    # weight gradients (and, without gradient-accumulation fusion, their addition to the main gradients)
+    ops.append(matmul("fc2 wgrad", "W", z.f, h, T))
+    ops.append(matmul("fc1 wgrad", "W", h, ffn_n, T))
+    ops.append(matmul("proj wgrad", "W", z.A * z.d, h, T))
+    ops.append(matmul("qkv wgrad", "W", h, qkv_n, T))
+    if not layout.grad_fusion:
+        grad_bytes = layout.bytes_per_param[1]
+        params = layer_params_per_rank(model, layout)
+        ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
+    return ops
+
+
+def mlp_ops(model: Transformer, layout: Layout, z: Shard, phase: str, ffn_n: float, act: float) -> list[Op]:
+    """The MLP's products and activation (a mixture of experts adds its router and all-to-alls)."""
+    T, h = z.T, z.h
+    experts = model.experts
+    if not experts:
+        if phase == "F":
+            return [matmul("fc1", "F", T, ffn_n, h), memory("activation", "F", T * z.f * act),
+                    matmul("fc2", "F", T, h, z.f)]  # fmt: skip
+        return [matmul("fc2 dgrad", "I", T, z.f, h), memory("activation back", "I", T * z.f * act),
+                matmul("fc1 dgrad", "I", T, h, ffn_n)]  # fmt: skip
+    # tokens go to top_k experts; each of the ep ranks holds experts / ep of them and gets T * top_k tokens
+    local = experts / layout.ep
+    rows = T * model.top_k / local  # tokens per local expert, balanced
+    moved = T * model.top_k * h * z.e
+    ep = layout.ep
+    a2a = Op("", phase, "ep", nbytes=moved, collective="all_to_all", ranks=ep,
+             per_node=layout.per_node(layout.tp * layout.cp, ep))  # fmt: skip
+    if phase == "F":
+        return [
+            matmul("router", "F", T, experts, h),
+            a2a._replace(name="dispatch"),
+            matmul("fc1", "F", rows, ffn_n, h, local),
+            memory("activation", "F", T * model.top_k * z.f * act),
+            matmul("fc2", "F", rows, h, z.f, local),
+            a2a._replace(name="combine"),
+        ]
+    return [
+        a2a._replace(name="combine back"),
+        matmul("fc2 dgrad", "I", rows, z.f, h, local),
+        memory("activation back", "I", T * model.top_k * z.f * act),
+        matmul("fc1 dgrad", "I", rows, h, ffn_n, local),
+        a2a._replace(name="dispatch back"),
+        matmul("router dgrad", "I", T, h, experts),
+    ]
+
+
+def attention_ops(model: Transformer, layout: Layout, z: Shard, phase: str) -> list[Op]:
+    """The attention core: Megatron-LM's unfused kernels, or one flash kernel (with ring exchanges under cp)."""
+    b, s, d, A = layout.microbatch, model.seq, z.d, z.A
+    if layout.attention == "flash":
+        # causal: half the score matrix; the backward 2.5 times the forward (FlashAttention-2's five products
+        # against two); under context parallelism each rank's queries meet every rank's keys
+        flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
+        ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
+                  flops * (2.5 if phase == "I" else 1.0), core=True)]  # fmt: skip
+        if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
+            kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
+            ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),
+                          collective="p2p", ranks=layout.cp, per_node=layout.per_node(layout.tp, layout.cp),
+                          hide=ops[0].name, overlap="always"))  # fmt: skip
+        return ops
+    scores = b * A * s * s  # elements of the score matrix on this rank
+    if phase == "F":
+        return [
+            matmul("scores", "F", s, s, d, b * A, core=True),
+            memory("softmax", "F", scores * 4, core=True),
+            memory("attention dropout", "F", scores * 5 if model.dropout else 0, core=True),
+            matmul("context", "F", s, d, s, b * A, core=True),
+        ]
+    return [
+        matmul("context dgrad", "I", s, s, d, b * A, core=True),
+        matmul("context vgrad", "I", s, d, s, b * A, core=True),
+        memory("attention dropout back", "I", scores * 5 if model.dropout else 0, core=True),
+        memory("softmax back", "I", scores * 6, core=True),
+        matmul("scores qgrad", "I", s, d, s, b * A, core=True),
+        matmul("scores kgrad", "I", s, d, s, b * A, core=True),
+    ]
+
+
+def layer_params_per_rank(model: Transformer, layout: Layout) -> float:
+    """One layer's parameters on one rank: split over tp, and experts over ep too."""
+    dense = model.layer_params - max(model.experts, 1) * model.mlp_params
+    experts = max(model.experts, 1) * model.mlp_params / (layout.ep if model.experts else 1)
+    return (dense + experts) / layout.tp
+
+
+def head_ops(model: Transformer, layout: Layout) -> list[Op]:
+    """The last stage's final norm, vocabulary-parallel output layer and cross-entropy (fp32 logits)."""
+    z = Shard.of(model, layout)
+    T, Tn, h, v = z.T, z.Tn, z.h, model.vocab / layout.tp
+    full = T * h * z.e
+    ops = [memory("final norm", "F", Tn * h * 4)]
+    if layout.sequence_parallel:
+        ops.append(tp_collective(layout, "gather head input", "F", "all_gather", full, "logits", "full"))
+    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * (2 + 4 + 4))]
+    ops += [memory("cross-entropy back", "I", T * v * (4 + 2)), matmul("logits dgrad", "I", T, h, v)]
+    if layout.tp > 1:
+        collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
+        ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
+    ops += [memory("final norm back", "I", Tn * h * 12), matmul("logits wgrad", "W", v, h, T)]
+    return ops
+
+
+def embedding_ops(model: Transformer, layout: Layout) -> list[Op]:
+    """The first stage's vocabulary-parallel embedding: a lookup, its all-reduce (or reduce-scatter), dropout."""
+    z = Shard.of(model, layout)
+    ops = [memory("embedding", "F", z.T * z.h * 4)]
+    if layout.tp > 1:
+        collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
+        ops.append(tp_collective(layout, "reduce embedding", "F", collective, z.T * z.h * z.e, "", ""))
+    if model.dropout:
+        ops.append(memory("embedding dropout", "F", z.Tn * z.h * 5))
+    ops.append(memory("embedding grad", "W", z.T * z.h * 6))
+    return ops

@@ -1,0 +1,160 @@
+"""How a training step is laid out and run: the parallel sizes, the batch, the schedule, and the techniques on.
+
+``Layout`` is what the what-if's command-line flags set. It checks itself against a model (``check``) and
+says where each group's ranks sit (``per_node``): ranks are numbered in Megatron-LM's default order, tensor
+parallel innermost, then context, then data (with expert parallelism inside it), then pipeline outermost
+(``--rank-order tp-cp-ep-dp-pp``, megatron/core/parallel_state.py), so on nodes of 8 GPUs a tensor-parallel
+group of 8 is one node and pipeline neighbours sit on different nodes.
+
+Settings that model software as it was (for the papers' tables) rather than as it is:
+
+- ``tp_overlap``: "none" (Megatron-LM before September 2021, commit 16c90445e7), "backward" (the input-gradient
+  all-reduce, or under sequence parallelism its reduce-scatter and the re-done all-gather, run while the
+  weight-gradient or input-gradient product computes: ``ColumnParallelLinearWithAsyncAllreduce`` and
+  ``...WithSequenceParallelism`` in megatron/mpu/layers.py, March 2022), "full" (Transformer Engine's
+  userbuffers also hide the forward's all-gathers and reduce-scatters behind the products next to them);
+- ``dp_overlap``: gradients reduced bucket by bucket while the last microbatch's backward runs
+  (``--overlap-grad-reduce``, August 2023); off, they are reduced after the backward, as before;
+- ``grad_fusion``: weight gradients accumulate into the fp32 main gradients inside the product
+  (``--gradient-accumulation-fusion``, February 2022); off, a separate add per parameter and microbatch;
+- ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
+  gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md;
+- ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
+  2021-2022) or "flash" (one fused kernel, FlashAttention-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..schedules import SCHEDULES
+from .model import Transformer
+
+RECOMPUTE = ("none", "selective", "full")
+TP_OVERLAP = ("none", "backward", "full")
+PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16)}  # bytes a parameter: weights, gradients, optimizer state
+ATTENTION = ("flash", "unfused")
+V_SCHEDULES = ("zbv", "dualpipe-v")  # two stages per rank in a V
+LOOPED = ("interleaved-1f1b", "interleaved-zb", "looped-bfs")
+
+
+class LayoutError(ValueError):
+    """A layout that cannot run this model: the message names what does not fit and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Layout:
+    """One training step's layout (see the module docstring for the settings that model software versions)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    ep: int = 1
+    microbatch: int = 1
+    global_batch: int | None = None  # sequences per step; None: one microbatch per pipeline stage and replica
+    schedule: str = "1f1b"
+    virtual_stages: int = 1
+    recompute: str = "selective"
+    sequence_parallel: bool = False
+    zero: int = 0  # 0: replicated optimizer; 1: distributed optimizer (ZeRO-1); 2: and gradients; 3: and weights
+    tp_overlap: str = "backward"
+    dp_overlap: bool = True
+    grad_fusion: bool = True
+    precision: str = "bf16"
+    attention: str = "flash"
+    node_size: int = 8
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise LayoutError(f"Layout({name}={value!r}): give a whole number >= 1")
+        choices = {
+            "schedule": tuple(SCHEDULES),
+            "recompute": RECOMPUTE,
+            "tp_overlap": TP_OVERLAP,
+            "precision": tuple(PRECISION),
+            "attention": ATTENTION,
+        }
+        for name, allowed in choices.items():
+            if getattr(self, name) not in allowed:
+                raise LayoutError(f"Layout({name}={getattr(self, name)!r}): choose one of {', '.join(allowed)}")
+        if self.zero not in (0, 1, 2, 3):
+            raise LayoutError(f"Layout(zero={self.zero!r}): choose 0, 1, 2 or 3")
+        if self.global_batch is None:
+            object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
+        if self.global_batch % (self.dp * self.microbatch):
+            raise LayoutError(
+                f"global batch {self.global_batch} does not split into dp={self.dp} replicas of microbatches of "
+                f"{self.microbatch}: use a multiple of {self.dp * self.microbatch}"
+            )
+
+    # ---- sizes --------------------------------------------------------------------------------
+    @property
+    def devices(self) -> int:
+        return self.tp * self.cp * self.pp * self.dp
+
+    @property
+    def microbatches(self) -> int:
+        """Microbatches each pipeline runs per step."""
+        return self.global_batch // (self.dp * self.microbatch)
+
+    @property
+    def stages_per_rank(self) -> int:
+        """Model chunks a pipeline rank holds: 2 for the V schedules, ``virtual_stages`` for the looped ones."""
+        if self.schedule in V_SCHEDULES:
+            return 2
+        return self.virtual_stages if self.schedule in LOOPED else 1
+
+    @property
+    def bytes_per_param(self) -> tuple[int, int, int]:
+        """(weights, gradients, optimizer state) bytes per parameter before any sharding."""
+        return PRECISION[self.precision]
+
+    # ---- where groups sit (ranks in order tp, cp, ep/dp, pp) ------------------------------------
+    def per_node(self, stride: int, size: int) -> int:
+        """Members of a group of ``size`` ranks ``stride`` apart that share one node."""
+        if stride >= self.node_size:
+            return 1
+        return max(1, min(size, self.node_size // stride))
+
+    @property
+    def pp_same_node(self) -> bool:
+        """Whether neighbouring pipeline ranks share a node."""
+        return self.tp * self.cp * self.dp < self.node_size
+
+    def check(self, model: Transformer) -> None:
+        """Raise ``LayoutError`` if this layout cannot run ``model``, saying what to change."""
+        t = self.tp
+        if model.heads % t or model.kv % t and t % model.kv:
+            raise LayoutError(
+                f"tp={t} does not split {model.heads} attention heads ({model.kv} key/value heads): "
+                f"choose a tp that divides {model.heads}"
+            )
+        if model.inner % t or model.vocab % t:
+            raise LayoutError(f"tp={t} does not split the MLP width {model.inner} or the vocabulary {model.vocab}")
+        chunks = self.pp * self.stages_per_rank
+        if model.layers % chunks:
+            raise LayoutError(
+                f"{model.layers} layers do not split evenly into {chunks} model chunks (pp={self.pp} x "
+                f"{self.stages_per_rank} per rank): choose pp and --virtual-stages whose product divides {model.layers}"
+            )
+        if self.sequence_parallel and t == 1:
+            raise LayoutError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
+        if self.cp > 1 and self.attention != "flash":
+            raise LayoutError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
+        if (model.seq // self.cp) % t and self.sequence_parallel or model.seq % (2 * self.cp) and self.cp > 1:
+            raise LayoutError(f"sequence length {model.seq} does not split over cp={self.cp} (x2) and tp={t}")
+        if self.ep > 1 and not model.experts:
+            raise LayoutError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
+        if model.experts and (model.experts % self.ep or self.dp % self.ep):
+            raise LayoutError(f"ep={self.ep} must divide the {model.experts} experts and dp={self.dp}")
+        if self.zero >= 2 and self.pp > 1:
+            raise LayoutError(
+                f"ZeRO-{self.zero} shards gradients that pipeline parallelism accumulates over microbatches; "
+                "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) with pp > 1"
+            )
+        if self.schedule in ("gpipe", "1f1b", "zb-h1") and self.virtual_stages != 1:
+            raise LayoutError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
+                              f"one of {', '.join(LOOPED)}")  # fmt: skip

@@ -1,0 +1,141 @@
+"""Memory per device by kind: weights, gradients, optimizer state, activations, against its capacity.
+
+Weights, gradients and optimizer state take ``Layout.bytes_per_param`` bytes a parameter (18 for bf16 weights
+with fp32 main gradients and Adam's fp32 weights, m and v; 20 for fp16), split as Megatron-LM's
+distributed-optimizer guide counts them; ZeRO-1 (the distributed optimizer) shards the optimizer state over
+the data-parallel (and context-parallel) ranks, ZeRO-2 the gradients too, ZeRO-3 the weights too.
+
+Activations per layer and microbatch are the tensors the backward reads (Korthikanti et al. 2022, section 4,
+whose Table 2 this reproduces for GPT: s b h (34 + 5 a s / h) bytes without parallelism, s b h (10 + 24 / t +
+5 a s / (h t)) under tensor parallelism, 34 s b h / t with sequence parallelism and selective recomputation,
+2 s b h under full recomputation), generalised to grouped-query attention, SwiGLU and mixtures of experts.
+How many microbatches each rank holds at once comes from walking its schedule: a forward adds its chunk's
+activations, a backward frees them (a split backward frees all but the weight-gradient products' inputs
+at I, and those at W).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..schedules import B, F, I, Schedule, W
+from .layer import Shard, layer_params_per_rank
+from .layout import Layout
+from .model import Transformer
+
+GIB = 2**30
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Bytes one device holds at its fullest, by kind."""
+
+    params: float
+    grads: float
+    optimizer: float
+    activations: float
+    capacity: float
+
+    @property
+    def total(self) -> float:
+        return self.params + self.grads + self.optimizer + self.activations
+
+    @property
+    def over(self) -> float:
+        """Bytes beyond the capacity (0 when it fits)."""
+        return max(0.0, self.total - self.capacity)
+
+    def gib(self) -> dict[str, float]:
+        kinds = ("params", "grads", "optimizer", "activations", "total", "capacity")
+        return {k: round(getattr(self, k) / GIB, 3) for k in kinds}
+
+
+def layer_activations(model: Transformer, layout: Layout) -> tuple[float, float]:
+    """(bytes one layer keeps for one microbatch's backward, the part its weight-gradient products read)."""
+    z = Shard.of(model, layout)
+    T, Tn, h, e = z.T, z.Tn, z.h, z.e
+    s, b, A = model.seq, layout.microbatch, z.A
+    x_in = e * (Tn if layout.sequence_parallel else T) * h  # a column-parallel product's input, as kept
+    mask = Tn * h if model.dropout else 0.0
+    routed = model.top_k if model.experts else 1
+    mlp_in = e * T * routed * z.f
+    gemm_inputs = 2 * x_in + e * T * A * z.d + mlp_in  # QKV, projection, FC1 and FC2 inputs
+    if layout.recompute == "full":
+        return e * Tn * h, e * Tn * h  # only the layer's input
+    qkv = e * T * (A + 2 * z.G) * z.d
+    if layout.attention == "flash":
+        core = e * T * A * z.d + 4 * b * A * s / layout.cp  # its output and the softmax statistics (fp32)
+    elif layout.recompute == "selective":
+        core = 0.0
+    else:
+        core = b * A * s * s * ((2 + 1 + 2) if model.dropout else 2)  # softmax output, dropout mask and output
+    act = mlp_in * (2 if model.mlp == "swiglu" else 1)
+    total = 2 * e * Tn * h + qkv + core + 2 * mask + gemm_inputs + act
+    return total, gemm_inputs
+
+
+def chunk_activations(model: Transformer, layout: Layout) -> tuple[float, float]:
+    """(bytes, weight-gradient part) one model chunk keeps per microbatch."""
+    per_chunk = model.layers // (layout.pp * layout.stages_per_rank)
+    total, kept = layer_activations(model, layout)
+    return per_chunk * total, per_chunk * kept
+
+
+def peak_activations(schedule: Schedule, rank: int, chunk: tuple[float, float]) -> float:
+    """The most activation bytes ``rank`` holds at once running ``schedule`` (see the module docstring)."""
+    total, kept = chunk
+    held = peak = 0.0
+    for a in schedule.actions[rank]:
+        if a.kind == F:
+            held += total
+        elif a.kind == B:
+            held -= total
+        elif a.kind == I:
+            held -= total - kept
+        elif a.kind == W:
+            held -= kept
+        peak = max(peak, held)
+    return peak
+
+
+def transient(model: Transformer, layout: Layout, last: bool) -> float:
+    """Bytes alive only while one microbatch is processed: a recomputed layer's activations, and on the last
+    stage the logits (bf16, then fp32 for the cross-entropy)."""
+    z = Shard.of(model, layout)
+    extra = 6 * z.T * model.vocab / layout.tp if last else 0.0
+    if layout.recompute == "none":
+        return extra
+    return extra + layer_activations(model, replace(layout, recompute="none"))[0]
+
+
+def rank_params(model: Transformer, layout: Layout, rank: int, placement: tuple[int, ...]) -> tuple[float, float]:
+    """(dense, expert) parameters pipeline rank ``rank`` holds, per tensor-parallel rank."""
+    stages = len(placement)
+    chunks = [s for s in range(stages) if placement[s] == rank]
+    per_chunk = model.layers // stages
+    layers = len(chunks) * per_chunk
+    experts = model.experts * model.mlp_params / layout.ep / layout.tp if model.experts else 0.0
+    dense = layers * (layer_params_per_rank(model, layout) - experts)
+    if 0 in chunks:
+        dense += model.embedding_params / layout.tp
+    if stages - 1 in chunks:
+        dense += model.norm_params + (model.embedding_params / layout.tp if layout.pp > 1 or not model.tied else 0)
+    return dense, layers * experts
+
+
+def device_memory(model: Transformer, layout: Layout, schedule: Schedule, rank: int, capacity: float) -> Memory:
+    """What pipeline rank ``rank``'s devices hold at their fullest (every replica and tp rank alike)."""
+    dense, experts = rank_params(model, layout, rank, schedule.placement)
+    wb, gb, ob = layout.bytes_per_param
+    shards = layout.dp * layout.cp
+    expert_shards = max(1, shards // layout.ep)
+    params = dense + experts
+    sharded = dense / shards + experts / expert_shards  # one data-parallel rank's share
+    weights = wb * (sharded if layout.zero >= 3 else params)
+    grads = gb * (sharded if layout.zero >= 2 else params)
+    optimizer = ob * (sharded if layout.zero >= 1 else params)
+    if layout.zero >= 3:  # a layer's gathered weights while it runs, and the next one's prefetched
+        weights += 2 * wb * layer_params_per_rank(model, layout)
+    last = schedule.placement[-1] == rank
+    acts = peak_activations(schedule, rank, chunk_activations(model, layout)) + transient(model, layout, last)
+    return Memory(weights, grads, optimizer, acts, capacity)

@@ -1,0 +1,101 @@
+"""What each pipeline action costs: a model chunk's ops priced on a system, by where the time goes.
+
+``action_costs`` gives, for every stage (model chunk) and every action kind a schedule has (``F``, ``B``, and
+``I``/``W`` when the backward is split), the seconds in each category of ``CATEGORIES``:
+
+- ``matmul``, ``attention``, ``elementwise``: compute (``simulator.cost.achieved`` prices each op);
+- ``recompute``: the forward ops a backward re-runs first (all of them under full recomputation, with their
+  collectives; the attention core's under selective recomputation, Korthikanti et al. 2022 section 5);
+- ``tp``, ``sp_cp``, ``ep``: the part of each collective that no product hides. A collective with a ``hide``
+  product is hidden up to that product's time when the product runs in the same action and the layout's
+  ``tp_overlap`` allows it (``layout.py``); when a schedule splits the backward, a collective waiting for
+  the weight-gradient product (which runs later, in W) is not hidden.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from ...cost.achieved import Achieved
+from .layer import Op, embedding_ops, head_ops, layer_ops
+from .layout import Layout
+from .model import Transformer
+
+COMPUTE = ("matmul", "attention", "elementwise", "recompute")
+EXPOSED = ("tp", "sp_cp", "ep")
+CATEGORIES = COMPUTE + EXPOSED
+OVERLAPS = {"none": ("always",), "backward": ("always", "backward"), "full": ("always", "backward", "full")}
+Costs = dict[str, float]
+
+
+def op_seconds(op: Op, achieved: Achieved, itemsize: int) -> float:
+    """Seconds one op takes on its own (a collective: with no compute beside it)."""
+    if op.kind == "matmul":
+        return achieved.matmul_time(*op.shape, itemsize=itemsize)
+    if op.kind == "attention":
+        return achieved.attention_time(op.flops)
+    if op.kind == "memory":
+        return achieved.memory_time(op.nbytes)
+    if op.collective == "p2p":  # a ring: ranks - 1 steps, each rank sending one share to its neighbour
+        step = op.nbytes / (op.ranks - 1)
+        return (op.ranks - 1) * achieved.p2p_time(step, same_node=op.per_node >= op.ranks)
+    return achieved.collective_time(op.collective, op.nbytes, op.ranks, op.per_node)
+
+
+def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieved, itemsize: int) -> Costs:
+    """Seconds by category for ``ops`` run together (``recomputed`` first, as the backward's recomputation)."""
+    out: Costs = defaultdict(float)
+    allowed = OVERLAPS[layout.tp_overlap]
+    for group, is_recompute in ((recomputed, True), (ops, False)):
+        times = {op.name: op_seconds(op, achieved, itemsize) for op in group if op.kind in ("matmul", "attention")}
+        for op in group:
+            seconds = op_seconds(op, achieved, itemsize)
+            if op.kind in EXPOSED:
+                if op.hide in times and op.overlap in allowed:
+                    seconds = max(0.0, seconds - times[op.hide])
+                out[op.kind] += seconds
+            elif is_recompute:
+                out["recompute"] += seconds
+            else:
+                out[{"matmul": "matmul", "attention": "attention", "memory": "elementwise"}[op.kind]] += seconds
+    return out
+
+
+def recomputed_ops(forward: list[Op], layout: Layout) -> list[Op]:
+    """What a backward re-runs first: every forward op (full), the attention core's (selective), or nothing.
+
+    Flash attention keeps no score matrix, so selective recomputation has nothing left to recompute."""
+    if layout.recompute == "full":
+        return forward
+    if layout.recompute == "selective" and layout.attention == "unfused":
+        return [op for op in forward if op.core]
+    return []
+
+
+def action_costs(model: Transformer, layout: Layout, achieved: Achieved) -> list[dict[str, Costs]]:
+    """Per stage (model chunk, 0 .. pp * stages_per_rank - 1): per action kind, seconds by category."""
+    e = model.itemsize
+    stages = layout.pp * layout.stages_per_rank
+    per_chunk = model.layers // stages
+    ops = layer_ops(model, layout)  # one layer's; a chunk runs per_chunk of them
+    first, last = embedding_ops(model, layout), head_ops(model, layout)
+    out = []
+    for s in range(stages):
+        extra = (first if s == 0 else []) + (last if s == stages - 1 else [])
+        kinds = {}
+        for kind, phases in (("F", "F"), ("B", "IW"), ("I", "I"), ("W", "W")):
+            chosen = [op for op in ops if op.phase in phases]
+            again = recomputed_ops([op for op in ops if op.phase == "F"], layout) if kind in "BI" else []
+            costs = _scaled(price(chosen, again, layout, achieved, e), per_chunk)
+            ends_costs = price([op for op in extra if op.phase in phases], [], layout, achieved, e)
+            kinds[kind] = {c: costs.get(c, 0.0) + ends_costs.get(c, 0.0) for c in CATEGORIES}
+        out.append(kinds)
+    return out
+
+
+def _scaled(costs: Costs, factor: int) -> Costs:
+    return {k: v * factor for k, v in costs.items()}
+
+
+def total(costs: Costs) -> float:
+    return sum(costs.values())

@@ -1,0 +1,201 @@
+"""One training step on the engine: one device per pipeline rank stands for all its replicas and tp ranks.
+
+Every data-parallel replica, every tensor- and context-parallel rank of a pipeline stage runs the same
+program at the same times, so the step simulates one device per pipeline rank (``World(pp)``) and reuses its
+timeline for the ``tp * cp * dp`` devices it stands for; collectives inside those groups are priced, not
+sent (``price.py``). What each device does:
+
+- it walks its rank's actions in the schedule (``simulator.parallel.schedules``, with its sends and receives),
+  each compute action taking the seconds ``price.action_costs`` gives, one op per category so the timeline
+  shows them; a forward's output (or a backward's input gradient) goes to the neighbouring rank as a real
+  message of b s h / tp bytes per tp rank (Megatron-LM's scatter-gather of pipeline tensors, on by default
+  since February 2021, commit 72e4230bb5, and the natural shard under sequence parallelism), over the
+  network port between nodes (or NVLink when neighbours share a node); a receive's wait is pipeline
+  communication up to the message's own time, and bubble beyond it;
+- its gradients are reduced over the data-parallel (and context-parallel) ranks: with ``dp_overlap``
+  bucket by bucket (Megatron-LM's default 40 M-element buckets) as the last microbatch's backward of
+  each chunk produces them, on a stream beside the compute, so only what outlasts the backward shows;
+  without, after the backward. ZeRO-1/2 reduce-scatter them and all-gather the updated weights (hidden behind
+  the next step's first forward with ``dp_overlap``); ZeRO-2 reduce-scatters every microbatch, ZeRO-3 also
+  gathers each layer's weights for every forward and backward (its stream's excess over the compute shows);
+- tied embeddings (``pp > 1``): the first and last stages all-reduce the embedding's gradient;
+- the optimizer step reads and writes its shard of the state once at the achieved memory bandwidth.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ...core.device import Device
+from ...core.engine import RunResult, World
+from ...cost.meta import MetaArray
+from ...cost.model import CostModel
+from ...cost.systems import System
+from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, Schedule, W, make_schedule
+from .layer import Shard
+from .layout import LOOPED, Layout
+from .memory import rank_params
+from .model import Transformer
+from .price import CATEGORIES, action_costs, total
+
+RECV, SEND, COMPUTE = 0, 1, 2
+BUCKET = 40_000_000  # elements: Megatron-LM's default gradient bucket (--ddp-bucket-size)
+
+
+@dataclass
+class RankTime:
+    """Where one pipeline rank's step goes, in seconds by category (see ``report.KINDS``)."""
+
+    seconds: dict[str, float] = field(default_factory=lambda: defaultdict(float))
+    end: float = 0.0  # when its last compute action finished
+
+
+def schedule_for(layout: Layout) -> Schedule:
+    """The layout's schedule, with its sends and receives."""
+    options = {"virtual": layout.virtual_stages} if layout.schedule in LOOPED else {}
+    return make_schedule(layout.schedule, layout.pp, layout.microbatches, **options).with_comms()
+
+
+class StageProgram:
+    """The rank program of the step (see the module docstring); call it as ``World(pp).run(program)``."""
+
+    def __init__(self, model: Transformer, layout: Layout, system: System, schedule: Schedule) -> None:
+        self.model, self.layout, self.system, self.schedule = model, layout, system, schedule
+        self.costs = action_costs(model, layout, system.achieved)
+        self.seconds = [{kind: total(c) for kind, c in per_kind.items()} for per_kind in self.costs]
+        z = Shard.of(model, layout)
+        split = layout.tp > 1  # each tp rank sends its share (scatter-gather, or the sequence-parallel shard)
+        self.message = MetaArray((int(z.T * z.h * z.e / (layout.tp if split else 1)),), np.uint8)
+        achieved = system.achieved
+        self.wire = achieved.p2p_time(self.message.nbytes, layout.pp_same_node)
+        regather = split and not layout.sequence_parallel  # the received share is all-gathered inside the node
+        self.regather = achieved.collective_time("all_gather", z.T * z.h * z.e, layout.tp) if regather else 0.0
+        self.times: dict[int, RankTime] = {}
+
+    def plan(self, rank: int) -> list[tuple]:
+        """The rank's actions as (what, peer or stage, tag or kind, seconds, name, finishes a chunk) tuples.
+
+        Messages between two stages keep their order (each stage takes its microbatches in order), so one
+        tag per stage boundary and direction is enough to match them."""
+        sched = self.schedule
+        acts = sched.actions[rank]
+        finishing = {a.stage: k for k, a in enumerate(acts) if a.kind in (B, W)}  # its gradients complete after it
+        out = []
+        for k, a in enumerate(acts):
+            kind, s = a.kind, a.stage
+            if kind in (RECV_F, RECV_B):
+                back = kind == RECV_B
+                out.append((RECV, sched.rank_of(s + 1 if back else s - 1), 2 * s + back + 1, 0.0, str(a), False))
+            elif kind in (SEND_F, SEND_B):
+                back = kind == SEND_B
+                to = s - 1 if back else s + 1
+                out.append((SEND, sched.rank_of(to), 2 * to + back + 1, 0.0, str(a), False))
+            else:
+                out.append((COMPUTE, s, kind, self.seconds[s][kind], str(a), finishing.get(s) == k))
+        return out
+
+    def __call__(self, dev: Device) -> float:
+        r = dev.rank
+        time = self.times[r] = RankTime()
+        chunks = [s for s in range(self.schedule.stages) if self.schedule.placement[s] == r]
+        done_at: dict[int, tuple[float, float]] = {}  # chunk -> (start, end) of the action that completes its grads
+        ran: dict[tuple[int, str], int] = defaultdict(int)  # (stage, kind) -> how many actions ran
+        message, wire, regather = self.message, self.wire, self.regather
+        pp = bubble = 0.0
+        for what, peer, tag, seconds, name, finishes in self.plan(r):
+            if what == COMPUTE:
+                start = dev.clock
+                dev.compute(name, _same, message, seconds=seconds, keep=False)
+                ran[peer, tag] += 1
+                if finishes:
+                    done_at[peer] = (start, dev.clock)
+            elif what == SEND:
+                dev.send(message, peer, tag)
+            else:
+                t0 = dev.clock
+                dev.recv(peer, tag)
+                waited = dev.clock - t0
+                pp += min(waited, wire)
+                bubble += waited - min(waited, wire)
+                if regather:
+                    dev.compute(name + " gather", _same, message, seconds=regather, keep=False)
+                    pp += regather
+        time.seconds["pp"] += pp
+        time.seconds["bubble"] += bubble
+        for (s, kind), count in ran.items():
+            for category, seconds in self.costs[s][kind].items():
+                time.seconds[category] += count * seconds
+        time.end = dev.clock
+        self._finish(dev, time, chunks, done_at)
+        return dev.clock
+
+    def _finish(self, dev: Device, time: RankTime, chunks: list[int], done_at: dict[int, tuple[float, float]]) -> None:
+        """Gradient reduction, weight gathering and the optimizer step after the rank's last backward."""
+        layout, model, achieved = self.layout, self.model, self.system.achieved
+        dense, experts = rank_params(model, layout, dev.rank, self.schedule.placement)
+        params = dense + experts
+        _, gb, ob = layout.bytes_per_param
+        ranks = layout.dp * layout.cp
+        group = (ranks, layout.per_node(layout.tp, ranks))
+
+        def coll(kind: str, nbytes: float) -> float:
+            return achieved.collective_time(kind, nbytes, *group)
+
+        reduce_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+        stream = 0.0  # when the gradient stream is next free
+        per_chunk = params / max(len(chunks), 1)
+        for s in sorted(done_at, key=lambda c: done_at[c][1]):
+            start, end = done_at[s]
+            if not layout.dp_overlap or ranks == 1:
+                stream = max(stream, time.end) + coll(reduce_kind, per_chunk * gb)
+                continue
+            buckets = max(1, math.ceil(per_chunk / max(BUCKET, 1_000_000 * layout.dp)))
+            for k in range(buckets):
+                ready = start + (end - start) * (k + 1) / buckets
+                stream = max(stream, ready) + coll(reduce_kind, per_chunk * gb / buckets)
+        if layout.zero >= 2:  # reduce-scattered every microbatch, not only the last
+            extra = (self.schedule.microbatches - 1) * coll("reduce_scatter", params * gb)
+            if layout.zero == 3:  # and every layer's weights gathered for each forward and backward
+                extra += 2 * self.schedule.microbatches * coll("all_gather", params * 2)
+            busy = sum(time.seconds[c] for c in CATEGORIES)
+            stream = max(stream, time.end) + max(0.0, extra - busy)
+        if layout.pp > 1 and model.tied and (0 in chunks or self.schedule.stages - 1 in chunks):
+            emb = model.embedding_params / layout.tp * gb
+            stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, 1)
+        exposed = max(0.0, stream - time.end)
+        if layout.zero in (1, 2):  # the updated weights, gathered back
+            gather = coll("all_gather", params * 2)
+            if layout.dp_overlap:
+                first = sum(total(self.costs[s]["F"]) for s in chunks)
+                gather = max(0.0, gather - first)
+            exposed += gather
+        if exposed > 0:
+            dev.compute("data-parallel", _same, self.message, seconds=exposed, keep=False)
+        time.seconds["dp"] += exposed
+        shard = params / (ranks if layout.zero >= 1 else 1)
+        optimizer = achieved.memory_time(shard * (3 * gb + ob * 2 + 2))
+        dev.compute("optimizer", _same, self.message, seconds=optimizer, keep=False)
+        time.seconds["optimizer"] += optimizer
+
+
+def simulate(model: Transformer, layout: Layout, system: System) -> tuple[RunResult, StageProgram]:
+    """Run the step (see the module docstring): the engine's result and the program with each rank's times."""
+    layout.check(model)
+    schedule = schedule_for(layout)
+    program = StageProgram(model, layout, system, schedule)
+    a, n = system.achieved, program.message.nbytes
+    latency, bandwidth = (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.nic_bandwidth)
+    link = CostModel(latency=latency, bandwidth=bandwidth, flops=system.peak_flops, name=f"{system.name} pipeline")
+    result = World(layout.pp, cost=link, keep_payloads=False, leftovers="error").run(program)
+    return result, program
+
+
+def _same(x):
+    return x
+
+
+__all__ = ["RankTime", "StageProgram", "schedule_for", "simulate"]

@@ -1,0 +1,64 @@
+"""Every published row predicted: published, predicted and their ratio (``python -m simulator validate``).
+
+The what-if has no per-row constants: each row runs its table's configuration (``tables.py``) on the
+``dgx-a100`` system, whose rates are all measured elsewhere (``simulator.cost.systems``). A ratio within
+0.85 .. 1.15 is the project's bar (issue 27).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from . import whatif
+from .report import Report
+from .tables import Row, published_rows
+
+BAND = (0.85, 1.15)
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A row with its prediction."""
+
+    row: Row
+    report: Report
+
+    @property
+    def predicted(self) -> float:
+        if self.row.metric == "tflops_per_gpu":
+            return self.report.hardware_tflops_per_gpu
+        return self.report.step_seconds
+
+    @property
+    def ratio(self) -> float:
+        return self.predicted / self.row.published
+
+    @property
+    def within(self) -> bool:
+        return BAND[0] <= self.ratio <= BAND[1]
+
+
+def validate(rows: list[Row] | None = None) -> list[Checked]:
+    """Predict every row (default: all of ``tables.published_rows()``)."""
+    return [Checked(row, whatif(row.model, row.layout, row.system)) for row in (rows or published_rows())]
+
+
+def table(checked: list[Checked]) -> str:
+    """The comparison as text, one line per row, grouped by table."""
+    lines = []
+    current = None
+    for c in checked:
+        if c.row.table != current:
+            current = c.row.table
+            unit = "TFLOP/s per GPU" if c.row.metric == "tflops_per_gpu" else "seconds per iteration"
+            lines += ["" if lines else None, f"{current} ({unit}, DGX A100)"]
+            lines.append(f"  {'row':<34} {'published':>10} {'predicted':>10} {'ratio':>7}")
+        mark = "" if c.within else "   outside 0.85-1.15"
+        lines.append(f"  {c.row.label:<34} {c.row.published:>10.4g} {c.predicted:>10.4g} {c.ratio:>7.2f}{mark}")
+    inside = sum(c.within for c in checked)
+    ratios = [c.ratio for c in checked]
+    lines += [
+        "",
+        f"{inside} of {len(checked)} rows within {BAND[0]}-{BAND[1]}; ratios {min(ratios):.2f} to {max(ratios):.2f}",
+    ]
+    return "\n".join(line for line in lines if line is not None)
