@@ -1,7 +1,8 @@
 """The command line: ``python -m simulator COMMAND`` (``--help`` lists and explains every command).
 
 ==========  ====================================================================================
-main.py     the commands: demo, list, run, timeline, html, export, figures, calibrate
+main.py     the commands: demo, list, run, timeline, html, export, figures, whatif, validate, calibrate
+whatif.py   what ``whatif`` and ``validate`` do: a training step planned, the planner checked against papers
 show.py     what ``run`` and ``demo`` print: events, memory after each, the timeline and the check
 types.py    argument types: numbers within bounds, paths that can be written
 torchrun.py a scenario or rank program on processes ``torchrun`` starts (``-m simulator.cli.torchrun``)

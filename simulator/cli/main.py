@@ -1,4 +1,5 @@
-"""The command line: ``python -m simulator demo | list | run NAME | html NAME | timeline NAME | export NAME | figures``.
+"""The command line: ``python -m simulator demo | list | run NAME | html NAME | timeline NAME | export NAME | figures |
+whatif | validate``.
 
 See ``--help``.
 """
@@ -26,6 +27,7 @@ from .show import (
     terminal_width,
 )
 from .types import bounded_int, output_file_like, output_folder
+from .whatif import add_whatif_args, cmd_validate, cmd_whatif
 
 DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock")
 MAX_EVENTS_LIMIT = 10**9  # an event budget, not an allocation; beyond this no viewer opens the file anyway
@@ -337,6 +339,11 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 help="only this part of the run, in microseconds, e.g. 2:10 (either end may be left out)",
             ),
         ),
+    ),
+    "whatif": (cmd_whatif, add_whatif_args),
+    "validate": (
+        cmd_validate,
+        lambda p: p.add_argument("--json", action="store_true", help="print the rows as JSON"),
     ),
     "calibrate": (
         cmd_calibrate,

@@ -16,6 +16,7 @@ price.py   seconds per pipeline action by category: compute, recomputation, unhi
 memory.py  bytes per device: weights, gradients, optimizer state, activations (walking the schedule)
 step.py    the step on the engine: one device per pipeline rank, messages between stages, gradients
 report.py  ``Report``: the breakdown, throughput, memory; as text or JSON
+run.py     ``whatif``: the step simulated and reported
 tables.py  the published tables (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5), sourced
 validate.py  every row predicted and compared
 full.py    the older teaching what-if: every device of a GPT-3 1F1B step simulated (``Step3D``)
@@ -24,28 +25,11 @@ full.py    the older teaching what-if: every device of a GPT-3 1F1B step simulat
 
 from __future__ import annotations
 
-from ...cost.systems import System, system
 from .full import Step3D, gpt3_step
 from .layout import Layout, LayoutError
-from .memory import device_memory
 from .model import MODELS, Transformer, named_model
 from .report import Report
-from .step import simulate
-
-
-def whatif(model: Transformer, layout: Layout, on: System | str = "dgx-h100") -> Report:
-    """One step of ``model`` laid out as ``layout`` on the system ``on`` (a ``System`` or its name)."""
-    sys_ = system(on) if isinstance(on, str) else on
-    result, program = simulate(model, layout, sys_)
-    step = result.time
-    stages = []
-    for r in range(layout.pp):
-        seconds = dict(program.times[r].seconds)
-        seconds["idle"] = step - result.outputs[r]
-        stages.append(seconds)
-    memory = [device_memory(model, layout, program.schedule, r, sys_.memory) for r in range(layout.pp)]
-    return Report(model, layout, sys_.name, sys_.peak_flops, step, stages, memory, simulated_devices=layout.pp)
-
+from .run import whatif
 
 __all__ = [
     "MODELS",

@@ -229,7 +229,7 @@ def layer_params_per_rank(model: Transformer, layout: Layout) -> float:
 def head_ops(model: Transformer, layout: Layout) -> list[Op]:
     """The last stage's final norm, vocabulary-parallel output layer and cross-entropy (fp32 logits)."""
     z = Shard.of(model, layout)
-    T, Tn, h, v = z.T, z.Tn, z.h, model.vocab / layout.tp
+    T, Tn, h, v = z.T, z.Tn, z.h, model.padded_vocab(layout.tp) / layout.tp
     full = T * h * z.e
     ops = [memory("final norm", "F", Tn * h * 4)]
     if layout.sequence_parallel:

@@ -132,8 +132,8 @@ class Layout:
                 f"tp={t} does not split {model.heads} attention heads ({model.kv} key/value heads): "
                 f"choose a tp that divides {model.heads}"
             )
-        if model.inner % t or model.vocab % t:
-            raise LayoutError(f"tp={t} does not split the MLP width {model.inner} or the vocabulary {model.vocab}")
+        if model.inner % t:
+            raise LayoutError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
         chunks = self.pp * self.stages_per_rank
         if model.layers % chunks:
             raise LayoutError(
@@ -144,8 +144,15 @@ class Layout:
             raise LayoutError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
         if self.cp > 1 and self.attention != "flash":
             raise LayoutError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
-        if (model.seq // self.cp) % t and self.sequence_parallel or model.seq % (2 * self.cp) and self.cp > 1:
-            raise LayoutError(f"sequence length {model.seq} does not split over cp={self.cp} (x2) and tp={t}")
+        if self.cp > 1 and model.seq % (2 * self.cp):
+            raise LayoutError(
+                f"sequence length {model.seq} does not split into 2 x cp = {2 * self.cp} chunks (context parallelism "
+                "gives each rank two chunks, one from each end, to balance the causal mask)"
+            )
+        if self.sequence_parallel and (self.microbatch * model.seq // self.cp) % t:
+            raise LayoutError(
+                f"the {self.microbatch * model.seq // self.cp} tokens of a microbatch do not split over tp={t}"
+            )
         if self.ep > 1 and not model.experts:
             raise LayoutError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
         if model.experts and (model.experts % self.ep or self.dp % self.ep):

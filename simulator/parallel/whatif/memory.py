@@ -102,7 +102,7 @@ def transient(model: Transformer, layout: Layout, last: bool) -> float:
     """Bytes alive only while one microbatch is processed: a recomputed layer's activations, and on the last
     stage the logits (bf16, then fp32 for the cross-entropy)."""
     z = Shard.of(model, layout)
-    extra = 6 * z.T * model.vocab / layout.tp if last else 0.0
+    extra = 6 * z.T * model.padded_vocab(layout.tp) / layout.tp if last else 0.0
     if layout.recompute == "none":
         return extra
     return extra + layer_activations(model, replace(layout, recompute="none"))[0]
@@ -116,10 +116,11 @@ def rank_params(model: Transformer, layout: Layout, rank: int, placement: tuple[
     layers = len(chunks) * per_chunk
     experts = model.experts * model.mlp_params / layout.ep / layout.tp if model.experts else 0.0
     dense = layers * (layer_params_per_rank(model, layout) - experts)
+    embedding = model.padded_vocab(layout.tp) * model.hidden / layout.tp
     if 0 in chunks:
-        dense += model.embedding_params / layout.tp
+        dense += embedding
     if stages - 1 in chunks:
-        dense += model.norm_params + (model.embedding_params / layout.tp if layout.pp > 1 or not model.tied else 0)
+        dense += model.norm_params + (embedding if layout.pp > 1 or not model.tied else 0)
     return dense, layers * experts
 
 

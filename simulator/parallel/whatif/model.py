@@ -80,6 +80,12 @@ class Transformer:
         """The MLP's inner width."""
         return self.ffn or 4 * self.hidden
 
+    def padded_vocab(self, tp: int) -> int:
+        """The vocabulary padded to a multiple of 128 per tensor-parallel rank, as Megatron-LM pads it
+        (``--make-vocab-size-divisible-by 128``), so that each rank's share of the output layer is whole."""
+        unit = 128 * tp
+        return -(-self.vocab // unit) * unit
+
     @property
     def itemsize(self) -> int:
         return np.dtype(self.dtype).itemsize

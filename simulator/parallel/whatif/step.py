@@ -164,7 +164,7 @@ class StageProgram:
             busy = sum(time.seconds[c] for c in CATEGORIES)
             stream = max(stream, time.end) + max(0.0, extra - busy)
         if layout.pp > 1 and model.tied and (0 in chunks or self.schedule.stages - 1 in chunks):
-            emb = model.embedding_params / layout.tp * gb
+            emb = model.padded_vocab(layout.tp) * model.hidden / layout.tp * gb
             stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, 1)
         exposed = max(0.0, stream - time.end)
         if layout.zero in (1, 2):  # the updated weights, gathered back

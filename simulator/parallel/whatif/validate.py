@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from . import whatif
 from .report import Report
+from .run import whatif
 from .tables import Row, published_rows
 
 BAND = (0.85, 1.15)

@@ -1,0 +1,128 @@
+"""``python -m simulator whatif`` and ``python -m simulator validate``: plan a training step, and check the planner.
+
+``whatif`` builds a model (a named one, ``--model``, or its shapes) and a layout from the flags, simulates one
+step (``simulator.parallel.whatif``) and prints where the time goes, TFLOP/s per GPU, MFU and memory per
+device, or the same as JSON. ``validate`` runs every row of the published tables and prints published,
+predicted and their ratio.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import replace
+
+from ..cost.systems import SYSTEMS
+from ..parallel.schedules import SCHEDULES
+from ..parallel.whatif import MODELS, Layout, LayoutError, Transformer, whatif
+from ..parallel.whatif.layout import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
+from .types import bounded_int
+
+SHAPE_FLAGS = {
+    "layers": "layers",
+    "hidden": "hidden",
+    "heads": "heads",
+    "seq_len": "seq",
+    "vocab": "vocab",
+    "kv_heads": "kv_heads",
+    "ffn": "ffn",
+    "experts": "experts",
+    "top_k": "top_k",
+}
+
+
+def cmd_whatif(args: argparse.Namespace) -> int:
+    """Plan one training step on a GPU system: where the time goes, TFLOP/s per GPU, MFU, memory per device.
+
+    Every data-parallel replica and tensor-parallel rank of a pipeline stage runs the same timeline, so one
+    device per pipeline rank is simulated and its timeline stands for the others. Products, element-wise
+    kernels and collectives are priced with measured rates (see docs/whatif.md); `python -m simulator
+    validate` holds the result against published measurements. Exit status 1: the layout does not fit.
+    """
+    try:
+        model = build_model(args)
+        layout = build_layout(args)
+        report = whatif(model, layout, args.hardware)
+    except (LayoutError, ValueError) as exc:
+        print(f"whatif: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    return 0 if report.fits else 1
+
+
+def cmd_validate(args: argparse.Namespace) -> int:
+    """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5; print published,
+    predicted and their ratio (exit status 1 if any ratio is outside 0.85-1.15)."""
+    from ..parallel.whatif.validate import table, validate
+
+    checked = validate()
+    if args.json:
+        rows = [
+            {"table": c.row.table, "row": c.row.label, "metric": c.row.metric, "published": c.row.published,
+             "predicted": c.predicted, "ratio": c.ratio}
+            for c in checked
+        ]  # fmt: skip
+        print(json.dumps(rows, indent=2))
+    else:
+        print(table(checked))
+    return 0 if all(c.within for c in checked) else 1
+
+
+def build_model(args: argparse.Namespace) -> Transformer:
+    """The named model with any shape flags applied, or a model from the shape flags alone."""
+    given = {field: getattr(args, flag) for flag, field in SHAPE_FLAGS.items() if getattr(args, flag) is not None}
+    if args.mlp:
+        given["mlp"] = args.mlp
+    if args.model:
+        return replace(MODELS[args.model], **given) if given else MODELS[args.model]
+    missing = [f"--{f.replace('_', '-')}" for f in ("layers", "hidden", "heads") if getattr(args, f) is None]
+    if missing:
+        raise ValueError(f"give --model NAME (one of {', '.join(MODELS)}) or the shapes: {', '.join(missing)} missing")
+    return Transformer(**{"seq": 2048, "vocab": 51200, **given, "name": "custom"})
+
+
+def build_layout(args: argparse.Namespace) -> Layout:
+    return Layout(
+        tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, microbatch=args.microbatch,
+        global_batch=args.global_batch, schedule=args.schedule, virtual_stages=args.virtual_stages,
+        recompute=args.recompute, sequence_parallel=args.sequence_parallel, zero=args.zero,
+        tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, grad_fusion=not args.no_grad_fusion,
+        precision=args.precision, attention=args.attention,
+    )  # fmt: skip
+
+
+def add_whatif_args(p: argparse.ArgumentParser) -> None:
+    size = bounded_int(1, 1 << 20)
+    model = p.add_argument_group("model (a named one, or its shapes; shape flags also change a named one)")
+    model.add_argument("--model", choices=list(MODELS), metavar="NAME", help="a named model: " + ", ".join(MODELS))
+    model.add_argument("--layers", type=size, help="transformer layers")
+    model.add_argument("--hidden", type=size, help="hidden width")
+    model.add_argument("--heads", type=size, help="attention heads")
+    model.add_argument("--seq-len", type=size, help="tokens per sequence (default 2048)")
+    model.add_argument("--vocab", type=size, help="vocabulary size (default 51200)")
+    model.add_argument("--kv-heads", type=size, help="key/value heads, for grouped-query attention")
+    model.add_argument("--ffn", type=size, help="MLP width (default 4 x hidden)")
+    model.add_argument("--mlp", choices=("gelu", "swiglu"), help="MLP kind")
+    model.add_argument("--experts", type=bounded_int(0, 1 << 12), help="experts per layer (a mixture of experts)")
+    model.add_argument("--top-k", type=size, help="experts each token visits")
+    lay = p.add_argument_group("layout (ranks are numbered tp, cp, ep/dp, pp, as Megatron-LM does)")
+    lay.add_argument("--hardware", choices=list(SYSTEMS), default="dgx-h100", help="GPU system (default dgx-h100)")
+    for flag, what in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert")):
+        lay.add_argument(f"--{flag}", type=size, default=1, help=f"{what}-parallel size (default 1)")
+    lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
+    lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
+    lay.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")
+    lay.add_argument("--virtual-stages", type=size, default=1, help="model chunks per rank, for looped schedules")
+    lay.add_argument("--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation")
+    lay.add_argument("--sequence-parallel", action="store_true", help="split norms and dropout over tp ranks")
+    lay.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
+                     help="0: replicated optimizer; 1: distributed optimizer; 2: and gradients; 3: and weights")  # fmt: skip
+    soft = p.add_argument_group("software (defaults: Megatron-LM today; the papers' settings in docs/whatif.md)")
+    soft.add_argument("--tp-overlap", choices=TP_OVERLAP, default="backward",
+                      help="which tensor-parallel collectives run behind products (default backward)")  # fmt: skip
+    soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
+    soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
+    soft.add_argument("--precision", choices=tuple(PRECISION), default="bf16", help="bf16 (18 B a parameter) or fp16")
+    soft.add_argument("--attention", choices=ATTENTION, default="flash", help="fused (flash) or unfused attention")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")

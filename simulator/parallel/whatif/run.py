@@ -1,0 +1,24 @@
+"""``whatif(model, layout, system)``: one training step simulated (``step.py``) and reported (``report.py``)."""
+
+from __future__ import annotations
+
+from ...cost.systems import System, system
+from .layout import Layout
+from .memory import device_memory
+from .model import Transformer
+from .report import Report
+from .step import simulate
+
+
+def whatif(model: Transformer, layout: Layout, on: System | str = "dgx-h100") -> Report:
+    """One step of ``model`` laid out as ``layout`` on the system ``on`` (a ``System`` or its name)."""
+    sys_ = system(on) if isinstance(on, str) else on
+    result, program = simulate(model, layout, sys_)
+    step = result.time
+    stages = []
+    for r in range(layout.pp):
+        seconds = dict(program.times[r].seconds)
+        seconds["idle"] = step - result.outputs[r]
+        stages.append(seconds)
+    memory = [device_memory(model, layout, program.schedule, r, sys_.memory) for r in range(layout.pp)]
+    return Report(model, layout, sys_.name, sys_.peak_flops, step, stages, memory, simulated_devices=layout.pp)
