@@ -80,22 +80,26 @@ class StageProgram:
         """The rank's actions as (what, peer or stage, tag or kind, seconds, name, finishes a chunk) tuples.
 
         Messages between two stages keep their order (each stage takes its microbatches in order), so one
-        tag per stage boundary and direction is enough to match them."""
+        tag per stage boundary and direction is enough to match them. A received share's all-gather inside
+        the node (``regather``) runs as part of the compute action that uses it."""
         sched = self.schedule
         acts = sched.actions[rank]
         finishing = {a.stage: k for k, a in enumerate(acts) if a.kind in (B, W)}  # its gradients complete after it
         out = []
+        pending = 0.0
         for k, a in enumerate(acts):
             kind, s = a.kind, a.stage
             if kind in (RECV_F, RECV_B):
                 back = kind == RECV_B
-                out.append((RECV, sched.rank_of(s + 1 if back else s - 1), 2 * s + back + 1, 0.0, str(a), False))
+                out.append((RECV, sched.rank_of(s + 1 if back else s - 1), 2 * s + back + 1, 0.0, "", False))
+                pending += self.regather
             elif kind in (SEND_F, SEND_B):
                 back = kind == SEND_B
                 to = s - 1 if back else s + 1
-                out.append((SEND, sched.rank_of(to), 2 * to + back + 1, 0.0, str(a), False))
+                out.append((SEND, sched.rank_of(to), 2 * to + back + 1, 0.0, "", False))
             else:
-                out.append((COMPUTE, s, kind, self.seconds[s][kind], str(a), finishing.get(s) == k))
+                out.append((COMPUTE, s, kind, self.seconds[s][kind] + pending, str(a), finishing.get(s) == k))
+                pending = 0.0
         return out
 
     def __call__(self, dev: Device) -> float:
@@ -104,7 +108,7 @@ class StageProgram:
         chunks = [s for s in range(self.schedule.stages) if self.schedule.placement[s] == r]
         done_at: dict[int, tuple[float, float]] = {}  # chunk -> (start, end) of the action that completes its grads
         ran: dict[tuple[int, str], int] = defaultdict(int)  # (stage, kind) -> how many actions ran
-        message, wire, regather = self.message, self.wire, self.regather
+        message, wire = self.message, self.wire
         pp = bubble = 0.0
         for what, peer, tag, seconds, name, finishes in self.plan(r):
             if what == COMPUTE:
@@ -119,11 +123,8 @@ class StageProgram:
                 t0 = dev.clock
                 dev.recv(peer, tag)
                 waited = dev.clock - t0
-                pp += min(waited, wire)
+                pp += min(waited, wire) + self.regather
                 bubble += waited - min(waited, wire)
-                if regather:
-                    dev.compute(name + " gather", _same, message, seconds=regather, keep=False)
-                    pp += regather
         time.seconds["pp"] += pp
         time.seconds["bubble"] += bubble
         for (s, kind), count in ran.items():

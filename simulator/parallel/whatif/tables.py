@@ -103,6 +103,13 @@ def _korthikanti() -> list[Row]:
     return rows
 
 
+# Korthikanti et al. 2022, Figure 1: activation memory of the first pipeline rank's GPUs (GiB) without
+# recomputation and with sequence parallelism + selective recomputation, as calculon-ai/calculon transcribed
+# the figure (calculon/llm/validation.py, seqsel_fig1), for the Table 5 layouts
+FIGURE_1 = {"22B": (59.25, 9.5625), "175B": (66.84375, 12.3515625), "530B": (114.0234375, 23.076171875),
+            "1T": (131.25, 26.5625)}  # fmt: skip
+
+
 def published_rows() -> list[Row]:
     """Every row of both tables, in the tables' order."""
     return _narayanan() + _korthikanti()

@@ -7,11 +7,13 @@ The what-if has no per-row constants: each row runs its table's configuration (`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from .memory import GIB, chunk_activations, peak_activations
 from .report import Report
 from .run import whatif
-from .tables import Row, published_rows
+from .step import schedule_for
+from .tables import FIGURE_1, KORTHIKANTI, Row, published_rows
 
 BAND = (0.85, 1.15)
 
@@ -43,6 +45,25 @@ def validate(rows: list[Row] | None = None) -> list[Checked]:
     return [Checked(row, whatif(row.model, row.layout, row.system)) for row in (rows or published_rows())]
 
 
+def activation_checks() -> list[tuple[str, float, float]]:
+    """(row, published GiB, predicted GiB): the activations the first pipeline rank keeps for its backward,
+    without recomputation and with sequence parallelism + selective recomputation (Korthikanti et al. 2022,
+    Figure 1), on Table 5's layouts. No simulation: the layer's kept tensors times the schedule's peak."""
+    out = []
+    for row in published_rows():
+        if row.table != KORTHIKANTI or "selective" not in row.label:
+            continue
+        size = row.label.split()[0]
+        plain = replace(row.layout, recompute="none", sequence_parallel=False)
+        for layout, published, what in (
+            (plain, FIGURE_1[size][0], "none"),
+            (row.layout, FIGURE_1[size][1], "seq. par. + selective"),
+        ):
+            held = peak_activations(schedule_for(layout), 0, chunk_activations(row.model, layout))
+            out.append((f"{size} {what}", published, held / GIB))
+    return out
+
+
 def table(checked: list[Checked]) -> str:
     """The comparison as text, one line per row, grouped by table."""
     lines = []
@@ -55,6 +76,9 @@ def table(checked: list[Checked]) -> str:
             lines.append(f"  {'row':<34} {'published':>10} {'predicted':>10} {'ratio':>7}")
         mark = "" if c.within else "   outside 0.85-1.15"
         lines.append(f"  {c.row.label:<34} {c.row.published:>10.4g} {c.predicted:>10.4g} {c.ratio:>7.2f}{mark}")
+    lines += ["", "Korthikanti et al. 2022, Figure 1 (activation memory of the first pipeline rank, GiB)"]
+    for label, published, predicted in activation_checks():
+        lines.append(f"  {label:<34} {published:>10.4g} {predicted:>10.4g} {predicted / published:>7.2f}")
     inside = sum(c.within for c in checked)
     ratios = [c.ratio for c in checked]
     lines += [

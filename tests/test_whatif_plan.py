@@ -1,0 +1,187 @@
+"""The what-if as a planner: one layer's ops, memory by kind, the simulated step and its report."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from simulator.parallel.whatif import Layout, LayoutError, Transformer, named_model, whatif
+from simulator.parallel.whatif.layer import layer_ops
+from simulator.parallel.whatif.memory import layer_activations
+from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
+
+GPT = Transformer(layers=8, hidden=1024, heads=16, seq=1024, vocab=51200, name="tiny-gpt")
+S, H, A = GPT.seq, GPT.hidden, GPT.heads
+BALANCED = replace(GPT, vocab=128)  # an output layer too small to make the last stage the slowest
+
+
+def flops(ops, phases, kind="matmul"):
+    return sum(op.flops for op in ops if op.phase in phases and op.kind == kind)
+
+
+@pytest.mark.parametrize("tp", [1, 2, 8])
+def test_a_gpt_layer_has_the_papers_flops(tp):
+    ops = layer_ops(GPT, Layout(tp=tp, attention="unfused"))
+    core = [op for op in ops if op.core and op.kind == "matmul"]
+    projections = flops(ops, "F") - sum(op.flops for op in core if op.phase == "F")
+    assert math.isclose(projections, 24 * S * H * H / tp)  # QKV, projection, FC1, FC2
+    assert math.isclose(sum(op.flops for op in core if op.phase == "F"), 4 * S * S * H / tp)
+    assert math.isclose(flops(ops, "IW"), 2 * flops(ops, "F"))  # a backward is two forwards
+
+
+def test_grouped_query_attention_and_swiglu_change_the_products():
+    llama = named_model("llama2-70b")  # 64 heads, 8 key/value heads, SwiGLU of width 28672
+    ops = {op.name: op for op in layer_ops(llama, Layout(tp=8))}
+    d = llama.head_dim
+    assert ops["qkv"].shape[:3] == (4096, (64 + 2 * 8) * d / 8, 8192)
+    assert ops["fc1"].shape[:3] == (4096, 2 * 28672 / 8, 8192)  # gate and up in one product
+    assert llama.layer_params == 8192 * 80 * 128 + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192
+
+
+@pytest.mark.parametrize(
+    "layout, per_layer",
+    [
+        (Layout(tp=1, recompute="none", attention="unfused"), S * H * (34 + 5 * A * S / H)),
+        (Layout(tp=4, recompute="none", attention="unfused"), S * H * (10 + 24 / 4 + 5 * A * S / (H * 4))),
+        (Layout(tp=4, recompute="none", attention="unfused", sequence_parallel=True), S * H / 4 * (34 + 5 * A * S / H)),
+        (Layout(tp=4, recompute="selective", attention="unfused"), S * H * (10 + 24 / 4)),
+        (Layout(tp=4, recompute="selective", attention="unfused", sequence_parallel=True), 34 * S * H / 4),
+        (Layout(tp=4, recompute="full", attention="unfused"), 2 * S * H),
+    ],
+)
+def test_activations_are_korthikanti_table_2(layout, per_layer):
+    assert math.isclose(layer_activations(GPT, layout)[0], per_layer)
+
+
+def test_bytes_per_parameter_and_zero():
+    model = named_model("megatron-7.5b")
+    base = dict(tp=4, dp=4, global_batch=8)
+    m0 = whatif(model, Layout(**base), "dgx-a100").memory[0]
+    params = m0.params / 2
+    assert math.isclose(m0.grads, 4 * params) and math.isclose(m0.optimizer, 12 * params)  # 18 bytes a parameter
+    m16 = whatif(model, Layout(**base, precision="fp16"), "dgx-a100").memory[0]
+    assert math.isclose(m16.params + m16.grads + m16.optimizer, 20 * params)
+    z1, z2, z3 = (whatif(model, Layout(**base, zero=z), "dgx-a100").memory[0] for z in (1, 2, 3))
+    assert math.isclose(z1.optimizer, 12 * params / 4) and z1.grads == m0.grads
+    assert math.isclose(z2.grads, 4 * params / 4) and z2.params == m0.params
+    assert z3.params < m0.params / 2  # sharded, plus two layers' gathered weights
+
+
+def test_the_step_simulates_one_device_per_pipeline_rank_and_accounts_for_all_its_time():
+    layout = Layout(tp=2, pp=4, dp=8, global_batch=64, sequence_parallel=True)
+    report = whatif(GPT, layout, "dgx-h100")
+    assert report.devices == 64 and report.simulated_devices == 4
+    for rank in report.stages:
+        assert math.isclose(sum(rank.get(k, 0.0) for k in KINDS), report.step_seconds, rel_tol=1e-9)
+    assert whatif(GPT, layout, "dgx-h100").step_seconds == report.step_seconds  # deterministic
+
+
+def test_schedules_that_shrink_the_bubble_shrink_it():
+    base = dict(tp=1, pp=4, dp=1, global_batch=16)
+    bubble = {
+        name: whatif(BALANCED, Layout(**base, schedule=name, **extra), "dgx-h100").breakdown["bubble"]
+        for name, extra in (("1f1b", {}), ("interleaved-1f1b", {"virtual_stages": 2}), ("zbv", {}), ("zb-h1", {}))
+    }
+    assert bubble["interleaved-1f1b"] < bubble["1f1b"]
+    assert bubble["zbv"] < bubble["1f1b"] and bubble["zb-h1"] < bubble["1f1b"]
+    more = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
+    fewer = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=8), "dgx-h100")
+    assert more.breakdown["bubble"] / more.step_seconds < fewer.breakdown["bubble"] / fewer.step_seconds
+
+
+def test_a_heavier_last_stage_makes_the_others_wait():
+    """The output layer's products make the last stage the slowest: the others wait for it every microbatch."""
+    heavy = whatif(GPT, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
+    light = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
+    assert heavy.stages[1]["bubble"] > 3 * light.stages[1]["bubble"]
+
+
+def test_overlap_hides_communication_where_megatron_overlaps_it():
+    base = dict(tp=8, dp=1, global_batch=4, sequence_parallel=True)
+    exposed = {
+        mode: whatif(GPT, Layout(**base, tp_overlap=mode), "dgx-a100").breakdown["sp_cp"]
+        for mode in ("none", "backward", "full")
+    }
+    assert exposed["none"] > exposed["backward"] > exposed["full"]
+    grads = {
+        on: whatif(GPT, Layout(tp=1, dp=16, global_batch=16, dp_overlap=on), "dgx-a100").breakdown["dp"]
+        for on in (True, False)
+    }
+    assert grads[True] < grads[False]
+
+
+def test_recomputation_trades_time_for_memory():
+    runs = {
+        r: whatif(GPT, Layout(tp=2, global_batch=4, recompute=r, attention="unfused"), "dgx-a100")
+        for r in ("none", "selective", "full")
+    }
+    time = {r: rep.breakdown["recompute"] for r, rep in runs.items()}
+    held = {r: rep.memory[0].activations for r, rep in runs.items()}
+    assert time["none"] == 0 < time["selective"] < time["full"]
+    assert held["none"] > held["selective"] > held["full"]
+
+
+def test_throughput_counts_the_papers_flops():
+    b, lay, v = 16, GPT.layers, GPT.vocab
+    assert math.isclose(model_flops(GPT, b), 72 * b * S * lay * H * H * (1 + S / (6 * H) + v / (12 * lay * H)))
+    full = Layout(recompute="full")
+    hardware = model_flops(GPT, b) + recompute_flops(GPT, full, b)
+    assert math.isclose(hardware, 96 * b * S * lay * H * H * (1 + S / (6 * H) + v / (16 * lay * H)))
+
+
+def test_a_layout_that_does_not_fit_says_so_and_by_how_much():
+    report = whatif(named_model("gpt3-175b"), Layout(tp=8, global_batch=1), "dgx-h100")
+    assert not report.fits
+    over = report.memory[0].over / 2**30
+    assert over > 250  # 175 B parameters at 18 bytes on 8 GPUs of 74.5 GiB
+    assert f"{over:.1f} GiB more than" in report.text() and "DOES NOT FIT" in report.text()
+    assert report.to_json()["fits"] is False
+
+
+def test_the_json_report_has_the_keys_the_issue_names():
+    data = whatif(GPT, Layout(tp=2, pp=2, dp=2, global_batch=8), "dgx-h100").to_json()
+    assert {"step_seconds", "tflops_per_gpu", "mfu", "memory_gib", "breakdown"} <= set(data)
+    assert len(data["memory_gib"]) == 2 and {"params", "grads", "optimizer", "activations"} <= set(
+        data["memory_gib"][0]
+    )
+    assert set(data["breakdown"]["step"]) == set(KINDS) and len(data["breakdown"]["pipeline_ranks"]) == 2
+
+
+def test_experts_and_context_parallelism_communicate_as_their_kinds():
+    moe = named_model("mixtral-8x7b")
+    report = whatif(moe, Layout(tp=2, dp=8, ep=8, global_batch=16), "dgx-h100")
+    assert report.breakdown["ep"] > 0
+    dense = whatif(moe, Layout(tp=2, dp=8, ep=1, global_batch=16), "dgx-h100")
+    assert report.memory[0].params < dense.memory[0].params / 3  # the experts' weights split 8 ways
+    llama = replace(named_model("llama3-8b"), layers=4)
+    one, two = (whatif(llama, Layout(tp=4, cp=cp, global_batch=2), "dgx-h100") for cp in (1, 2))
+    ring = [op for op in layer_ops(llama, Layout(tp=4, cp=2)) if op.kind == "sp_cp"]
+    assert [op.name for op in ring] == ["ring kv", "ring kv back"] and all(op.hide for op in ring)
+    assert two.memory[0].activations < 0.6 * one.memory[0].activations
+
+
+@pytest.mark.parametrize(
+    "model, layout, words",
+    [
+        (GPT, Layout(tp=3), "tp=3 does not split 16 attention heads"),
+        (GPT, Layout(pp=3), "8 layers do not split evenly into 3"),
+        (GPT, Layout(tp=2, pp=2, zero=2, global_batch=4), "use zero=1"),
+        (GPT, Layout(ep=2, dp=2), "needs a mixture-of-experts model"),
+        (GPT, Layout(sequence_parallel=True), "needs tp > 1"),
+        (GPT, Layout(cp=2, attention="unfused"), "attention='flash'"),
+    ],
+)
+def test_layouts_that_cannot_run_say_why(model, layout, words):
+    with pytest.raises(LayoutError, match=words):
+        whatif(model, layout, "dgx-h100")
+
+
+def test_bad_sizes_are_refused_at_once():
+    with pytest.raises(LayoutError, match="whole number"):
+        Layout(tp=0)
+    with pytest.raises(LayoutError, match="multiple of 8"):
+        Layout(dp=4, microbatch=2, global_batch=12)
+    with pytest.raises(LayoutError, match="choose one of"):
+        Layout(schedule="2f2b")
+    with pytest.raises(ValueError, match="kv_heads"):
+        Transformer(heads=96, kv_heads=7)

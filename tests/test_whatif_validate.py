@@ -1,0 +1,59 @@
+"""The what-if against published measurements: every row within 15%, and the tables' trends kept."""
+
+import pytest
+
+from simulator.parallel.whatif.tables import KORTHIKANTI, NARAYANAN, published_rows
+from simulator.parallel.whatif.validate import BAND, activation_checks, table, validate
+
+
+@pytest.fixture(scope="module")
+def checked():
+    return validate()
+
+
+def rows(checked, table_name):
+    return [c for c in checked if c.row.table == table_name]
+
+
+def test_every_published_row_is_within_15_percent(checked):
+    assert len(checked) == len(published_rows()) == 18
+    outside = [(c.row.label, round(c.ratio, 3)) for c in checked if not BAND[0] <= c.ratio <= BAND[1]]
+    assert not outside, f"outside {BAND}: {outside}\n{table(checked)}"
+
+
+def test_table_1_throughput_grows_with_the_model_as_published(checked):
+    t1 = rows(checked, NARAYANAN)
+    published = [c.row.published for c in t1]
+    predicted = [c.predicted for c in t1]
+    assert published[-1] > published[0] and predicted[-1] > predicted[0]  # 1T beats 1.7B in both
+    pipelined = slice(3, None)  # 18B .. 1T: published never falls; neither does the prediction
+    assert published[pipelined] == sorted(published[pipelined])
+    assert predicted[pipelined] == sorted(predicted[pipelined])
+    assert min(range(len(t1)), key=published.__getitem__) == min(range(len(t1)), key=predicted.__getitem__) == 3
+
+
+def test_table_5_times_grow_and_sequence_parallelism_saves_what_was_measured(checked):
+    t5 = rows(checked, KORTHIKANTI)
+    full, seqsel = t5[0::2], t5[1::2]
+    for series in (full, seqsel):
+        assert [c.predicted for c in series] == sorted(c.predicted for c in series)
+    for f, s in zip(full, seqsel):
+        measured, predicted = s.row.published / f.row.published, s.predicted / f.predicted
+        assert abs(predicted - measured) < 0.05, (f.row.label, measured, predicted)
+
+
+def test_table_5_utilisation_rises_with_the_model_as_published(checked):
+    mfu = [c.report.mfu for c in rows(checked, KORTHIKANTI)[1::2]]  # 41.5, 51.4, 56.0, 56.3% (the README)
+    assert mfu[0] < mfu[1] < mfu[2] and mfu[3] > mfu[1]
+
+
+def test_figure_1_activation_memory_is_reproduced():
+    for label, published, predicted in activation_checks():
+        assert abs(predicted / published - 1) < 1e-3, label
+
+
+def test_the_printed_table_names_every_row(checked):
+    text = table(checked)
+    for c in checked:
+        assert c.row.label in text
+    assert "18 of 18 rows within 0.85-1.15" in text
