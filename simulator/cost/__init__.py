@@ -10,6 +10,8 @@ model.py    ``CostModel``: latency + bytes / bandwidth per message, FLOPs / spee
 links.py    links during a run: when each is next free (the engine's hot path)
 spread.py   measured spread of message times, drawn per message
 presets.py  cost models of real machines and of the classroom (``preset("dgx-h100")``)
+achieved.py what kernels and NCCL reach, measured: products by size, memory, bus bandwidth by size
+systems.py  GPU systems as published: a preset's peaks and links with measured rates, every one sourced
 meta.py     ``MetaArray``: an array known only by its shape and dtype, for what-ifs too large to compute
 units.py    seconds, bytes and small arrays as people read them
 ==========  ==============================================================================================
@@ -19,15 +21,18 @@ from .meta import MetaArray
 from .model import CostModel, FullyConnected, LinkRegime, Ring, TwoLevel, op_bytes, op_flops
 from .presets import PRESETS, classroom, dgx_a100, dgx_h100, pcie4_workstation, preset, teaching
 from .spread import MessageSpread
+from .systems import SYSTEMS, System, system
 
 __all__ = [
     "PRESETS",
+    "SYSTEMS",
     "CostModel",
     "FullyConnected",
     "LinkRegime",
     "MessageSpread",
     "MetaArray",
     "Ring",
+    "System",
     "TwoLevel",
     "classroom",
     "dgx_a100",
@@ -36,5 +41,6 @@ __all__ = [
     "op_flops",
     "pcie4_workstation",
     "preset",
+    "system",
     "teaching",
 ]

@@ -4,7 +4,10 @@ Each module builds only on those below it (import-linter checks the order; sched
 
 ===============================  =================================================================================
 zero, compose, compose5d,        ZeRO 1-3; data, pipeline and tensor parallelism on a 3-D mesh; all five dimensions
-whatif, measure                  of a transformer together; a GPT-3-sized what-if; numbers read off a run's trace
+whatif/, measure                 of a transformer together; the what-if that plans a training step on real GPU
+                                 systems and is validated against published tables (``whatif.run``, ``.step``,
+                                 ``.price``, ``.layer``, ``.memory``, ``.report``, ``.tables``, ``.validate``);
+                                 numbers read off a run's trace
 data, experts/                   data parallelism (gradients averaged, bucketed); a mixture of experts and expert
                                  parallelism (``experts.model``, ``.ops``, ``.parallel``, ``.moe_layer``)
 pipeline, buckets,               a schedule run with real arithmetic; an all-reduce that moves along as the

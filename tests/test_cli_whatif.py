@@ -1,0 +1,75 @@
+"""``python -m simulator whatif`` and ``validate``: a step planned from flags, and the planner checked."""
+
+import json
+
+import pytest
+
+import simulator.parallel.whatif.validate as validate_module
+from simulator.cli.main import main
+from simulator.parallel.whatif.tables import published_rows
+
+TINY = ["--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "512", "--vocab", "1024"]
+
+
+def test_whatif_prints_where_the_time_goes(capsys):
+    assert main(["whatif", *TINY, "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "8"]) == 0
+    out = capsys.readouterr().out
+    assert "TFLOP/s per GPU, MFU" in out and "where the time goes" in out and "matrix products" in out
+    assert "pipeline rank   0:" in out and "DOES NOT FIT" not in out
+
+
+def test_whatif_json_has_the_report_keys(capsys):
+    flags = ["--model", "llama2-7b", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "16"]
+    assert main(["whatif", *flags, "--schedule", "interleaved-1f1b", "--virtual-stages", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("step_seconds", "tflops_per_gpu", "mfu", "memory_gib", "breakdown"):
+        assert key in data
+    assert data["model"] == "llama2-7b" and data["devices"] == 8 and data["layout"]["virtual_stages"] == 2
+    assert 0 < data["mfu"] < 1 and len(data["memory_gib"]) == 2
+
+
+def test_shape_flags_change_a_named_model(capsys):
+    assert main(["whatif", "--model", "gpt3-175b", "--layers", "8", "--tp", "8", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["model"] == "gpt3-175b" and data["memory_gib"][0]["params"] < 5  # 8 layers, not 96
+
+
+def test_a_layout_that_does_not_fit_exits_1_and_says_by_how_much(capsys):
+    assert main(["whatif", "--model", "gpt3-175b", "--tp", "8"]) == 1
+    out = capsys.readouterr().out
+    assert "DOES NOT FIT" in out and "GiB more than their 75 GiB" in out
+
+
+@pytest.mark.parametrize(
+    "flags, words",
+    [
+        (["--layers", "4"], "--hidden, --heads missing"),
+        ([*TINY, "--tp", "3"], "tp=3 does not split 8 attention heads"),
+        ([*TINY, "--dp", "2", "--global-batch", "3"], "use a multiple of 2"),
+        ([*TINY, "--pp", "2", "--schedule", "dualpipe-v"], "DualPipeV needs at least"),
+    ],
+)
+def test_bad_flags_exit_2_with_the_reason(capsys, flags, words):
+    assert main(["whatif", *flags]) == 2
+    assert words in capsys.readouterr().err
+
+
+def test_help_explains_the_flags(capsys):
+    with pytest.raises(SystemExit):
+        main(["whatif", "--help"])
+    out = capsys.readouterr().out
+    for flag in ("--model", "--hardware", "--cp", "--ep", "--global-batch", "--virtual-stages", "--recompute",
+                 "--sequence-parallel", "--zero", "--json"):  # fmt: skip
+        assert flag in out
+
+
+def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
+    two = [published_rows()[0], published_rows()[10]]  # one row of each table: the full run is in test_whatif_validate
+    monkeypatch.setattr(validate_module, "published_rows", lambda: two)
+    assert main(["validate"]) == 0
+    out = capsys.readouterr().out
+    assert "published  predicted   ratio" in out and "1.7B (t1 p1 d32)" in out and "22B full recompute" in out
+    assert main(["validate", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [r["row"] for r in data] == ["1.7B (t1 p1 d32)", "22B full recompute"]
+    assert all(0.85 <= r["ratio"] <= 1.15 for r in data)
