@@ -43,11 +43,18 @@ CASES = [  # (devices, elements, op, dtype): a few members go in plain Python, f
     (40, 1000, "avg", np.float32),
     (64, 64, "sum", np.float16),
 ]
-COSTS = [CostModel(), CostModel(latency=0.0, flops=1e9), CostModel(topology=TwoLevel(4, 5e-6, 10e9))]
+ROOFLINE = CostModel(flops=1e9, memory_bandwidth=2e9)  # the reductions' bytes, not their FLOPs, set their time
+COSTS = [
+    CostModel(),
+    CostModel(latency=0.0, flops=1e9),
+    CostModel(topology=TwoLevel(4, 5e-6, 10e9)),
+    ROOFLINE,
+    CostModel(flops=1e9, memory_bandwidth=2e9, roofline="sum", op_latency=1e-7),
+]
 
 
 @pytest.mark.parametrize("p, n, op, dtype", CASES)
-@pytest.mark.parametrize("cost", COSTS, ids=["fully-connected", "zero-latency", "two-level"])
+@pytest.mark.parametrize("cost", COSTS, ids=["fully-connected", "zero-latency", "two-level", "roofline", "sum"])
 def test_booked_rings_equal_their_messages(p, n, op, dtype, cost):
     groups = p < 32
     with_payloads = World(p, cost=cost).run(staggered, n, op, dtype, groups)
@@ -56,6 +63,15 @@ def test_booked_rings_equal_their_messages(p, n, op, dtype, cost):
     for a, b in zip(with_payloads.outputs, metadata_only.outputs):
         assert a.dtype == b.dtype and np.array_equal(a, b)
     assert metadata_only.outputs[0] is not metadata_only.outputs[1]  # each device its own result
+
+
+@pytest.mark.parametrize("p", [5, 40])
+def test_rings_are_booked_under_a_roofline_too(bookings, p):
+    """Memory bandwidth changes what a reduction costs, not which links a ring books: still booked whole."""
+    run = World(p, cost=ROOFLINE, keep_payloads=False).run(staggered, 1000, "avg", np.float32, False)
+    assert bookings[0] == 1
+    reduce_ops = [op for op in run.trace.ops if op.name.startswith("all_reduce")]
+    assert reduce_ops and all(op.t_end - op.t_start > op.flops / 1e9 for op in reduce_ops)  # bytes-bound
 
 
 def test_only_private_rings_without_payloads_are_booked(bookings):

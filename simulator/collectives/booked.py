@@ -86,7 +86,7 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
 
 
 def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
-    if eng.keep_payloads or eng.rendezvous or not eng._plain_cost or c.name is not None or c.partials is not None:
+    if eng.keep_payloads or eng.rendezvous or not eng._plain_links or c.name is not None or c.partials is not None:
         return False
     if eng.world.program_time:  # a real rank runs the ring message by message, and pays its Python between them
         return False

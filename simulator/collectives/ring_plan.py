@@ -60,12 +60,27 @@ class RingPlan:
         program += [(RING, p - 1 + s, s) for s in range(p - 1)]  # all-gather: pass chunk i - s on
         self.program = program
         self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
+        self._cost, self._plain = eng.cost, eng._plain_cost
         self._flop_rate, self._op_latency = eng._flop_rate, eng._op_latency
+        self.itemsize, self.divide_name = x.dtype.itemsize, divide_name
         rings = sum(1 for kind, _, _ in program if kind == RING)
         self.messages, self.ops = p * rings, p * (len(program) - rings)
         self.events = self.messages + self.ops  # what counts against the event limit
         self._small: tuple | None = None
         self._templates: tuple[bytes, bytes, bytes] | None = None
+
+    def op_seconds(self, what: int, n: Any) -> Any:
+        """Seconds a member's reduction (or, for an average, its division) of an n-element chunk takes: what
+        ``Device.compute`` gives the same op, for one chunk size or an array of them. Under a roofline the op
+        reads and writes its arrays once: a reduction two chunks in and one out, a division one in, one out."""
+        if self._plain:
+            return self._op_latency + n / self._flop_rate
+        cost = self._cost
+        t = n / cost.flops
+        traffic = ((2 if what == self.divide_name else 3) * n * self.itemsize + 0.0) / cost.memory_bandwidth
+        if cost.roofline == "sum":
+            return cost.op_latency + (t + traffic)
+        return cost.op_latency + (np.maximum(t, traffic) if isinstance(n, np.ndarray) else max(t, traffic))
 
     def chunks(self, back: int) -> list[int]:
         """The chunk each member sends or reduces at a stage whose offset is ``back``."""
@@ -80,8 +95,8 @@ class RingPlan:
             stages = [
                 (kind, [self.wire[j] for j in self.chunks(back)])
                 if kind == RING
-                else (kind, [self._op_latency + self.sizes[j] / self._flop_rate for j in self.chunks(back)])
-                for kind, _, back in self.program
+                else (kind, [self.op_seconds(what, self.sizes[j]) for j in self.chunks(back)])
+                for kind, what, back in self.program
             ]
             log = b"".join(
                 bytes([EV_SEND]) * p + bytes([EV_RECV]) * p if kind == RING else bytes([EV_OP]) * p
@@ -232,7 +247,7 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
             rec.log.extend(events[EV_RECV])
         else:
             flops = sizes[j]
-            seconds = eng._op_latency + flops / eng._flop_rate
+            seconds = plan.op_seconds(what, flops)
             o["name"], o["t_start"], o["t_end"], o["flops"] = what, clock, clock + seconds, flops
             rec.ops.extend(o.tobytes())
             rec.log.extend(events[EV_OP])

@@ -69,7 +69,7 @@ class Device(DeviceMemory, Messaging):
         self._out: dict[Any, Channel] = {}  # dst (tag 0) or (dst, tag) -> the channel it sends on
         self._in: dict[Any, Channel] = {}  # src (tag 0) or (src, tag) -> the channel it receives on
         # this device's outgoing links, when no other device books them (fully connected): booked inline
-        private = not getattr(engine.net, "shared_links", True) and not engine.rendezvous and engine._plain_cost
+        private = not getattr(engine.net, "shared_links", True) and not engine.rendezvous and engine._plain_links
         self._links = engine.net.private_links(rank) if private else None
 
     def __repr__(self) -> str:

@@ -160,10 +160,11 @@ class Engine:
             or getattr(cost.topology, "inter_latency", 1.0) == 0
             or cost.spread is not None  # a drawn time may be shorter than the latency
         )
-        # One latency and bandwidth for every message, ops bound by FLOPs alone: devices may then book their
-        # links and time their ops inline (the hot path); size regimes, the roofline and a measured spread of
-        # message times go the general way.
-        self._plain_cost = not cost.regimes and cost.memory_bandwidth is None and cost.spread is None
+        # One latency and bandwidth for every message: devices may then book their links inline (the hot path);
+        # ops bound by FLOPs alone too: they time their ops inline. Size regimes and a measured spread of
+        # message times, or the roofline for ops, go the general way.
+        self._plain_links = not cost.regimes and cost.spread is None
+        self._plain_cost = self._plain_links and cost.memory_bandwidth is None
         # Devices record rows as events happen (simulator/core/columns.py); they move into trace.events in
         # canonical order (simulator/core/ordering.py) once no device can record an earlier one.
         self._rec = Recorder(world.keep_payloads)
