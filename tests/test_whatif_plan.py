@@ -108,6 +108,11 @@ def test_overlap_hides_communication_where_megatron_overlaps_it():
         for on in (True, False)
     }
     assert grads[True] < grads[False]
+    gathers = {
+        on: whatif(GPT, Layout(dp=16, zero=3, global_batch=64, dp_overlap=on), "dgx-a100").breakdown["dp"]
+        for on in (True, False)
+    }
+    assert gathers[True] < gathers[False]  # ZeRO-3's per-microbatch gathers hide only when prefetched
 
 
 def test_recomputation_trades_time_for_memory():

@@ -141,10 +141,17 @@ class StageProgram:
         params = dense + experts
         _, gb, ob = layout.bytes_per_param
         ranks = layout.dp * layout.cp
-        group = (ranks, layout.per_node(layout.tp, ranks))
+        expert_ranks = max(1, ranks // layout.ep)  # an expert's replicas: the data-parallel ranks of its ep rank
 
-        def coll(kind: str, nbytes: float) -> float:
-            return achieved.collective_time(kind, nbytes, *group)
+        def coll(kind: str, elements: float, itemsize: float) -> float:
+            """A collective over this rank's weights (``elements`` of them in all), dense and expert groups apart."""
+            share = elements / params
+            dense_time = achieved.collective_time(
+                kind, dense * share * itemsize, ranks, layout.per_node(layout.tp, ranks)
+            )
+            stride = layout.tp * layout.cp * layout.ep
+            expert_group = (expert_ranks, layout.per_node(stride, expert_ranks))
+            return dense_time + achieved.collective_time(kind, experts * share * itemsize, *expert_group)
 
         reduce_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
         stream = 0.0  # when the gradient stream is next free
@@ -152,24 +159,24 @@ class StageProgram:
         for s in sorted(done_at, key=lambda c: done_at[c][1]):
             start, end = done_at[s]
             if not layout.dp_overlap or ranks == 1:
-                stream = max(stream, time.end) + coll(reduce_kind, per_chunk * gb)
+                stream = max(stream, time.end) + coll(reduce_kind, per_chunk, gb)
                 continue
             buckets = max(1, math.ceil(per_chunk / max(BUCKET, 1_000_000 * layout.dp)))
             for k in range(buckets):
                 ready = start + (end - start) * (k + 1) / buckets
-                stream = max(stream, ready) + coll(reduce_kind, per_chunk * gb / buckets)
+                stream = max(stream, ready) + coll(reduce_kind, per_chunk / buckets, gb)
         if layout.zero >= 2:  # reduce-scattered every microbatch, not only the last
-            extra = (self.schedule.microbatches - 1) * coll("reduce_scatter", params * gb)
+            extra = (self.schedule.microbatches - 1) * coll("reduce_scatter", params, gb)
             if layout.zero == 3:  # and every layer's weights gathered for each forward and backward
-                extra += 2 * self.schedule.microbatches * coll("all_gather", params * 2)
-            busy = sum(time.seconds[c] for c in CATEGORIES)
-            stream = max(stream, time.end) + max(0.0, extra - busy)
+                extra += 2 * self.schedule.microbatches * coll("all_gather", params, 2)
+            hidden = sum(time.seconds[c] for c in CATEGORIES) if layout.dp_overlap else 0.0  # prefetched
+            stream = max(stream, time.end) + max(0.0, extra - hidden)
         if layout.pp > 1 and model.tied and (0 in chunks or self.schedule.stages - 1 in chunks):
             emb = model.padded_vocab(layout.tp) * model.hidden / layout.tp * gb
             stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, 1)
         exposed = max(0.0, stream - time.end)
         if layout.zero in (1, 2):  # the updated weights, gathered back
-            gather = coll("all_gather", params * 2)
+            gather = coll("all_gather", params, 2)
             if layout.dp_overlap:
                 first = sum(total(self.costs[s]["F"]) for s in chunks)
                 gather = max(0.0, gather - first)
