@@ -89,6 +89,19 @@ def test_schedules_that_shrink_the_bubble_shrink_it():
     assert more.breakdown["bubble"] / more.step_seconds < fewer.breakdown["bubble"] / fewer.step_seconds
 
 
+def test_doubling_replicas_at_a_fixed_batch_costs_what_the_longer_bubble_costs():
+    """Table 1's 145B layout with twice the replicas and half the microbatches each: the bubble grows from 7/288
+    to 7/144 of the pipeline, the gradients' all-reduce spans twice the nodes; a few percent, not a quarter."""
+    model = named_model("megatron-145b")
+    setting = dict(recompute="full", attention="unfused", tp_overlap="none", dp_overlap=False, grad_fusion=False)
+    one, two = (
+        whatif(model, Layout(tp=8, pp=8, dp=dp, global_batch=2304, **setting), "dgx-a100") for dp in (12, 24)
+    )
+    loss = 1 - two.tflops_per_gpu / one.tflops_per_gpu
+    assert 0.02 < loss < 0.10
+    assert two.breakdown["bubble"] / two.step_seconds > one.breakdown["bubble"] / one.step_seconds
+
+
 def test_a_heavier_last_stage_makes_the_others_wait():
     """The output layer's products make the last stage the slowest: the others wait for it every microbatch."""
     heavy = whatif(GPT, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
