@@ -94,9 +94,7 @@ def test_doubling_replicas_at_a_fixed_batch_costs_what_the_longer_bubble_costs()
     to 7/144 of the pipeline, the gradients' all-reduce spans twice the nodes; a few percent, not a quarter."""
     model = named_model("megatron-145b")
     setting = dict(recompute="full", attention="unfused", tp_overlap="none", dp_overlap=False, grad_fusion=False)
-    one, two = (
-        whatif(model, Layout(tp=8, pp=8, dp=dp, global_batch=2304, **setting), "dgx-a100") for dp in (12, 24)
-    )
+    one, two = (whatif(model, Layout(tp=8, pp=8, dp=dp, global_batch=2304, **setting), "dgx-a100") for dp in (12, 24))
     loss = 1 - two.tflops_per_gpu / one.tflops_per_gpu
     assert 0.02 < loss < 0.10
     assert two.breakdown["bubble"] / two.step_seconds > one.breakdown["bubble"] / one.step_seconds
@@ -192,6 +190,15 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
 def test_layouts_that_cannot_run_say_why(model, layout, words):
     with pytest.raises(LayoutError, match=words):
         whatif(model, layout, "dgx-h100")
+
+
+def test_groups_sit_on_nodes_in_megatrons_rank_order():
+    """tp innermost, then cp, then dp, pp outermost, on nodes of 8: who shares a node decides the links."""
+    lay = Layout(tp=2, cp=2, dp=8, pp=4)
+    assert lay.per_node(1, lay.tp) == 2  # a tp pair shares a node
+    assert lay.per_node(lay.tp, lay.dp * lay.cp) == 4  # 16 data/context ranks, 4 on each node
+    assert not lay.pp_same_node and Layout(tp=2, pp=4).pp_same_node
+    assert Layout(tp=8, dp=4).per_node(8, 4) == 1  # one replica per node: every port used
 
 
 def test_bad_sizes_are_refused_at_once():

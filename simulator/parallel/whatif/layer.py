@@ -57,7 +57,7 @@ def memory(name: str, phase: str, nbytes: float, core: bool = False) -> Op:
     return Op(name, phase, "memory", nbytes=nbytes, core=core)
 
 
-class Shard(NamedTuple):
+class PerRank(NamedTuple):
     """A layer's per-rank sizes (see the module docstring)."""
 
     T: float  # tokens of one microbatch on this rank (b s / cp)
@@ -70,7 +70,7 @@ class Shard(NamedTuple):
     e: int  # bytes an element
 
     @classmethod
-    def of(cls, model: Transformer, layout: Layout) -> Shard:
+    def of(cls, model: Transformer, layout: Layout) -> PerRank:
         t = layout.tp
         T = layout.microbatch * model.seq / layout.cp
         return cls(
@@ -89,7 +89,7 @@ def tp_collective(layout: Layout, name: str, phase: str, collective: str, nbytes
 
 def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
     """Every op of one layer for one microbatch on one rank, forward then backward (see the module docstring)."""
-    z = Shard.of(model, layout)
+    z = PerRank.of(model, layout)
     T, Tn, h, e = z.T, z.Tn, z.h, z.e
     sp = layout.sequence_parallel
     full = T * h * e  # an activation's bytes over the whole sequence chunk
@@ -150,7 +150,7 @@ def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
     return ops
 
 
-def mlp_ops(model: Transformer, layout: Layout, z: Shard, phase: str, ffn_n: float, act: float) -> list[Op]:
+def mlp_ops(model: Transformer, layout: Layout, z: PerRank, phase: str, ffn_n: float, act: float) -> list[Op]:
     """The MLP's products and activation (a mixture of experts adds its router and all-to-alls)."""
     T, h = z.T, z.h
     experts = model.experts
@@ -186,7 +186,7 @@ def mlp_ops(model: Transformer, layout: Layout, z: Shard, phase: str, ffn_n: flo
     ]
 
 
-def attention_ops(model: Transformer, layout: Layout, z: Shard, phase: str) -> list[Op]:
+def attention_ops(model: Transformer, layout: Layout, z: PerRank, phase: str) -> list[Op]:
     """The attention core: Megatron-LM's unfused kernels, or one flash kernel (with ring exchanges under cp)."""
     b, s, d, A = layout.microbatch, model.seq, z.d, z.A
     if layout.attention == "flash":
@@ -228,7 +228,7 @@ def layer_params_per_rank(model: Transformer, layout: Layout) -> float:
 
 def head_ops(model: Transformer, layout: Layout) -> list[Op]:
     """The last stage's final norm, vocabulary-parallel output layer and cross-entropy (fp32 logits)."""
-    z = Shard.of(model, layout)
+    z = PerRank.of(model, layout)
     T, Tn, h, v = z.T, z.Tn, z.h, model.padded_vocab(layout.tp) / layout.tp
     full = T * h * z.e
     ops = [memory("final norm", "F", Tn * h * 4)]
@@ -245,7 +245,7 @@ def head_ops(model: Transformer, layout: Layout) -> list[Op]:
 
 def embedding_ops(model: Transformer, layout: Layout) -> list[Op]:
     """The first stage's vocabulary-parallel embedding: a lookup, its all-reduce (or reduce-scatter), dropout."""
-    z = Shard.of(model, layout)
+    z = PerRank.of(model, layout)
     ops = [memory("embedding", "F", z.T * z.h * 4)]
     if layout.tp > 1:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..schedules import B, F, I, Schedule, W
-from .layer import Shard, layer_params_per_rank
+from .layer import PerRank, layer_params_per_rank
 from .layout import Layout
 from .model import Transformer
 
@@ -52,7 +52,7 @@ class Memory:
 
 def layer_activations(model: Transformer, layout: Layout) -> tuple[float, float]:
     """(bytes one layer keeps for one microbatch's backward, the part its weight-gradient products read)."""
-    z = Shard.of(model, layout)
+    z = PerRank.of(model, layout)
     T, Tn, h, e = z.T, z.Tn, z.h, z.e
     s, b, A = model.seq, layout.microbatch, z.A
     x_in = e * (Tn if layout.sequence_parallel else T) * h  # a column-parallel product's input, as kept
@@ -101,7 +101,7 @@ def peak_activations(schedule: Schedule, rank: int, chunk: tuple[float, float]) 
 def transient(model: Transformer, layout: Layout, last: bool) -> float:
     """Bytes alive only while one microbatch is processed: a recomputed layer's activations, and on the last
     stage the logits (bf16, then fp32 for the cross-entropy)."""
-    z = Shard.of(model, layout)
+    z = PerRank.of(model, layout)
     extra = 6 * z.T * model.padded_vocab(layout.tp) / layout.tp if last else 0.0
     if layout.recompute == "none":
         return extra

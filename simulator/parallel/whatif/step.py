@@ -36,7 +36,7 @@ from ...cost.meta import MetaArray
 from ...cost.model import CostModel
 from ...cost.systems import System
 from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, Schedule, W, make_schedule
-from .layer import Shard
+from .layer import PerRank
 from .layout import LOOPED, Layout
 from .memory import rank_params
 from .model import Transformer
@@ -67,7 +67,7 @@ class StageProgram:
         self.model, self.layout, self.system, self.schedule = model, layout, system, schedule
         self.costs = action_costs(model, layout, system.achieved)
         self.seconds = [{kind: total(c) for kind, c in per_kind.items()} for per_kind in self.costs]
-        z = Shard.of(model, layout)
+        z = PerRank.of(model, layout)
         split = layout.tp > 1  # each tp rank sends its share (scatter-gather, or the sequence-parallel shard)
         self.message = MetaArray((int(z.T * z.h * z.e / (layout.tp if split else 1)),), np.uint8)
         achieved = system.achieved
