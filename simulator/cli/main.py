@@ -133,7 +133,7 @@ def cmd_html(args: argparse.Namespace) -> int:
         return 2
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
-        path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step)
+        path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)
     except (OSError, ValueError) as exc:
         print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
         return 2
@@ -270,7 +270,19 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 metavar="FILE",
                 help="the page to write (default: SCENARIO.html)",
             ),
-            p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
+            p.add_argument(
+                "--step",
+                type=int,
+                default=0,
+                help="the step the page opens at (default: 0, the start; a link can name one too: page.html#step=40)",
+            ),
+            p.add_argument(
+                "--present",
+                action="store_true",
+                help="the projector mode: every card, the messages in flight and the timeline on one screen "
+                "(1280 x 720 and up), the newest values as numbers, larger type; keys: arrows step, Home/End, "
+                "D jumps to the first divergence",
+            ),
             p.add_argument(
                 "--max-events",
                 type=bounded_int(1, MAX_EVENTS_LIMIT),
