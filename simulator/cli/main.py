@@ -1,4 +1,5 @@
-"""The command line: ``python -m simulator demo | list | run NAME | html NAME | timeline NAME | export NAME | figures``.
+"""The command line: ``python -m simulator demo | list | run NAME | html NAME | explore | timeline NAME | export NAME |
+figures | grade FOLDER``.
 
 See ``--help``.
 """
@@ -141,6 +142,20 @@ def cmd_html(args: argparse.Namespace) -> int:
     print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB, {steps:,} steps): open it in any browser")
     if doc["notice"]:
         print(doc["notice"])
+    return 0
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    """Write the schedule explorer: one self-contained page where you pick a pipeline schedule, p, m, v and the
+    costs of F, B and W, and see its timeline, its bubble and the activations each device keeps."""
+    from ..views.web.explorer import write_explorer
+
+    try:
+        path = write_explorer(args.out)
+    except OSError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB): open it in any browser, no network needed")
     return 0
 
 
@@ -295,6 +310,17 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 type=int,
                 help="where a thinned run's window starts (default: the start, or near the first divergence)",
             ),
+        ),
+    ),
+    "explore": (
+        cmd_explore,
+        lambda p: p.add_argument(
+            "-o",
+            "--out",
+            type=output_file_like("schedules.html"),
+            metavar="FILE",
+            default="schedules.html",
+            help="the page to write (default: schedules.html)",
         ),
     ),
     "figures": (

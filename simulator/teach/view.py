@@ -17,9 +17,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ..tensors.mesh import DeviceMesh
 from ..views import web
 from ..views.web import MAX_EVENTS, ViewState, html_page, state_at, write_page
-from ..tensors.mesh import DeviceMesh
 from .examples import get
 from .scenario import Scenario, ScenarioRun
 

@@ -36,8 +36,8 @@ function fmt(t) {
 }
 
 // The colours of the passes of a training step, the same in the view's timeline and the explorer:
-// forward blue, backward (or its input-gradient part) orange, weight gradients green.
-const PASS_COLOURS = { F: "#3f6fb5", B: "#d9822b", I: "#d9822b", W: "#3a9a5b" };
+// forward blue, backward orange (its input-gradient part amber), weight gradients green.
+const PASS_COLOURS = { F: "#3f6fb5", B: "#d06a22", I: "#e29a2c", W: "#3a9a5b" };
 const PASS_WORDS = {
   F: "forward",
   B: "backward",
