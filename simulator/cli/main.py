@@ -7,10 +7,12 @@ See ``--help``.
 from __future__ import annotations
 
 import argparse
+import os
 import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..core.values import ValueStyle
 from ..teach.examples import all_scenarios, get
@@ -156,6 +158,34 @@ def cmd_explore(args: argparse.Namespace) -> int:
         print(exc, file=sys.stderr)
         return 2
     print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB): open it in any browser, no network needed")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade every student file in a folder, each in its own process with a time limit, into a CSV: one row per
+    file with its exercise, verdict, try and first divergence. A file that hangs or crashes is a row, not a stop."""
+    from ..teach.exercises import EXERCISES
+    from ..teach.grading import grade_folder, summary, write_csv
+
+    if args.list:
+        for name, make in EXERCISES.items():
+            print(f"{name:<24} {make().title}")
+        return 0
+    if args.folder is None:
+        print("grade: give the FOLDER of student files (or --list to name the exercises)", file=sys.stderr)
+        return 2
+    try:
+        rows = grade_folder(
+            args.folder, timeout=args.timeout, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
+        )
+    except OSError as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return 2
+    try:
+        path = write_csv(rows, args.csv)
+    except OSError as exc:
+        return _cannot_write(exc)
+    print(f"wrote {path}: {summary(rows)}")
     return 0
 
 
@@ -323,6 +353,32 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             help="the page to write (default: schedules.html)",
         ),
     ),
+    "grade": (
+        cmd_grade,
+        lambda p: (
+            p.add_argument("folder", nargs="?", type=Path, metavar="FOLDER", help="the folder of student files"),
+            p.add_argument(
+                "--csv",
+                type=output_file_like("grades.csv"),
+                default="grades.csv",
+                metavar="FILE",
+                help="the CSV to write, one row per file (default: grades.csv)",
+            ),
+            p.add_argument(
+                "--timeout",
+                type=bounded_int(1, 3600),
+                default=60,
+                help="seconds a file may take before it is stopped and marked 'timed out' (default: 60)",
+            ),
+            p.add_argument(
+                "--jobs",
+                type=bounded_int(1, 64),
+                default=min(8, os.cpu_count() or 1),
+                help="files graded at once (default: the number of CPUs, at most 8)",
+            ),
+            p.add_argument("--list", action="store_true", help="list the exercises a file can name, and stop"),
+        ),
+    ),
     "figures": (
         cmd_figures,
         lambda p: (
@@ -426,6 +482,18 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 }
 
 
+EPILOGS = {
+    "grade": "A student file is a .py file that names its exercise and holds the answer: a line EXERCISE = "
+    '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
+    "one function the file defines, or the one a line ANSWER = ring names (ANSWER = rows for the schedule "
+    'exercise, whose answer is data). STUDENT = "ada" names the student; by default the subfolder the file is in '
+    "(FOLDER/ada/ring.py), else the file's name. Files in name order; a student's files for one exercise are their "
+    "tries 1, 2, ... Columns: file, student, exercise, verdict (passed, FAILED, not verified; timed out, crashed, "
+    "not graded), try_number, tries, first_divergence, detail, seconds. Progress goes to stderr. Each file runs "
+    "with your rights: this is not a sandbox.",
+}
+
+
 def _filters(p: argparse.ArgumentParser) -> tuple:
     """The event filters ``run`` takes."""
     return (
@@ -480,7 +548,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (fn, add_args) in COMMANDS.items():
         p = sub.add_parser(
-            name, help=(fn.__doc__ or "").strip().splitlines()[0], description=fn.__doc__, formatter_class=_Help
+            name,
+            help=(fn.__doc__ or "").strip().splitlines()[0],
+            description=fn.__doc__,
+            epilog=EPILOGS.get(name),
+            formatter_class=_Help,
         )
         add_args(p)
         p.set_defaults(func=fn)
