@@ -9,6 +9,8 @@ from tests.test_view_browser import assert_quiet, open_page
 
 pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 1280, 720
+WRONG = ("tp-bug-wrong-order", "cp-bug-causal-offset")  # a wrong value kept in memory, and a temporary one
+GUIDE = ("wrong-input", "tp-row", "transformer-sp", "ep-bug-swapped-splits")  # the teachers' guide projects these
 
 # Where everything is on the screen, read in one call.
 READ_SCREEN = """
@@ -57,7 +59,7 @@ def browser():
 @pytest.fixture(scope="module")
 def pages(tmp_path_factory):
     out = tmp_path_factory.mktemp("present")
-    names = ("pipeline-1f1b", "3d-step", "tp-bug-wrong-order")
+    names = ("pipeline-1f1b", "3d-step", *WRONG, *GUIDE)
     return {name: write_html(name, out / f"{name}.html", present=True) for name in names}
 
 
@@ -123,19 +125,35 @@ def test_every_card_shows_numbers_in_the_steady_state(browser, pages):
         assert card["items"] and card["older"] >= 1  # the newest values in full, the others by name
 
 
-def test_the_wrong_numbers_are_red_on_their_card_with_the_value_due(browser, pages):
+@pytest.mark.parametrize("name", WRONG)
+def test_the_wrong_numbers_are_red_on_their_card_with_the_value_due(browser, pages, name):
     from selenium.webdriver.common.keys import Keys
 
-    doc = build_document("tp-bug-wrong-order")
-    open_page(browser, pages["tp-bug-wrong-order"])
+    doc = build_document(name)
+    open_page(browser, pages[name])
     browser.find_element("tag name", "body").send_keys("d")  # the key for the first divergence
     s = browser.execute_script(READ_SCREEN)
     assert s["step"] == doc["check"]["event"] - doc["base"] + 1 and s["hash"] == f"#step={s['step']}"
-    (bad,) = [item for card in s["cards"] for item in card["items"] if item["bad"]]
-    assert bad["badCells"] == doc["check"]["cells"] and bad["expected"].startswith("should be")
+    (bad,) = [(card["rank"], item) for card in s["cards"] for item in card["items"] if item["bad"]]
+    assert bad[0] == doc["check"]["rank"] and bad[1]["event"] == doc["check"]["event"]
+    assert bad[1]["badCells"] == doc["check"]["cells"] and bad[1]["expected"].startswith("should be")
     browser.find_element("tag name", "body").send_keys(Keys.HOME)
     assert browser.execute_script(READ_SCREEN)["step"] == 0
-    assert_quiet(browser, pages["tp-bug-wrong-order"])
+    assert_quiet(browser, pages[name])
+
+
+@pytest.mark.parametrize("name", GUIDE + WRONG[1:])
+def test_what_the_guide_projects_fits_one_screen(browser, pages, name):
+    doc = build_document(name)
+    steps = len(doc["events"]) - doc["base"]
+    open_page(browser, pages[name])
+    for step in sorted({1, steps // 3, 2 * steps // 3, steps}):
+        s = goto(browser, step)
+        assert s["view"] == [WIDTH, HEIGHT, WIDTH, HEIGHT], (step, s["view"])
+        assert all(inside(c["box"], [0, 0, WIDTH, HEIGHT]) for c in s["cards"]) and inside(
+            s["timeline"], [0, 0, WIDTH, HEIGHT]
+        )
+    assert_quiet(browser, pages[name])
 
 
 def test_a_link_opens_the_page_at_its_step_and_the_address_follows(browser, pages):

@@ -14,13 +14,20 @@ function cardGrid(doc) {
   return { rows, cols, ranks, coords: null };
 }
 
-// A value's numbers as a table, sized to the room it has; the cells in `bad` (flat indices) in red.
+const MIN_FONT = 10; // px: the smallest number a projector shows legibly
+
+// A value's numbers as a table, sized to the room it has; the cells in `bad` (flat indices) in red. A vector
+// too long for one line at MIN_FONT goes on over several (its numbers still in order, left to right).
 function matrixTable(cells, bad, room) {
-  const cols = Math.max(...cells.map((row) => row.length));
   const longest = Math.max(...cells.flat().map((c) => c.length));
-  const byWidth = room.width / cols / (0.61 * longest + 1.0); // a digit is 0.6em, a cell's padding 0.9em
+  const fits = (n) => room.width / n / (0.61 * longest + 1.0); // a digit is 0.6em, a cell's padding 0.9em
+  if (cells.length === 1 && fits(cells[0].length) < MIN_FONT) {
+    const per = Math.max(1, Math.floor(room.width / (MIN_FONT * (0.61 * longest + 1.0))));
+    cells = Array.from({ length: Math.ceil(cells[0].length / per) }, (_, k) => cells[0].slice(k * per, (k + 1) * per));
+  }
+  const cols = Math.max(...cells.map((row) => row.length));
   const byHeight = (room.height - 4) / (1.3 * cells.length);
-  const size = clamp(Math.floor(Math.min(byWidth, byHeight, 16)), 9, 16);
+  const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), 9, 16);
   const table = h("table", { class: "psv-matrix", style: `font-size: ${size}px` });
   let k = 0;
   for (const row of cells) {
@@ -66,9 +73,10 @@ function fullItem(doc, name, i, { bad, isNew, room }) {
 }
 
 // Fill one card's body: the newest values (and the wrong one, first) in full while they fit, then the
-// names of the rest on one line. `held` is the card's [name, event] pairs.
-function fillCard(body, doc, held, { marks, current }) {
-  const entries = [...held].sort((a, b) => (marks.has(b[1]) - marks.has(a[1])) || b[1] - a[1]);
+// names of the rest on one line. `held` is the card's [name, event] pairs; `extra` one more to show (the
+// first divergence when it is a temporary, which no memory holds).
+function fillCard(body, doc, held, { marks, current, extra = null }) {
+  const entries = [...held, ...(extra ? [extra] : [])].sort((a, b) => marks.has(b[1]) - marks.has(a[1]) || b[1] - a[1]);
   const full = h("ul", { class: "psv-held psv-full-list" });
   const older = h("div", { class: "psv-older", text: "+" }); // holds a line while the values are measured
   body.replaceChildren(full, older);

@@ -226,7 +226,10 @@ export function mount(el, doc, options = {}) {
     for (const r of ranks) {
       const list = cardLists[r];
       if (present) {
-        fillCard(list, doc, state.mem[r], { marks, current });
+        // the wrong value of an op not kept in memory (a temporary) is shown on its card as it is made
+        const e = current >= 0 ? events[current] : null;
+        const unheld = e && e.k === "op" && e.r === r && marks.has(current) && state.mem[r].get(e.n) !== current;
+        fillCard(list, doc, state.mem[r], { marks, current, extra: unheld ? [e.n, current] : null });
         continue;
       }
       list.replaceChildren(...[...state.mem[r]].map(([name, i]) => item(name, i, current)));
