@@ -21,8 +21,7 @@ PAGES = (  # scenario, the step to show
     ("split", 3),  # A = 7 in flight from device 0 to device 1
     ("wrong-input", 3),  # the raw input x = 3 in flight instead, in red, with the checker's explanation
     ("tp-row", 12),  # shards, partial sums and the ring all-reduce's chunks
-    ("pipeline-1f1b", 150),  # 1F1B in its steady state: microbatches on every stage
-)
+)  # pipeline-1f1b, taller than a screen here, is shot in the projector mode below
 
 
 def _no_browser() -> str | None:
@@ -36,7 +35,7 @@ def page_file(name: str) -> str:
 
 @figure(*(page_file(name) for name, _ in PAGES), needs=_no_browser)
 def view_pages(out: Path, style: FigureStyle) -> None:
-    """The step-through page of four scenarios, as a browser shows it (needs chromium and chromedriver)."""
+    """The step-through page of three scenarios, as a browser shows it (needs chromium and chromedriver)."""
     scale = style.pixels / 1200  # the page laid out 1200 px wide, drawn as wide as the style's images
     with tempfile.TemporaryDirectory(prefix="view-pages-") as tmp, headless(1200, 800, scale) as driver:
         for name, step in PAGES:
