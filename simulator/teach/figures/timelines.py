@@ -154,7 +154,9 @@ def pipeline_64(out: Path, style: FigureStyle) -> None:
     )
     ax = fig.axes[0]
     words = {"fontsize": 10, "fontweight": "bold", "color": "#444444", "ha": "center", "va": "center"}
-    ax.text(0.27 * run.time, 46, "the pipeline fills:\ndevice r waits for r stages\nbefore its first microbatch", **words)
+    ax.text(
+        0.27 * run.time, 46, "the pipeline fills:\ndevice r waits for r stages\nbefore its first microbatch", **words
+    )
     ax.text(0.73 * run.time, 16, "it drains: device r idles\nonce microbatch 7 has passed", **words)
     save_figure(fig, out / "timeline_pipeline_64")
 
