@@ -304,9 +304,8 @@ def _row_points(ax: Axes, n: int) -> float:
     return ax.get_position().height * ax.figure.get_figheight() * 72 / max(n, 1)
 
 
-def _label_step(ax: Axes, n: int, fontsize: float) -> int:
-    """Label every k-th row, k the least of 1, 2, 4, 8, ... whose labels do not overlap."""
-    step = 1
+def _label_step(ax: Axes, n: int, fontsize: float, step: int = 1) -> int:
+    """Label every k-th row: k from ``step`` up, doubled until the labels do not overlap."""
     while step < n and step * _row_points(ax, n) < 1.15 * fontsize:
         step *= 2
     return step
@@ -314,7 +313,7 @@ def _label_step(ax: Axes, n: int, fontsize: float) -> int:
 
 def _device_ticks(ax: Axes, n: int, name: Callable[[int], str]) -> None:
     fontsize = 9 if n <= 16 else 7
-    ticks = list(range(0, n, _label_step(ax, n, fontsize)))
+    ticks = list(range(0, n, _label_step(ax, n, fontsize, 1 if n <= 16 else (2 if n <= 32 else 4))))
     ax.set_yticks(ticks)
     ax.set_yticklabels([name(r) for r in ticks], fontsize=fontsize)
     ax.set_yticks(range(n), minor=True)
@@ -416,7 +415,7 @@ def _utilization(ax: Axes, act: Activity) -> None:
         return
     n = act.world_size
     fontsize = 8 if n <= 16 else 6
-    for r in range(0, n, _label_step(ax, n, fontsize)):
+    for r in range(0, n, _label_step(ax, n, fontsize, 1 if n <= 32 else 2)):
         frac = act.busy(r) / act.end_time
         ax.text(
             1.005,

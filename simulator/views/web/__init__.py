@@ -14,7 +14,7 @@ the schedule explorer (``python -m simulator explore``): pick a pipeline schedul
 see its timeline and bubble.
 
 =============  ==================================================================================
-document.py    a run as one JSON-able document; replay.py reads it back in Python
+document.py    a run as one JSON-able document; replay.py reads it back in Python; texts.py its values' texts
 assets.py      the .js and .css files shipped here, joined into one module per front end
 browser.py     headless Chromium for screenshots and the browser tests
 page.py        the self-contained page; widget.py the notebook widget (anywidget)

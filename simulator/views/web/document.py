@@ -57,15 +57,15 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from ...checker.compare import close  # the checker's tolerances: a number marked red is one it counts wrong
 from ...core.trace import Trace
 from ...core.values import part_text
-from ...cost.units import inline, time_unit
+from ...cost.units import time_unit
 from ...parallel.schedules.labels import op_tag
 from ...tensors.mesh import DeviceMesh
 from ..stepper import FREED, memory_effect
+from .texts import CARD_ELEMENTS, LONG_ELEMENTS, Values, cells, signature, value_text, wrong_cells
+
+__all__ = ["CARD_ELEMENTS", "LONG_ELEMENTS", "MAX_EVENTS", "build_document", "cells", "microbatch", "value_text"]
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -75,8 +75,6 @@ if TYPE_CHECKING:
 
 SCHEMA = "parallelism-simulator/views/web/1"
 MAX_EVENTS = 12_000  # a 64-device run of 10,000 events stays whole, and pages stay under 5 MB
-CARD_ELEMENTS = 6  # values this small show their numbers on the card (as the Stepper prints them)
-LONG_ELEMENTS = 64  # larger ones show their shape and dtype there, and up to this many numbers on hover
 
 
 @dataclass
@@ -144,7 +142,7 @@ def build_document(
     position.update({i: base + i - first for i in range(first, stop)})
 
     unit, scale = time_unit(trace.end_time or 1e-6)
-    values = _Values()
+    values = Values()
     tag = tag or op_tag
     events = [_event(kind, rec, scale, unit, values, tag) for kind, rec in (trace.events[i] for i in context)]
     events += [_event(kind, rec, scale, unit, values, tag) for kind, rec in trace.events[first:stop]]
@@ -203,7 +201,7 @@ def _replay(trace: Trace, stop: int) -> tuple[list[dict[str, int]], dict[int, in
     return memory, flying
 
 
-def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values, tag: Callable[[str], str]) -> dict[str, Any]:
+def _event(kind: str, rec: Any, scale: float, unit: str, values: Values, tag: Callable[[str], str]) -> dict[str, Any]:
     e: dict[str, Any] = {"k": kind}
     if kind in ("send", "recv"):
         e["r"], e["o"] = (rec.src, rec.dst) if kind == "send" else (rec.dst, rec.src)
@@ -211,7 +209,7 @@ def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values, tag: C
         e["t"] = _num((rec.t_send if kind == "send" else rec.t_recv) * scale)
         if kind == "send" and rec.t_arrive is not None:
             e["t1"] = _num(rec.t_arrive * scale)
-        value, sig = rec.payload, _sig(rec.shape, rec.dtype)
+        value, sig = rec.payload, signature(rec.shape, rec.dtype)
         e["fly"] = 1 if kind == "send" else -1
     else:
         e["r"] = rec.rank
@@ -283,59 +281,6 @@ def _what(e: dict[str, Any], value: str) -> str:
     return f"{head} = {value}" if value else head
 
 
-class _Values:
-    """Value texts, each stored once however many events show it."""
-
-    def __init__(self) -> None:
-        self.table: list[str | list[str]] = []
-        self._index: dict[Any, int] = {}
-
-    def add(self, value: Any, sig: str) -> int:
-        text = value_text(value, sig)
-        key = text if isinstance(text, str) else repr(text)
-        if key not in self._index:
-            self._index[key] = len(self.table)
-            self.table.append(text)
-        return self._index[key]
-
-    def short(self, i: int | None) -> str:
-        if i is None:
-            return ""
-        text = self.table[i]
-        return text if isinstance(text, str) else text[0]
-
-
-def value_text(value: Any, sig: str = "") -> str | list[str]:
-    """A value as a card shows it: the numbers when short, else its shape and dtype (and the numbers,
-    or the first of them, for the tooltip)."""
-    if value is None:
-        return sig
-    if isinstance(value, dict):
-        return "{" + ", ".join(map(str, value)) + "}"
-    try:
-        a = np.asarray(value)
-    except Exception:  # an object numpy cannot hold: show its repr
-        a = None
-    if a is None or a.dtype == object:
-        text = repr(value)
-        return text if len(text) <= 60 else [text[:57] + "...", text[:400]]
-    if a.size <= CARD_ELEMENTS:
-        return inline(a, precision=4)
-    shape = _sig(a.shape, a.dtype)
-    if a.size <= LONG_ELEMENTS:
-        return [shape, inline(a, precision=4), cells(a)]
-    return [shape, f"{shape}, starting {inline(a.reshape(-1)[:8], precision=4)[:-1]}, ...]"]
-
-
-def cells(a: np.ndarray) -> list[list[str]]:
-    """An array's numbers as rows of texts, one row per index of all axes but the last (numpy's format:
-    every number alike, four digits after the point at most)."""
-    flat = np.array2string(a.reshape(-1), separator=",", precision=4, max_line_width=1 << 30, threshold=1 << 30)
-    texts = [t.strip() for t in flat.strip("[]").split(",")]
-    width = a.shape[-1] if a.ndim and a.shape[-1] else 1
-    return [texts[i : i + width] for i in range(0, len(texts), width)]
-
-
 def _grid(mesh: DeviceMesh | None, devices: int) -> dict[str, Any] | None:
     """The cards' grid for a mesh: its first axis down, the others across (a 2 x 2 x 2 mesh of dp, pp and tp:
     two rows, one per replica, of four cards)."""
@@ -368,9 +313,7 @@ def microbatch(name: str | None, label: str | None = None) -> int | None:
     return None
 
 
-def _check(
-    report: CheckReport | None, trace: Trace, position: dict[int, int], values: _Values
-) -> dict[str, Any] | None:
+def _check(report: CheckReport | None, trace: Trace, position: dict[int, int], values: Values) -> dict[str, Any] | None:
     if report is None:
         return None
     first = report.first
@@ -395,26 +338,10 @@ def _check(
         marks=[position[i] for i in marks if i in position],
         rank=first.rank,
         where=first.where,
-        cells=_wrong_cells(first.found, first.expected),
+        cells=wrong_cells(first.found, first.expected),
         expected=values.add(first.expected, "") if first.expected is not None else None,
     )
     return out
-
-
-def _wrong_cells(found: Any, expected: Any) -> list[int] | None:
-    """The flat indices where ``found`` differs from ``expected`` (same-shaped numeric arrays of up to 64
-    numbers, compared as the checker does), or None when the two cannot be compared number by number."""
-    try:
-        f, e = np.asarray(found), np.asarray(expected)
-    except Exception:  # values numpy cannot hold: no numbers to mark
-        return None
-    if f.dtype == object or e.dtype == object or f.shape != e.shape or f.size > LONG_ELEMENTS:
-        return None
-    try:
-        ok = np.asarray(close(f, e)).reshape(-1)
-    except (TypeError, ValueError):
-        return None
-    return [int(i) for i in np.flatnonzero(~ok)]
 
 
 def _notice(total: int, first: int, stop: int, max_events: int, diverged: int | None) -> str:
@@ -425,10 +352,6 @@ def _notice(total: int, first: int, stop: int, max_events: int, diverged: int | 
         f"events {first:,} to {stop - 1:,}{around}{context}; pass max_events= (or --max-events) to show more, "
         "or first_event= (--first-event) to move the window"
     )
-
-
-def _sig(shape: Any, dtype: Any) -> str:
-    return f"{tuple(shape)} {np.dtype(dtype).name}"
 
 
 def _num(x: float) -> float:
