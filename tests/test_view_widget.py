@@ -61,3 +61,11 @@ def test_a_widget_from_a_document():
     doc = build_document("tp-row", max_events=5)
     w = RunView(doc, step=5)
     assert w.steps == 5 and "thinned" in w.doc["notice"]
+
+
+def test_the_widget_has_the_projector_mode_too():
+    w = show("3d-step", present=True)
+    state = w.get_state()
+    assert state["present"] is True and state["doc"]["grid"]["rows"] == 2  # the module reads both
+    w.present = False
+    assert w.get_state("present") == {"present": False}
