@@ -1,6 +1,6 @@
 # Set-up is part of each target: a fresh clone needs only `make demo`, `make lab` or `make test`.
-# Each installs only what it needs: the demo the package alone, the lab JupyterLab, the tests the test
-# tools and torch (a large download). One .venv serves them all; a stamp file says what is installed.
+# Each installs only what it needs: the demo the package alone, the lab JupyterLab and torch (for notebook 06's
+# real processes), the tests the test tools and torch (a large download). One .venv serves them all; a stamp file says what is installed.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,8 +16,10 @@ $(VENV)/.demo: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e .
 	touch $@
 
-$(VENV)/.lab: pyproject.toml constraints.txt | $(BIN)/python
-	$(PIP) -e ".[notebooks]"
+# The lab runs every notebook: 06 starts real torch.distributed processes, so the lab has torch too (the CPU
+# build pinned in constraints.txt).
+$(VENV)/.lab: pyproject.toml constraints.txt Makefile | $(BIN)/python
+	$(PIP) -e ".[notebooks,torch]"
 	touch $@
 
 $(BIN)/.installed: pyproject.toml constraints.txt | $(BIN)/python

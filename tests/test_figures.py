@@ -173,3 +173,14 @@ def test_all_figures_from_a_clean_checkout(tmp_path):
     assert done.returncode == 0, done.stderr
     made = sorted(p.name for p in (checkout / "figures").iterdir())
     assert made == sorted(o for spec in buildable() for o in spec.outputs)
+
+
+def test_every_committed_picture_fits_a_16_9_slide():
+    """Slide figures are 16:9 or cropped to their content (wider): none is taller than a slide."""
+    from PIL import Image
+
+    for spec in registry().values():
+        for o in spec.outputs:
+            if o.endswith((".png", ".gif")):
+                width, height = Image.open(ROOT / "figures" / o).size
+                assert width / height >= 16 / 9 - 0.01, f"figures/{o} is {width} x {height}, taller than 16:9"

@@ -250,7 +250,7 @@ def test_the_widget_module_keeps_the_step_in_sync_with_its_model(browser, tmp_pa
     """anywidget calls the module's default export with a model; a stand-in model records what it is told."""
     from selenium.webdriver.common.keys import Keys
 
-    from simulator.views.web.page import asset
+    from simulator.views.web.assets import module
 
     doc = json.dumps(build_document("split")).replace("<", "\\u003c")
     harness = """
@@ -268,7 +268,7 @@ window.model = model;
 window.fromPython = (step) => { values.step = step; listeners["change:step"](); };
 window.cleanup = widget.render({model, el: document.getElementById("view")});
 """.replace("DOC", doc)
-    script = asset("view.js").replace("export default { render };", "const widget = { render };") + harness
+    script = module().replace("export default { render };", "const widget = { render };") + harness
     path = tmp_path / "widget.html"
     path.write_text(
         f'<!DOCTYPE html><meta charset="utf-8"><div id="view"></div><script type="module">{script}</script>'

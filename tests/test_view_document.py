@@ -160,7 +160,10 @@ def test_values_and_parts_as_text():
     assert value_text(np.arange(12.0).reshape(2, 6)) == [
         "(2, 6) float64",
         "[[0., 1., 2., 3., 4., 5.], [6., 7., 8., 9., 10., 11.]]",
+        [["0.", "1.", "2.", "3.", "4.", "5."], ["6.", "7.", "8.", "9.", "10.", "11."]],  # the projector's matrix
     ]
+    assert value_text(np.arange(8).reshape(2, 2, 2))[2] == [["0", "1"], ["2", "3"], ["4", "5"], ["6", "7"]]
+    assert value_text(np.linspace(-1, 1, 64))[2][0][:3] == ["-1.", "-0.9683", "-0.9365"]  # 64 numbers: all shown
     assert value_text(np.zeros(1000, np.float32)) == [
         "(1000,) float32",
         "(1000,) float32, starting [0., 0., 0., 0., 0., 0., 0., 0., ...]",
@@ -208,3 +211,51 @@ def test_the_document_needs_no_payloads():
     result = World(2, keep_payloads=False).run(get("split").program, np.array([3.0]))
     doc = build_document(result)
     assert [(a.value, a.name) for a in state_at(doc, 3).arrows] == [("(1,) float64", "A")]
+
+
+# ---- what the projector mode draws: the mesh's grid, pass tags, and the wrong numbers ----------------------
+
+
+def test_a_scenario_on_a_mesh_lays_its_cards_out_on_the_mesh():
+    grid = build_document("3d-step")["grid"]  # dp x pp x tp = 2 x 2 x 2: a row per replica
+    assert (grid["rows"], grid["cols"]) == (2, 4) and grid["ranks"] == [[0, 1, 2, 3], [4, 5, 6, 7]]
+    assert grid["coords"][6] == "dp1 pp1 tp0"
+    assert build_document("pipeline-1f1b")["grid"] is None  # no mesh: the page picks one row of four
+
+
+def test_a_mesh_that_does_not_hold_the_run_s_devices_is_refused():
+    from simulator.tensors.mesh import DeviceMesh
+
+    with pytest.raises(ValueError, match="does not hold each of the run's 2 devices once"):
+        build_document(get("split").run(), mesh=DeviceMesh.grid((2, 2)))
+
+
+@pytest.mark.parametrize(
+    ("name", "tags"),
+    [("pipeline-1f1b", {"F", "B"}), ("pipeline-zb-h1", {"F", "I", "W"}), ("tp-row", set())],
+)
+def test_ops_are_tagged_with_their_pass_as_the_schedule_runs_it(name, tags):
+    doc = build_document(name)
+    ops = [e for e in doc["events"] if e["k"] == "op"]
+    assert {e["tg"][0] for e in ops if "tg" in e} == tags
+    for e in ops:
+        if "tg" in e:
+            assert e["tg"][1:] == str(e["mb"]), e  # F3 is microbatch 3's
+
+
+def test_the_first_divergence_names_its_wrong_numbers_and_the_value_due():
+    run = get("tp-bug-wrong-order").run()
+    doc = build_document(run)
+    first = run.report.first
+    found, expected = np.asarray(first.found), np.asarray(first.expected)
+    wrong = [i for i, (f, e) in enumerate(zip(found.reshape(-1), expected.reshape(-1))) if f != e]
+    assert doc["check"]["cells"] == wrong and 0 < len(wrong) < found.size  # the blocks swapped, not all wrong
+    short, _, cells = doc["values"][doc["check"]["expected"]]
+    assert short == "(2, 6) float64" and np.array_equal(np.array(cells, dtype=float), expected)
+    marked = doc["events"][doc["check"]["event"]]
+    assert np.array_equal(np.array(doc["values"][marked["v"]][2], dtype=float), found)  # the card's numbers
+
+
+def test_a_small_wrong_value_is_marked_whole():
+    check_ = build_document("wrong-input")["check"]
+    assert check_["cells"] == [0] and build_document("wrong-input")["values"][check_["expected"]] == "[7.]"

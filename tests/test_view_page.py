@@ -13,6 +13,7 @@ from simulator.cli.main import main
 from simulator.core.trace import Op, Trace
 from simulator.teach.view import build_document, html_page, write_html
 from simulator.views.web import page as page_module
+from simulator.views.web.assets import VIEW, module
 from simulator.views.web.page import CSP, asset
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,7 +27,7 @@ def embedded_document(html: str) -> dict:
 def test_the_page_inlines_the_module_the_styles_and_the_document(tmp_path):
     path = write_html("wrong-input", tmp_path / "bug.html")
     html = path.read_text()
-    assert asset("view.js") in html and asset("view.css") in html  # the widget's own module, unchanged
+    assert module() in html and asset("view.css") in html  # the widget's own module, unchanged
     assert embedded_document(html) == build_document("wrong-input")
     assert f'content="{CSP}"' in html and "default-src 'none'" in CSP  # the browser refuses any fetch
     tags = re.findall(r"<(?:script|link|img|iframe)\b[^>]*>", html)
@@ -122,4 +123,4 @@ def test_an_installed_package_has_the_module_and_styles(tmp_path):
     )
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
-    assert "simulator/views/web/view.js" in names and "simulator/views/web/view.css" in names
+    assert {f"simulator/views/web/{name}" for name in (*VIEW, "explorer.js", "view.css")} <= set(names)

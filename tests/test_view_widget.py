@@ -8,6 +8,7 @@ from simulator import World
 from simulator.checker import check
 from simulator.teach.examples import get
 from simulator.teach.view import build_document, show
+from simulator.views.web.assets import module
 from simulator.views.web.page import asset
 from simulator.views.web.widget import RunView
 
@@ -16,7 +17,7 @@ def test_the_widget_sends_the_document_and_the_step():
     w = show("split", step=3)
     state = w.get_state()  # what goes to the front end
     assert state["doc"] == build_document("split") and state["step"] == 3
-    assert state["_esm"] == asset("view.js") and state["_css"] == asset("view.css")  # the page's module
+    assert state["_esm"] == module() and state["_css"] == asset("view.css")  # the page's module
     w.step = 4
     assert w.get_state("step") == {"step": 4}
     assert [(i.name, i.value) for i in w.state().cards[1]] == [("A", "[7.]")]
@@ -60,3 +61,11 @@ def test_a_widget_from_a_document():
     doc = build_document("tp-row", max_events=5)
     w = RunView(doc, step=5)
     assert w.steps == 5 and "thinned" in w.doc["notice"]
+
+
+def test_the_widget_has_the_projector_mode_too():
+    w = show("3d-step", present=True)
+    state = w.get_state()
+    assert state["present"] is True and state["doc"]["grid"]["rows"] == 2  # the module reads both
+    w.present = False
+    assert w.get_state("present") == {"present": False}

@@ -1,5 +1,5 @@
-"""The command line: ``python -m simulator demo | list | run NAME | html NAME | timeline NAME | export NAME | figures |
-whatif | validate``.
+"""The command line: ``python -m simulator demo | list | run NAME | html NAME | explore | timeline NAME | export NAME |
+figures | grade FOLDER | whatif | validate``.
 
 See ``--help``.
 """
@@ -7,10 +7,13 @@ See ``--help``.
 from __future__ import annotations
 
 import argparse
+import os
+import re
 import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 from ..core.values import ValueStyle
 from ..teach.examples import all_scenarios, get
@@ -135,7 +138,7 @@ def cmd_html(args: argparse.Namespace) -> int:
         return 2
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
-        path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step)
+        path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)
     except (OSError, ValueError) as exc:
         print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
         return 2
@@ -143,6 +146,48 @@ def cmd_html(args: argparse.Namespace) -> int:
     print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB, {steps:,} steps): open it in any browser")
     if doc["notice"]:
         print(doc["notice"])
+    return 0
+
+
+def cmd_explore(args: argparse.Namespace) -> int:
+    """Write the schedule explorer: one self-contained page where you pick a pipeline schedule, p, m, v and the
+    costs of F, B and W, and see its timeline, its bubble and the activations each device keeps."""
+    from ..views.web.explorer import write_explorer
+
+    try:
+        path = write_explorer(args.out)
+    except OSError as exc:
+        print(exc, file=sys.stderr)
+        return 2
+    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB): open it in any browser, no network needed")
+    return 0
+
+
+def cmd_grade(args: argparse.Namespace) -> int:
+    """Grade every student file in a folder, each in its own process with a time limit, into a CSV: one row per
+    file with its exercise, verdict, try and first divergence. A file that hangs or crashes is a row, not a stop."""
+    from ..teach.exercises import EXERCISES
+    from ..teach.grading import grade_folder, summary, write_csv
+
+    if args.list:
+        for name, make in EXERCISES.items():
+            print(f"{name:<24} {make().title}")
+        return 0
+    if args.folder is None:
+        print("grade: give the FOLDER of student files (or --list to name the exercises)", file=sys.stderr)
+        return 2
+    try:
+        rows = grade_folder(
+            args.folder, timeout=args.timeout, jobs=args.jobs, progress=lambda line: print(line, file=sys.stderr)
+        )
+    except OSError as exc:
+        print(f"grade: {exc}", file=sys.stderr)
+        return 2
+    try:
+        path = write_csv(rows, args.csv)
+    except OSError as exc:
+        return _cannot_write(exc)
+    print(f"wrote {path}: {summary(rows)}")
     return 0
 
 
@@ -272,7 +317,19 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 metavar="FILE",
                 help="the page to write (default: SCENARIO.html)",
             ),
-            p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
+            p.add_argument(
+                "--step",
+                type=int,
+                default=0,
+                help="the step the page opens at (default: 0, the start; a link can name one too: page.html#step=40)",
+            ),
+            p.add_argument(
+                "--present",
+                action="store_true",
+                help="the projector mode: every card, the messages in flight and the timeline on one screen "
+                "(1280 x 720 and up), the newest values as numbers, larger type; keys: arrows step, Home/End, "
+                "D jumps to the first divergence",
+            ),
             p.add_argument(
                 "--max-events",
                 type=bounded_int(1, MAX_EVENTS_LIMIT),
@@ -285,6 +342,43 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 type=int,
                 help="where a thinned run's window starts (default: the start, or near the first divergence)",
             ),
+        ),
+    ),
+    "explore": (
+        cmd_explore,
+        lambda p: p.add_argument(
+            "-o",
+            "--out",
+            type=output_file_like("schedules.html"),
+            metavar="FILE",
+            default="schedules.html",
+            help="the page to write (default: schedules.html)",
+        ),
+    ),
+    "grade": (
+        cmd_grade,
+        lambda p: (
+            p.add_argument("folder", nargs="?", type=Path, metavar="FOLDER", help="the folder of student files"),
+            p.add_argument(
+                "--csv",
+                type=output_file_like("grades.csv"),
+                default="grades.csv",
+                metavar="FILE",
+                help="the CSV to write, one row per file (default: grades.csv)",
+            ),
+            p.add_argument(
+                "--timeout",
+                type=bounded_int(1, 3600),
+                default=60,
+                help="seconds a file may take before it is stopped and marked 'timed out' (default: 60)",
+            ),
+            p.add_argument(
+                "--jobs",
+                type=bounded_int(1, 64),
+                default=min(8, os.cpu_count() or 1),
+                help="files graded at once (default: the number of CPUs, at most 8)",
+            ),
+            p.add_argument("--list", action="store_true", help="list the exercises a file can name, and stop"),
         ),
     ),
     "figures": (
@@ -395,6 +489,18 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 }
 
 
+EPILOGS = {
+    "grade": "A student file is a .py file that names its exercise and holds the answer: a line EXERCISE = "
+    '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
+    "one function the file defines, or the one a line ANSWER = ring names (ANSWER = rows for the schedule "
+    'exercise, whose answer is data). STUDENT = "ada" names the student; by default the subfolder the file is in '
+    "(FOLDER/ada/ring.py), else the file's name. Files in name order; a student's files for one exercise are their "
+    "tries 1, 2, ... Columns: file, student, exercise, verdict (passed, FAILED, not verified; timed out, crashed, "
+    "not graded), try_number, tries, first_divergence, detail, seconds. Progress goes to stderr. Each file runs "
+    "with your rights: this is not a sandbox.",
+}
+
+
 def _filters(p: argparse.ArgumentParser) -> tuple:
     """The event filters ``run`` takes."""
     return (
@@ -449,7 +555,11 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for name, (fn, add_args) in COMMANDS.items():
         p = sub.add_parser(
-            name, help=(fn.__doc__ or "").strip().splitlines()[0], description=fn.__doc__, formatter_class=_Help
+            name,
+            help=_summary(fn.__doc__),
+            description=fn.__doc__,
+            epilog=EPILOGS.get(name),
+            formatter_class=_Help,
         )
         add_args(p)
         p.set_defaults(func=fn)
@@ -463,3 +573,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
         sys.stderr.close()
         return 0
+
+
+def _summary(doc: str | None) -> str:
+    """A command's one-line help: the first sentence of its docstring, however it is wrapped."""
+    first = " ".join((doc or "").strip().split("\n\n")[0].split())
+    return re.split(r"\.\s+(?=[A-Z])", first)[0].rstrip(".") + "."  # (not at "et al. 2021")

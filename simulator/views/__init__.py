@@ -7,7 +7,8 @@ sharding_table.py   ``sharding_table``: which device holds which block of an arr
 activity.py         what each device was doing when: the spans every timeline draws
 memory.py           memory held by each device over time; ``memory_columns.py``, the same for huge runs
 plot/               timelines, memory plots, animations (matplotlib, only here) and the Chrome-trace export
-web/                one JSON-able document of a run, rendered by the notebook widget and the HTML page
+web/                one JSON-able document of a run, rendered by the notebook widget and the HTML page; the
+                    schedule explorer page
 ==================  =========================================================================================
 
 A view never changes a run; it reads the trace (``simulator.core.trace``). Scenarios by name are the

@@ -6,7 +6,7 @@ and the timeline draw it. One concept per module, each building only on those ab
 =============  ======================================================================================
 labels.py      short labels for ops in timelines (``F3``, ``I3``, ``W3``), as the papers draw them
 actions.py     actions (``2F0``), their kinds, the numbered rules, and the comm pass (``add_comms``)
-timing.py      a schedule run on an idealised machine (``execute``) and its text grid
+timing.py      a schedule run on an idealised machine (``execute``), its text grid, its peak activations
 rules.py       ``validate``: the numbered rules, checked in order
 schedule.py    ``Schedule``: actions per rank and the placement of stages
 classic.py     one stage per rank: GPipe, 1F1B, ZB-H1
@@ -44,7 +44,7 @@ from .classic import gpipe, one_f_one_b, zb_h1
 from .looped import interleaved_1f1b, interleaved_zero_bubble, looped_bfs
 from .rules import validate
 from .schedule import Schedule
-from .timing import UNIT_COSTS, execute, grid
+from .timing import UNIT_COSTS, execute, grid, peak_activations
 from .v import dualpipe_v, zbv
 
 SCHEDULES: dict[str, Callable[..., Schedule]] = {
@@ -94,6 +94,7 @@ __all__ = [
     "looped_bfs",
     "make_schedule",
     "one_f_one_b",
+    "peak_activations",
     "peer",
     "validate",
     "zb_h1",

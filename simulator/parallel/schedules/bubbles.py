@@ -26,6 +26,16 @@ from __future__ import annotations
 from fractions import Fraction
 
 NAMES = ("gpipe", "1f1b", "interleaved-1f1b", "looped-bfs", "zb-h1", "interleaved-zb", "zbv", "dualpipe-v")
+FORMULAS = {  # the table above, as a page or a figure writes it
+    "gpipe": "(p - 1) / m",
+    "1f1b": "(p - 1) / m",
+    "interleaved-1f1b": "((p - 1) + (v - 1) max(0, p - m)) / (v m)",
+    "looped-bfs": "((p - 1) + (v - 1) max(0, p - m)) / (v m)",
+    "zb-h1": "((p - 1) + max(0, p - m)) / (3 m)",
+    "interleaved-zb": "(p - 1) / (3 v m), for m >= p",
+    "zbv": "(p - 1) / (6 m), for m >= 2p - 1",
+    "dualpipe-v": "(p - 1) / (6 m), for m >= 2p",
+}
 
 
 def bubble_ratio(name: str, p: int, m: int, v: int = 1) -> Fraction | None:

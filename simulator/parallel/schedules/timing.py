@@ -1,5 +1,6 @@
 """A schedule run on an idealised machine: ``execute`` gives every action's start and end in time units
-(and finds rule 5's deadlocks), ``grid`` draws the result as text, one row per rank."""
+(and finds rule 5's deadlocks), ``grid`` draws the result as text, one row per rank; ``peak_activations``
+counts what each rank keeps alive at most."""
 
 from __future__ import annotations
 
@@ -105,6 +106,20 @@ def _deadlock(stuck, waiting, blocking_sends) -> ScheduleError:
                 "forever: let one side receive first, or post sends asynchronously (isend) and wait later"
             )
     return ScheduleError(5, text, cycle)
+
+
+def peak_activations(schedule: ActionLists) -> list[int]:
+    """Per rank, the most stage-microbatch activations alive at once: a forward keeps its activations until
+    the last pass of its backward (B, or W where the backward is split in I and W) has run, in the rank's
+    order. On a rank with v stages each is 1/v of a one-stage rank's; 1F1B's rank r peaks at min(p - r, m)."""
+    peaks = []
+    for acts in schedule.actions.values():
+        alive = peak = 0
+        for a in acts:
+            alive += (a.kind == F) - (a.kind in (B, W))
+            peak = max(peak, alive)
+        peaks.append(peak)
+    return peaks
 
 
 def grid(schedule: ActionLists, costs: Mapping[str, float] | None = None, width: int = 110) -> str:

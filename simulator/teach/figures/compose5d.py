@@ -44,6 +44,25 @@ def region(name: str) -> str:
     )
 
 
+_MB = re.compile(r"\.mb(\d+)")
+
+
+def pass_label(name: str) -> str:
+    """``F0`` or ``B0``: the pass and microbatch of an op (a backward op's own name starts with d: dy, dE0.W1,
+    E0.dout, ring_dq); "" for the gradients' sums, which belong to no microbatch."""
+    m = _MB.search(name)
+    if not m or not _LAYER.match(name):
+        return ""
+    parts = _LAYER.match(name)[2].split(".mb")[0].split(".")
+    backward = region(name) == "block backward" or any(p.startswith(("d", "ring_d")) for p in parts)
+    return f"{'B' if backward else 'F'}{m[1]}"
+
+
+def coordinate(rank: int) -> str:
+    """A device's row name: its rank and pipeline stage (its pp coordinate, the third binary digit)."""
+    return f"{rank}: stage {(rank >> (len(DIMS) - 1 - DIMS.index('pp'))) & 1}"
+
+
 def five_d_run():
     mesh = DeviceMesh.grid((2, 2, 2, 2, 2), DIMS)
     step = Parallel5D(TRANSFORMER, MOE, mesh, microbatches=2)
@@ -67,6 +86,8 @@ def five_d_step(out: Path, style: FigureStyle) -> None:
         f"dp x ep x pp x cp x tp = 2 x 2 x 2 x 2 x 2: one 1F1B step, {len(run.trace.messages):,} messages, "
         f"{run.time * 1e6:.0f} µs (the last third: the gradients' all-reduces); every gradient equal to one device's"
     )
-    fig = plot_timeline(run, title=title, color_key=region, label=lambda name: "", arrows=False, style=style)
+    fig = plot_timeline(
+        run, title=title, color_key=region, label=pass_label, arrows=False, style=style, row_names=coordinate
+    )
     save_figure(fig, out / "timeline_5d_step")
     save_memory(run, out / "memory_5d_step", title="The same step: memory held by each of the 32 devices", style=style)

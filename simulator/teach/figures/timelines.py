@@ -139,16 +139,26 @@ def two_level(out: Path, style: FigureStyle) -> None:
 @figure("timeline_pipeline_64.png", "timeline_pipeline_64.svg")
 def pipeline_64(out: Path, style: FigureStyle) -> None:
     """A forward pass through 64 pipeline stages with 8 microbatches: the fill and drain bubbles at scale."""
-    from ...views.plot.timeline import save_timeline
+    from ...views.plot.style import save_figure
+    from ...views.plot.timeline import plot_timeline
 
     xs = [np.arange(100, dtype=np.float64) + i for i in range(8)]
     run = World(64, cost=classroom()).run(pipeline_forward, xs, 4 * US)
-    save_timeline(
+    busy = 8 * 4 * US / run.time
+    fig = plot_timeline(
         run,
-        out / "timeline_pipeline_64",
-        title="64 pipeline stages, 8 microbatches (forward only): each device is busy 8 x 4 µs of the run",
+        title=f"64 pipeline stages, 8 microbatches (forward only): each device works 8 x 4 µs of the {run.time / US:.0f} "
+        f"µs run, {busy:.0%}; the hatched triangles are the bubble",
+        arrows=False,
         style=style,
     )
+    ax = fig.axes[0]
+    words = {"fontsize": 10, "fontweight": "bold", "color": "#444444", "ha": "center", "va": "center"}
+    ax.text(
+        0.27 * run.time, 46, "the pipeline fills:\ndevice r waits for r stages\nbefore its first microbatch", **words
+    )
+    ax.text(0.73 * run.time, 16, "it drains: device r idles\nonce microbatch 7 has passed", **words)
+    save_figure(fig, out / "timeline_pipeline_64")
 
 
 @figure("timeline_seed_split_vs_bug.png", "timeline_seed_split_vs_bug.svg")
@@ -175,9 +185,15 @@ def ring_pass_animation(out: Path, style: FigureStyle) -> None:
     """Animated messages of the 4-device ring pass, for slides."""
     from ...views.plot.animation import animate_messages
 
-    run = World(4, cost=classroom()).run(ring_pass, np.ones(500), 3, 6 * US)
+    def own_block(dev):  # device r starts with a block of (r + 1)s: each value says whose block it is
+        return ring_pass(dev, np.full(500, dev.rank + 1.0), 3, 6 * US)
+
+    run = World(4, cost=classroom()).run(own_block)
     animate_messages(
-        run, out / "animation_ring_pass.gif", title="Ring pass: every device sends right each step", style=style
+        run,
+        out / "animation_ring_pass.gif",
+        title="Ring pass: each step, every device sends its block right",
+        style=style,
     )
 
 

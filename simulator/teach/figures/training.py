@@ -15,7 +15,7 @@ from ...core.engine import RunResult
 from ...core.files import write_text
 from ...cost.units import size_unit
 from ...parallel.data import DataParallel
-from ...parallel.measure import bubble, op_kind, peak_activation_bytes, peak_activation_microbatches
+from ...parallel.measure import bubble, peak_activation_bytes, peak_activation_microbatches
 from ...parallel.mlp import MLP
 from ...parallel.pipeline import ActionCosts, Pipeline
 from ...parallel.schedules import make_schedule
@@ -51,32 +51,40 @@ def schedule_runs() -> list[tuple[Pipeline, RunResult]]:
 def _title(pipe: Pipeline, run: RunResult, formula: str) -> str:
     b = bubble(run.trace)
     peak = max(peak_activation_microbatches(run.trace))
-    return (
-        f"{pipe.schedule.name}: step {run.time / US:.0f} µs, bubble {b.ratio[0]:.3f} = {formula}, "
-        f"at most {peak} microbatches' activations held"
-    )
+    return f"{pipe.schedule.name}: step {run.time / US:.0f} µs, bubble {b.ratio[0]:.3f} = {formula}; {peak} microbatches held"
 
 
 @figure("timeline_pipeline_schedules.png", "timeline_pipeline_schedules.svg")
 def pipeline_schedules(out: Path, style: FigureStyle) -> None:
     """GPipe, 1F1B, interleaved 1F1B and ZB-H1 for the same 4 devices and 8 microbatches, on one time scale."""
+    from ...views.plot.schedule_chart import plot_schedules
     from ...views.plot.style import save_figure
-    from ...views.plot.timeline import plot_timelines
 
     runs = schedule_runs()
-    fig = plot_timelines(
-        [run for _, run in runs],
-        [_title(pipe, run, formula) for (pipe, run), (_, _, formula) in zip(runs, SCHEDULES)],
-        suptitle="One training step of an 8-layer MLP, four pipeline schedules, p = 4 devices, m = 8 microbatches;\n"
-        "bubble = idle time / busy time of a device",
-        color_key=op_kind,
-        tags=[pipe.schedule.op_tag for pipe, _ in runs],  # B0 where a schedule runs the backward whole, else I0, W0
-        arrows=False,
-        caption="Forward 1 µs, input gradients 1 µs, weight gradients 1 µs per stage and microbatch (halved for "
-        "the interleaved schedule's half-size stages); messages take no time.",
+    panels = []
+    for (pipe, run), (_, _, formula) in zip(runs, SCHEDULES):
+        v = pipe.schedule.stages // P
+        costs = {"F": 1 / v, "B": 2 / v, "I": 1 / v, "W": 1 / v}  # µs, as the run's ActionCosts
+        _same_step(pipe, run, costs)
+        panels.append((_title(pipe, run, formula), pipe.schedule.compute_only(), costs))
+    fig = plot_schedules(
+        panels,
+        unit=(1.0, "µs"),
+        suptitle=f"Four pipeline schedules, one training step of an 8-layer MLP: p = {P} devices, m = {M} microbatches; "
+        "bubble = a device's idle time / its busy time",
+        caption="F, I and W 1 µs per stage and microbatch, B = I + W (halved for the interleaved schedule's half-size "
+        "stages); messages take no time. Every step checked against one device. F3: forward of microbatch 3.",
         style=style,
     )
     save_figure(fig, out / "timeline_pipeline_schedules")
+
+
+def _same_step(pipe: Pipeline, run: RunResult, costs: dict[str, float]) -> None:
+    """The chart is drawn from the schedule's timing: it must be the simulated step's, to the nanosecond."""
+    from ...parallel.schedules import execute
+
+    end = max(e for rows in execute(pipe.schedule.compute_only(), costs).values() for _, e, _ in rows)
+    assert abs(end * US - run.time) < 1e-12, (pipe.schedule.name, end, run.time)
 
 
 @figure("pipeline_schedules_grid.txt")

@@ -1,8 +1,8 @@
 """Pictures of runs: timeline diagrams, memory plots, animations (matplotlib), and Chrome-trace export.
 
 matplotlib is imported only inside this package, and only by the modules that draw
-(``timeline``, ``memory``, ``animation``, ``sharding``, ``style``); ``chrome_trace`` writes JSON and
-needs none.
+(``timeline``, ``memory``, ``animation``, ``sharding``, ``schedule_chart``, ``style``); ``chrome_trace`` writes
+JSON and needs none. ``schedule_chart`` draws pipeline schedules from their timing, one labelled panel each.
 The names below load their module on first use, so ``import simulator.views.plot`` stays cheap.
 """
 
@@ -19,6 +19,7 @@ _LAZY = {
     "save_memory": "memory",
     "shared_scales": "memory",
     "animate_messages": "animation",
+    "plot_schedules": "schedule_chart",
     "chrome_trace": "chrome_trace",
     "write_chrome_trace": "chrome_trace",
     "save_figure": "style",

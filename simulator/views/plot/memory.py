@@ -66,9 +66,11 @@ def plot_memory(
     fig_w = width or figure_style(style).width
     title = wrap_text(title, 0.78 * fig_w, TITLE_FONT) if title else title
     extra = TITLE_LINE * extra_lines(title, 1)  # inches for a title that wraps
-    fig_h = (3.6 if lines else 2.2 + min(0.12 * n, 7.0)) + extra
+    fig_h = (3.6 if lines else 2.5 + min(0.12 * n, 7.0)) + extra
+    cap = figure_style(style).max_height(fig_w)  # a slide stays 16:9
+    fig_h = min(fig_h, cap) if cap else fig_h
     fig = new_figure(fig_w, fig_h, style)
-    y0, y1 = (0.58 if lines else 0.26) / fig_h, 1 - (0.5 + extra) / fig_h  # the axes, in figure fractions
+    y0, y1 = 0.58 / fig_h, 1 - (0.5 + extra) / fig_h  # the axes, in figure fractions: room for the time axis below
     ax = fig.add_axes((0.09, y0, 0.78, y1 - y0))
     for side in ("top", "right"):
         ax.spines[side].set_visible(False)

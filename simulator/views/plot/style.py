@@ -76,21 +76,27 @@ class FigureStyle:
     width:       the default figure width, inches
     dpi:         dots per inch of saved PNGs and GIFs
     rows_height: at most this many inches of device rows in a timeline (a slide is 16:9)
+    aspect:      the least width over height of a figure (16/9: a slide's; None: as tall as it needs)
     """
 
     name: str
     width: float
     dpi: int
     rows_height: float
+    aspect: float | None = None
 
     @property
     def pixels(self) -> int:
         """Width of a saved image of the default width, in pixels."""
         return round(self.width * self.dpi)
 
+    def max_height(self, width: float | None = None) -> float | None:
+        """The tallest a figure ``width`` inches wide may be (None: no limit)."""
+        return None if self.aspect is None else (width or self.width) / self.aspect
+
 
 PAPER = FigureStyle("paper", width=11.0, dpi=150, rows_height=14.0)  # 1650 px wide
-SLIDE = FigureStyle("slide", width=8.0, dpi=240, rows_height=4.4)  # 1920 px wide, text 1.4x larger
+SLIDE = FigureStyle("slide", width=8.0, dpi=240, rows_height=4.4, aspect=16 / 9)  # 1920 x 1080 at most
 STYLES = {"paper": PAPER, "slide": SLIDE}
 
 

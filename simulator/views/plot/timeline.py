@@ -93,6 +93,7 @@ def plot_timeline(
     t_max: float | None = None,
     width: float | None = None,
     style: str | FigureStyle = "paper",
+    row_names: Callable[[int], str] | None = None,
 ) -> Figure:
     """Draw the timeline of a run; returns the figure (see the module docstring).
 
@@ -104,6 +105,7 @@ def plot_timeline(
                when there are at most MAX_MESSAGE_LABELS messages; None for no labels
     caption:   True for the cost model's description, a string for your own, False for none
     t_max:     right end of the time axis (to compare several runs on one scale)
+    row_names: device -> its row's name (default ``device r``), e.g. its mesh coordinate
 
     A run of more than ``MAX_SPANS`` spans is drawn as an image instead, a pixel row per device
     (``simulator.views.plot.busy.plot_busy``), in seconds rather than minutes.
@@ -122,12 +124,23 @@ def plot_timeline(
         title = wrap_text(title, 0.84 * fig_w, TITLE_FONT) if title else title
         caption = wrap_text(caption_text(caption, cost), 0.98 * fig_w, CAPTION_FONT) if caption else caption
         extra = 0.3 * max(rows - 1, 0) + TITLE_LINE * extra_lines(title, 1) + CAPTION_LINE * extra_lines(caption, 1)
-        fig = new_figure(fig_w, figure_height(n, st) + extra, st)
+        height = figure_height(n, st) + extra
+        cap = st.max_height(fig_w)  # a slide stays 16:9: the device rows take what the margins leave
+        fig = new_figure(fig_w, min(height, cap) if cap else height, st)
         ax = fig.add_axes(_axes_box(fig, title, rows, caption))
     else:
         fig = ax.figure
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
-    draw_timeline(ax, act, t_end, color_key=color_key, label=label, arrows=arrows, message_label=message_label)
+    draw_timeline(
+        ax,
+        act,
+        t_end,
+        color_key=color_key,
+        label=label,
+        arrows=arrows,
+        message_label=message_label,
+        row_names=row_names,
+    )
     if legend:
         draw_legend(ax, act, color_key, arrows)
     if title:
@@ -174,20 +187,31 @@ def plot_timelines(
     text = wrap_text(caption_text(caption, unpack(runs[0])[1]), 0.98 * fig_w, CAPTION_FONT)
     legend_h = 0.3 * legend_rows(both, color_key, arrows)
     above = [0.35 + TITLE_LINE * extra_lines(t, 1) + (legend_h if k == 0 else 0) for k, t in enumerate(titles)]
-    below = 0.5  # tick labels and axis label
+    below = [0.5] * len(acts)  # tick labels and axis label
     head = 0.15 + (0.4 + 0.22 * extra_lines(suptitle, 1)) * bool(suptitle)
     foot = (0.08 + CAPTION_LINE * extra_lines(text)) * bool(text)
-    height = head + sum(rows) + sum(above) + below * len(acts) + foot
+    height = head + sum(rows) + sum(above) + sum(below) + foot
+    cap = st.max_height(fig_w)
+    shared = bool(cap and height > cap)  # a slide stays 16:9: one time axis, under the last panel, and lower rows
+    if shared:
+        below = [0.12] * (len(acts) - 1) + [0.5]
+        margins = head + sum(above) + sum(below) + foot
+        room = max(cap - margins, 0.3 * len(acts))
+        rows = [r * room / sum(rows) for r in rows]
+        height = margins + sum(rows)
     fig = new_figure(fig_w, height, st)
     y = height - head  # inches from the bottom
     for k, (run, title) in enumerate(zip(runs, titles)):
         y -= above[k] + rows[k]
         ax = fig.add_axes((0.09, y / height, 0.84, rows[k] / height))
         plot_timeline(run, ax=ax, title=title, t_max=t_end, legend=False, caption=False, label=labels[k], **kwargs)
+        if shared and k < len(acts) - 1:
+            ax.tick_params(axis="x", labelbottom=False)
+            ax.set_xlabel("")
         if k == 0:
             draw_legend(ax, both, color_key, arrows)
             ax.set_title(title, loc="left", pad=6 + 18 * legend_rows(both, color_key, arrows))
-        y -= below
+        y -= below[k]
     if suptitle:
         fig.text(0.01, 1 - 0.1 / height, suptitle, ha="left", va="top", fontweight="bold", fontsize=12)
     if text:
@@ -231,13 +255,14 @@ def draw_timeline(
     label: Callable[[str], str] = op_tag,
     arrows: bool = True,
     message_label: Callable[[Message], str] | None = None,
+    row_names: Callable[[int], str] | None = None,
 ) -> None:
     """Draw an Activity into existing axes."""
     n = act.world_size
     ax.set_xlim(0, t_end * 1.005)
     ax.set_ylim(n - 0.5, -0.6)
     time_axis(ax, t_end)
-    _device_ticks(ax, n)
+    _device_ticks(ax, n, row_names or (lambda r: f"device {r}"))
     for side in ("left", "top", "right"):
         ax.spines[side].set_visible(False)
     ax.tick_params(axis="y", length=0)
@@ -274,11 +299,23 @@ def draw_timeline(
     _utilization(ax, act)
 
 
-def _device_ticks(ax: Axes, n: int) -> None:
-    step = 1 if n <= 16 else (2 if n <= 32 else 4)
-    ticks = list(range(0, n, step))
+def _row_points(ax: Axes, n: int) -> float:
+    """How tall one device's row is drawn, in points."""
+    return ax.get_position().height * ax.figure.get_figheight() * 72 / max(n, 1)
+
+
+def _label_step(ax: Axes, n: int, fontsize: float, step: int = 1) -> int:
+    """Label every k-th row: k from ``step`` up, doubled until the labels do not overlap."""
+    while step < n and step * _row_points(ax, n) < 1.15 * fontsize:
+        step *= 2
+    return step
+
+
+def _device_ticks(ax: Axes, n: int, name: Callable[[int], str]) -> None:
+    fontsize = 9 if n <= 16 else 7
+    ticks = list(range(0, n, _label_step(ax, n, fontsize, 1 if n <= 16 else (2 if n <= 32 else 4))))
     ax.set_yticks(ticks)
-    ax.set_yticklabels([f"device {r}" for r in ticks], fontsize=9 if n <= 16 else 7)
+    ax.set_yticklabels([name(r) for r in ticks], fontsize=fontsize)
     ax.set_yticks(range(n), minor=True)
 
 
@@ -378,8 +415,7 @@ def _utilization(ax: Axes, act: Activity) -> None:
         return
     n = act.world_size
     fontsize = 8 if n <= 16 else 6
-    step = 1 if n <= 32 else 2
-    for r in range(0, n, step):
+    for r in range(0, n, _label_step(ax, n, fontsize, 1 if n <= 32 else 2)):
         frac = act.busy(r) / act.end_time
         ax.text(
             1.005,

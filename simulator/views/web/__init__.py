@@ -1,13 +1,25 @@
-"""Step through a run in a browser: a notebook widget and a self-contained web page.
+"""Step through a run in a browser: a notebook widget and a self-contained web page; and the schedule explorer.
 
-Both render one JSON-able document of the run (``document.py``) with one ES module (``view.js``)::
+Both render one JSON-able document of the run (``document.py``) with one ES module (``assets.py`` makes it
+of ``dom.js``, ``timeline.js``, ``cards.js`` and ``view.js``)::
 
     from simulator import view
     view.show("wrong-input")                        # in Jupyter: a widget (needs the notebooks extra)
     view.show(run, check=report)                    # any run, with the check it highlights
+    view.show("3d-step", present=True)              # the projector mode: one 1280 x 720 screen, no scrolling
     view.write_html(run, "run.html", check=report)  # a page that opens from disk, with no network
 
-or ``python -m simulator html SCENARIO -o FILE`` on the command line.
+or ``python -m simulator html SCENARIO -o FILE [--present]`` on the command line. ``explorer.py`` writes
+the schedule explorer (``python -m simulator explore``): pick a pipeline schedule, p, m, v and the costs,
+see its timeline and bubble.
+
+=============  ==================================================================================
+document.py    a run as one JSON-able document; replay.py reads it back in Python; texts.py its values' texts
+assets.py      the .js and .css files shipped here, joined into one module per front end
+browser.py     headless Chromium for screenshots and the browser tests
+page.py        the self-contained page; widget.py the notebook widget (anywidget)
+explorer.py    the schedule explorer page: every case's order, made by the project's schedules
+=============  ==================================================================================
 """
 
 from __future__ import annotations

@@ -79,6 +79,25 @@ def headless(width: int = 1280, height: int = 900, scale: float = 1.0) -> Iterat
             driver.quit()
 
 
+def screen(
+    driver: Any, page: Path, out: Path, *, address: str = "", size: tuple[int, int] = (1280, 720), scale: float = 1.0
+) -> Path:
+    """Open ``page`` (with ``address``, e.g. ``#step=40``) in a viewport of ``size`` CSS pixels, as a browser in
+    full screen shows it, and save that screen as a PNG ``scale`` times as many pixels wide."""
+    width, height = size
+    metrics = {"width": width, "height": height, "deviceScaleFactor": scale, "mobile": False}
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", metrics)
+    try:
+        driver.get(Path(page).resolve().as_uri() + address)
+        driver.execute_async_script(  # two frames: the page has drawn what it measured
+            "const done = arguments[0]; requestAnimationFrame(() => requestAnimationFrame(() => done()));"
+        )
+        driver.save_screenshot(str(out))
+    finally:
+        driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+    return out
+
+
 def screenshot(driver: Any, page: Path, out: Path, *, step: int = 0) -> Path:
     """Open ``page`` from disk, go to ``step`` with the arrow key, and save the whole view as a PNG."""
     from selenium.webdriver.common.by import By

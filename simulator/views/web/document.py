@@ -10,7 +10,11 @@ it and replays memory. The document::
     devices   number of devices
     time      {"unit": "us", "end": float}: every time below is in this unit
     values    value texts, shared by the events that show them: a string, or [short, long] when the
-              card shows a short form (shape and dtype) and the tooltip the numbers
+              card shows a short form (shape and dtype) and the tooltip the numbers, or [short, long,
+              cells] for an array of up to 64 numbers: cells are its rows (the last axis), each a list of
+              number texts, which the projector mode draws as a matrix
+    grid      null, or how the projector mode lays the cards out: {"rows", "cols", "ranks": rows of
+              ranks, "coords": per rank its mesh coordinate in words ("dp0 pp1 tp0")}
     events    one object per event, in trace order (see ``_event``):
                 k   kind: send / recv / op / hold / free
                 r   the device it happens on (the sender for a send, the receiver for a recv)
@@ -22,6 +26,7 @@ it and replays memory. The document::
                 pt  the part of the value this is (a shard: Op.index / Message.index), as text
                 ps  the ranks a partial sum is over
                 mb  the microbatch number the name or label says
+                tg  an op's pass and microbatch as the timeline labels it ("F3", "B3", "W3"), where it has one
                 v   index into values
                 say the event in words: a string, or [before, after] the value's short text
                 mem +1: the event puts its value in device r's memory under n; -1: it drops n
@@ -30,8 +35,11 @@ it and replays memory. The document::
     first     the trace index of the first stepped event; steps are 0 .. len(events) - base
     total     events in the whole run
     initial   {"mem": [[[name, event], ...] per device], "fly": [event, ...]}: the state at step 0
-    check     null, or {"verdict", "text", "explain", "event", "marks", "rank", "where"}: event is the
-              first divergence, marks the events whose value shows it (a message's send and recv)
+    check     null, or {"verdict", "text", "explain", "event", "marks", "rank", "where", "cells",
+              "expected"}: event is the first divergence, marks the events whose value shows it (a
+              message's send and recv), cells the flat indices of the wrong numbers in that value (when
+              it and the expected value are arrays of one shape, up to 64 numbers), expected the index
+              in values of the value that was due
     notice    null, or why the run is thinned and what is shown
 
 Memory is not stored per step: stepping applies the ``mem``/``fly`` effects (one rule,
@@ -49,21 +57,24 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from ...core.trace import Trace
 from ...core.values import part_text
-from ...cost.units import inline, time_unit
+from ...cost.units import time_unit
+from ...parallel.schedules.labels import op_tag
+from ...tensors.mesh import DeviceMesh
 from ..stepper import FREED, memory_effect
+from .texts import CARD_ELEMENTS, LONG_ELEMENTS, Values, cells, signature, value_text, wrong_cells
+
+__all__ = ["CARD_ELEMENTS", "LONG_ELEMENTS", "MAX_EVENTS", "build_document", "cells", "microbatch", "value_text"]
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from ...checker import CheckReport
     from ...core.engine import RunResult
 
 SCHEMA = "parallelism-simulator/views/web/1"
 MAX_EVENTS = 12_000  # a 64-device run of 10,000 events stays whole, and pages stay under 5 MB
-CARD_ELEMENTS = 6  # values this small show their numbers on the card (as the Stepper prints them)
-LONG_ELEMENTS = 64  # larger ones show their shape and dtype there, and up to this many numbers on hover
 
 
 @dataclass
@@ -105,12 +116,16 @@ def build_document(
     story: str | None = None,
     max_events: int = MAX_EVENTS,
     first_event: int | None = None,
+    mesh: DeviceMesh | None = None,
+    tag: Callable[[str], str] | None = None,
 ) -> dict[str, Any]:
     """The view document of a run (see the module docstring); ``run`` as for ``resolve``.
 
     check: a ``CheckReport`` to highlight (a scenario brings its own). max_events: thin longer runs to
     a window of this many events, starting at ``first_event`` (default: the start, or shortly before
-    the first divergence when it lies further on).
+    the first divergence when it lies further on). mesh: the devices' mesh, on whose grid the projector
+    mode lays out the cards (default: one row of up to four, else two rows). tag: how the timeline
+    labels an op (default ``simulator.parallel.schedules.labels.op_tag``: ``F3``, ``I3``, ``W3``).
     """
     if max_events < 1:
         raise ValueError(f"max_events={max_events}: give a positive number of events to show")
@@ -127,9 +142,10 @@ def build_document(
     position.update({i: base + i - first for i in range(first, stop)})
 
     unit, scale = time_unit(trace.end_time or 1e-6)
-    values = _Values()
-    events = [_event(kind, rec, scale, unit, values) for kind, rec in (trace.events[i] for i in context)]
-    events += [_event(kind, rec, scale, unit, values) for kind, rec in trace.events[first:stop]]
+    values = Values()
+    tag = tag or op_tag
+    events = [_event(kind, rec, scale, unit, values, tag) for kind, rec in (trace.events[i] for i in context)]
+    events += [_event(kind, rec, scale, unit, values, tag) for kind, rec in trace.events[first:stop]]
     return {
         "schema": SCHEMA,
         "title": title if title is not None else src.title,
@@ -145,7 +161,8 @@ def build_document(
             "mem": [[[name, position[i]] for name, i in mem.items()] for mem in memory],
             "fly": [position[i] for i in flying.values()],
         },
-        "check": _check(report, trace, position),
+        "check": _check(report, trace, position, values),
+        "grid": _grid(mesh, trace.world_size),
         "notice": _notice(total, first, stop, max_events, diverged) if stop - first < total else None,
     }
 
@@ -184,7 +201,7 @@ def _replay(trace: Trace, stop: int) -> tuple[list[dict[str, int]], dict[int, in
     return memory, flying
 
 
-def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values) -> dict[str, Any]:
+def _event(kind: str, rec: Any, scale: float, unit: str, values: Values, tag: Callable[[str], str]) -> dict[str, Any]:
     e: dict[str, Any] = {"k": kind}
     if kind in ("send", "recv"):
         e["r"], e["o"] = (rec.src, rec.dst) if kind == "send" else (rec.dst, rec.src)
@@ -192,7 +209,7 @@ def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values) -> dic
         e["t"] = _num((rec.t_send if kind == "send" else rec.t_recv) * scale)
         if kind == "send" and rec.t_arrive is not None:
             e["t1"] = _num(rec.t_arrive * scale)
-        value, sig = rec.payload, _sig(rec.shape, rec.dtype)
+        value, sig = rec.payload, signature(rec.shape, rec.dtype)
         e["fly"] = 1 if kind == "send" else -1
     else:
         e["r"] = rec.rank
@@ -214,6 +231,10 @@ def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values) -> dic
     mb = microbatch(rec.name, label)
     if mb is not None:
         e["mb"] = mb
+    if kind == "op" and rec.name:
+        passed = tag(rec.name)
+        if _PASS.fullmatch(passed):
+            e["tg"] = passed
     if kind != "free":
         e["v"] = values.add(value, sig)
     effect = memory_effect(kind, rec)
@@ -224,6 +245,7 @@ def _event(kind: str, rec: Any, scale: float, unit: str, values: _Values) -> dic
     return e
 
 
+_PASS = re.compile(r"[FBIW]\d+")  # a pass and its microbatch, as the pipeline papers label them
 _VALUE = "\x00"  # where the value's text goes in an event's words: stored once, in values, not in every sentence
 
 
@@ -259,48 +281,18 @@ def _what(e: dict[str, Any], value: str) -> str:
     return f"{head} = {value}" if value else head
 
 
-class _Values:
-    """Value texts, each stored once however many events show it."""
-
-    def __init__(self) -> None:
-        self.table: list[str | list[str]] = []
-        self._index: dict[Any, int] = {}
-
-    def add(self, value: Any, sig: str) -> int:
-        text = value_text(value, sig)
-        key = text if isinstance(text, str) else tuple(text)
-        if key not in self._index:
-            self._index[key] = len(self.table)
-            self.table.append(text)
-        return self._index[key]
-
-    def short(self, i: int | None) -> str:
-        if i is None:
-            return ""
-        text = self.table[i]
-        return text if isinstance(text, str) else text[0]
-
-
-def value_text(value: Any, sig: str = "") -> str | list[str]:
-    """A value as a card shows it: the numbers when short, else its shape and dtype (and the numbers,
-    or the first of them, for the tooltip)."""
-    if value is None:
-        return sig
-    if isinstance(value, dict):
-        return "{" + ", ".join(map(str, value)) + "}"
-    try:
-        a = np.asarray(value)
-    except Exception:  # an object numpy cannot hold: show its repr
-        a = None
-    if a is None or a.dtype == object:
-        text = repr(value)
-        return text if len(text) <= 60 else [text[:57] + "...", text[:400]]
-    if a.size <= CARD_ELEMENTS:
-        return inline(a, precision=4)
-    shape = _sig(a.shape, a.dtype)
-    if a.size <= LONG_ELEMENTS:
-        return [shape, inline(a, precision=4)]
-    return [shape, f"{shape}, starting {inline(a.reshape(-1)[:8], precision=4)[:-1]}, ...]"]
+def _grid(mesh: DeviceMesh | None, devices: int) -> dict[str, Any] | None:
+    """The cards' grid for a mesh: its first axis down, the others across (a 2 x 2 x 2 mesh of dp, pp and tp:
+    two rows, one per replica, of four cards)."""
+    if mesh is None:
+        return None
+    if mesh.ranks.size != devices or sorted(mesh.ranks.reshape(-1).tolist()) != list(range(devices)):
+        raise ValueError(f"the mesh {mesh} does not hold each of the run's {devices} devices once")
+    ranks = mesh.ranks.reshape(mesh.shape[0], -1) if mesh.ndim > 1 else mesh.ranks.reshape(1, -1)
+    coords = [""] * devices
+    for r in range(devices):
+        coords[r] = " ".join(f"{name}{c}" for name, c in zip(mesh.dim_names, mesh.coordinate(r)))
+    return {"rows": int(ranks.shape[0]), "cols": int(ranks.shape[1]), "ranks": ranks.tolist(), "coords": coords}
 
 
 _MB_NAME = re.compile(r"\.mb(\d+)$")  # simulator.parallel.mlp.mb: "h2.mb3"
@@ -321,12 +313,20 @@ def microbatch(name: str | None, label: str | None = None) -> int | None:
     return None
 
 
-def _check(report: CheckReport | None, trace: Trace, position: dict[int, int]) -> dict[str, Any] | None:
+def _check(report: CheckReport | None, trace: Trace, position: dict[int, int], values: Values) -> dict[str, Any] | None:
     if report is None:
         return None
     first = report.first
     verdict = getattr(report, "verdict", None) or ("passed" if report.ok else "FAILED")
-    out: dict[str, Any] = {"verdict": verdict, "text": str(report), "explain": None, "event": None, "marks": []}
+    out: dict[str, Any] = {
+        "verdict": verdict,
+        "text": str(report),
+        "explain": None,
+        "event": None,
+        "marks": [],
+        "cells": None,
+        "expected": None,
+    }
     if first is None:
         return out
     marks = [first.event]
@@ -338,6 +338,8 @@ def _check(report: CheckReport | None, trace: Trace, position: dict[int, int]) -
         marks=[position[i] for i in marks if i in position],
         rank=first.rank,
         where=first.where,
+        cells=wrong_cells(first.found, first.expected),
+        expected=values.add(first.expected, "") if first.expected is not None else None,
     )
     return out
 
@@ -350,10 +352,6 @@ def _notice(total: int, first: int, stop: int, max_events: int, diverged: int | 
         f"events {first:,} to {stop - 1:,}{around}{context}; pass max_events= (or --max-events) to show more, "
         "or first_event= (--first-event) to move the window"
     )
-
-
-def _sig(shape: Any, dtype: Any) -> str:
-    return f"{tuple(shape)} {np.dtype(dtype).name}"
 
 
 def _num(x: float) -> float:

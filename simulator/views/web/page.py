@@ -1,5 +1,9 @@
 """A run as one self-contained HTML file: the view module, its styles and the document, all inline.
 
+``present=True`` writes the projector mode (one screen: cards on the mesh's grid, larger type, the timeline
+in view); either page opens at the step its address names (``page.html#step=40``) and keeps the address
+at the step shown, so a link or a reload returns to it.
+
 The page needs nothing but a browser: no Python, no network, no CDN. It opens from disk (a teacher
 can email it), and its Content-Security-Policy forbids every fetch, so a page that tried to load
 anything would fail loudly in the browser console instead of quietly depending on a network.
@@ -13,27 +17,23 @@ import html
 import json
 import os
 import tempfile
-from importlib.resources import files
 from pathlib import Path
 from typing import Any
 
+from .assets import asset, module
 from .document import MAX_EVENTS, build_document
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 
-
-def asset(name: str) -> str:
-    """The text of a file shipped with this package (``view.js``, ``view.css``)."""
-    return files(__package__).joinpath(name).read_text(encoding="utf-8")
+__all__ = ["CSP", "asset", "html_page", "write_html", "write_page", "write_text"]
 
 
-def html_page(doc: dict[str, Any], *, step: int = 0) -> str:
-    """The page for a view document (``build_document``), opened at ``step``."""
-    script = asset("view.js")
-    if "</script" in script.lower():  # it would end the inline script early
-        raise ValueError("view.js must not contain '</script': the page inlines it")
+def html_page(doc: dict[str, Any], *, step: int = 0, present: bool = False) -> str:
+    """The page for a view document (``build_document``), opened at ``step`` (or the step its address names);
+    ``present``: the projector mode."""
+    script = module()
     data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
-    options = json.dumps({"documentKeys": True, "step": step})
+    options = json.dumps({"documentKeys": True, "step": step, "present": present, "hash": True})
     return f"""<!DOCTYPE html>
 <html lang="en">
 <head>
@@ -71,25 +71,36 @@ def write_html(
     story: str | None = None,
     max_events: int = MAX_EVENTS,
     first_event: int | None = None,
+    present: bool = False,
+    **options: Any,
 ) -> Path:
     """Write the step-through page of ``run`` (a run, its trace, a scenario or a scenario's run).
 
     check: a ``CheckReport`` whose first divergence the page highlights. Runs longer than
-    ``max_events`` are thinned to a window of events, and the page says so. Returns the path written.
+    ``max_events`` are thinned to a window of events, and the page says so. present: the projector mode.
+    Other options (``mesh=``, ``tag=``) as for ``build_document``. Returns the path written.
     """
     _check_target(Path(path))
-    doc = build_document(run, check, title=title, story=story, max_events=max_events, first_event=first_event)
-    return write_page(doc, path, step=step)
+    doc = build_document(
+        run, check, title=title, story=story, max_events=max_events, first_event=first_event, **options
+    )
+    return write_page(doc, path, step=step, present=present)
 
 
-def write_page(doc: dict[str, Any], path: str | Path, *, step: int = 0) -> Path:
+def write_page(doc: dict[str, Any], path: str | Path, *, step: int = 0, present: bool = False) -> Path:
     """Write the page of a view document to ``path`` (through a temporary file, then a rename)."""
     path = Path(path)
     _check_target(path)
     steps = len(doc["events"]) - doc["base"]
     if not 0 <= step <= steps:
         raise ValueError(f"step={step}: this run has steps 0 to {steps}")
-    text = html_page(doc, step=step)
+    return write_text(html_page(doc, step=step, present=present), path)
+
+
+def write_text(text: str, path: str | Path) -> Path:
+    """Write a page's text to ``path`` whole or not at all: a temporary file beside it, then a rename."""
+    path = Path(path)
+    _check_target(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:

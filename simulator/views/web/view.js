@@ -2,20 +2,22 @@
 // arrows from sender to receiver, the timeline with a cursor, the current event in words, and the
 // check's first divergence in red. It draws a view document (simulator/views/web/document.py) and is the
 // one module both front ends use: the notebook widget (anywidget calls the default export's render)
-// and the self-contained page (which inlines this file and calls mount).
+// and the self-contained page (which inlines the module and calls mount).
+//
+// Two modes: the default, for a notebook or a desk (every value on every card, the page scrolls), and the
+// projector mode (options.present), which fits one screen: cards on the mesh's grid showing what changed
+// (cards.js), larger type, the timeline always in view.
 //
 // Memory is replayed, not stored per step: each event says what it does (mem: +1 puts its value in
 // device r's memory under its name, -1 drops it; fly: +1 a message leaves, -1 it is received). A
 // snapshot every KEYFRAME events makes any jump replay at most that many.
 //
-// One file on purpose, though longer than the project's usual module: anywidget loads a single ES
-// module (relative imports have nowhere to resolve from in a notebook), and the page inlines it as is.
-// Its sections: replay, DOM helpers, the view (cards, arrows, controls), the timeline, the widget glue.
+// The last part of one ES module (see assets.py): dom.js, timeline.js and cards.js come before it.
 
 const KEYFRAME = 256;
 const MAX_LABELLED_ARROWS = 12; // more arrows than this are drawn without their value labels
 const SPEEDS = [1, 4, 16, 64]; // steps per second when playing
-const SVG = "http://www.w3.org/2000/svg";
+const KEYS_HELP = "keys: \u2190 \u2192 step (shift: 10), Home / End, D the first divergence, space play";
 
 // ---- replay ------------------------------------------------------------------------------------
 
@@ -54,32 +56,6 @@ function makeReplay(doc) {
   };
 }
 
-// ---- small DOM helpers -------------------------------------------------------------------------
-
-function h(tag, attrs = {}, ...children) {
-  const node = document.createElement(tag);
-  for (const [k, v] of Object.entries(attrs)) {
-    if (v === null || v === undefined || v === false) continue;
-    if (k === "class") node.className = v;
-    else if (k === "text") node.textContent = v;
-    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
-    else node.setAttribute(k, v === true ? "" : String(v));
-  }
-  for (const c of children) if (c !== null && c !== undefined) node.append(c);
-  return node;
-}
-
-function svg(tag, attrs = {}) {
-  const node = document.createElementNS(SVG, tag);
-  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, String(v));
-  return node;
-}
-
-const shortText = (v) => (v === undefined || v === null ? "" : typeof v === "string" ? v : v[0]);
-const longText = (v) => (v === undefined || v === null ? "" : typeof v === "string" ? v : v[1]);
-const clamp = (x, lo, hi) => Math.max(lo, Math.min(hi, x));
-const hue = (mb) => (mb * 67) % 360; // microbatches in distinct colours
-
 // The verdict's first line; a failure says where it diverged and leaves the words to the aside.
 function headline(check, events) {
   const first = check.text.split("\n")[0];
@@ -102,39 +78,44 @@ export function mount(el, doc, options = {}) {
   const check = doc.check;
   const marks = new Set(check ? check.marks : []);
   const unit = doc.time.unit;
-  let step = clamp(options.step ?? 0, 0, n);
+  const present = !!options.present;
+  const divergence = check && check.event !== null && check.event !== undefined ? check.event - base + 1 : null;
+  let step = clamp(options.hash ? hashStep() ?? options.step ?? 0 : options.step ?? 0, 0, n);
   let state = replay.at(step);
   let timer = null;
   let speed = SPEEDS[1];
 
   // -- layout
-  const root = h("div", { class: doc.devices > 16 ? "psv psv-many" : "psv", tabindex: 0, "data-steps": n });
+  const kind = present ? "psv psv-present" : doc.devices > 16 ? "psv psv-many" : "psv";
+  const root = h("div", { class: kind, tabindex: 0, "data-steps": n });
   const verdict = check ? (check.verdict || "").toLowerCase().replace(/\s+/g, "-") : null;
   const jump = h("button", {
     type: "button",
     "data-action": "jump",
     class: "psv-jump",
-    text: "jump to the first divergence",
-    disabled: check && check.event === null ? true : null,
-    onclick: () => goto(check.event - base + 1),
+    title: "jump to the first divergence (D)",
+    text: present ? "first divergence" : "jump to the first divergence",
+    disabled: divergence === null ? true : null,
+    onclick: () => goto(divergence),
   });
-  const head = h(
-    "header",
-    { class: "psv-head" },
-    h("h2", { class: "psv-title", text: doc.title }),
-    doc.story ? h("p", { class: "psv-story", text: doc.story }) : null,
-  );
   const banner = check
     ? h(
         "div",
         { class: `psv-verdict psv-${verdict}`, "data-verdict": check.verdict },
         h("span", { class: "psv-verdict-text", text: headline(check, events) }),
         check.explain ? jump : null,
-        check.explain || check.text.includes("\n")
+        !present && (check.explain || check.text.includes("\n"))
           ? h("details", {}, h("summary", { text: "the whole report" }), h("pre", { text: check.text }))
           : null,
       )
     : null;
+  const head = h(
+    "header",
+    { class: "psv-head" },
+    h("h2", { class: "psv-title", text: doc.title, title: doc.story || null }),
+    doc.story && !present ? h("p", { class: "psv-story", text: doc.story }) : null,
+    present ? banner : null,
+  );
   const notice = doc.notice ? h("div", { class: "psv-notice", role: "note", text: doc.notice }) : null;
 
   const button = (action, text, title, fn) =>
@@ -158,7 +139,7 @@ export function mount(el, doc, options = {}) {
   const timeLabel = h("span", { class: "psv-time" });
   const controls = h(
     "div",
-    { class: "psv-controls" },
+    { class: "psv-controls", title: KEYS_HELP },
     button("start", "|<", "to the start (Home)", () => goto(0)),
     button("back", "< back", "one event back (left arrow; shift: 10)", () => goto(step - 1)),
     play,
@@ -171,13 +152,27 @@ export function mount(el, doc, options = {}) {
   );
   const said = h("p", { class: "psv-said", "aria-live": "polite" });
 
+  const grid = present ? cardGrid(doc) : null;
   const cards = h("div", { class: "psv-cards" });
+  const cardNodes = [];
   const cardLists = [];
   for (let r = 0; r < doc.devices; r++) {
-    const list = h("ul", { class: "psv-held" });
+    const coords = grid && grid.coords ? grid.coords[r] : null;
+    const title = h("h3", {}, `device ${r}`, coords ? h("span", { class: "psv-coords", text: coords }) : null);
+    const list = present ? h("div", { class: "psv-card-body" }) : h("ul", { class: "psv-held" });
     cardLists.push(list);
-    cards.append(h("section", { class: "psv-card", "data-rank": r }, h("h3", { text: `device ${r}` }), list));
+    cardNodes.push(h("section", { class: "psv-card", "data-rank": r }, title, list));
   }
+  if (grid) {
+    cards.style.gridTemplateColumns = `repeat(${grid.cols}, minmax(0, 1fr))`;
+    cards.style.gridTemplateRows = `repeat(${grid.rows}, minmax(0, 1fr))`;
+    grid.ranks.forEach((row, i) =>
+      row.forEach((r, j) => {
+        cardNodes[r].style.gridArea = `${i + 1} / ${j + 1}`;
+      }),
+    );
+  }
+  cards.append(...cardNodes);
   const arrows = svg("svg", { class: "psv-arrows", "aria-hidden": "true" });
   const stage = h("div", { class: "psv-stage" }, cards, arrows);
   const explain = check && check.explain
@@ -190,10 +185,14 @@ export function mount(el, doc, options = {}) {
     : null;
   const main = h("div", { class: "psv-main" }, stage, explain);
   const flying = h("ul", { class: "psv-flying" });
-  const flyingBox = h("div", { class: "psv-inflight" }, h("span", { text: "in flight: " }), flying);
+  const flyingHead = h("span", { class: "psv-inflight-head", text: "in flight: " });
+  const flyingBox = h("div", { class: "psv-inflight" }, flyingHead, flying);
 
-  const timeline = makeTimeline(doc, marks, (s) => goto(s));
-  root.append(...[head, banner, notice, controls, said, main, flyingBox, timeline.node].filter(Boolean));
+  const timeline = makeTimeline(doc, marks, (s) => goto(s), { present });
+  const parts = present
+    ? [head, notice, controls, said, main, flyingBox, timeline.node]
+    : [head, banner, notice, controls, said, main, flyingBox, timeline.node];
+  root.append(...parts.filter(Boolean));
   el.append(root);
 
   // -- drawing
@@ -226,11 +225,18 @@ export function mount(el, doc, options = {}) {
     const active = current >= 0 ? events[current].r : -1;
     for (const r of ranks) {
       const list = cardLists[r];
+      if (present) {
+        // the wrong value of an op not kept in memory (a temporary) is shown on its card as it is made
+        const e = current >= 0 ? events[current] : null;
+        const unheld = e && e.k === "op" && e.r === r && marks.has(current) && state.mem[r].get(e.n) !== current;
+        fillCard(list, doc, state.mem[r], { marks, current, extra: unheld ? [e.n, current] : null });
+        continue;
+      }
       list.replaceChildren(...[...state.mem[r]].map(([name, i]) => item(name, i, current)));
       if (!state.mem[r].size) list.append(h("li", { class: "psv-empty", text: "(empty)" }));
     }
     cards.querySelectorAll(".psv-active").forEach((c) => c.classList.remove("psv-active"));
-    if (active >= 0) cards.children[active].classList.add("psv-active");
+    if (active >= 0) cardNodes[active].classList.add("psv-active");
   }
 
   function drawFlying(current) {
@@ -242,9 +248,14 @@ export function mount(el, doc, options = {}) {
       return h("li", {
         class: `${marks.has(i) ? "psv-bad" : ""}${i === current ? " psv-new" : ""}`.trim() || null,
         "data-message": e.m,
-        text: what + partial + label,
+        title: present ? what + partial + label : null,
+        text: present ? what + partial : what + partial + label,
       });
     });
+    if (present) {
+      items.sort((a, b) => b.classList.contains("psv-new") - a.classList.contains("psv-new"));
+      flyingHead.textContent = `in flight (${items.length}): `;
+    }
     flying.replaceChildren(...(items.length ? items : [h("li", { class: "psv-empty", text: "none" })]));
   }
 
@@ -254,7 +265,7 @@ export function mount(el, doc, options = {}) {
     arrows.setAttribute("height", box.height);
     arrows.replaceChildren();
     const fly = [...state.fly.values()];
-    const labelled = fly.length <= MAX_LABELLED_ARROWS;
+    const labelled = !present && fly.length <= MAX_LABELLED_ARROWS;
     const pairs = new Map(); // how many arrows each (src, dst) has so far: each bows a little further
     const labels = [];
     for (const i of fly) {
@@ -262,7 +273,9 @@ export function mount(el, doc, options = {}) {
       const key = `${e.r}-${e.o}`;
       const k = pairs.get(key) || 0;
       pairs.set(key, k + 1);
-      const { from, c, to } = route(cards.children[e.r], cards.children[e.o], box, e.o > e.r, k);
+      const a = cardNodes[e.r];
+      const b = cardNodes[e.o];
+      const { from, c, to } = present ? gridRoute(a, b, box, e.o > e.r, k) : route(a, b, box, e.o > e.r, k);
       const bad = marks.has(i);
       const g = svg("g", {
         class: `psv-arrow${bad ? " psv-bad" : ""}${i === current ? " psv-new" : ""}`,
@@ -324,6 +337,7 @@ export function mount(el, doc, options = {}) {
     step = target;
     render(ranks);
     if (step === n) stop();
+    if (options.hash) history.replaceState(null, "", `#step=${step}`);
     if (notify && options.onStep) options.onStep(step);
   }
 
@@ -350,6 +364,8 @@ export function mount(el, doc, options = {}) {
       Home: () => goto(0),
       End: () => goto(n),
       " ": () => target.tagName !== "BUTTON" && toggle(),
+      d: () => divergence !== null && goto(divergence),
+      D: () => divergence !== null && goto(divergence),
     };
     if (!(ev.key in moves) || ev.ctrlKey || ev.metaKey || ev.altKey) return;
     ev.preventDefault();
@@ -358,17 +374,24 @@ export function mount(el, doc, options = {}) {
   }
   const keyTarget = options.documentKeys ? document : root;
   keyTarget.addEventListener("keydown", onKey);
-  // Redraw the canvas and the arrows when the width changes, in the next frame: drawing inside the
-  // observer's callback could resize what it observes (a "ResizeObserver loop" error).
-  let width = 0;
+  const onHash = () => {
+    const s = hashStep();
+    if (s !== null && s !== step) goto(s);
+  };
+  if (options.hash) window.addEventListener("hashchange", onHash);
+  // Redraw the canvas, the cards and the arrows when the size changes, in the next frame: drawing inside
+  // the observer's callback could resize what it observes (a "ResizeObserver loop" error).
+  let size = "";
   let frame = 0;
   const resized = new ResizeObserver((entries) => {
-    const w = Math.round(entries[0].contentRect.width);
-    if (w === width) return;
-    width = w;
+    const box = entries[0].contentRect;
+    const now = present ? `${Math.round(box.width)}x${Math.round(box.height)}` : `${Math.round(box.width)}`;
+    if (now === size) return;
+    size = now;
     cancelAnimationFrame(frame);
     frame = requestAnimationFrame(() => {
       timeline.draw();
+      if (present) drawCards(cardLists.map((_, r) => r), step > 0 ? base + step - 1 : -1);
       drawArrows(step > 0 ? base + step - 1 : -1);
     });
   });
@@ -376,6 +399,7 @@ export function mount(el, doc, options = {}) {
 
   render(cardLists.map((_, r) => r));
   lastRank = step > 0 ? events[base + step - 1].r : -1;
+  if (options.hash && step) history.replaceState(null, "", `#step=${step}`);
   root.dataset.ready = "true";
   return {
     goto: (s) => goto(s, false),
@@ -387,9 +411,16 @@ export function mount(el, doc, options = {}) {
       cancelAnimationFrame(frame);
       resized.disconnect();
       keyTarget.removeEventListener("keydown", onKey);
+      if (options.hash) window.removeEventListener("hashchange", onHash);
       root.remove();
     },
   };
+}
+
+// The step a link asks for: page.html#step=40.
+function hashStep() {
+  const m = /(?:^#|&)step=(\d+)/.exec(window.location.hash);
+  return m ? Number(m[1]) : null;
 }
 
 // An arrow from card a to card b: over the tops of the cards when it goes to a higher rank, under
@@ -417,155 +448,6 @@ function arrowHead(from, to) {
   return `M${to.x},${to.y} L${p1.x},${p1.y} L${p2.x},${p2.y} Z`;
 }
 
-// 1, 2, 2.5 or 5 times a power of ten: round tick spacing for the time axis.
-function niceStep(span) {
-  const p = 10 ** Math.floor(Math.log10(span || 1));
-  return [1, 2, 2.5, 5, 10].map((m) => m * p).find((s) => s >= span);
-}
-
-function fmt(t) {
-  return Number(t.toPrecision(6)).toString();
-}
-
-// ---- the timeline ------------------------------------------------------------------------------
-// One row per device: ops as bars (coloured by microbatch), messages as lines from the sender at its
-// send time to the receiver at its arrival. Drawn once on a canvas (fast for tens of thousands of
-// events); a second canvas on top holds the cursor and the current event, redrawn at every step.
-
-function makeTimeline(doc, marks, onPick) {
-  const events = doc.events;
-  const base = doc.base;
-  const devices = doc.devices;
-  const rowH = devices <= 8 ? 22 : Math.max(4, Math.floor(360 / devices));
-  const left = 64;
-  const top = 4;
-  const axis = 18;
-  const height = top + devices * rowH + axis;
-  let t0 = Infinity;
-  let t1 = -Infinity;
-  for (const e of events) {
-    t0 = Math.min(t0, e.t);
-    t1 = Math.max(t1, e.t1 ?? e.t);
-  }
-  if (!(t1 > t0)) t1 = t0 + 1;
-  const backCanvas = h("canvas", { class: "psv-timeline-back" });
-  const frontCanvas = h("canvas", { class: "psv-timeline-front" });
-  const box = h("div", { class: "psv-timeline-box", style: `height: ${height}px` }, backCanvas, frontCanvas);
-  const node = h(
-    "div",
-    { class: "psv-timeline", "data-cursor": -1 },
-    h("div", { class: "psv-timeline-title", text: `timeline (${doc.time.unit}); click to jump` }),
-    box,
-  );
-  let width = 0;
-  let current = -1;
-  const x = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - 8);
-  const y = (r) => top + r * rowH + rowH / 2;
-
-  function size(canvas) {
-    const ratio = window.devicePixelRatio || 1;
-    canvas.width = Math.max(1, Math.round(width * ratio));
-    canvas.height = Math.round(height * ratio);
-    canvas.style.width = `${width}px`;
-    canvas.style.height = `${height}px`;
-    const ctx = canvas.getContext("2d");
-    ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
-    return ctx;
-  }
-
-  function draw() {
-    width = box.clientWidth || 800;
-    const ctx = size(backCanvas);
-    ctx.font = "11px sans-serif";
-    ctx.textBaseline = "middle";
-    const every = Math.ceil(devices / Math.floor((devices * rowH) / 14));
-    for (let r = 0; r < devices; r++) {
-      if (r % 2) {
-        ctx.fillStyle = "rgba(128,128,128,0.08)";
-        ctx.fillRect(left, top + r * rowH, width - left, rowH);
-      }
-      if (r % every === 0) {
-        ctx.fillStyle = "#555";
-        ctx.fillText(`device ${r}`, 4, y(r));
-      }
-    }
-    ctx.lineWidth = 1;
-    for (let i = 0; i < events.length; i++) {
-      const e = events[i];
-      if (e.k === "op") {
-        const w = Math.max(1, x(e.t1) - x(e.t));
-        ctx.fillStyle = marks.has(i) ? "#c62828" : e.mb !== undefined ? `hsl(${hue(e.mb)} 60% 55%)` : "#4a78b5";
-        ctx.fillRect(x(e.t), top + e.r * rowH + 2, w, rowH - 4);
-        if (rowH >= 16 && w > 30 && e.n) {
-          ctx.fillStyle = "#fff";
-          ctx.save();
-          ctx.beginPath();
-          ctx.rect(x(e.t), top + e.r * rowH, w, rowH);
-          ctx.clip();
-          ctx.fillText(e.n, x(e.t) + 3, y(e.r));
-          ctx.restore();
-        }
-      } else if (e.k === "send") {
-        ctx.strokeStyle = marks.has(i) ? "#c62828" : "rgba(90,90,90,0.55)";
-        ctx.lineWidth = marks.has(i) ? 2.5 : 1;
-        ctx.beginPath();
-        ctx.moveTo(x(e.t), y(e.r));
-        ctx.lineTo(x(e.t1 ?? e.t), y(e.o));
-        ctx.stroke();
-        ctx.lineWidth = 1;
-      }
-    }
-    ctx.fillStyle = "#555";
-    ctx.textBaseline = "alphabetic";
-    const axisY = top + devices * rowH + 13;
-    const tick = niceStep((t1 - t0) / 6);
-    ctx.textAlign = "center";
-    for (let t = Math.ceil(t0 / tick) * tick; t <= t1 + tick * 1e-9; t += tick) {
-      ctx.fillRect(x(t), top + devices * rowH, 1, 3);
-      ctx.fillText(fmt(Number(t.toPrecision(12))), clamp(x(t), left, width - 20), axisY);
-    }
-    drawCursor();
-  }
-
-  function drawCursor() {
-    const ctx = size(frontCanvas);
-    node.dataset.cursor = current;
-    if (current < 0) return;
-    const e = events[current];
-    ctx.strokeStyle = marks.has(current) ? "#c62828" : "#111";
-    ctx.lineWidth = 2;
-    if (e.k === "op") ctx.strokeRect(x(e.t) - 1, top + e.r * rowH + 1, Math.max(2, x(e.t1) - x(e.t)) + 2, rowH - 2);
-    if (e.k === "send") {
-      ctx.beginPath();
-      ctx.moveTo(x(e.t), y(e.r));
-      ctx.lineTo(x(e.t1 ?? e.t), y(e.o));
-      ctx.stroke();
-    }
-    ctx.strokeStyle = "#e08a00";
-    ctx.beginPath();
-    ctx.moveTo(x(e.t), top);
-    ctx.lineTo(x(e.t), top + devices * rowH);
-    ctx.stroke();
-  }
-
-  frontCanvas.addEventListener("click", (ev) => {
-    const rect = frontCanvas.getBoundingClientRect();
-    const t = t0 + ((ev.clientX - rect.left - left) / (width - left - 8)) * (t1 - t0);
-    let pick = 0; // the step after the last event at or before the clicked time
-    for (let i = base; i < events.length; i++) if (events[i].t <= t) pick = i - base + 1;
-    onPick(pick);
-  });
-
-  return {
-    node,
-    draw,
-    cursor(i) {
-      current = i;
-      if (width) drawCursor();
-    },
-  };
-}
-
 // ---- the notebook widget (anywidget) -----------------------------------------------------------
 
 function render({ model, el }) {
@@ -574,6 +456,7 @@ function render({ model, el }) {
     if (view) view.destroy();
     view = mount(el, model.get("doc"), {
       step: model.get("step"),
+      present: model.get("present"),
       onStep(s) {
         model.set("step", s);
         model.save_changes();
@@ -585,9 +468,11 @@ function render({ model, el }) {
   };
   show();
   model.on("change:doc", show);
+  model.on("change:present", show);
   model.on("change:step", moved);
   return () => {
     model.off("change:doc", show);
+    model.off("change:present", show);
     model.off("change:step", moved);
     if (view) view.destroy();
   };

@@ -2,8 +2,9 @@
 
 The widget sends the view document once (``doc``) and keeps the step in sync both ways (``step``):
 the buttons, slider and arrow keys in the notebook move ``step`` here, and setting ``step`` (or
-calling ``forward``/``back``/``goto``) moves the view there. Its text form is the state at the
-current step, so a stored notebook reads well where no browser runs the widget.
+calling ``forward``/``back``/``goto``) moves the view there. ``present`` switches to the projector mode
+(one screen high: cards on the mesh's grid, larger type, the timeline in view). Its text form is the state at
+the current step, so a stored notebook reads well where no browser runs the widget.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 import anywidget
 import traitlets
 
+from .assets import module
 from .document import MAX_EVENTS, build_document
 from .replay import ViewState, state_at, steps
 
@@ -23,13 +25,14 @@ ASSETS = Path(__file__).parent
 class RunView(anywidget.AnyWidget):
     """One run, stepped through in a notebook: ``RunView(build_document(run))``, or ``show(run)``."""
 
-    _esm = ASSETS / "view.js"
+    _esm = module()  # the page's module, made of the package's .js files
     _css = ASSETS / "view.css"
     doc = traitlets.Dict().tag(sync=True)
     step = traitlets.Int(0).tag(sync=True)
+    present = traitlets.Bool(False).tag(sync=True)
 
-    def __init__(self, doc: dict[str, Any], step: int = 0, **kwargs: Any) -> None:
-        super().__init__(doc=doc, step=step, **kwargs)
+    def __init__(self, doc: dict[str, Any], step: int = 0, present: bool = False, **kwargs: Any) -> None:
+        super().__init__(doc=doc, step=step, present=present, **kwargs)
 
     @traitlets.validate("step")
     def _valid_step(self, proposal: dict[str, Any]) -> int:
@@ -72,10 +75,15 @@ def show(
     story: str | None = None,
     max_events: int = MAX_EVENTS,
     first_event: int | None = None,
+    present: bool = False,
+    **options: Any,
 ) -> RunView:
     """A widget stepping through ``run``: a run, its trace, a scenario, or a scenario's run.
 
     check: a ``CheckReport`` whose first divergence the view highlights (a scenario brings its own).
+    present: the projector mode. Other options (``mesh=``, ``tag=``) as for ``build_document``.
     """
-    doc = build_document(run, check, title=title, story=story, max_events=max_events, first_event=first_event)
-    return RunView(doc, step=step)
+    doc = build_document(
+        run, check, title=title, story=story, max_events=max_events, first_event=first_event, **options
+    )
+    return RunView(doc, step=step, present=present)

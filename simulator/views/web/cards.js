@@ -1,0 +1,142 @@
+// The projector mode's cards: laid out on the mesh's grid, each showing what changed last in full (the
+// numbers of an array of up to 64 as a matrix, the wrong ones red) and the rest of what it holds as
+// names, so that eight devices, the messages in flight and the timeline fit one 1280 x 720 screen.
+// Arrows between the cards keep to the gaps between them.
+
+// The grid the cards go on: the document's (from the mesh), else one row of up to four, else two rows.
+function cardGrid(doc) {
+  if (doc.grid) return doc.grid;
+  const n = doc.devices;
+  const rows = n <= 4 ? 1 : n <= 8 ? 2 : Math.ceil(Math.sqrt(n / 2));
+  const cols = Math.ceil(n / rows);
+  const ranks = [];
+  for (let r = 0; r < rows; r++) ranks.push([...Array(cols).keys()].map((c) => r * cols + c).filter((x) => x < n));
+  return { rows, cols, ranks, coords: null };
+}
+
+const MIN_FONT = 10; // px: the smallest number a projector shows legibly
+
+// A value's numbers as a table, sized to the room it has; the cells in `bad` (flat indices) in red. A vector
+// too long for one line at MIN_FONT goes on over several (its numbers still in order, left to right).
+function matrixTable(cells, bad, room) {
+  const longest = Math.max(...cells.flat().map((c) => c.length));
+  const fits = (n) => room.width / n / (0.61 * longest + 1.0); // a digit is 0.6em, a cell's padding 0.9em
+  if (cells.length === 1 && fits(cells[0].length) < MIN_FONT) {
+    const per = Math.max(1, Math.floor(room.width / (MIN_FONT * (0.61 * longest + 1.0))));
+    cells = Array.from({ length: Math.ceil(cells[0].length / per) }, (_, k) => cells[0].slice(k * per, (k + 1) * per));
+  }
+  const cols = Math.max(...cells.map((row) => row.length));
+  const byHeight = (room.height - 4) / (1.3 * cells.length);
+  const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), 9, 16);
+  const table = h("table", { class: "psv-matrix", style: `font-size: ${size}px` });
+  let k = 0;
+  for (const row of cells) {
+    const tr = h("tr");
+    for (const c of row) tr.append(h("td", { class: bad && bad.has(k++) ? "psv-cell-bad" : null, text: c }));
+    table.append(tr);
+  }
+  return table;
+}
+
+// One value in full on a projector card: its name and tags, then its numbers.
+function fullItem(doc, name, i, { bad, isNew, room }) {
+  const e = doc.events[i];
+  const v = doc.values[e.v];
+  const cells = Array.isArray(v) && v.length > 2 ? v[2] : null;
+  const head = h(
+    "div",
+    { class: "psv-item-head" },
+    h("span", { class: "psv-name", text: name }),
+    e.pt ? h("span", { class: "psv-part", title: "the part of the value this device holds", text: e.pt }) : null,
+    e.ps ? h("span", { class: "psv-partial", text: `partial over ${e.ps.join(", ")}` }) : null,
+    e.mb !== undefined ? h("span", { class: "psv-mb", style: `--mb-hue: ${hue(e.mb)}`, text: `mb ${e.mb}` }) : null,
+    h("span", { class: "psv-eq", text: " = " }),
+    h("span", { class: "psv-value", title: longText(v), text: shortText(v) }),
+  );
+  const li = h(
+    "li",
+    { class: `psv-item psv-full${bad ? " psv-bad" : ""}${isNew ? " psv-new" : ""}`, "data-name": name, "data-event": i },
+    head,
+  );
+  const check = doc.check;
+  const wrong = bad && check && check.cells ? new Set(check.cells) : null;
+  if (cells) li.append(matrixTable(cells, wrong, { width: room.width, height: room.height - 22 }));
+  if (bad && check && check.expected !== null && check.expected !== undefined) {
+    const due = doc.values[check.expected];
+    const dueCells = Array.isArray(due) && due.length > 2 ? due[2] : null;
+    const should = h("div", { class: "psv-expected" }, h("span", { text: "should be " }));
+    if (dueCells) should.append(matrixTable(dueCells, null, { width: room.width, height: room.height / 2 }));
+    else should.append(h("span", { class: "psv-value", text: shortText(due) }));
+    li.append(should);
+  }
+  return li;
+}
+
+// Fill one card's body: the newest values (and the wrong one, first) in full while they fit, then the
+// names of the rest on one line. `held` is the card's [name, event] pairs; `extra` one more to show (the
+// first divergence when it is a temporary, which no memory holds).
+function fillCard(body, doc, held, { marks, current, extra = null }) {
+  const entries = [...held, ...(extra ? [extra] : [])].sort((a, b) => marks.has(b[1]) - marks.has(a[1]) || b[1] - a[1]);
+  const full = h("ul", { class: "psv-held psv-full-list" });
+  const older = h("div", { class: "psv-older", text: "+" }); // holds a line while the values are measured
+  body.replaceChildren(full, older);
+  if (!entries.length) {
+    full.append(h("li", { class: "psv-empty", text: "(empty)" }));
+    return;
+  }
+  const room = { width: body.clientWidth - 8, height: body.clientHeight - 26 };
+  const rest = [];
+  let tries = 0; // after the first that does not fit, a few more (a short value may fit where a matrix did not)
+  for (const [name, i] of entries) {
+    if (rest.length && ++tries > 6) {
+      rest.push([name, i]);
+      continue;
+    }
+    const li = fullItem(doc, name, i, { bad: marks.has(i), isNew: i === current, room });
+    full.append(li);
+    if (full.children.length > 1 && body.scrollHeight > body.clientHeight + 1) {
+      li.remove();
+      rest.push([name, i]);
+    }
+  }
+  older.replaceChildren();
+  if (rest.length) {
+    older.append(h("span", { class: "psv-older-count", text: `+${rest.length}: ` }));
+    for (const [name, i] of rest)
+      older.append(h("span", { class: `psv-chip${marks.has(i) ? " psv-bad" : ""}`, "data-name": name, text: name }));
+    older.title = rest.map(([name]) => name).join(", ");
+  }
+}
+
+// An arrow between two cards of the grid that keeps to the gaps: side by side, a short arrow across the
+// gap between them (forward above the middle, backward below); further along a row, an arc over the
+// row (forward) or under it (backward); between rows, across the gap between the rows.
+function gridRoute(a, b, box, forward, k) {
+  const ra = rel(a.getBoundingClientRect(), box);
+  const rb = rel(b.getBoundingClientRect(), box);
+  const sameRow = Math.abs(ra.top - rb.top) < 2;
+  const shift = 7 * k;
+  if (sameRow && Math.abs(ra.cx - rb.cx) < 1.6 * ra.width) {
+    const y = ra.top + ra.height * (forward ? 0.3 : 0.7) + (forward ? shift : -shift);
+    const from = { x: ra.cx < rb.cx ? ra.right : ra.left, y };
+    const to = { x: ra.cx < rb.cx ? rb.left : rb.right, y };
+    return { from, c: { x: (from.x + to.x) / 2, y }, to };
+  }
+  if (sameRow) {
+    const yA = forward ? ra.top : ra.bottom;
+    const from = { x: ra.cx + (forward ? 0.2 : -0.2) * ra.width, y: yA };
+    const to = { x: rb.cx + (forward ? -0.2 : 0.2) * rb.width, y: yA };
+    const lift = Math.min(14 + 4 * k, 20);
+    return { from, c: { x: (from.x + to.x) / 2, y: forward ? yA - 2 * lift : yA + 2 * lift }, to };
+  }
+  const down = ra.top < rb.top;
+  const from = { x: ra.cx + (forward ? -0.12 : 0.12) * ra.width + shift, y: down ? ra.bottom : ra.top };
+  const to = { x: rb.cx + (forward ? -0.12 : 0.12) * rb.width + shift, y: down ? rb.top : rb.bottom };
+  return { from, c: { x: (from.x + to.x) / 2, y: (from.y + to.y) / 2 }, to };
+}
+
+function rel(r, box) {
+  const left = r.left - box.left;
+  const top = r.top - box.top;
+  return { left, top, right: left + r.width, bottom: top + r.height, width: r.width, height: r.height, cx: left + r.width / 2 };
+}

@@ -1,0 +1,41 @@
+"""`make lab` installs what every notebook needs: the notebooks extra, and torch for the real processes of 06 and
+torch's own schedule classes in 07."""
+
+import re
+from pathlib import Path
+
+import nbformat
+
+ROOT = Path(__file__).resolve().parent.parent
+IMPORT = re.compile(r"^\s*(?:from|import)\s+([\w.]+)", re.M)
+
+
+def lab_extras() -> set[str]:
+    makefile = (ROOT / "Makefile").read_text()
+    recipe = re.search(r"^\$\(VENV\)/\.lab:.*\n\t\$\(PIP\) -e \"\.\[([\w,]+)\]\"", makefile, re.M)
+    assert recipe, "the Makefile has no $(VENV)/.lab recipe installing the package with extras"
+    return set(recipe[1].split(","))
+
+
+def notebook_imports() -> dict[str, set[str]]:
+    found = {}
+    for path in sorted((ROOT / "notebooks").rglob("*.ipynb")):
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        found[str(path.relative_to(ROOT))] = set(IMPORT.findall(code))
+    return found
+
+
+def test_the_lab_installs_torch_for_the_notebooks_that_start_real_processes():
+    extras = lab_extras()
+    pyproject = (ROOT / "pyproject.toml").read_text()
+    assert "notebooks" in extras and all(re.search(rf"^{extra} = \[", pyproject, re.M) for extra in extras)
+    real = [
+        name
+        for name, mods in notebook_imports().items()
+        if any(m.startswith(("torch", "simulator.backends")) for m in mods)
+    ]
+    assert real == ["notebooks/06_simulated_vs_real_processes.ipynb", "notebooks/07_pipeline_schedules.ipynb"]
+    assert "torch" in extras  # without it notebook 06 stops at its first cell, and 07 at its comparison with torch
+    first = nbformat.read(ROOT / real[0], as_version=4).cells[0].source
+    assert "It needs torch" in first and "make lab" in first  # and it says so, for a student installing by hand
