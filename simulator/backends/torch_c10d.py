@@ -18,6 +18,7 @@ Outside simulated ranks all of this passes straight through to torch.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from typing import Any
@@ -69,10 +70,8 @@ class RankWorld(c10d._World):
     def release(self) -> None:
         """Forget this rank's groups, in torch's registry of group names too (the rank's run has ended)."""
         for name in list(self.pg_names.values()):
-            try:
+            with contextlib.suppress(Exception):  # already gone: nothing to release
                 _unregister_process_group(name)
-            except Exception:  # already gone: nothing to release
-                pass
         for table in self._maps.values():
             table.clear()
         self.default_pg = None

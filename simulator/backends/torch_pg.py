@@ -56,16 +56,17 @@ def _done(result: Any) -> Any:
 class SimWork(dist.Work):
     """A point-to-point call in flight: ``wait`` waits on the simulated device's request."""
 
-    def __init__(self, pg: SimProcessGroup, req: Any, what: str, tensor: torch.Tensor | None = None) -> None:
+    def __init__(self, pg: SimProcessGroup, req: Any, what: str, site: str, tensor: torch.Tensor | None = None) -> None:
         super().__init__()
-        self._pg, self._req, self._what, self._tensor = pg, req, what, tensor
+        self._pg, self._req, self._what, self._site, self._tensor = pg, req, what, site, tensor
         self._done = False
 
     def wait(self, timeout: Any = None) -> bool:
         if self._done:
             return True
         ctx, req = self._pg._ctx, self._req
-        payload = ctx.request(lambda dev: dev.wait(req), f"{self._what}.wait()")
+        waits = _what(f"{self._what}, waiting for it", call_site() or self._site)
+        payload = ctx.request(lambda dev: dev.wait(req), waits)
         self._done = True
         if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
             with internal(ctx):
@@ -77,7 +78,8 @@ class SimWork(dist.Work):
         if self._done:
             return True
         req = self._req
-        return bool(self._pg._ctx.request(lambda dev: dev.test(req), f"{self._what}.is_completed()"))
+        asks = _what(f"{self._what}, asking if it completed", call_site() or self._site)
+        return bool(self._pg._ctx.request(lambda dev: dev.test(req), asks))
 
     def is_success(self) -> bool:
         return self.is_completed()
@@ -124,9 +126,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     # ---- helpers ------------------------------------------------------------------------------
     def _run(self, api: str, fn: Any) -> Any:
-        what = f"{api} on ranks {list(self.ranks)}"
-        site = call_site()
-        return self._ctx.request(fn, f"{what} ({site})" if site else what)
+        return self._ctx.request(fn, _what(f"{api} on ranks {list(self.ranks)}", call_site()))
 
     def _np(self, t: torch.Tensor, api: str) -> np.ndarray:
         with internal(self._ctx):
@@ -184,7 +184,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter"), self.ranks, self._algorithm("reduce_scatter")
-        for o, blocks in zip(outputs, inputs):
+        for o, blocks in zip(outputs, inputs):  # (a list of blocks: no module's output to name)
             xs = [self._np(b, "reduce_scatter") for b in blocks]
             mine = self._run("reduce_scatter", lambda dev, xs=xs: dev.reduce_scatter(xs, op, group, alg))
             self._write(o, mine)
@@ -194,7 +194,8 @@ class SimProcessGroup(dist.ProcessGroup):
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter_tensor"), self.ranks, self._algorithm("reduce_scatter")
         self._size_check("reduce_scatter_tensor", input, output, len(group))
         x = self._np(input, "reduce_scatter_tensor")
-        mine = self._run("reduce_scatter_tensor", lambda dev: dev.reduce_scatter(x, op, group, alg, axis=0))
+        name = self._ctx.sink.reduced(input, group, op)
+        mine = self._run("reduce_scatter_tensor", lambda dev: dev.reduce_scatter(x, op, group, alg, axis=0, name=name))
         self._write(output, mine)
         return _done([output])
 
@@ -209,7 +210,9 @@ class SimProcessGroup(dist.ProcessGroup):
         for t in tensors:
             x = self._np(t, "broadcast") if self._ctx.rank == root else None
             shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
-            got = self._run("broadcast", lambda dev, x=x: dev.broadcast(x, root, group, alg, shape=shape, dtype=dtype))
+            got = self._run(
+                "broadcast", lambda dev, x=x, s=shape, d=dtype: dev.broadcast(x, root, group, alg, shape=s, dtype=d)
+            )
             if self._ctx.rank != root:
                 self._write(t, got)
         return _done(tensors)
@@ -219,7 +222,8 @@ class SimProcessGroup(dist.ProcessGroup):
         root = group[opts.rootRank]
         for t in tensors:
             x = self._np(t, "reduce")
-            out = self._run("reduce", lambda dev, x=x: dev.reduce(x, root, op, group, alg))
+            name = self._ctx.sink.reduced(t, group, op)
+            out = self._run("reduce", lambda dev, x=x, n=name: dev.reduce(x, root, op, group, alg, name=n))
             if out is not None:
                 self._write(t, out)
         return _done(tensors)
@@ -277,19 +281,16 @@ class SimProcessGroup(dist.ProcessGroup):
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
         peer = self.ranks[dst]
         x = self._np(tensors[0], "send")
-        what = f"send to rank {peer}"
-        site = call_site()
-        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), f"{what} ({site})" if site else what)
-        return SimWork(self, req, f"{what} ({site})" if site else what)
+        what, site = f"send to rank {peer}", call_site()
+        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), _what(what, site))
+        return SimWork(self, req, what, site)
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self.ranks[src], tensors[0]
         shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
-        what = f"recv from rank {peer}"
-        site = call_site()
-        label = f"{what} ({site})" if site else what
-        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, shape=shape, dtype=dtype), label)
-        return SimWork(self, req, label, t)
+        what, site = f"recv from rank {peer}", call_site()
+        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, shape=shape, dtype=dtype), _what(what, site))
+        return SimWork(self, req, what, site, t)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
         raise ValueError(
@@ -303,6 +304,11 @@ class SimProcessGroup(dist.ProcessGroup):
                 f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
                 f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
             )
+
+
+def _what(call: str, site: str) -> str:
+    """A torch call for errors: ``all_reduce on ranks [0, 1], at prog.py:12 `dist.all_reduce(y)```."""
+    return f"{call}, at {site}" if site else call
 
 
 def _splits(sizes: Any, n: int, p: int) -> list[int]:

@@ -26,7 +26,6 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..core.errors import SimulationError
 from .torch_c10d import RankWorld, install
 from .torch_context import RankAborted, RankContext, enter, internal
 from .torch_names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
@@ -34,6 +33,9 @@ from .torch_pricing import Pricing
 from .torch_values import LocalPart, placement_of, to_numpy
 
 _DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
+# One simulated rank runs torch at a time in the whole process, even with two simulations side by side: what
+# torch keeps per process (the default generator, sys.excepthook) is swapped at each turn, never shared.
+_TURN = threading.Lock()
 
 
 class Event:
@@ -183,7 +185,7 @@ class RankThread:
         self._to_device: queue.SimpleQueue = queue.SimpleQueue()
         self._rng = _DEFAULT_RNG.clone()
         self._aborted = False
-        self.doing: str | None = "starting"  # the torch call the rank is in, for errors ("finished" at the end)
+        self.doing: str | None = "computing"  # the torch call the rank is in, for errors ("finished" at the end)
         self.thread = threading.Thread(target=self._main, name=f"simulated rank {ctx.rank}", daemon=True)
 
     # ---- the device's side (the rank's greenlet) ---------------------------------------------------------
@@ -196,11 +198,7 @@ class RankThread:
                 if kind == "call":
                     self.ctx.sink.flush(dev)
                     self.doing = b
-                    try:
-                        answer = a(dev)
-                    except SimulationError as exc:
-                        _add_call(exc, self.ctx.rank, b)
-                        raise
+                    answer = a(dev)
                     self.doing = "computing"
                     self._to_rank.put(("ok", answer))
                 elif kind == "done":
@@ -208,6 +206,7 @@ class RankThread:
                     self.doing = "finished"
                     return _resolve(a)
                 else:  # the program raised
+                    self.doing = f"raised {type(a).__name__}"
                     raise a
         finally:
             self.abort()
@@ -224,8 +223,10 @@ class RankThread:
         if self._aborted:
             raise RankAborted
         self._rng = torch.get_rng_state()
+        _TURN.release()
         self._to_device.put(("call", fn, what))
         kind, answer = self._to_rank.get()
+        _TURN.acquire()
         torch.set_rng_state(self._rng)
         if kind == "abort":
             raise RankAborted
@@ -234,6 +235,7 @@ class RankThread:
     def _main(self) -> None:
         ctx = self.ctx
         enter(ctx)
+        _TURN.acquire()
         torch.set_rng_state(self._rng)
         try:
             with recording(ctx.sink), Pricing():
@@ -247,14 +249,17 @@ class RankThread:
                 for name, g in grads.items:
                     ctx.sink.value("hold", name, g, (), "a gradient")
                 plan = _plan(ctx.sink, out)
-            self._to_device.put(("done", plan, None))
+            answer: tuple = ("done", plan, None)
         except RankAborted:
-            pass
+            answer = ()
         except BaseException as exc:  # the program's own error: the device raises it, naming the rank
-            self._to_device.put(("error", exc, None))
+            answer = ("error", exc, None)
         finally:
             ctx.world.release()
             enter(None)
+            _TURN.release()
+        if answer:
+            self._to_device.put(answer)
 
 
 def _plan(sink: RankSink, out: Any, name: str = "output") -> Any:
@@ -289,12 +294,6 @@ def _resolve(plan: Any) -> Any:
     if isinstance(plan, (list, tuple)):
         return type(plan)(_resolve(v) for v in plan)
     return plan
-
-
-def _add_call(exc: BaseException, rank: int, what: str) -> None:
-    """Name the torch call a simulator error arose in (the engine's words name devices and messages)."""
-    if exc.args and isinstance(exc.args[0], str):
-        exc.args = (f"{exc.args[0]}\n  rank {rank} was in the torch call {what}", *exc.args[1:])
 
 
 __all__ = ["RankAborted", "RankThread", "install"]

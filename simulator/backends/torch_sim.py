@@ -1,4 +1,4 @@
-"""``simulate_torch``: a torch.distributed program, unchanged, on simulated ranks; ``real_rank``: the same program
+"""``simulate_torch``: a torch.distributed program, unchanged, on simulated ranks; ``run_real``: the same program
 on the real ranks of a ``TorchWorld`` (gloo), for comparison.
 
     run = simulate_torch(program, 4, x)        # program(x) on 4 simulated ranks, like World(4).run
@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import pickle
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -107,10 +108,17 @@ def _name_torch_calls(exc: SimulationError, threads: dict[int, RankThread]) -> N
         exc.args = (exc.args[0] + "\n  the torch calls in progress:\n" + "\n".join(lines), *exc.args[1:])
 
 
-def real_rank(dev: Any, program: Callable[..., Any], *args: Any) -> Any:
-    """``program(*args)`` on a real rank of a ``TorchWorld``, its result as NumPy, as ``simulate_torch`` gives it:
-    ``torch_world.run(real_rank, program, *args)`` (torch.distributed is initialised there already)."""
-    return _as_numpy(program(*args))
+def run_real(torch_world: Any, program: Callable[..., Any], *args: Any) -> Any:
+    """Run ``program(*args)`` on the real ranks of a ``TorchWorld`` (torch.distributed is initialised there), each
+    rank's result as NumPy as ``simulate_torch`` gives it; returns the ``TorchRunResult``. The program must be a
+    module-level function of an importable module (it travels to the rank processes by name)."""
+    return torch_world.run(real_rank, program, pickle.dumps(args))
+
+
+def real_rank(dev: Any, program: Callable[..., Any], packed: bytes) -> Any:
+    """The rank program ``run_real`` sends: ``program(*args)`` with the arguments unpacked (tensors travel as plain
+    pickles: the launcher's pickler would hand them over as shared memory, which reaches one process only)."""
+    return _as_numpy(program(*pickle.loads(packed)))
 
 
 def _as_numpy(out: Any) -> Any:
