@@ -177,10 +177,14 @@ class SimProcessGroup(dist.ProcessGroup):
         self._write(output, whole)
         return _done([output])
 
+    all_gather_single = _allgather_base  # (torch 2.13's name; both are called, by Python and by C++)
+
     def allgather_into_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
         for o, i in zip(outputs, inputs):
             self._allgather_base(o, i, opts)
         return _done(outputs)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter"), self.ranks, self._algorithm("reduce_scatter")
@@ -199,10 +203,14 @@ class SimProcessGroup(dist.ProcessGroup):
         self._write(output, mine)
         return _done([output])
 
+    reduce_scatter_single = _reduce_scatter_base
+
     def reduce_scatter_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_base(o, i, opts)
         return _done(outputs)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         group, alg = self.ranks, self._algorithm("broadcast")
@@ -262,6 +270,8 @@ class SimProcessGroup(dist.ProcessGroup):
         got = self._run("all_to_all_single", lambda dev: dev.all_to_all(chunks, group, alg, shapes=shapes))
         self._write(output, np.concatenate(got, axis=0) if got else np.zeros(output.shape))
         return _done([output])
+
+    all_to_all_single = alltoall_base
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         group, alg = self.ranks, self._algorithm("all_to_all")
