@@ -102,7 +102,16 @@ def test_every_collective_gives_what_torch_documents():
         np.testing.assert_array_equal(out["all_to_all_single"], [r + 10.0 * j for j in range(p)])
     np.testing.assert_array_equal(run.outputs[2]["gather"], rows)
     kinds = {m.label.split("#")[0] for m in run.trace.messages if m.label}
-    assert kinds == {"all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter", "all_to_all", "barrier"}
+    assert kinds == {
+        "all_gather",
+        "reduce_scatter",
+        "broadcast",
+        "reduce",
+        "gather",
+        "scatter",
+        "all_to_all",
+        "barrier",
+    }
 
 
 def point_to_point():

@@ -18,6 +18,7 @@ message): two ranks that both send first deadlock, and the simulation says so in
 from __future__ import annotations
 
 import copy
+import inspect
 import itertools
 import pickle
 from collections.abc import Callable, Mapping
@@ -53,6 +54,7 @@ def simulate_torch(
     """
     if not callable(program):
         raise TypeError(f"simulate_torch(program, ...): program is the function each rank runs; got {program!r:.60}")
+    _not_a_device_program(program)
     if world is None:
         world = World(world_size, send_mode="rendezvous")
     elif world.size != world_size:
@@ -81,6 +83,20 @@ def simulate_torch(
         for thread in threads.values():
             thread.abort()
         torch.set_rng_state(caller_rng)
+
+
+def _not_a_device_program(program: Callable[..., Any]) -> None:
+    """A program written for the simulator's device (``program(dev, ...)``) belongs to ``World.run``: say so."""
+    try:
+        first = next(iter(inspect.signature(program).parameters), None)
+    except (TypeError, ValueError):
+        return
+    if first in ("dev", "device"):
+        raise TypeError(
+            f"simulate_torch runs torch programs, program(*args) with torch.distributed initialised on each rank; "
+            f"{getattr(program, '__name__', 'program')}({first}, ...) is a program of the simulator's device: run it "
+            f"with World(n).run(program, ...)"
+        )
 
 
 def _algorithms(algorithm: str | Mapping[str, str] | None) -> dict[str, str]:
