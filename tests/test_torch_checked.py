@@ -67,6 +67,11 @@ def test_two_stage_pipeline(n):
     assert report.ok, str(report)
 
 
+def test_a_partial_sum_is_recognised_after_other_calls(mlp_ref):
+    run = simulate_torch(tp.tp_mlp, 2, STATE, X, "barrier first")
+    assert check(run, mlp_ref).ok
+
+
 def failure(run, ref):
     report = check(run, ref)
     assert report.verdict == "FAILED", str(report)

@@ -111,6 +111,8 @@ def tp_mlp(state: dict[str, torch.Tensor], x: torch.Tensor, bug: str | None = No
         keep_bias = rank == 0 or bug == "bias on every rank"
         model.fc2.bias.copy_(state["fc2.bias"] if keep_bias else torch.zeros_like(state["fc2.bias"]))
     y = model(x)
+    if bug == "barrier first":  # not a bug: fc2's output is on the device before its all-reduce says it is partial
+        dist.barrier()
     if bug != "missing all-reduce":
         dist.all_reduce(y)  # the partial sums of fc2, added up: Megatron's g
     return y

@@ -91,7 +91,8 @@ class RankSink(ModuleRecorder):
         super().__init__((__file__,))
         self.ctx = ctx
         self.events: list[Event] = []
-        self._values: dict[int, tuple[weakref.ref, Value]] = {}  # id(tensor) -> the value it was recorded as
+        # id(tensor) -> the values it was recorded as (a module's output is often its last submodule's too)
+        self._values: dict[int, tuple[weakref.ref, list[Value]]] = {}
         self._received: dict[int, tuple[weakref.ref, int]] = {}  # id(tensor) -> the message row it received
 
     # ---- what the program did -------------------------------------------------------------------
@@ -125,7 +126,10 @@ class RankSink(ModuleRecorder):
             arr = to_numpy(t, self.ctx.rank, name)
         v = Value(kind, name, arr, inputs, index, partial, doc)
         self.events.append(v)
-        self._values[id(t)] = (weakref.ref(t), v)
+        entry = self._values.get(id(t))
+        if entry is None or entry[0]() is not t:
+            entry = self._values[id(t)] = (weakref.ref(t), [])
+        entry[1].append(v)
         return v
 
     def _placement(self, t: torch.Tensor) -> tuple[Any, Any, str | None]:
@@ -139,23 +143,25 @@ class RankSink(ModuleRecorder):
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]
 
-    def recorded(self, t: torch.Tensor) -> Value | None:
+    def recorded(self, t: torch.Tensor) -> list[Value]:
+        """The values ``t`` was recorded as, the latest last."""
         entry = self._values.get(id(t))
-        return entry[1] if entry is not None and entry[0]() is t else None
+        return entry[1] if entry is not None and entry[0]() is t else []
 
     # ---- what collectives and receives learn ---------------------------------------------------------
     def reduced(self, t: torch.Tensor, group: tuple[int, ...], op: str) -> str | None:
         """``t`` is about to be all-reduced: if it is a module's output, that output was one term of a sum over the
         group (it is now marked so), and the all-reduce's result is the module's value: its name is returned."""
-        v = self.recorded(t)
-        if v is None or v.kind != "op" or op not in ("sum", "avg") or v.partial is not None or len(group) < 2:
+        if op not in ("sum", "avg") or len(group) < 2:
             return None
-        if v.row is None:  # not on the device yet: it goes there as a partial sum
-            v.partial = group
-        else:
-            self.events.append(Amend(lambda dev, r=v.row: dev.amend_op(r, partial=group)))
-        v.index = None if isinstance(v.index, LocalPart) else v.index
-        return v.name
+        terms = [v for v in self.recorded(t) if v.kind == "op" and v.partial is None]
+        for v in terms:
+            v.index = None if isinstance(v.index, LocalPart) else v.index  # a term of the whole value
+            if v.row is None:  # not on the device yet: it goes there as a partial sum
+                v.partial = group
+            else:
+                self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
+        return terms[-1].name if terms else None
 
     def received(self, t: torch.Tensor, row: int) -> None:
         self._received[id(t)] = (weakref.ref(t), row)
@@ -267,7 +273,7 @@ def _plan(sink: RankSink, out: Any, name: str = "output") -> Any:
     value a module output was recorded as, if the tensor still holds it, else a new value ``output``
     (``output[0]``, ``output['k']`` in a structure), named as the reference names the model's result."""
     if isinstance(out, torch.Tensor):
-        v = sink.recorded(out)
+        v = (sink.recorded(out) or [None])[-1]
         if v is not None and (v.kind != "op" or not _same(v.array, out, sink)):
             v = None  # changed since (all-reduced in place, ...): what it holds now is what was returned
         return v if v is not None else sink.value("hold", name, out, (), "what the program returned")

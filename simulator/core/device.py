@@ -189,11 +189,12 @@ class Device(DeviceMemory, Messaging):
         """How many ops and holds the run has recorded so far: the row number the next one gets (for ``amend``)."""
         return self._rec.n_ops
 
-    def amend_op(self, row: int, *, partial: Any) -> None:
+    def amend_op(self, row: int, *, partial: Any, index: Any = None) -> None:
         """Say after the fact that op ``row`` of this device computed one term of a sum (``partial``, as for
-        ``compute``). A program that learns it later says it here: the torch backend records a module's output
-        and sees only afterwards that the program all-reduces it (then the output was a partial sum)."""
-        index, doc, _ = self._rec.op_extra.get(row, (None, None, None))
+        ``compute``) of the part ``index`` of its value. A program that learns it later says it here: the torch
+        backend records a module's output and sees only afterwards that the program all-reduces it (then the
+        output was a partial sum)."""
+        doc = self._rec.op_extra.get(row, (None, None, None))[1]
         self._rec.op_extra[row] = (index, doc, partial_group(self, partial, "amended op"))
 
     def amend_message(self, row: int, *, name: str, index: Any = None) -> None:
