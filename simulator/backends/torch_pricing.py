@@ -1,7 +1,8 @@
 """The torch ops a simulated rank runs, priced by the cost model as the simulator's own ops are.
 
 ``Pricing`` is a ``TorchDispatchMode`` a simulated rank's thread runs its program under: every aten op
-that computes (not a view, not a factory, not a collective, not on the meta device) is passed on to the
+that computes (not a view, not a factory or an in-place fill such as a weight's random initialisation, not a
+collective, not on the meta device) is passed on to the
 rank's sink as an op of so many FLOPs (torch's own FLOP formulas for matrix products and convolutions,
 ``torch.utils.flop_counter``; one per output element otherwise), with its inputs and output known by
 shape and dtype (``MetaArray``, for a cost model that prices memory traffic). The device records it,
@@ -52,6 +53,8 @@ class Pricing(TorchDispatchMode):
         outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
         ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
         if not outs or not ins or any(t.device.type == "meta" for t in outs):
+            return out
+        if name.endswith("_") and len(ins) == 1:  # a tensor filled in place from nothing: initialisation
             return out
         formula = flop_registry.get(packet)
         flops = formula(*args, **kwargs, out_val=out) if formula is not None else max(t.numel() for t in outs)
