@@ -158,3 +158,34 @@ def test_reference_leaves_the_model_alone():
     assert all(p.grad is None for p in model.parameters())
     assert all(torch.equal(before[k], v) for k, v in model.state_dict().items())
     assert "fc2.weight.grad" in ref.values
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_sequence_parallel_block_forward_and_backward(n):
+    torch.manual_seed(0)
+    block, x = tp.Block(), torch.randn(2, 4, 8)
+    ref = Reference.of_torch(tp.mlp_step, block, x)
+    run = simulate_torch(tp.sequence_parallel_block, n, block.state_dict(), x)
+    with torch.no_grad():
+        whole = block(x).numpy()
+    np.testing.assert_allclose(np.concatenate(run.outputs, axis=1), whole, rtol=1e-5, atol=1e-6)
+    report = check(run, ref)
+    assert report.ok, str(report)
+    held = {rec.name for kind, rec in run.trace.events if kind == "hold"}
+    assert {"norm.weight.grad", "mlp.fc1.weight.grad"} <= held
+
+
+def shifted_tokens(state, x):
+    """Every rank takes the next rank's tokens: the sequence shards are off by one."""
+    p = torch.distributed.get_world_size()
+    return tp.sequence_parallel_block(state, torch.roll(x, shifts=x.shape[1] // p, dims=1))
+
+
+def test_sequence_shards_off_by_one():
+    torch.manual_seed(0)
+    block, x = tp.Block(), torch.randn(2, 4, 8)
+    report, text = failure(
+        simulate_torch(shifted_tokens, 2, block.state_dict(), x), Reference.of_torch(tp.mlp_step, block, x)
+    )
+    assert report.first.name == "norm"
+    assert "It is the block [:, 2:4, :] of norm, not the block [:, 0:2, :] this device should hold" in text

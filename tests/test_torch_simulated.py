@@ -242,3 +242,26 @@ def test_algorithm_names_are_checked():
     with pytest.raises(ValueError, match="world_size=3"):
         simulate_torch(ranks_and_sizes, 3, world=World(2))
     assert "ring" in ALGORITHMS["all_reduce"]
+
+
+def dtensor_calls():
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+
+    mesh = init_device_mesh("cpu", (2, 2))
+    whole = torch.arange(16.0).reshape(4, 4)
+    d = distribute_tensor(whole, mesh, [Shard(0), Shard(1)])
+    local = d.to_local().clone()
+    r = d.redistribute(mesh, [Replicate(), Shard(0)])
+    return local, r.to_local(), d.full_tensor()
+
+
+def test_distribute_redistribute_and_full_tensor_on_a_2d_mesh():
+    run = simulate_torch(dtensor_calls, 4)
+    whole = np.arange(16.0).reshape(4, 4)
+    for rank, (local, moved, full) in enumerate(run.outputs):
+        i, j = divmod(rank, 2)
+        np.testing.assert_array_equal(local, whole[2 * i : 2 * i + 2, 2 * j : 2 * j + 2])
+        np.testing.assert_array_equal(moved, whole[2 * j : 2 * j + 2])
+        np.testing.assert_array_equal(full, whole)
+    assert run.trace.messages  # the shards crossed as messages

@@ -144,6 +144,46 @@ def dtensor_mlp(
     return y
 
 
+class Block(nn.Module):
+    """A LayerNorm before the MLP: the part of a transformer block sequence parallelism splits by tokens."""
+
+    def __init__(self, d: int = 8, h: int = 16) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(d)
+        self.mlp = MLP(d, h)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.mlp(self.norm(x))
+
+
+def sequence_parallel_block(state: dict[str, torch.Tensor], x: torch.Tensor) -> torch.Tensor:
+    """``Block`` with the norm ``SequenceParallel`` (each rank its tokens, dim 1 of x), fc1 ``ColwiseParallel`` from
+    the gathered tokens, fc2 ``RowwiseParallel`` reduce-scattered back to tokens; forward, then backward of y.sum().
+    Each rank is given its own tokens and returns its tokens of the output."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import Shard
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    model = Block(state["norm.weight"].shape[0], state["mlp.fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    plan = {
+        "norm": SequenceParallel(),
+        "mlp.fc1": ColwiseParallel(input_layouts=Shard(1)),
+        "mlp.fc2": RowwiseParallel(output_layouts=Shard(1)),
+    }
+    parallelize_module(model, mesh, plan)
+    tokens = x.chunk(dist.get_world_size(), dim=1)[dist.get_rank()]
+    y = model(tokens)
+    y.sum().backward()
+    return y
+
+
 def mlp_step(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     """The single-device twin of ``dtensor_mlp``: forward, then backward of y.sum()."""
     y = model(x)
