@@ -265,3 +265,11 @@ def test_distribute_redistribute_and_full_tensor_on_a_2d_mesh():
         np.testing.assert_array_equal(moved, whole[2 * j : 2 * j + 2])
         np.testing.assert_array_equal(full, whole)
     assert run.trace.messages  # the shards crossed as messages
+
+
+def test_a_dtensor_op_is_priced_as_each_rank_runs_it():
+    from simulator.backends import torch_programs as tp
+
+    run = simulate_torch(tp.dtensor_mlp, 2, tp.mlp(0).state_dict(), tp.batch(1))  # x (4, 8), fc1 8 -> 16
+    fc1 = [op for op in run.trace.ops if op.name == "fc1: addmm"]
+    assert len(fc1) == 2 and all(op.flops == 2 * 4 * 8 * (16 // 2) for op in fc1)  # each rank its 8 columns

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
+from torch.distributed.tensor import DTensor
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
@@ -42,6 +44,9 @@ class Pricing(TorchDispatchMode):
 
     def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
+        if any(isinstance(t, DTensor) for t in ins):
+            return NotImplemented  # DTensor runs it as local ops, which come back here, each rank's its own
         out = func(*args, **kwargs)
         ctx = current()
         if ctx is None or ctx.internal or ctx.sink is None:
@@ -51,9 +56,8 @@ class Pricing(TorchDispatchMode):
         if func.namespace in _NAMESPACES_SKIPPED or name in _FREE or func.is_view:
             return out
         outs = [t for t in tree_leaves(out) if isinstance(t, torch.Tensor)]
-        ins = [t for t in tree_leaves((args, kwargs)) if isinstance(t, torch.Tensor)]
-        if not outs or not ins or any(t.device.type == "meta" for t in outs):
-            return out
+        if not outs or not ins or any(t.device.type == "meta" or isinstance(t, FakeTensor) for t in outs):
+            return out  # (DTensor works out its placements on fake tensors: shapes, not work)
         if name.endswith("_") and len(ins) == 1:  # a tensor filled in place from nothing: initialisation
             return out
         formula = flop_registry.get(packet)
