@@ -189,3 +189,11 @@ def test_sequence_shards_off_by_one():
     )
     assert report.first.name == "norm"
     assert "It is the block [:, 2:4, :] of norm, not the block [:, 0:2, :] this device should hold" in text
+
+
+def test_two_models_whose_modules_share_paths_are_refused():
+    def two_models(x):
+        return tp.mlp(0)(x) + tp.mlp(1)(x)
+
+    with pytest.raises(ValueError, match="two values are named 'fc1.weight'"):
+        Reference.of_torch(two_models, X)

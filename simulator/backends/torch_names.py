@@ -236,6 +236,8 @@ class Gradients:
     def of(cls, recorder: ModuleRecorder) -> Gradients:
         out = cls()
         for path, module in recorder.modules():
+            if not path:  # a root's own parameters have no path to name them by (as its output has none)
+                continue
             for pname, param in module.named_parameters(recurse=False):
                 if param.grad is not None:
                     out.items.append((parameter_name(path, pname) + ".grad", param.grad))

@@ -41,7 +41,15 @@ class _ReferenceRecorder(ModuleRecorder):
         self.when = ""  # " for microbatch 1 of 4" while the model runs on one microbatch
 
     def hold(self, name: str, t: torch.Tensor, doc: str) -> None:
-        self.ref.values[name] = to_numpy(t, 0, name)
+        value = to_numpy(t, 0, name)
+        earlier = self.ref.values.get(name)
+        if earlier is not None and (earlier.shape != value.shape or not (earlier == value).all()):
+            raise ValueError(
+                f"Reference.of_torch: two values are named {name!r} (two modules at the path {name.rsplit('.', 1)[0]!r}, "
+                "in two models?): a name stands for one value. Put the modules in one nn.Module, so that each has its "
+                "own path"
+            )
+        self.ref.values[name] = value
         self.ref.docs[name] = doc
         self.names[id(t)] = (t, name)
 
