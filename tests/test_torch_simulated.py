@@ -273,3 +273,20 @@ def test_a_dtensor_op_is_priced_as_each_rank_runs_it():
     run = simulate_torch(tp.dtensor_mlp, 2, tp.mlp(0).state_dict(), tp.batch(1))  # x (4, 8), fc1 8 -> 16
     fc1 = [op for op in run.trace.ops if op.name == "fc1: addmm"]
     assert len(fc1) == 2 and all(op.flops == 2 * 4 * 8 * (16 // 2) for op in fc1)  # each rank its 8 columns
+
+
+def test_the_views_work_on_a_torch_run(tmp_path):
+    import json
+
+    from simulator import Stepper, text_timeline, write_chrome_trace
+    from simulator.backends import torch_programs as tp
+
+    run = simulate_torch(tp.seed_split, 2, torch.tensor([3.0]))
+    grid = text_timeline(run)
+    assert "a: mul" in grid and "b: pow" in grid
+    stepper = Stepper(run)
+    last = stepper.goto(stepper.total)
+    assert "49" in last.render()
+    write_chrome_trace(run, tmp_path / "trace.json")
+    names = {e.get("name") for e in json.loads((tmp_path / "trace.json").read_text())["traceEvents"]}
+    assert "b: pow" in names

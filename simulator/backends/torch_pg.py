@@ -71,7 +71,7 @@ class SimWork(dist.Work):
         if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
             with internal(ctx):
                 write_into(self._tensor, payload)
-            ctx.sink.received(self._tensor, req.row)
+            ctx.sink.received(self._tensor, req)
         return True
 
     def is_completed(self) -> bool:

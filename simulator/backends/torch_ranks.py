@@ -93,7 +93,7 @@ class RankSink(ModuleRecorder):
         self.events: list[Event] = []
         # id(tensor) -> the values it was recorded as (a module's output is often its last submodule's too)
         self._values: dict[int, tuple[weakref.ref, list[Value]]] = {}
-        self._received: dict[int, tuple[weakref.ref, int]] = {}  # id(tensor) -> the message row it received
+        self._received: dict[int, tuple[weakref.ref, Any]] = {}  # id(tensor) -> the receive that filled it
 
     # ---- what the program did -------------------------------------------------------------------
     def priced(self, name: str, flops: float, inputs: list, out: Any) -> None:
@@ -105,8 +105,8 @@ class RankSink(ModuleRecorder):
             entry = self._received.pop(id(t), None)
             if entry is not None and entry[0]() is t:
                 index = self._index(t)
-                name, row = input_name(call.name, i), entry[1]
-                self.events.append(Amend(lambda dev, r=row, n=name, x=index: dev.amend_message(r, name=n, index=x)))
+                name, req = input_name(call.name, i), entry[1]
+                self.events.append(Amend(lambda dev, q=req, n=name, x=index: dev.amend_received(q, name=n, index=x)))
         if first:
             for pname, param in call.module.named_parameters(recurse=False):
                 if _dtensor_spec(param) is not None:  # a plain parameter may be any part of the model's
@@ -163,8 +163,8 @@ class RankSink(ModuleRecorder):
                 self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
         return terms[-1].name if terms else None
 
-    def received(self, t: torch.Tensor, row: int) -> None:
-        self._received[id(t)] = (weakref.ref(t), row)
+    def received(self, t: torch.Tensor, req: Any) -> None:
+        self._received[id(t)] = (weakref.ref(t), req)
 
     def flush(self, dev: Any) -> None:
         events, self.events = self.events, []

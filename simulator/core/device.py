@@ -197,11 +197,11 @@ class Device(DeviceMemory, Messaging):
         doc = self._rec.op_extra.get(row, (None, None, None))[1]
         self._rec.op_extra[row] = (index, doc, partial_group(self, partial, "amended op"))
 
-    def amend_message(self, row: int, *, name: str, index: Any = None) -> None:
-        """Say after the fact what message ``row``, received by this device, carries in the model (as ``recv``'s
+    def amend_received(self, req: Request, *, name: str, index: Any = None) -> None:
+        """Say after the fact what the message a completed receive ``req`` took carries in the model (as ``recv``'s
         ``name`` and ``index`` say it): the torch backend learns it when the program feeds the received tensor
         to a module. The value is not stored in memory under ``name``: the program has moved on."""
-        self._rec.msg_extra[row] = (name, index)
+        self._rec.msg_extra[req.row] = (name, index)
 
     # ---- clock --------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
