@@ -127,3 +127,24 @@ def device_api_program(dev, x):
 def test_a_device_program_given_to_simulate_torch():
     with pytest.raises(TypeError, match=r"device_api_program\(dev, \.\.\.\) is a program of the simulator's device"):
         simulate_torch(device_api_program, 2, 1.0)
+
+
+def initialises_itself():
+    dist.init_process_group("gloo")
+
+
+def test_a_program_that_initialises_torch_distributed_itself():
+    with pytest.raises(RankError, match="leave init_process_group out of the program"):
+        simulate_torch(initialises_itself, 2)
+
+
+def destroys_its_group():
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    dist.destroy_process_group()
+    return t
+
+
+def test_a_program_may_destroy_its_process_group():
+    assert [float(o[0]) for o in simulate_torch(destroys_its_group, 2).outputs] == [2.0, 2.0]
+    assert [float(o[0]) for o in simulate_torch(destroys_its_group, 2).outputs] == [2.0, 2.0]  # and run again

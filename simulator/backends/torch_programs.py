@@ -9,6 +9,8 @@ processes can import them (a notebook cell's function cannot travel to another p
 Models (the single-device run the checker compares with):
 - ``TwoStage``: stage ``a`` computes 2x + 1, stage ``b`` squares it (the seed: 3 -> 7 -> 49).
 - ``MLP``: ``fc1`` (d -> h), ReLU, ``fc2`` (h -> d); ``mlp(seed)`` makes one with fixed weights.
+- ``Block``: a LayerNorm ``norm`` before an ``MLP`` ``mlp``; ``mlp_step(model, x)`` runs a model forward and
+  backward (the single-device twin of the programs that do).
 
 Programs (``bug=`` picks a classic mistake; ``None`` is the correct program):
 - ``seed_split(x)``: rank 0 runs stage a and sends its output; rank 1 receives it and runs stage b.
@@ -16,11 +18,14 @@ Programs (``bug=`` picks a classic mistake; ``None`` is the correct program):
 - ``tp_mlp(state, x)``: Megatron's MLP by hand on every rank: fc1 split by columns (rank r keeps rows
   r of its weight), fc2 by rows, its partial sums added by ``dist.all_reduce``; fc2's bias added on rank 0
   only, so the partial sums add up to the whole. bugs "missing all-reduce", "wrong shard" (every rank takes
-  the next rank's block of fc1), "bias on every rank".
+  the next rank's block of fc1), "bias on every rank"; "barrier first" is no bug (a barrier between fc2 and
+  its all-reduce).
 - ``dtensor_mlp(state, x, mesh_shape)``: the same MLP through ``parallelize_module`` (``ColwiseParallel``
   for fc1, ``RowwiseParallel`` for fc2) on a 1-D mesh, or on the second dimension of a 2-D mesh, with a
   backward pass. bugs "missing all-reduce" (fc2's output left ``Partial``), "wrong shard" (every rank
   loads the next rank's block of fc1's weight).
+- ``sequence_parallel_block(state, x)``: ``Block`` with its norm ``SequenceParallel`` over the tokens, then
+  the MLP as above, back to tokens by a reduce-scatter; forward and backward.
 - ``pipeline(x, microbatches)``: pairs of ranks (2i, 2i + 1) each run a two-stage pipeline of
   ``TwoStage`` on their share of the batch, microbatch by microbatch, with ``dist.send``/``dist.recv``.
   bugs "raw input", "wrong order" (rank 2i sends its microbatches last to first).

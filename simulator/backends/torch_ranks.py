@@ -259,6 +259,12 @@ class RankThread:
         except RankAborted:
             answer = ()
         except BaseException as exc:  # the program's own error: the device raises it, naming the rank
+            if "default process group twice" in str(exc) and exc.args:
+                exc.args = (
+                    f"{exc.args[0]}: simulate_torch initialises torch.distributed on each rank; leave "
+                    "init_process_group out of the program (a script that runs it under torchrun calls it first)",
+                    *exc.args[1:],
+                )
             answer = ("error", exc, None)
         finally:
             ctx.world.release()
