@@ -24,6 +24,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torch.distributed as dist
 from torch import nn
 
 from .torch_c10d import RankWorld, install
@@ -245,8 +246,6 @@ class RankThread:
         torch.set_rng_state(self._rng)
         try:
             with recording(ctx.sink), Pricing():
-                import torch.distributed as dist
-
                 hook = sys.excepthook  # torch prefixes the process's tracebacks with its rank: not one rank's here
                 dist.init_process_group("simulator", rank=ctx.rank, world_size=ctx.world_size, store=self.store)
                 sys.excepthook = hook
