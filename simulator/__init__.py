@@ -27,6 +27,7 @@ import importlib
 from typing import Any
 
 from .checker import CheckReport, Reference, check
+from .checker import reference as _reference
 from .collectives import ALGORITHMS, ulp_distance
 from .core.device import Device, Request
 from .core.engine import Engine, RunResult, World
@@ -70,7 +71,17 @@ _LAZY = {
     "plot_memory": ("simulator.views.plot", "plot_memory"),
     "plot_sharding": ("simulator.views.plot.sharding", "plot_sharding"),
     "write_chrome_trace": ("simulator.views.plot", "write_chrome_trace"),
+    "simulate_torch": ("simulator.backends.torch_sim", "simulate_torch"),
 }
+
+
+def _reference_of_torch(model: Any, *args: Any, **kwargs: Any) -> Reference:
+    """``Reference.of_torch``, lent to the checker (which never imports torch) and loaded when first used."""
+    build = importlib.import_module("simulator.backends.torch_reference").reference_of_torch
+    return build(model, *args, **kwargs)
+
+
+_reference.BUILDERS["torch"] = _reference_of_torch
 
 
 def __getattr__(name: str) -> Any:

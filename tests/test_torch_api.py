@@ -38,3 +38,21 @@ def test_bad_options_are_named():
         TorchDevice(0, 2, send_mode="fast")
     with pytest.raises(ValueError, match="collectives='mpi'"):
         TorchDevice(0, 2, collectives="mpi")
+
+
+def test_what_is_said_after_the_fact_reaches_a_real_ranks_record():
+    import numpy as np
+
+    from simulator.backends.recording import RecvRecord
+    from simulator.backends.torch_messages import TorchRequest
+
+    dev = TorchDevice(0, 2)
+    row = dev.ops_recorded
+    dev.compute("Y", np.add, np.ones(2), np.ones(2))
+    dev.amend_op(row, partial=True)
+    assert dev.record.ops[row].op.partial == (0, 1) and dev.record.ops[row].op.index is None
+    dev.record.recvs.append(RecvRecord(1, 0, 0, 3, 0.0, 0.0, None, None, dev.record.next_order()))
+    dev.amend_received(TorchRequest("recv", 0, 1, 0, 3), name="b:in0", index=np.s_[0:2])
+    assert (dev.record.recvs[-1].name, dev.record.recvs[-1].index) == ("b:in0", np.s_[0:2])
+    with pytest.raises(ValueError, match="has not completed"):
+        dev.amend_received(TorchRequest("recv", 0, 1, 0, 4), name="b:in0")

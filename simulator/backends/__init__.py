@@ -26,6 +26,20 @@ GPUs) and records the same kind of trace, with measured times:
     pool.py        large result buffers reused once unreferenced; errors.py: the backend's errors
     heap.py        rank processes keep the memory they free (no fresh pages for each large buffer)
 
+Torch programs on simulated ranks (``simulate_torch``: unchanged torch.distributed and DTensor code, each rank
+a thread that runs only while its simulated device runs; see docs/torch.md):
+
+    torch_sim.py        simulate_torch, and run_real: the same program on a TorchWorld's real ranks
+    torch_reference.py  Reference.of_torch: the model on one device, named module by module
+    torch_programs.py   example programs (the seed split, tensor-parallel MLPs, a pipeline) and their bugs
+    torch_ranks.py      a rank's thread and the baton it passes with its greenlet; what it records
+    torch_c10d.py       torch.distributed's state per simulated rank; the "simulator" backend
+    torch_names.py      modules named by their path, through torch's global module hooks
+    torch_pricing.py    the aten ops a rank runs, priced by the cost model
+    torch_pg.py         SimProcessGroup: each c10d call as the simulator's collectives and messages
+    torch_context.py    which simulated rank a thread is; the user's line behind a torch call
+    torch_values.py     tensors as NumPy; which part of the model's value a DTensor or a plain tensor is
+
 Importing this package does not import torch: only the modules that need it do, so torch stays an
 optional extra. Typical use:
 

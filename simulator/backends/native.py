@@ -34,7 +34,13 @@ from .wire import HEADER_LEN, decode_header, encode_header, nbytes_of
 if TYPE_CHECKING:
     from .torch import TorchDevice
 
-REDUCE_OPS = {"sum": dist.ReduceOp.SUM, "avg": dist.ReduceOp.SUM, "max": dist.ReduceOp.MAX, "min": dist.ReduceOp.MIN}
+REDUCE_OPS = {
+    "sum": dist.ReduceOp.SUM,
+    "avg": dist.ReduceOp.SUM,
+    "max": dist.ReduceOp.MAX,
+    "min": dist.ReduceOp.MIN,
+    "product": dist.ReduceOp.PRODUCT,
+}
 
 
 # A large all-reduce goes in pieces, so that copying the input into the result buffer (the price of a

@@ -172,6 +172,25 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         op = Op(None, self.rank, name, t, t, 0, None, kept, index, doc, True, nbytes, partial)
         self.record.ops.append(OpRecord(kind, op, self.record.next_order()))
 
+    # ---- said after the fact (as on the simulated device) ------------------------------------------
+    @property
+    def ops_recorded(self) -> int:
+        """How many ops and holds this rank has recorded so far: the row number the next one gets."""
+        return len(self.record.ops)
+
+    def amend_op(self, row: int, *, partial: Any, index: Any = None) -> None:
+        """Say after the fact that op ``row`` computed one term of a sum of the part ``index`` (see ``Device``)."""
+        op = self.record.ops[row].op
+        op.partial, op.index = partial_group(self, partial, op.name), index
+
+    def amend_received(self, req: TorchRequest, *, name: str, index: Any = None) -> None:
+        """Say after the fact what the message a completed receive took carries in the model (see ``Device``)."""
+        for rv in reversed(self.record.recvs):
+            if (rv.src, rv.tag, rv.seq) == (req.peer, req.tag, req.seq):
+                rv.name, rv.index = name, index
+                return
+        raise ValueError(f"device {self.rank}: {req!r} has not completed, so it took no message to amend")
+
     # ---- compute ------------------------------------------------------------------------------
     def compute(
         self,

@@ -30,6 +30,8 @@ Modules, each building only on those after it in this list (checked by import-li
 - ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``: the verdict and its text
 - ``reference.py``     ``Reference``: the same model run on one device, every named value kept
 - ``diagnose.py``      patterns in a wrong value, in words: k times too large, blocks reordered, wrong axis
+- ``terms.py``         a value that, added to the same value on other devices, is the expected one (an
+                       all-reduce missing after a row-parallel layer)
 - ``comm_summary.py``  what crossed, counted per device and collective (as PyTorch's CommDebugMode counts)
 - ``compare.py``       one found value against one expected value, within its dtype's tolerance
 """

@@ -12,6 +12,7 @@ from ..core.trace import Message, Op
 from . import diagnose
 from .comm_summary import message_kind
 from .compare import same, structured
+from .terms import unsummed_terms
 from .verdict import Divergence
 
 
@@ -185,7 +186,8 @@ class _Explanations:
                 at = diagnose.show_index(block)
                 how = f"dev.hold({d.name!r}, ..., index=np.s_{at})" if d.where == "held value" else f"index=np.s_{at}"
                 return f"It is the block {at} of {d.name}: say which block a device holds with {how}."
-        return self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+        terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol) if d.where == "output" else None
+        return terms or self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
 
     def _group_sizes(self, d: Divergence) -> list[int]:
         """The sizes of the groups this device sums over (its collectives, partial sums): k times too big names one.
@@ -197,9 +199,13 @@ class _Explanations:
     def _wrong_block(self, d: Divergence) -> str | None:
         """A shard that is another block of the same value: taken from the wrong device, or an index off by one."""
         index = getattr(d.record, "index", None)
-        if index is None or callable(index) or d.name not in d.reference.values:
+        if index is None or d.name not in d.reference.values:
             return None
         found, whole = np.asarray(d.found), np.asarray(d.reference.values[d.name])
+        if callable(index):  # a part known by its shape (the torch backend's): its block, once the whole is known
+            index = index.resolve(whole.shape) if hasattr(index, "resolve") else None
+            if index is None:
+                return None
         if not _floaty(found, whole) or found.shape == whole.shape:
             return None
         block = diagnose.block_of(found, whole)

@@ -25,6 +25,9 @@ class _NoResult:
 
 
 NO_RESULT: Any = _NoResult()  # a reference built from a trace alone does not know what the model returns
+# Builders of references from other kinds of model, lent by layers above this one (the root package registers
+# "torch": simulator.backends.torch_reference), so that the checker never imports them.
+BUILDERS: dict[str, Callable[..., Any]] = {}
 
 
 @dataclass
@@ -38,6 +41,9 @@ class Reference:
     # The ops every parallel run must compute under these names: the model's ops, less labelled ones (values
     # only one way of splitting makes); a strategy that makes some of them under other names drops them here.
     computed: list[str] = field(default_factory=list)
+    # Other names of values: a torch module's input "b:in0" is the value that feeds it ("a"). A found value is
+    # compared with the value an alias stands for, and is never said to *be* an alias (only the value's own name).
+    aliases: dict[str, str] = field(default_factory=dict)
 
     @classmethod
     def from_trace(cls, trace: Trace, result: Any = NO_RESULT) -> Reference:
@@ -71,9 +77,20 @@ class Reference:
         result = World(1).run(model, *args, **kwargs)
         return cls.from_trace(result.trace, result.outputs[0])
 
+    @classmethod
+    def of_torch(cls, model: Any, *args: Any, **kwargs: Any) -> Reference:
+        """Run a torch function or ``nn.Module`` on one device and name what its modules compute by their path
+        (``simulator.backends.torch_reference``: this layer never imports torch, the root package lends it here)."""
+        builder = BUILDERS.get("torch")
+        if builder is None:
+            raise RuntimeError("Reference.of_torch needs torch and `import simulator` (which registers it)")
+        return builder(model, *args, **kwargs)
+
     def knows(self, name: str) -> bool:
         """Whether ``name`` is a reference value, or a sum of them written 'A+B' (partial sums)."""
-        return name in self.values or ("+" in name and all(p in self.values for p in name.split("+")))
+        if name in self.values or name in self.aliases:
+            return True
+        return "+" in name and all(p in self.values for p in name.split("+"))
 
     def expected(self, name: str, index: Any = None) -> Any:
         """The value ``name`` (or its part ``index``: a numpy index, or a function of the value).
@@ -81,6 +98,7 @@ class Reference:
         A name 'A+B+C' that is not itself a value means the sum of those values, added in that order:
         how a collective names the partial sums it carries on the way to a reduction.
         """
+        name = self.aliases.get(name, name)
         if name not in self.values and "+" in name:
             parts = [part(self.values[p], index) for p in name.split("+")]
             total = parts[0]
@@ -90,6 +108,8 @@ class Reference:
         return part(self.values[name], index)
 
     def describe(self, name: str) -> str:
+        if name in self.aliases and name not in self.docs:
+            return f"{name} (that is, {self.describe(self.aliases[name])})"
         if name not in self.values and "+" in name:
             return f"{name} (the sum of {len(name.split('+'))} partial values, on the way to the reduction)"
         doc = self.docs.get(name)

@@ -24,6 +24,7 @@ REDUCE_FNS: dict[str, Callable[[Any, Any], Any]] = {
     "avg": np.add,  # summed, then divided by the group size once
     "max": np.maximum,
     "min": np.minimum,
+    "product": np.multiply,
 }
 
 

@@ -183,6 +183,26 @@ class Device(DeviceMemory, Messaging):
         if index is not None or doc is not None or group is not None:
             rec.op_extra[row] = (index, doc, group)
 
+    # ---- said after the fact -------------------------------------------------------------------
+    @property
+    def ops_recorded(self) -> int:
+        """How many ops and holds the run has recorded so far: the row number the next one gets (for ``amend``)."""
+        return self._rec.n_ops
+
+    def amend_op(self, row: int, *, partial: Any, index: Any = None) -> None:
+        """Say after the fact that op ``row`` of this device computed one term of a sum (``partial``, as for
+        ``compute``) of the part ``index`` of its value. A program that learns it later says it here: the torch
+        backend records a module's output and sees only afterwards that the program all-reduces it (then the
+        output was a partial sum)."""
+        doc = self._rec.op_extra.get(row, (None, None, None))[1]
+        self._rec.op_extra[row] = (index, doc, partial_group(self, partial, "amended op"))
+
+    def amend_received(self, req: Request, *, name: str, index: Any = None) -> None:
+        """Say after the fact what the message a completed receive ``req`` took carries in the model (as ``recv``'s
+        ``name`` and ``index`` say it): the torch backend learns it when the program feeds the received tensor
+        to a module. The value is not stored in memory under ``name``: the program has moved on."""
+        self._rec.msg_extra[req.row] = (name, index)
+
     # ---- clock --------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
         """Move this device's clock to t, letting any device with an earlier event go first."""

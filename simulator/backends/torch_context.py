@@ -1,0 +1,96 @@
+"""Which simulated rank the running thread is, and where in the user's code a torch call was made.
+
+A torch program on simulated ranks runs each rank on a thread of its own (``torch_ranks``), one at a time.
+Torch's process-group state, the process group's calls and the module hooks all ask ``current()`` which
+rank they serve: the answer is kept per thread (``threading.local``), never in a global, so two simulations
+can run side by side. ``call_site()`` finds the line of the user's program that made a torch call, for the
+errors that name the torch calls of each rank.
+"""
+
+from __future__ import annotations
+
+import linecache
+import os
+import sys
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+_local = threading.local()
+# Files whose frames are torch's or this backend's machinery, never the user's program: skipped by call_site.
+_TORCH_DIR = os.path.dirname(torch.__file__)
+_OWN = {
+    os.path.join(os.path.dirname(__file__), f"{name}.py")
+    for name in ("torch_context", "torch_pg", "torch_c10d", "torch_names", "torch_pricing", "torch_ranks", "torch_sim")
+}
+_LIBRARY = (_TORCH_DIR, os.path.dirname(threading.__file__))
+
+
+class RankAborted(BaseException):
+    """Raised inside a rank's thread when its simulation ends early (another rank failed, or a deadlock): it
+    unwinds the program without being caught by ``except Exception``."""
+
+
+@dataclass
+class RankContext:
+    """What one simulated rank's thread knows of itself.
+
+    rank, world_size: its place in the simulated world
+    request:          ``request(fn, what)`` runs ``fn(device)`` on the rank's simulated device and returns its
+                      result (the thread waits meanwhile); ``what`` names the torch call, for errors
+    world:            its own torch.distributed state (``torch_c10d.RankWorld``)
+    sink:             where module outputs and priced ops go until the next request (``torch_ranks``)
+    algorithms:       the collective algorithm for each kind of collective (as ``World`` programs choose them)
+    """
+
+    rank: int
+    world_size: int
+    request: Callable[[Callable[[Any], Any], str], Any]
+    world: Any = None
+    sink: Any = None
+    algorithms: dict[str, str] = field(default_factory=dict)
+    internal: int = 0  # > 0 while the backend itself computes with torch (not the program: not priced)
+    group_tag: str = ""  # makes this rank's process-group names unique in the process (see torch_c10d)
+
+
+def current() -> RankContext | None:
+    """The simulated rank this thread runs, or None (a thread that is no simulated rank)."""
+    return getattr(_local, "rank", None)
+
+
+def enter(ctx: RankContext | None) -> None:
+    """Make this thread simulated rank ``ctx`` (None: no rank)."""
+    _local.rank = ctx
+
+
+class internal:
+    """``with internal(ctx):`` the backend's own torch work (copies in and out), not priced as the program's."""
+
+    def __init__(self, ctx: RankContext | None) -> None:
+        self.ctx = ctx
+
+    def __enter__(self) -> None:
+        if self.ctx is not None:
+            self.ctx.internal += 1
+
+    def __exit__(self, *exc: Any) -> None:
+        if self.ctx is not None:
+            self.ctx.internal -= 1
+
+
+def call_site(depth: int = 2) -> str:
+    """The user's line that led here: ``prog.py:12 `dist.all_reduce(y)```, or "" when there is none.
+
+    It is the innermost frame that is neither torch's nor this backend's nor the threading module's."""
+    frame = sys._getframe(depth)
+    while frame is not None:
+        name = frame.f_code.co_filename
+        if name not in _OWN and not name.startswith(_LIBRARY):
+            line = linecache.getline(name, frame.f_lineno).strip()
+            where = f"{os.path.basename(name)}:{frame.f_lineno}"
+            return f"{where} `{line}`" if line else where
+        frame = frame.f_back
+    return ""

@@ -1,0 +1,330 @@
+"""``SimProcessGroup``: torch.distributed's process group whose every call runs on a simulated device.
+
+torch.distributed sends each call of a group (``dist.all_reduce``, ``dist.send``, and the functional
+collectives DTensor uses) to the group's methods (``allreduce``, ``send``, ``_allgather_base``, ...). Here
+each method turns its tensors into NumPy arrays and asks the rank's simulated device (through
+``torch_context.RankContext.request``) to run the simulator's own collective, message by message, with the
+algorithm the simulation chose; then it writes the result into the tensors torch gave it.
+
+Collectives complete within the call (an ``async_op=True`` call returns a completed work: the simulated
+time of the collective is where it was called, with no overlap of its messages with later compute).
+Point-to-point calls are truly asynchronous: ``isend``/``irecv`` post a request on the device and the work's
+``wait`` waits for it, so a program may post both directions before waiting, as it must with torch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch._C._distributed_c10d import _create_work_from_future
+from torch.futures import Future
+
+from .torch_context import RankContext, call_site, internal
+from .torch_values import numpy_dtype, to_numpy, write_into
+
+REDUCE_OPS = {
+    dist.ReduceOp.SUM: "sum",
+    dist.ReduceOp.AVG: "avg",
+    dist.ReduceOp.MAX: "max",
+    dist.ReduceOp.MIN: "min",
+    dist.ReduceOp.PRODUCT: "product",
+}
+# each collective's algorithm when the simulation names none for it (the simulator's own defaults)
+DEFAULT_ALGORITHMS = {
+    "all_reduce": "ring",
+    "reduce_scatter": "ring",
+    "all_gather": "ring",
+    "broadcast": "tree",
+    "reduce": "tree",
+    "scatter": "direct",
+    "gather": "direct",
+    "all_to_all": "direct",
+    "barrier": "dissemination",
+}
+
+
+def _done(result: Any) -> Any:
+    """A work that has completed (a collective runs to its end within the call)."""
+    fut = Future()
+    fut.set_result(result)
+    return _create_work_from_future(fut)
+
+
+class SimWork(dist.Work):
+    """A point-to-point call in flight: ``wait`` waits on the simulated device's request."""
+
+    def __init__(self, pg: SimProcessGroup, req: Any, what: str, site: str, tensor: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self._pg, self._req, self._what, self._site, self._tensor = pg, req, what, site, tensor
+        self._done = False
+
+    def wait(self, timeout: Any = None) -> bool:
+        if self._done:
+            return True
+        ctx, req = self._pg._ctx, self._req
+        waits = _what(f"{self._what}, waiting for it", call_site() or self._site)
+        payload = ctx.request(lambda dev: dev.wait(req), waits)
+        self._done = True
+        if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
+            with internal(ctx):
+                write_into(self._tensor, payload)
+            ctx.sink.received(self._tensor, req)
+        return True
+
+    def is_completed(self) -> bool:
+        if self._done:
+            return True
+        req = self._req
+        asks = _what(f"{self._what}, asking if it completed", call_site() or self._site)
+        return bool(self._pg._ctx.request(lambda dev: dev.test(req), asks))
+
+    def is_success(self) -> bool:
+        return self.is_completed()
+
+    def exception(self) -> Any:
+        return None
+
+    def source_rank(self) -> int:
+        return self._req.peer
+
+
+class SimProcessGroup(dist.ProcessGroup):
+    """One rank's handle on a group of simulated ranks (created by torch through the "simulator" backend)."""
+
+    def __init__(self, ctx: RankContext, group_rank: int, group_size: int) -> None:
+        super().__init__(group_rank, group_size)
+        self._ctx = ctx
+        self._group_rank, self._size = group_rank, group_size
+        self._ranks: tuple[int, ...] | None = None
+
+    def __repr__(self) -> str:
+        return f"<SimProcessGroup rank {self._group_rank} of {self._size} (simulated rank {self._ctx.rank})>"
+
+    def getBackendName(self) -> str:  # noqa: N802 (torch's name)
+        return "simulator"
+
+    @property
+    def group_name(self) -> str:
+        return dist.distributed_c10d._world.pg_names[self]
+
+    def size(self) -> int:
+        return self._size
+
+    def rank(self) -> int:
+        return self._group_rank
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        """The group's members as global ranks, in group-rank order."""
+        if self._ranks is None:
+            mapping = dist.distributed_c10d._world.pg_group_ranks[self]
+            self._ranks = tuple(g for g, _ in sorted(mapping.items(), key=lambda kv: kv[1]))
+        return self._ranks
+
+    # ---- helpers ------------------------------------------------------------------------------
+    def _run(self, api: str, fn: Any) -> Any:
+        return self._ctx.request(fn, _what(f"{api} on ranks {list(self.ranks)}", call_site()))
+
+    def _np(self, t: torch.Tensor, api: str) -> np.ndarray:
+        with internal(self._ctx):
+            return to_numpy(t, self._ctx.rank, api)
+
+    def _write(self, t: torch.Tensor, value: Any) -> None:
+        with internal(self._ctx):
+            write_into(t, value)
+
+    def _algorithm(self, kind: str) -> str:
+        return self._ctx.algorithms.get(kind, DEFAULT_ALGORITHMS[kind])
+
+    def _op(self, reduce_op: Any, api: str) -> str:
+        op = REDUCE_OPS.get(getattr(reduce_op, "op", reduce_op))
+        if op is None:
+            raise ValueError(
+                f"rank {self._ctx.rank}: {api} with op {reduce_op} is not simulated; use SUM, AVG, MAX, MIN or PRODUCT"
+            )
+        return op
+
+    # ---- collectives --------------------------------------------------------------------------
+    def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        op = self._op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
+        group, alg = self.ranks, self._algorithm("all_reduce")
+        for t in tensors:
+            x = self._np(t, "all_reduce")
+            name = self._ctx.sink.reduced(t, group, op)  # a module's output, all-reduced: it was a partial sum
+            out = self._run("all_reduce", lambda dev, x=x, n=name: dev.all_reduce(x, op, group, alg, name=n))
+            self._write(t, out)
+        return _done(tensors)
+
+    allreduce_coalesced = allreduce
+
+    def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("all_gather")
+        for outs, t in zip(outputs, inputs):
+            x, shapes = self._np(t, "all_gather"), [tuple(o.shape) for o in outs]
+            pieces = self._run("all_gather", lambda dev, x=x, s=shapes: dev.all_gather(x, group, alg, shapes=s))
+            for o, piece in zip(outs, pieces):
+                self._write(o, piece)
+        return _done(outputs)
+
+    def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("all_gather")
+        self._size_check("all_gather_into_tensor", output, input, len(group))
+        x = self._np(input, "all_gather_into_tensor")
+        whole = self._run("all_gather_into_tensor", lambda dev: dev.all_gather(x, group, alg, axis=0))
+        self._write(output, whole)
+        return _done([output])
+
+    all_gather_single = _allgather_base  # (torch 2.13's name; both are called, by Python and by C++)
+
+    def allgather_into_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs):
+            self._allgather_base(o, i, opts)
+        return _done(outputs)
+
+    all_gather_single_coalesced = allgather_into_tensor_coalesced
+
+    def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        op, group, alg = self._op(opts.reduceOp, "reduce_scatter"), self.ranks, self._algorithm("reduce_scatter")
+        for o, blocks in zip(outputs, inputs):  # (a list of blocks: no module's output to name)
+            xs = [self._np(b, "reduce_scatter") for b in blocks]
+            mine = self._run("reduce_scatter", lambda dev, xs=xs: dev.reduce_scatter(xs, op, group, alg))
+            self._write(o, mine)
+        return _done(outputs)
+
+    def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        op, group, alg = self._op(opts.reduceOp, "reduce_scatter_tensor"), self.ranks, self._algorithm("reduce_scatter")
+        self._size_check("reduce_scatter_tensor", input, output, len(group))
+        x = self._np(input, "reduce_scatter_tensor")
+        name = self._ctx.sink.reduced(input, group, op)
+        mine = self._run("reduce_scatter_tensor", lambda dev: dev.reduce_scatter(x, op, group, alg, axis=0, name=name))
+        self._write(output, mine)
+        return _done([output])
+
+    reduce_scatter_single = _reduce_scatter_base
+
+    def reduce_scatter_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
+        for o, i in zip(outputs, inputs):
+            self._reduce_scatter_base(o, i, opts)
+        return _done(outputs)
+
+    reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
+
+    def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("broadcast")
+        root = group[opts.rootRank]
+        for t in tensors:
+            x = self._np(t, "broadcast") if self._ctx.rank == root else None
+            shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
+            got = self._run(
+                "broadcast", lambda dev, x=x, s=shape, d=dtype: dev.broadcast(x, root, group, alg, shape=s, dtype=d)
+            )
+            if self._ctx.rank != root:
+                self._write(t, got)
+        return _done(tensors)
+
+    def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        op, group, alg = self._op(opts.reduceOp, "reduce"), self.ranks, self._algorithm("reduce")
+        root = group[opts.rootRank]
+        for t in tensors:
+            x = self._np(t, "reduce")
+            name = self._ctx.sink.reduced(t, group, op)
+            out = self._run("reduce", lambda dev, x=x, n=name: dev.reduce(x, root, op, group, alg, name=n))
+            if out is not None:
+                self._write(t, out)
+        return _done(tensors)
+
+    def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("gather")
+        root = group[opts.rootRank]
+        x = self._np(inputs[0], "gather")
+        shapes = [tuple(o.shape) for o in outputs[0]] if outputs else None
+        pieces = self._run("gather", lambda dev: dev.gather(x, root, group, alg, shapes=shapes))
+        if pieces is not None:
+            for o, piece in zip(outputs[0], pieces):
+                self._write(o, piece)
+        return _done(outputs)
+
+    def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("scatter")
+        root, out = group[opts.rootRank], outputs[0]
+        chunks = [self._np(t, "scatter") for t in inputs[0]] if self._ctx.rank == root else None
+        shape, dtype = tuple(out.shape), numpy_dtype(out.dtype)
+        mine = self._run("scatter", lambda dev: dev.scatter(chunks, root, group, alg, shape=shape, dtype=dtype))
+        self._write(out, mine)
+        return _done(outputs)
+
+    def alltoall_base(
+        self, output: torch.Tensor, input: torch.Tensor, output_splits: list, input_splits: list, opts: Any = None
+    ) -> Any:
+        group, alg = self.ranks, self._algorithm("all_to_all")
+        p = len(group)
+        x = self._np(input, "all_to_all_single")
+        send = _splits(input_splits, x.shape[0], p)
+        recv = _splits(output_splits, output.shape[0], p)
+        at = np.cumsum([0, *send])
+        chunks = [x[at[j] : at[j + 1]] for j in range(p)]
+        shapes = [(n, *output.shape[1:]) for n in recv]
+        got = self._run("all_to_all_single", lambda dev: dev.all_to_all(chunks, group, alg, shapes=shapes))
+        self._write(output, np.concatenate(got, axis=0) if got else np.zeros(output.shape))
+        return _done([output])
+
+    all_to_all_single = alltoall_base
+
+    def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("all_to_all")
+        chunks = [self._np(t, "all_to_all") for t in inputs]
+        shapes = [tuple(o.shape) for o in outputs]
+        got = self._run("all_to_all", lambda dev: dev.all_to_all(chunks, group, alg, shapes=shapes))
+        for o, piece in zip(outputs, got):
+            self._write(o, piece)
+        return _done(outputs)
+
+    def barrier(self, opts: Any = None) -> Any:
+        group, alg = self.ranks, self._algorithm("barrier")
+        self._run("barrier", lambda dev: dev.barrier(group, alg))
+        return _done([])
+
+    # ---- point to point -----------------------------------------------------------------------
+    def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
+        peer = self.ranks[dst]
+        x = self._np(tensors[0], "send")
+        what, site = f"send to rank {peer}", call_site()
+        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), _what(what, site))
+        return SimWork(self, req, what, site)
+
+    def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
+        peer, t = self.ranks[src], tensors[0]
+        shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
+        what, site = f"recv from rank {peer}", call_site()
+        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, shape=shape, dtype=dtype), _what(what, site))
+        return SimWork(self, req, what, site, t)
+
+    def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
+        raise ValueError(
+            f"rank {self._ctx.rank}: recv without src (from any rank) is not simulated: a simulated receive names "
+            f"its sender, so that every run is the same. Give recv(tensor, src=...)"
+        )
+
+    def _size_check(self, api: str, big: torch.Tensor, small: torch.Tensor, p: int) -> None:
+        if big.dim() == 0 or small.dim() == 0 or big.shape[0] != p * small.shape[0] or big.shape[1:] != small.shape[1:]:
+            raise ValueError(
+                f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
+                f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
+            )
+
+
+def _what(call: str, site: str) -> str:
+    """A torch call for errors: ``all_reduce on ranks [0, 1], at prog.py:12 `dist.all_reduce(y)```."""
+    return f"{call}, at {site}" if site else call
+
+
+def _splits(sizes: Any, n: int, p: int) -> list[int]:
+    """all_to_all_single's split sizes along dim 0 (equal splits when none are given)."""
+    if sizes is None or len(sizes) == 0:
+        if n % p:
+            raise ValueError(f"all_to_all_single without split sizes needs dim 0 ({n}) divisible by the group ({p})")
+        return [n // p] * p
+    return [int(s) for s in sizes]

@@ -1,0 +1,310 @@
+"""A simulated rank's torch program: a thread of its own, run only while the rank's simulated device runs.
+
+How ranks are scheduled: the engine runs each rank's device as a greenlet, one at a time, in simulated time
+order (``simulator.core.engine``). A torch program cannot run on a greenlet itself (torch keeps per-thread
+state: autograd's graph tasks, grad mode, dispatch modes), so each rank's program runs on a thread, and the
+rank's greenlet and its thread pass one baton: the greenlet starts the thread and waits; the thread runs the
+program until it needs the device (a collective, a send, a receive's wait) and hands the request over; the
+greenlet does it on the device (which may let other ranks run, in their turn) and hands the answer back.
+Only one thread runs at any moment, in the order the engine decides: the same program gives the same trace,
+event for event. The default random generator (one per process in torch) is swapped at each hand-over, so
+each rank draws from its own, as separate processes do, each starting from torch's default seed.
+
+What the program does between requests (the aten ops it computes, the modules' outputs) waits in the rank's
+``RankSink`` and is recorded on the device at the next request, in program order, before the request.
+"""
+
+from __future__ import annotations
+
+import queue
+import sys
+import threading
+import weakref
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from .torch_c10d import RankWorld, install
+from .torch_context import RankAborted, RankContext, enter, internal
+from .torch_names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .torch_pricing import Pricing
+from .torch_values import LocalPart, placement_of, to_numpy
+
+_DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
+# One simulated rank runs torch at a time in the whole process, even with two simulations side by side: what
+# torch keeps per process (the default generator, sys.excepthook) is swapped at each turn, never shared.
+_TURN = threading.Lock()
+
+
+class Event:
+    """Something the program did, recorded on the device at its next request (``record``)."""
+
+    payload: Any = None
+    row: int | None = None
+
+    def record(self, dev: Any) -> None:
+        raise NotImplementedError
+
+
+class Priced(Event):
+    def __init__(self, name: str, flops: float, inputs: list, out: Any) -> None:
+        self.name, self.flops, self.inputs, self.out = name, flops, inputs, out
+
+    def record(self, dev: Any) -> None:
+        out = self.out
+        dev.compute(self.name, lambda *_: out, *self.inputs, flops=self.flops, keep=False, label="torch")
+
+
+class Value(Event):
+    """A named value: a module's output (an op of its inputs, taking no time: its ops were priced), a parameter
+    or gradient (held), or what the program returned."""
+
+    def __init__(self, kind: str, name: str, array: Any, inputs: tuple, index: Any, partial: Any, doc: str) -> None:
+        self.kind, self.name, self.array, self.inputs = kind, name, array, inputs
+        self.index, self.partial, self.doc = index, partial, doc
+
+    def record(self, dev: Any) -> None:
+        self.row = dev.ops_recorded
+        if self.kind == "hold":
+            self.payload = dev.hold(self.name, self.array, index=self.index, partial=self.partial, doc=self.doc)
+            return
+        arr = self.array
+        self.payload = dev.compute(
+            self.name, lambda *_: arr, *self.inputs, seconds=0.0, index=self.index, partial=self.partial, doc=self.doc
+        )
+
+
+class Amend(Event):
+    def __init__(self, fn: Callable[[Any], None]) -> None:
+        self.fn = fn
+
+    def record(self, dev: Any) -> None:
+        self.fn(dev)
+
+
+class RankSink(ModuleRecorder):
+    """One rank's record of what its program did between requests: priced ops, named values."""
+
+    def __init__(self, ctx: RankContext) -> None:
+        super().__init__((__file__,))
+        self.ctx = ctx
+        self.events: list[Event] = []
+        # id(tensor) -> the values it was recorded as (a module's output is often its last submodule's too)
+        self._values: dict[int, tuple[weakref.ref, list[Value]]] = {}
+        self._received: dict[int, tuple[weakref.ref, Any]] = {}  # id(tensor) -> the receive that filled it
+
+    # ---- what the program did -------------------------------------------------------------------
+    def priced(self, name: str, flops: float, inputs: list, out: Any) -> None:
+        where = self.stack[-1].path if self.stack and self.stack[-1].path else None
+        self.events.append(Priced(f"{where}: {name}" if where else name, flops, inputs, out))
+
+    def started(self, call: Call, first: bool) -> None:
+        for i, t in enumerate(call.inputs):  # a received tensor fed to a module: its message carries the input
+            entry = self._received.pop(id(t), None)
+            if entry is not None and entry[0]() is t:
+                index = self._index(t)
+                name, req = input_name(call.name, i), entry[1]
+                self.events.append(Amend(lambda dev, q=req, n=name, x=index: dev.amend_received(q, name=n, index=x)))
+        if first:
+            for pname, param in call.module.named_parameters(recurse=False):
+                if _dtensor_spec(param) is not None:  # a plain parameter may be any part of the model's
+                    self.value("hold", parameter_name(call.path, pname), param, (), f"parameter {pname} of {call.path}")
+
+    def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
+        with internal(self.ctx):
+            inputs = tuple(to_numpy(t, self.ctx.rank, name) for t in call.inputs)
+        what = "raw output" if raw else "output"
+        self.value("op", name, value, inputs, f"the {what} of module {call.path} ({type(call.module).__name__})")
+
+    def value(self, kind: str, name: str, t: torch.Tensor, inputs: tuple, doc: str) -> Value | None:
+        index, partial, op = self._placement(t)
+        if op not in (None, "sum", "avg"):  # a partial max or min: no sum of terms to compare
+            return None
+        with internal(self.ctx):
+            arr = to_numpy(t, self.ctx.rank, name)
+        v = Value(kind, name, arr, inputs, index, partial, doc)
+        self.events.append(v)
+        entry = self._values.get(id(t))
+        if entry is None or entry[0]() is not t:
+            entry = self._values[id(t)] = (weakref.ref(t), [])
+        entry[1].append(v)
+        return v
+
+    def _placement(self, t: torch.Tensor) -> tuple[Any, Any, str | None]:
+        spec = _dtensor_spec(t)
+        if spec is None and self.ctx.world is not None:
+            spec = self.ctx.world.spec_of(t)
+        if spec is not None:
+            return placement_of(spec)
+        return LocalPart(tuple(t.shape), self.ctx.rank), None, None
+
+    def _index(self, t: torch.Tensor) -> Any:
+        return self._placement(t)[0]
+
+    def recorded(self, t: torch.Tensor) -> list[Value]:
+        """The values ``t`` was recorded as, the latest last."""
+        entry = self._values.get(id(t))
+        return entry[1] if entry is not None and entry[0]() is t else []
+
+    # ---- what collectives and receives learn ---------------------------------------------------------
+    def reduced(self, t: torch.Tensor, group: tuple[int, ...], op: str) -> str | None:
+        """``t`` is about to be all-reduced: if it is a module's output, that output was one term of a sum over the
+        group (it is now marked so), and the all-reduce's result is the module's value: its name is returned."""
+        if op not in ("sum", "avg") or len(group) < 2:
+            return None
+        terms = [v for v in self.recorded(t) if v.kind == "op" and v.partial is None]
+        for v in terms:
+            v.index = None if isinstance(v.index, LocalPart) else v.index  # a term of the whole value
+            if v.row is None:  # not on the device yet: it goes there as a partial sum
+                v.partial = group
+            else:
+                self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
+        return terms[-1].name if terms else None
+
+    def received(self, t: torch.Tensor, req: Any) -> None:
+        self._received[id(t)] = (weakref.ref(t), req)
+
+    def flush(self, dev: Any) -> None:
+        events, self.events = self.events, []
+        for e in events:
+            e.record(dev)
+
+
+def _dtensor_spec(t: Any) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    return t._spec if isinstance(t, DTensor) else None
+
+
+class RankThread:
+    """One simulated rank's program on its thread, driven by the rank's greenlet (see the module docstring)."""
+
+    def __init__(self, ctx: RankContext, program: Callable[..., Any], args: tuple, store: Any) -> None:
+        self.ctx = ctx
+        ctx.request = self._request
+        ctx.world = RankWorld()
+        ctx.sink = RankSink(ctx)
+        self.program, self.args, self.store = program, args, store
+        self._to_rank: queue.SimpleQueue = queue.SimpleQueue()
+        self._to_device: queue.SimpleQueue = queue.SimpleQueue()
+        self._rng = _DEFAULT_RNG.clone()
+        self._aborted = False
+        self.doing: str | None = "computing"  # the torch call the rank is in, for errors ("finished" at the end)
+        self.thread = threading.Thread(target=self._main, name=f"simulated rank {ctx.rank}", daemon=True)
+
+    # ---- the device's side (the rank's greenlet) ---------------------------------------------------------
+    def run(self, dev: Any) -> Any:
+        """Run the program to its end, doing what it asks on ``dev``; returns what it returned (as NumPy)."""
+        self.thread.start()
+        try:
+            while True:
+                kind, a, b = self._to_device.get()
+                if kind == "call":
+                    self.ctx.sink.flush(dev)
+                    self.doing = b
+                    answer = a(dev)
+                    self.doing = "computing"
+                    self._to_rank.put(("ok", answer))
+                elif kind == "done":
+                    self.ctx.sink.flush(dev)
+                    self.doing = "finished"
+                    return _resolve(a)
+                else:  # the program raised
+                    self.doing = f"raised {type(a).__name__}"
+                    raise a
+        finally:
+            self.abort()
+
+    def abort(self) -> None:
+        """End the thread if it still runs (the run failed elsewhere): its pending call raises ``RankAborted``."""
+        if self.thread.is_alive():
+            self._aborted = True
+            self._to_rank.put(("abort", None))
+            self.thread.join(timeout=10)
+
+    # ---- the rank's side (its thread) -------------------------------------------------------------------
+    def _request(self, fn: Callable[[Any], Any], what: str) -> Any:
+        if self._aborted:
+            raise RankAborted
+        self._rng = torch.get_rng_state()
+        _TURN.release()
+        self._to_device.put(("call", fn, what))
+        kind, answer = self._to_rank.get()
+        _TURN.acquire()
+        torch.set_rng_state(self._rng)
+        if kind == "abort":
+            raise RankAborted
+        return answer
+
+    def _main(self) -> None:
+        ctx = self.ctx
+        enter(ctx)
+        _TURN.acquire()
+        torch.set_rng_state(self._rng)
+        try:
+            with recording(ctx.sink), Pricing():
+                hook = sys.excepthook  # torch prefixes the process's tracebacks with its rank: not one rank's here
+                dist.init_process_group("simulator", rank=ctx.rank, world_size=ctx.world_size, store=self.store)
+                sys.excepthook = hook
+                out = self.program(*self.args)
+                grads = Gradients.of(ctx.sink)
+                for name, g in grads.items:
+                    ctx.sink.value("hold", name, g, (), "a gradient")
+                plan = _plan(ctx.sink, out)
+            answer: tuple = ("done", plan, None)
+        except RankAborted:
+            answer = ()
+        except BaseException as exc:  # the program's own error: the device raises it, naming the rank
+            if "default process group twice" in str(exc) and exc.args:
+                exc.args = (
+                    f"{exc.args[0]}: simulate_torch initialises torch.distributed on each rank; leave "
+                    "init_process_group out of the program (a script that runs it under torchrun calls it first)",
+                    *exc.args[1:],
+                )
+            answer = ("error", exc, None)
+        finally:
+            ctx.world.release()
+            enter(None)
+            _TURN.release()
+        if answer:
+            self._to_device.put(answer)
+
+
+def _plan(sink: RankSink, out: Any, name: str = "output") -> Any:
+    """What the program returned, each tensor as the value the device will hold (resolved after the flush): the
+    value a module output was recorded as, if the tensor still holds it, else a new value ``output``
+    (``output[0]``, ``output['k']`` in a structure), named as the reference names the model's result."""
+    if isinstance(out, torch.Tensor):
+        v = (sink.recorded(out) or [None])[-1]
+        if v is not None and (v.kind != "op" or not _same(v.array, out, sink)):
+            v = None  # changed since (all-reduced in place, ...): what it holds now is what was returned
+        return v if v is not None else sink.value("hold", name, out, (), "what the program returned")
+    if isinstance(out, dict):
+        return {k: _plan(sink, v, f"{name}[{k!r}]") for k, v in out.items()}
+    if isinstance(out, (list, tuple)):
+        return type(out)(_plan(sink, v, f"{name}[{i}]") for i, v in enumerate(out))
+    if isinstance(out, nn.Module):
+        return None
+    return out
+
+
+def _same(array: Any, t: torch.Tensor, sink: RankSink) -> bool:
+    with internal(sink.ctx):
+        now = to_numpy(t, sink.ctx.rank, "the result")
+    return now.shape == array.shape and bool((now == array).all())
+
+
+def _resolve(plan: Any) -> Any:
+    if isinstance(plan, Value):
+        return plan.payload
+    if isinstance(plan, dict):
+        return {k: _resolve(v) for k, v in plan.items()}
+    if isinstance(plan, (list, tuple)):
+        return type(plan)(_resolve(v) for v in plan)
+    return plan
+
+
+__all__ = ["RankAborted", "RankThread", "install"]

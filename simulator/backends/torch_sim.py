@@ -1,0 +1,155 @@
+"""``simulate_torch``: a torch.distributed program, unchanged, on simulated ranks; ``run_real``: the same program
+on the real ranks of a ``TorchWorld`` (gloo), for comparison.
+
+    run = simulate_torch(program, 4, x)        # program(x) on 4 simulated ranks, like World(4).run
+    run.outputs, run.trace                      # what each rank returned (as NumPy), every message and op
+    check(run, Reference.of_torch(model, x))    # against the single-device model, module by module
+
+Each rank runs ``program(*args)`` with its own deep copy of the arguments (as separate processes would have),
+with ``torch.distributed`` initialised for it on the "simulator" backend: ``dist.get_rank()`` is its rank,
+every collective and send runs as the simulator's messages on the rank's device, ``init_device_mesh("cpu",
+...)`` and DTensor work as on real ranks. How the ranks take turns: ``torch_ranks``. What a rank returns is
+converted to NumPy (a DTensor: its local piece, with the block it is named for the checker).
+
+Sends are rendezvous by default, as gloo's are (``dist.send`` returns once the receiver has taken the
+message): two ranks that both send first deadlock, and the simulation says so instead of hanging.
+"""
+
+from __future__ import annotations
+
+import copy
+import inspect
+import itertools
+import pickle
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+import torch
+import torch.distributed as dist
+
+from ..collectives import ALGORITHMS
+from ..core.engine import RunResult, World
+from ..core.errors import SimulationError
+from .torch_context import RankContext
+from .torch_ranks import RankThread, install
+
+_SIMULATIONS = itertools.count()  # numbers each simulation's process-group names apart
+
+
+def simulate_torch(
+    program: Callable[..., Any],
+    world_size: int,
+    *args: Any,
+    world: World | None = None,
+    algorithm: str | Mapping[str, str] | None = None,
+) -> RunResult:
+    """Run ``program(*args)`` once per simulated rank, with torch.distributed initialised for that rank.
+
+    world:     the simulated world (its cost model, send mode, ...); by default ``World(world_size,
+               send_mode="rendezvous")``, whose sends wait for their receiver as gloo's do
+    algorithm: the collectives' algorithm, as ``World`` programs choose it: one name for every collective
+               that has it (``"tree"``), or one per collective (``{"all_reduce": "halving_doubling"}``)
+    Returns a ``RunResult`` like ``World.run``: each rank's return value (tensors as NumPy arrays) and the trace.
+    """
+    if not callable(program):
+        raise TypeError(f"simulate_torch(program, ...): program is the function each rank runs; got {program!r:.60}")
+    _not_a_device_program(program)
+    if world is None:
+        world = World(world_size, send_mode="rendezvous")
+    elif world.size != world_size:
+        raise ValueError(f"simulate_torch: world_size={world_size}, but the world given has {world.size} devices")
+    if not world.keep_payloads:
+        raise ValueError("simulate_torch needs World(keep_payloads=True): the values are what it checks")
+    algorithms = _algorithms(algorithm)
+    install()
+    number = next(_SIMULATIONS)
+    store = dist.HashStore()
+    threads: dict[int, RankThread] = {}
+
+    def torch_rank(dev: Any) -> Any:
+        ctx = RankContext(dev.rank, world_size, None, algorithms=algorithms, group_tag=f"sim{number}.r{dev.rank}")
+        threads[dev.rank] = thread = RankThread(ctx, program, copy.deepcopy(args), store)
+        return thread.run(dev)
+
+    torch_rank.__name__ = torch_rank.__qualname__ = getattr(program, "__name__", "program")
+    caller_rng = torch.get_rng_state()
+    try:
+        return world.run(torch_rank)
+    except SimulationError as exc:
+        _name_torch_calls(exc, threads)
+        raise
+    finally:
+        for thread in threads.values():
+            thread.abort()
+        torch.set_rng_state(caller_rng)
+
+
+def _not_a_device_program(program: Callable[..., Any]) -> None:
+    """A program written for the simulator's device (``program(dev, ...)``) belongs to ``World.run``: say so."""
+    try:
+        first = next(iter(inspect.signature(program).parameters), None)
+    except (TypeError, ValueError):
+        return
+    if first in ("dev", "device"):
+        raise TypeError(
+            f"simulate_torch runs torch programs, program(*args) with torch.distributed initialised on each rank; "
+            f"{getattr(program, '__name__', 'program')}({first}, ...) is a program of the simulator's device: run it "
+            f"with World(n).run(program, ...)"
+        )
+
+
+def _algorithms(algorithm: str | Mapping[str, str] | None) -> dict[str, str]:
+    """The algorithm of each collective: a name applies to every collective that has an algorithm of that name."""
+    if algorithm is None:
+        return {}
+    if isinstance(algorithm, str):
+        chosen = {kind: algorithm for kind, table in ALGORITHMS.items() if algorithm in table}
+        if not chosen:
+            names = sorted({a for table in ALGORITHMS.values() for a in table})
+            raise ValueError(f"simulate_torch(algorithm={algorithm!r}): no collective has it; choose from {names}")
+        return chosen
+    chosen = dict(algorithm)
+    for kind, name in chosen.items():
+        if kind not in ALGORITHMS or name not in ALGORITHMS[kind]:
+            options = sorted(ALGORITHMS.get(kind, ALGORITHMS))
+            raise ValueError(f"simulate_torch(algorithm={{{kind!r}: {name!r}}}): choose from {options}")
+    return chosen
+
+
+def _name_torch_calls(exc: SimulationError, threads: dict[int, RankThread]) -> None:
+    """Add each rank's torch call in progress to a simulator error (a deadlock, two ranks' different calls)."""
+    lines = [f"  rank {r}: {t.doing}" for r, t in sorted(threads.items()) if t.doing]
+    if lines and exc.args and isinstance(exc.args[0], str) and "torch calls in progress" not in exc.args[0]:
+        exc.args = (exc.args[0] + "\n  the torch calls in progress:\n" + "\n".join(lines), *exc.args[1:])
+
+
+def run_real(torch_world: Any, program: Callable[..., Any], *args: Any) -> Any:
+    """Run ``program(*args)`` on the real ranks of a ``TorchWorld`` (torch.distributed is initialised there), each
+    rank's result as NumPy as ``simulate_torch`` gives it; returns the ``TorchRunResult``. The program must be a
+    module-level function of an importable module (it travels to the rank processes by name)."""
+    return torch_world.run(real_rank, program, pickle.dumps(args))
+
+
+def real_rank(dev: Any, program: Callable[..., Any], packed: bytes) -> Any:
+    """The rank program ``run_real`` sends: ``program(*args)`` with the arguments unpacked (tensors travel as plain
+    pickles: the launcher's pickler would hand them over as shared memory, which reaches one process only)."""
+    return _as_numpy(program(*pickle.loads(packed)))
+
+
+def _as_numpy(out: Any) -> Any:
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(out, DTensor):
+        out = out.to_local()
+    if isinstance(out, torch.Tensor):
+        if hasattr(out, "wait"):
+            out = out.wait()
+        return out.detach().cpu().numpy()
+    if isinstance(out, dict):
+        return {k: _as_numpy(v) for k, v in out.items()}
+    if isinstance(out, (list, tuple)):
+        return type(out)(_as_numpy(v) for v in out)
+    if isinstance(out, torch.nn.Module):
+        return None
+    return np.asarray(out) if isinstance(out, np.generic) else out

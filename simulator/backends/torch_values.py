@@ -1,0 +1,130 @@
+"""Tensors as the simulator sees them: NumPy copies, and which part of the model's value a rank's tensor is.
+
+- ``to_numpy`` / ``write_into``: a tensor's values as a NumPy array (what a message or a trace keeps), and
+  a NumPy result written back into the tensor a torch call fills in.
+- ``placement_of``: a DTensor's local piece as the checker names it: ``index`` (which block of the global
+  value: its ``Shard`` placements) and ``partial`` (the ranks whose terms add up to it: its ``Partial``
+  placements). Exact, from the DTensor's own mesh and placements.
+- ``LocalPart``: the part a plain tensor is, known by its shape alone: the model's value where the shapes
+  agree, else the block a rank holds along the one axis where they differ, split the ``torch.chunk`` way
+  among ``p`` ranks (p = how many such blocks make the axis), rank r holding block ``r % p`` (the rank's
+  place in a tensor-parallel group whose ranks are consecutive); an even split is preferred (16 rows in
+  blocks of 4 are 4 blocks, not 3 with a short last one). The whole shape is known only once the
+  checker compares with the single-device run, so the index is a function of the whole value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+
+from ..tensors.placements import chunk_bounds
+
+_NUMPY_DTYPES = {torch.bfloat16: "bfloat16 has no NumPy dtype", torch.float8_e4m3fn: "float8 has no NumPy dtype"}
+
+
+def plain(t: torch.Tensor) -> torch.Tensor:
+    """The tensor's own values: an async collective's result waited for, a DTensor's local piece."""
+    from torch.distributed._functional_collectives import AsyncCollectiveTensor
+    from torch.distributed.tensor import DTensor
+
+    if isinstance(t, AsyncCollectiveTensor):
+        t = t.wait()
+    if isinstance(t, DTensor):
+        t = t._local_tensor
+        if isinstance(t, AsyncCollectiveTensor):
+            t = t.wait()
+    return t
+
+
+def to_numpy(t: torch.Tensor, rank: int, where: str) -> np.ndarray:
+    """A read-only NumPy copy of the tensor's values (a DTensor's local piece)."""
+    t = plain(t)
+    if t.dtype in _NUMPY_DTYPES:
+        raise TypeError(
+            f"rank {rank}: {where} got a {t.dtype} tensor, and {_NUMPY_DTYPES[t.dtype]}: the simulator keeps values "
+            "as NumPy arrays. Use float32 (or float16) on simulated ranks"
+        )
+    with torch.no_grad():
+        arr = t.detach().resolve_conj().resolve_neg().cpu().numpy().copy()
+    arr.setflags(write=False)
+    return arr
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    """The NumPy dtype of a torch dtype (float32 -> float32)."""
+    return torch.empty(0, dtype=dtype).numpy().dtype
+
+
+def write_into(t: torch.Tensor, value: Any) -> None:
+    """Write a result into the tensor a torch call fills in (hidden from autograd, as every backend does)."""
+    with torch.no_grad():
+        src = torch.from_numpy(np.array(value, dtype=np.asarray(value).dtype, copy=True)).reshape(t.shape)
+        t.detach().copy_(src.to(t.dtype))
+
+
+def placement_of(spec: Any) -> tuple[Any, tuple[int, ...] | None, str | None]:
+    """(index, partial group, reduce op) of this rank's piece of a DTensor with ``spec`` (its ``_spec``).
+
+    index: the block of the global value (None: all of it); partial group: the global ranks whose pieces add up
+    to that block (None: it is complete); reduce op: "sum" or "avg" for a partial, else None. A piece the checker
+    cannot compare (a partial max or min) gives reduce op "max" / "min" and the caller skips it."""
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+
+    mesh, placements = spec.mesh, spec.placements
+    coordinate = mesh.get_coordinate()
+    local, offset = compute_local_shape_and_global_offset(spec.shape, mesh, placements)
+    shape = tuple(spec.shape)
+    index = None
+    if tuple(local) != shape:
+        index = tuple(slice(None) if s == n else slice(o, o + s) for o, s, n in zip(offset, local, shape))
+    partial_dims = [d for d, p in enumerate(placements) if p.is_partial()]
+    if not partial_dims or coordinate is None:
+        return index, None, None
+    ops = {getattr(placements[d], "reduce_op", "sum") for d in partial_dims}
+    op = ops.pop() if len(ops) == 1 else "mixed"
+    ranks = mesh.mesh
+    select = tuple(slice(None) if d in partial_dims else coordinate[d] for d in range(ranks.ndim))
+    group = tuple(sorted(int(r) for r in ranks[select].flatten().tolist()))
+    return index, group, op
+
+
+def _chunk(n: int, p: int, at: int) -> tuple[int, bool]:
+    """The size of chunk ``at`` of n elements split into p the torch.chunk way, and whether p splits them evenly."""
+    bounds = chunk_bounds(n, p)
+    return bounds[at + 1] - bounds[at], n % p == 0
+
+
+@dataclass(frozen=True)
+class LocalPart:
+    """The part of the model's value a plain tensor of ``shape`` on ``rank`` holds (see the module docstring)."""
+
+    shape: tuple[int, ...]
+    rank: int
+
+    def resolve(self, whole: tuple[int, ...]) -> tuple[slice, ...] | None:
+        """The block as an index into a value of shape ``whole`` (None: the whole value, or no block fits)."""
+        whole = tuple(whole)
+        if whole == self.shape or len(whole) != len(self.shape):
+            return None
+        differ = [a for a, (w, s) in enumerate(zip(whole, self.shape)) if w != s]
+        if len(differ) != 1:
+            return None
+        axis = differ[0]
+        n, m = whole[axis], self.shape[axis]
+        fits = [p for p in range(2, n + 1) if m > 0 and _chunk(n, p, self.rank % p) == (m, True)]
+        fits = fits or [p for p in range(2, n + 1) if m > 0 and _chunk(n, p, self.rank % p)[0] == m]
+        if not fits:
+            return None
+        bounds, at = chunk_bounds(n, fits[0]), self.rank % fits[0]
+        return (slice(None),) * axis + (slice(bounds[at], bounds[at + 1]),)
+
+    def __call__(self, value: Any) -> Any:
+        index = self.resolve(np.shape(value))
+        return value if index is None else np.asarray(value)[index]
+
+    def describe(self) -> str:
+        return f"rank {self.rank}'s block, by its shape {self.shape}"

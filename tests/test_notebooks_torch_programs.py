@@ -1,0 +1,25 @@
+"""The torch-programs notebook runs top to bottom, on simulated ranks and on real gloo processes, and shows what
+it claims."""
+
+import pytest
+
+pytest.importorskip("torch.distributed")
+
+from tests.notebooks import execute_notebook, outputs_text, outputs_words  # noqa: E402
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+def test_torch_programs_notebook_executes():
+    nb = execute_notebook("12_torch_programs.ipynb")
+    text, said = outputs_text(nb), outputs_words(nb)
+    assert "rank 1 returned [49.]" in text
+    assert "carried [3.], but device 1 should have received b:in0" in said
+    for n in (2, 4, 8):
+        assert f"{n} ranks: check passed" in text
+    assert "The all-reduce that adds them (after a row-parallel layer) is missing?" in said
+    assert "It is the block [:, 4:8] of fc1, not the block [:, 0:4] this device should hold" in said
+    assert "8 ranks, mesh (2, 4): check passed" in text
+    assert "That is device 0's partial sum of fc2" in said
+    assert "It is the block [8:16, :] of fc1.weight" in said
+    assert text.count("gloo and the simulation give the same outputs: True") == 4
