@@ -10,7 +10,9 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
+from typing import TextIO
 
+from ..core.files import STDOUT, short_path
 from ..core.values import ValueStyle
 from ..teach.examples import all_scenarios, get
 from ..views.textgrid import MAX_SLOTS
@@ -93,7 +95,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
         print(exc.args[0], file=sys.stderr)
         return 2
     except OSError as exc:
-        return _cannot_write(exc)
+        return _cannot_write(exc, args.out)
     print(f"{len(written)} files in {args.out}/")
     return 0
 
@@ -108,10 +110,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
     except OSError as exc:
-        return _cannot_write(exc)
-    print(f"wrote {info.path}: {info.events:,} events")
+        return _cannot_write(exc, args.out or f"{args.scenario}.trace.json")
+    said = _said(args.out)
+    print(f"wrote {_where(info.path)}: {info.events:,} events", file=said)
     if info.collapsed:
-        print(info.note)
+        print(info.note, file=said)
     return 0
 
 
@@ -134,13 +137,17 @@ def cmd_html(args: argparse.Namespace) -> int:
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step)
+    except BrokenPipeError:
+        raise
     except (OSError, ValueError) as exc:
         print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
         return 2
     steps = len(doc["events"]) - doc["base"]
-    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB, {steps:,} steps): open it in any browser")
+    said = _said(args.out)
+    size = f"{path.stat().st_size / 1e3:,.0f} kB, " if path.is_file() else ""
+    print(f"wrote {_where(path)} ({size}{steps:,} steps): open it in any browser", file=said)
     if doc["notice"]:
-        print(doc["notice"])
+        print(doc["notice"], file=said)
     return 0
 
 
@@ -179,15 +186,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic, args.spread)
     except OSError as exc:
-        return _cannot_write(exc)
+        return _cannot_write(exc, args.out)
     return 0
 
 
-def _cannot_write(exc: OSError) -> int:
+def _cannot_write(exc: OSError, out: object = None) -> int:
     """A write that failed after the checks (a full disk, a read-only file system): say so, exit 2."""
-    where = f" {exc.filename}" if exc.filename else ""
+    if isinstance(exc, BrokenPipeError):  # the reader of standard output left: main() ends quietly
+        raise exc
+    name = exc.filename or out
+    where = f" {short_path(name)}" if name else ""
     print(f"cannot write{where}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
     return 2
+
+
+def _said(out: object) -> TextIO:
+    """Where a command reports what it wrote: standard error when the file itself goes to standard output."""
+    return sys.stderr if str(out) in _STANDARD_OUTPUT else sys.stdout
+
+
+_STANDARD_OUTPUT = (STDOUT, "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def _where(path: object) -> str:
+    return "standard output" if str(path) == STDOUT else str(path)
 
 
 def _result(name: str):
@@ -268,7 +290,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 "--out",
                 type=output_file_like("page.html"),
                 metavar="FILE",
-                help="the page to write (default: SCENARIO.html)",
+                help="the page to write, or - for standard output (default: SCENARIO.html)",
             ),
             p.add_argument("--step", type=int, default=0, help="the step the page opens at (default: 0, the start)"),
             p.add_argument(
@@ -304,7 +326,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
-                "--out", type=output_file_like("run.trace.json"), help="output file (default: SCENARIO.trace.json)"
+                "--out",
+                type=output_file_like("run.trace.json"),
+                help="output file, or - for standard output (default: SCENARIO.trace.json)",
             ),
             p.add_argument(
                 "--max-events",
