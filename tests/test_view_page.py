@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from simulator.cli.main import main
+from simulator.core import files as files_module
 from simulator.core.trace import Op, Trace
 from simulator.teach.view import build_document, html_page, write_html
-from simulator.core import files as files_module
 from simulator.views.web.page import CSP, asset
 
 ROOT = Path(__file__).resolve().parents[1]
