@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -44,7 +45,7 @@ from .errors import (
 )
 from .ordering import settle
 from .program_time import ProgramTimedDevice
-from .run_errors import check_program, not_a_plain_function, raise_deadlock, report_leftovers
+from .run_errors import check_program, not_a_plain_function, raise_deadlock, raise_over_budget, report_leftovers
 from .trace import Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -54,6 +55,17 @@ MAX_DEVICES = 1 << 16
 # going, long before it fills memory (about 0.5 kB per event with payloads, 0.2 kB without).
 MAX_EVENTS_WITH_PAYLOADS = 2_000_000
 MAX_EVENTS_METADATA = 50_000_000
+
+
+def default_max_buffered_bytes() -> int:
+    """The default budget for message payloads the engine holds (``World.max_buffered_bytes``): 1 GiB, or a
+    quarter of this machine's memory if that is less (copying 1 GiB takes a second or so: a run that would
+    fill memory stops in seconds)."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: assume a small machine (8 GiB)
+        memory = 8 << 30
+    return min(1 << 30, memory // 4)
 
 
 @dataclass(frozen=True)
@@ -75,6 +87,12 @@ class World:
     program_time:  each device also pays the wall time its program's own code runs between its calls,
                    measured here as it runs, as real ranks pay it (``simulator.core.program_time``); simulated
                    times then vary from run to run. Off by default
+    max_buffered_bytes: the most bytes of message payloads the engine may hold: the copies of writable
+                   arrays that sends make, while they wait to be received (an eager send returns at once, so a
+                   sender that never waits could buffer without end) and, with ``keep_payloads``, for the whole
+                   run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
+                   sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
+                   do not count. Default: 1 GiB, or a quarter of the machine's memory if less
     """
 
     size: int
@@ -85,6 +103,7 @@ class World:
     leftovers: str = "warn"
     max_events: int | None = None
     program_time: bool = False
+    max_buffered_bytes: int | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -115,6 +134,17 @@ class World:
             raise ValueError(f"World(leftovers={self.leftovers!r}): choose one of {LEFTOVER_POLICIES}")
         if not isinstance(self.program_time, bool):
             raise ValueError(f"World(program_time={self.program_time!r}): give True or False")
+        if self.max_buffered_bytes is None:
+            object.__setattr__(self, "max_buffered_bytes", default_max_buffered_bytes())
+        elif (
+            isinstance(self.max_buffered_bytes, (bool, np.bool_))
+            or not isinstance(self.max_buffered_bytes, (int, np.integer))
+            or self.max_buffered_bytes < 0
+        ):
+            raise ValueError(
+                f"World(max_buffered_bytes={self.max_buffered_bytes!r}): give a whole number of bytes >= 0, "
+                "e.g. 8 << 30 for 8 GiB"
+            )
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
@@ -188,6 +218,11 @@ class Engine:
         # when it holds one (``waiting_since()``); and per-run caches those layers keep, by name.
         self.held_calls: dict[tuple, Any] = {}
         self.caches: dict[str, dict] = {}
+        # Payload copies the engine holds, against World.max_buffered_bytes: those the trace keeps, and those
+        # waiting in a mailbox (by id: released when received, where the trace keeps none)
+        self._buffered = 0
+        self._buffered_by = [0] * world.size
+        self._queued: dict[int, tuple[int, int]] = {}  # id(payload) -> (sender, bytes)
         self._unfinished = world.size
         self._direct = False
         # How devices take turns. Strict time order (rendezvous sends; and stepping where links are private):
@@ -332,6 +367,7 @@ class Engine:
             rank, exc = self._failure
             self._failure = None
             self.close()
+            self._chans.clear()  # the messages nobody will receive now: their payloads go at once
             self._settle()
             if isinstance(exc, SimulationError) or not isinstance(exc, Exception):
                 raise exc  # names the devices involved already; or Ctrl-C / SystemExit, which must pass
@@ -433,6 +469,25 @@ class Engine:
         self._ready.clear()
 
     # ---- checks on the way -----------------------------------------------------------------------
+    def _hold_copy(self, rank: int, nbytes: int) -> None:
+        """Device ``rank``'s send made a copy the engine holds: count it against the budget."""
+        self._buffered += nbytes
+        self._buffered_by[rank] += nbytes
+        if self._buffered > self.world.max_buffered_bytes:
+            raise_over_budget(self, rank, nbytes)
+
+    def _queue_copy(self, rank: int, payload: Any) -> None:
+        """A copy waits in a mailbox (payloads are not kept): held until received (``_unqueue``)."""
+        self._queued[id(payload)] = (rank, payload.nbytes)
+        self._hold_copy(rank, payload.nbytes)
+
+    def _unqueue(self, payload: Any) -> None:
+        """A message left its mailbox: the receiver holds its payload now, no longer the engine."""
+        held = self._queued.pop(id(payload), None)
+        if held is not None:
+            self._buffered -= held[1]
+            self._buffered_by[held[0]] -= held[1]
+
     def _agree(self, rank: int, members: tuple[int, ...], number: int, call: Any) -> None:
         """Compare this member's collective call with the first member's call of the same number.
 

@@ -55,6 +55,10 @@ class OpError(SimulationError):
     """An op's function raised; the message names the op, the device and its inputs, the cause is chained."""
 
 
+class BufferLimitError(SimulationError):
+    """The payloads the engine holds for a run's messages passed ``World.max_buffered_bytes``."""
+
+
 class EventLimitError(SimulationError):
     """A run recorded more events than its limit: most likely a program that never stops."""
 

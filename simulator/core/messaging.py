@@ -142,6 +142,8 @@ class Messaging(PointToPoint):
                     eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
         else:
             ch.mail.append((row, payload, arrive, None, sig))
+            if payload is not value and not rec.keep_payloads:  # a copy, buffered (see World.max_buffered_bytes)
+                eng._queue_copy(rank, payload)
 
     def _channel(self, src: int, dst: int, tag: int) -> Channel:
         """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
@@ -162,6 +164,8 @@ class Messaging(PointToPoint):
         else:
             check_payload(value, self.rank, f"send(dst={dst})")
             payload = sealed(np.array(value))
+            if self._rec.keep_payloads:  # the trace keeps the copy for good (see World.max_buffered_bytes)
+                self._engine._hold_copy(self.rank, payload.nbytes)
         rec = self._rec
         sig = rec.sigs.get((payload.shape, payload.dtype))
         if sig is None:
@@ -223,6 +227,8 @@ class Messaging(PointToPoint):
                 eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
             else:
                 ch.mail.append((row, payload, None, sreq, sig))
+                if payload is not value and not rec.keep_payloads:  # a copy, buffered
+                    eng._queue_copy(rank, payload)
         elif ch.posted:  # a receive waits for it (Engine._match, inlined: the hot path)
             rreq = ch.posted.popleft()
             rreq.row = row
@@ -237,6 +243,8 @@ class Messaging(PointToPoint):
                     eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
         else:
             ch.mail.append((row, payload, arrive, None, sig))
+            if payload is not value and not rec.keep_payloads:  # a copy, buffered
+                eng._queue_copy(rank, payload)
         return sreq
 
     def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
@@ -252,7 +260,10 @@ class Messaging(PointToPoint):
         if ch is None:
             ch = self._channel(src, self.rank, tag)
         if ch.mail:
-            eng._match(ch.mail.popleft(), rreq)
+            sent = ch.mail.popleft()
+            if eng._queued:
+                eng._unqueue(sent[1])
+            eng._match(sent, rreq)
         else:
             ch.posted.append(rreq)
         return rreq
@@ -284,6 +295,8 @@ class Messaging(PointToPoint):
         mail = ch.mail
         if mail:  # the message is on its way already: take it
             row, payload, arrive, _, sig = mail.popleft()
+            if eng._queued:  # a copy the engine held (see World.max_buffered_bytes)
+                eng._unqueue(payload)
             if arrive > self.clock:
                 self._advance(arrive)
         else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
