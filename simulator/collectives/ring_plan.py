@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.columns import EV_OP, EV_RECV, EV_SEND, MSG, MSG_DTYPE, OP_DROPPED, OP_DTYPE, RECV_DTYPE, SETTLE_EVERY
+from ..core.errors import infinite_message, infinite_op
 from ..tensors.placements import chunk_bounds
 
 if TYPE_CHECKING:
     from ..core.engine import Engine
     from .call import _Call
 
+INF = float("inf")
 VECTOR_FROM = 32  # members: from here on a step is a handful of NumPy operations over all members
 RING, REDUCE = 0, 1  # the two kinds of stage in a plan's program
 
@@ -61,11 +63,21 @@ class RingPlan:
         self.program = program
         self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
         self._flop_rate, self._op_latency = eng._flop_rate, eng._op_latency
+        if not max(max(wire), self._op_latency + max(sizes) / self._flop_rate) < INF:  # (NaN too)
+            self.refuse_infinite(eng, c, INF)
         rings = sum(1 for kind, _, _ in program if kind == RING)
         self.messages, self.ops = p * rings, p * (len(program) - rings)
         self.events = self.messages + self.ops  # what counts against the event limit
         self._small: tuple | None = None
         self._templates: tuple[bytes, bytes, bytes] | None = None
+
+    def refuse_infinite(self, eng: Engine, c: _Call, end: float) -> None:
+        """A step, or the call, would end at an infinite time: say whether its messages or its additions do."""
+        g, largest = c.group, max(self.sizes)
+        seconds = self._op_latency + largest / self._flop_rate
+        if max(self.wire) < INF and not seconds < INF:
+            raise infinite_op(eng.cost, g[0], c.reduce_name, float(largest), seconds, 0.0)
+        raise infinite_message(eng.cost, g[0], g[1 % self.p], largest * self.shape[2].itemsize, 0.0, end)
 
     def chunks(self, back: int) -> list[int]:
         """The chunk each member sends or reduces at a stage whose offset is ``back``."""

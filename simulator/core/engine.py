@@ -42,6 +42,7 @@ from .errors import (
     EventLimitError,
     RankError,
     SimulationError,
+    infinite_message,
 )
 from .ordering import settle
 from .program_time import ProgramTimedDevice
@@ -51,6 +52,7 @@ from .trace import Trace
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
 MAX_DEVICES = 1 << 16
+INF = float("inf")
 # Default limits on events per run: a program that never stops ends with an error naming who keeps
 # going, long before it fills memory (about 0.5 kB per event with payloads, 0.2 kB without).
 MAX_EVENTS_WITH_PAYLOADS = 2_000_000
@@ -285,6 +287,8 @@ class Engine:
         if arrive is None:  # rendezvous: the transfer starts once both sides have posted
             start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
             start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, sig[1], start)
+            if not arrive < INF:  # (NaN too)
+                raise infinite_message(self.cost, sreq.owner, rreq.owner, sig[1], start, arrive)
             self._rec.write_times(row, start, arrive)
             self._wake(sreq)
         rreq.row = row

@@ -16,13 +16,14 @@ import numpy as np
 
 from ..cost.meta import MetaArray
 from .columns import EV_RECV, EV_SEND, MSG, RECV
-from .errors import SimulationError
+from .errors import SimulationError, infinite_message
 from .p2p import PointToPoint, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
 from .tags import TAG_BASE, CollectiveTag
 
 POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls
 NAN = float("nan")
+INF = float("inf")
 _pack_msg = MSG.pack
 _pack_recv = RECV.pack
 _ndarray = np.ndarray
@@ -117,6 +118,8 @@ class Messaging(PointToPoint):
         eng = self._engine
         links[dst] = done = start + sig[1] * eng._inv_bw
         arrive = done + eng._alpha
+        if not arrive < INF:  # (NaN too) a bandwidth of 1e-308, say: refused before any view sees it
+            raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
         row = rec.n_msgs
         if row + rec.n_ops >= eng._checkpoint:
             eng._event_checkpoint(rank)
@@ -215,6 +218,8 @@ class Messaging(PointToPoint):
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
             start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
             sreq = None
+        if not arrive < INF and sreq is None:  # (NaN too; a rendezvous send's times come when it is matched)
+            raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
         self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
         self._log(EV_SEND)
         if rec.keep_payloads:

@@ -18,7 +18,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..cost.units import binary_size
-from .errors import BufferLimitError, DeadlockError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from .errors import (
+    BufferLimitError,
+    DeadlockError,
+    UnreceivedMessagesError,
+    UnreceivedMessagesWarning,
+)
 from .tags import TAG_BASE
 
 if TYPE_CHECKING:
