@@ -79,7 +79,8 @@ def test_dash_is_standard_output(tmp_path, capsys, monkeypatch):
     assert list(tmp_path.iterdir()) == []  # no file named "-"
 
 
-def test_dash_takes_bytes_too(capfdbinary):
+def test_dash_takes_bytes_too(capfdbinary, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # (before the fix, a file named "-" appeared here)
     with atomic_path("-") as tmp:
         tmp.write_bytes(b"\x89PNG")
     with atomic_write("-", "wb") as f:
