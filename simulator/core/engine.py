@@ -214,6 +214,7 @@ class Engine:
         self._seq = 0
         self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
+        self._closing = False  # close() is ending the devices' greenlets
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         # The hook layers above the core use (the whole-ring fast path, simulator/collectives/booked.py): calls
         # that hold their members waiting outside any device call, by (group, call number), each able to say since
@@ -258,8 +259,10 @@ class Engine:
                 if timed:
                     dev.pay_program_time()  # what it ran after its last call
                 self.outputs[dev.rank] = out
-            except GreenletExit:
-                raise
+            except GreenletExit as exc:
+                if self._closing:  # the engine ends this device (close): let the greenlet go
+                    raise
+                self._failure = (dev.rank, exc)  # the program's own: reported as any other of its errors
             except BaseException as exc:  # reported by the scheduler, with the rank
                 self._failure = (dev.rank, exc)
             dev._done = True
@@ -373,7 +376,7 @@ class Engine:
             self.close()
             self._chans.clear()  # the messages nobody will receive now: their payloads go at once
             self._settle()
-            if isinstance(exc, SimulationError) or not isinstance(exc, Exception):
+            if isinstance(exc, SimulationError) or not isinstance(exc, (Exception, GreenletExit)):
                 raise exc  # names the devices involved already; or Ctrl-C / SystemExit, which must pass
             raise RankError(rank, exc) from exc
 
@@ -465,6 +468,7 @@ class Engine:
 
     def close(self) -> None:
         """Abandon the run: end every device's greenlet."""
+        self._closing = True
         for g in self._greenlets:
             if g and not g.dead:
                 g.parent = getcurrent()

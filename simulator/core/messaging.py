@@ -82,6 +82,8 @@ class Messaging(PointToPoint):
     """A device's sends and receives on the engine's clock (mixed into ``Device``; the rules they keep, shared
     with a real rank's, are ``PointToPoint``'s)."""
 
+    request_type = Request
+
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
@@ -330,6 +332,8 @@ class Messaging(PointToPoint):
         The answer is the one strict time order gives: every device with an earlier event runs first,
         so a message sent before now in simulated time has been sent, however the engine schedules.
         """
+        if type(req) is not Request:
+            self._a_request(req, "test")
         if not self._engine._in_time_order:
             self._engine._catch_up(self)
         if req.done is not None and req.done <= self.clock:
