@@ -47,6 +47,7 @@ from .errors import (
 from .ordering import settle
 from .program_time import ProgramTimedDevice
 from .run_errors import check_program, not_a_plain_function, raise_deadlock, raise_over_budget, report_leftovers
+from .threads import BlasThreads
 from .trace import Trace
 
 SEND_MODES = ("eager", "rendezvous")
@@ -95,6 +96,9 @@ class World:
                    run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
                    sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
                    do not count. Default: 1 GiB, or a quarter of the machine's memory if less
+    blas_threads:  threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
+                   devices take turns and more threads only contend for the cores (``simulator.core.threads``);
+                   None leaves BLAS as it is
     """
 
     size: int
@@ -106,6 +110,7 @@ class World:
     max_events: int | None = None
     program_time: bool = False
     max_buffered_bytes: int | None = None
+    blas_threads: int | None = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -136,6 +141,12 @@ class World:
             raise ValueError(f"World(leftovers={self.leftovers!r}): choose one of {LEFTOVER_POLICIES}")
         if not isinstance(self.program_time, bool):
             raise ValueError(f"World(program_time={self.program_time!r}): give True or False")
+        if self.blas_threads is not None and (
+            isinstance(self.blas_threads, bool) or not isinstance(self.blas_threads, int) or self.blas_threads < 1
+        ):
+            raise ValueError(
+                f"World(blas_threads={self.blas_threads!r}): give a number of threads >= 1, or None to leave BLAS as it is"
+            )
         if self.max_buffered_bytes is None:
             object.__setattr__(self, "max_buffered_bytes", default_max_buffered_bytes())
         elif (
@@ -215,6 +226,7 @@ class Engine:
         self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
         self._closing = False  # close() is ending the devices' greenlets
+        self._blas = BlasThreads(world.blas_threads)
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         # The hook layers above the core use (the whole-ring fast path, simulator/collectives/booked.py): calls
         # that hold their members waiting outside any device call, by (group, call number), each able to say since
@@ -389,16 +401,17 @@ class Engine:
         the heap acts: nothing earlier than the heap's first time can still happen.
         """
         n = len(self.trace.events)
-        while len(self.trace.events) == n:
-            if not self._heap:
-                self._settle()
-                if len(self.trace.events) > n:
-                    return True
-                if self._unfinished:
-                    raise_deadlock(self)
-                return False
-            self._tick()
-            self._settle(self._settle_bound())
+        with self._blas.applied():
+            while len(self.trace.events) == n:
+                if not self._heap:
+                    self._settle()
+                    if len(self.trace.events) > n:
+                        return True
+                    if self._unfinished:
+                        raise_deadlock(self)
+                    return False
+                self._tick()
+                self._settle(self._settle_bound())
         return True
 
     def park(self, dev: Device, peer: int, tag: int) -> Request:
@@ -454,8 +467,9 @@ class Engine:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            while ready or heap:
-                tick()
+            with self._blas.applied():
+                while ready or heap:
+                    tick()
             self._settle()
         finally:
             if collecting:
