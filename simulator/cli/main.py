@@ -137,10 +137,10 @@ def cmd_html(args: argparse.Namespace) -> int:
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step)
-    except BrokenPipeError:
-        raise
-    except (OSError, ValueError) as exc:
-        print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
+    except OSError as exc:
+        return _cannot_write(exc, args.out or f"{args.scenario}.html")
+    except ValueError as exc:
+        print(f"cannot write the page: {exc}", file=sys.stderr)
         return 2
     steps = len(doc["events"]) - doc["base"]
     said = _said(args.out)
@@ -431,6 +431,8 @@ def _window(text: str) -> tuple[float | None, float | None]:
         start, end = (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"cannot read {text!r} as START:END in microseconds, e.g. 2:10") from None
+    if any(t is not None and not abs(t) < 1e300 for t in (start, end)):  # inf, nan, or past what seconds hold
+        raise argparse.ArgumentTypeError(f"{text}: give finite times in microseconds, e.g. 2:10")
     if start is not None and end is not None and not end > start:
         swapped = f", e.g. {end:g}:{start:g}" if end < start else ""
         raise argparse.ArgumentTypeError(
