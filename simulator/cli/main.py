@@ -6,10 +6,11 @@ See ``--help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import TextIO
 
 from ..core.files import STDOUT, short_path
@@ -476,9 +477,25 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with _printable_everything():
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
+            sys.stderr.close()
+            return 0
+
+
+@contextlib.contextmanager
+def _printable_everything() -> Iterator[None]:
+    """Text the user typed is printed back (a file name, an unknown scenario) and may hold what the terminal's
+    encoding cannot (a lone surrogate: a file name that is not UTF-8): print it escaped, never fail on it."""
+    streams = [(s, s.errors) for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure") and not s.closed]
+    for stream, _ in streams:
+        stream.reconfigure(errors="backslashreplace")
     try:
-        return args.func(args)
-    except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
-        sys.stderr.close()
-        return 0
+        yield
+    finally:
+        for stream, errors in streams:
+            if not stream.closed:
+                stream.reconfigure(errors=errors)
