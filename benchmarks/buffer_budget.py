@@ -3,10 +3,10 @@
 Device 0 sends the same writable array 10,000 times (every send copies it) and device 1 receives them,
 after device 0 has finished: eager sends return at once, so device 0 runs to the end first. Without a
 bound the copies filled memory (80 GB; under a 6 GiB cap the run died with MemoryError after up to 84 s).
-``World.max_buffered_bytes`` (default 1 GiB, or a quarter of the machine's memory if less) ends the run
+``World.max_buffered_bytes`` (default 512 MiB, or a quarter of the machine's memory if less) ends the run
 with a BufferLimitError instead, once the copies held pass it. Printed: seconds to the error and its first
 line, with keep_payloads on (the trace keeps every copy) and off (copies wait in the mailbox), with
-the machine's load (copying 1 GiB takes a few seconds on a busy machine; most of it is the first touch of
+the machine's load (copying 512 MiB takes seconds on a busy machine; most of it is the first touch of
 fresh pages).
 
 Run: python benchmarks/buffer_budget.py [--repeat N] [--sends N] [--mb N]

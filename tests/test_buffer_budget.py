@@ -88,4 +88,4 @@ def test_the_default_is_well_under_the_machine_memory():
     import os
 
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    assert World(2).max_buffered_bytes == default_max_buffered_bytes() == min(1 << 30, memory // 4)
+    assert World(2).max_buffered_bytes == default_max_buffered_bytes() == min(512 << 20, memory // 4)

@@ -61,14 +61,14 @@ MAX_EVENTS_METADATA = 50_000_000
 
 
 def default_max_buffered_bytes() -> int:
-    """The default budget for message payloads the engine holds (``World.max_buffered_bytes``): 1 GiB, or a
-    quarter of this machine's memory if that is less (copying 1 GiB takes a second or so: a run that would
-    fill memory stops in seconds)."""
+    """The default budget for message payloads the engine holds (``World.max_buffered_bytes``): 512 MiB, or a
+    quarter of this machine's memory if that is less. Copying 512 MiB of fresh memory takes a second or so (a
+    few on a busy machine): a run that would fill memory stops in seconds."""
     try:
         memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (AttributeError, ValueError, OSError):  # not a POSIX system: assume a small machine (8 GiB)
         memory = 8 << 30
-    return min(1 << 30, memory // 4)
+    return min(512 << 20, memory // 4)
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class World:
                    sender that never waits could buffer without end) and, with ``keep_payloads``, for the whole
                    run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
                    sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
-                   do not count. Default: 1 GiB, or a quarter of the machine's memory if less
+                   do not count. Default: 512 MiB, or a quarter of the machine's memory if less
     blas_threads:  threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
                    devices take turns and more threads only contend for the cores (``simulator.core.threads``);
                    None leaves BLAS as it is
