@@ -92,7 +92,7 @@ class TorchRequest:
 class TorchMessaging(PointToPoint):
     """Point-to-point messaging on a real rank (mixed into ``TorchDevice``)."""
 
-    request_type = TorchRequest
+    _request_type = TorchRequest
 
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> TorchRequest:
         """Start sending a copy of ``value`` to rank ``dst``; returns a request to ``wait`` on."""

@@ -82,7 +82,7 @@ class Messaging(PointToPoint):
     """A device's sends and receives on the engine's clock (mixed into ``Device``; the rules they keep, shared
     with a real rank's, are ``PointToPoint``'s)."""
 
-    request_type = Request
+    _request_type = Request
 
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
