@@ -58,6 +58,8 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
+	$(BIN)/python benchmarks/blas_threads.py
+	$(BIN)/python benchmarks/buffer_budget.py
 	$(BIN)/python benchmarks/whatif_gpt3.py
 	$(BIN)/python benchmarks/export_scale.py
 	$(BIN)/python benchmarks/torch_ring_prediction.py

@@ -126,3 +126,44 @@ def test_text_timeline_refuses_a_grid_too_wide():
         text_timeline(run, 10**9)
     with pytest.raises(ValueError, match="at most 10,000 fit. Give a longer dt"):
         text_timeline(run, dt=run.trace.end_time / 10**7)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["export", "split", "--out"],
+        ["html", "split", "-o"],
+        ["figures", "--out"],
+        ["calibrate", "--out"],
+    ],
+)
+@pytest.mark.parametrize("where", ["{long}", "{tmp}/{long}/x.json"])
+def test_a_file_name_too_long_is_a_usage_error_naming_it(argv, where, tmp_path, capsys):
+    out = where.format(long="a" * 300, tmp=tmp_path)
+    err = usage_error([*argv, out], capsys)
+    assert "File name too long" in err and f"({len(out)} characters)" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("window", ["1e308:1e309", "inf:", ":nan", "-inf:2", "1e301:"])
+def test_a_window_past_finite_times_is_a_usage_error(window, capsys):
+    err = usage_error(["timeline", "split", f"--window={window}"], capsys)
+    assert f"{window}: give finite times in microseconds, e.g. 2:10" in err
+
+
+def test_text_timeline_refuses_an_infinite_window():
+    from simulator.views.textgrid import text_timeline
+
+    run = get("split").run().result
+    with pytest.raises(ValueError, match="give finite times in seconds"):
+        text_timeline(run, 40, window=(1e302, float("inf")))
+    with pytest.raises(ValueError, match="a window this long cannot be drawn"):
+        text_timeline(run, 40, window=(-1e308, 1e308))
+
+
+def test_a_lone_surrogate_in_a_title_is_named_not_a_unicode_traceback(tmp_path):
+    from simulator.teach.view import write_html
+
+    with pytest.raises(ValueError, match=r"holds '\\udc80', a lone surrogate that UTF-8 cannot encode") as info:
+        write_html("split", tmp_path / "x.html", title="loss \udc80 curve")
+    assert not isinstance(info.value, UnicodeError) and "loss" in str(info.value)
+    assert list(tmp_path.iterdir()) == []

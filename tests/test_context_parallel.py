@@ -97,6 +97,18 @@ def test_uneven_chunks_still_match_one_device():
     assert check(step.run(params, x, t), TransformerStep(model).reference(params, x, t)).ok
 
 
+@pytest.mark.parametrize("seq_len", [9, 12])
+@pytest.mark.parametrize("order", ["balanced", "contiguous"])
+def test_empty_chunks_attend_to_nothing_and_still_match_one_device(seq_len, order):
+    # torch.chunk's rule: 12 tokens in 8 chunks are six of 2 and two empty; 9 are four of 2, one of 1, three empty
+    sizes = [len(positions(seq_len, 4, i, order)) for i in range(4)]
+    assert sum(sizes) == seq_len and (order == "balanced" or seq_len == 12 or sizes[-1] == 0)
+    x, t = MODEL.data(2, seq_len, seed=41)
+    result = TransformerStep(MODEL, 2, context=(0, 1, 2, 3), order=order).run(PARAMS, x, t)
+    report = check(result, TransformerStep(MODEL, 2).reference(PARAMS, x, t))
+    assert report.ok, str(report)
+
+
 def test_a_wrong_causal_offset_is_caught_at_the_first_wrongly_masked_block():
     report = get("cp-bug-causal-offset").run().report
     assert report.verdict == "FAILED"

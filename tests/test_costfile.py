@@ -66,3 +66,22 @@ def test_a_failed_save_leaves_the_old_file(tmp_path):
         save_cost(path, CostModel(latency=3e-5, bandwidth=2e9, flops=4e9), measured={"x": object()})
     assert path.read_text() == before
     assert [p.name for p in tmp_path.iterdir()] == ["cost.json"]  # no temporary file left
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ('{"latency": 1e-5, "bandwidth": 1' + "0" * 400 + ', "flops": 1e9}', r'"bandwidth" is a whole number of 401 digits'),
+        ("[" * 100_000 + "]" * 100_000, "its JSON is nested too deeply"),
+        ('{"latency": 1e-5, "bandwidth": 1e9, "flops": 1e9, "spread": {"sizes": [1' + "0" * 400 + '], "extra": [[1]]}}',
+         r'"spread" holds lists of numbers'),
+    ],
+)  # fmt: skip
+def test_numbers_past_a_float_and_deep_nesting_are_named(tmp_path, text, words):
+    with pytest.raises(ValueError, match=words):
+        load_cost(write(tmp_path, text))
+
+
+def test_an_endless_file_is_read_only_so_far():
+    with pytest.raises(ValueError, match="cannot read a cost model from /dev/zero: it is larger than 64 MiB"):
+        load_cost("/dev/zero")

@@ -5,19 +5,22 @@ equals DTensor's own (torch 2.13's greedy planner), and the bytes each device se
 most what DTensor sends on that rank, measured by recording DTensor's collectives under torch's fake process
 group: equal where DTensor runs the same collectives, less where DTensor on CPU replaces an all-to-all by an
 all-gather (on GPUs it runs the all-to-all, whose closed form the simulation matches), and less on uneven
-shapes, where DTensor pads its all-gathers.
+shapes, where DTensor pads its all-gathers. One exception, by rounding: an all-reduce whose size the group
+does not divide. A ring sends whole chunks (torch.chunk's), so its devices send exactly DTensor's bytes in
+all, 2(p - 1)n elements, but in uneven shares, some above DTensor's even share 2(p - 1)n / p.
 """
 
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from simulator import World
 from simulator.tensors.mesh import DeviceMesh
-from simulator.tensors.placements import P, Partial, R, S, Shard
+from simulator.tensors.placements import P, Partial, R, S, Shard, chunk_bounds
 from simulator.tensors.redistribute import redistribute
 from simulator.tensors.redistribute_plan import plan
 from simulator.tensors.sharded import Layout
@@ -114,9 +117,31 @@ def test_uneven_shapes_never_send_more_than_dtensor():
     assert compared > 200
 
 
+@pytest.mark.parametrize("p", [3, 4, 8])
+@pytest.mark.parametrize("shape", [(7, 5), (5, 3), (10, 1)])
+def test_uneven_sizes_on_groups_of_3_4_and_8(p, shape):
+    """Every 1-D transition: at most DTensor's bytes per device, but for an all-reduce, which sends DTensor's
+    total in whole chunks: device r passes on every chunk twice (reduce-scatter, all-gather) except chunks
+    r and r + 1, once each. A 7 x 5 array over 4 devices: 52, 52, 53 and 53 elements against an even 52.5."""
+    n = int(np.prod(shape))
+    sizes = np.diff(chunk_bounds(n, p))
+    for src, dst in filter(lambda c: measurable(*c), transitions(1)):
+        ours = sent_per_device((p,), shape, src, dst)
+        theirs = [dtensor_bytes((p,), shape, src, dst, rank=r).bytes for r in range(p)]
+        if [s.kind for s in plan(src, dst, (p,))] == ["all_reduce"]:
+            assert sum(ours) == 2 * (p - 1) * n * 8  # DTensor's total, exactly (its per-rank count rounds down)
+            assert ours == [8 * (2 * n - sizes[r] - sizes[(r + 1) % p]) for r in range(p)]
+            assert max(ours) > max(theirs) or n % p == 0  # the exception is real
+        else:
+            assert all(o <= t for o, t in zip(ours, theirs)), (src, dst, ours, theirs)
+    if (p, shape) == (4, (7, 5)):
+        assert sent_per_device((4,), shape, [P], [R]) == [52 * 8, 52 * 8, 53 * 8, 53 * 8]
+        guide = (Path(__file__).resolve().parent.parent / "docs" / "strategies.md").read_text()
+        assert "with one exception, by rounding: an all-reduce of n elements over p devices" in guide
+
+
 def test_the_guide_s_table_is_what_the_runs_send():
     import re
-    from pathlib import Path
 
     from simulator.teach.figures.redistribute import rows
 

@@ -67,3 +67,41 @@ def test_a_stderr_tail_passes_lines_on_and_keeps_the_last_ones(monkeypatch):
     os.close(write_fd)  # the process has gone
     assert tail.last_lines(wait=5) == ["line 3", "line 4", "what(): ünïcode, no newline"]
     assert seen.getvalue().startswith("line 0\nline 1\n")
+
+
+def test_the_ranks_exchange_no_pickles_at_start_up(tmp_path, monkeypatch):
+    """A rank unpickles only what its launcher sends over its private pipe, never what a peer sends."""
+    import torch
+    import torch.distributed as dist
+
+    from simulator.backends import worker
+
+    def unpickles(*args, **kwargs):
+        raise AssertionError("an object collective unpickles whatever the peers send")
+
+    for name in ("all_gather_object", "gather_object", "broadcast_object_list", "scatter_object_list"):
+        monkeypatch.setattr(dist, name, unpickles)
+
+    class Launcher:  # the command pipe: the launcher closes the world at once
+        def recv(self):
+            return ("close",)
+
+    config = worker.WorkerConfig(1, "gloo", str(tmp_path / "store"), 10.0)
+    worker.join_group(0, config)
+    try:
+        worker.serve(0, config, torch.device("cpu"), Launcher())
+    finally:
+        dist.destroy_process_group()
+
+
+def test_each_world_has_its_own_private_store():
+    from simulator.backends.loopback import PrivateStore
+
+    a, b = PrivateStore(), PrivateStore()
+    try:
+        assert a.path != b.path and len(os.path.basename(a.path)) > 32  # a random secret in the name
+        assert all(oct(os.stat(s.folder).st_mode & 0o777) == "0o700" for s in (a, b))
+    finally:
+        a.close()
+        b.close()
+    assert not a.folder.exists()

@@ -5,7 +5,9 @@ Each test names the failure it guards against. Together they start about six sma
 
 import json
 import multiprocessing
+import os
 import signal
+import stat
 import subprocess
 import sys
 import textwrap
@@ -28,7 +30,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 def assert_nothing_left(pids, listening_before):
     assert survivors(pids, within=5.0) == []
     assert multiprocessing.active_children() == []
-    assert listening() <= listening_before  # the store's socket is closed
+    assert listening() <= listening_before  # no socket left listening
 
 
 # ---- 1. Ctrl-C during a run ----------------------------------------------------------------------
@@ -87,18 +89,21 @@ def test_a_run_is_bounded_by_default_and_the_timeout_names_the_ranks_still_runni
     assert world.pids == []
 
 
-# ---- 3. the store listens on loopback only ---------------------------------------------------------
+# ---- 3. no store anyone may reach; the ranks listen on loopback only ------------------------------------
 
 
-def test_the_store_and_the_ranks_listen_on_loopback_only_and_nothing_after_close():
+def test_the_store_is_a_private_file_and_the_ranks_listen_on_loopback_only_and_nothing_after_close():
     before = listening()
     with TorchWorld(2, timeout=5) as world:
-        opened = listening() - before
-        assert len(opened) == 1 and all(ip == "127.0.0.1" for ip, _ in opened)  # the store
+        assert listening() - before == set()  # no store socket: a TCPStore would let any local process in
+        folder = world._store.folder
+        assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700  # only this user may enter
+        assert [p.name for p in folder.iterdir()] == [os.path.basename(world._store.path)]
         for pid in world.pids:  # gloo's listening sockets, in the ranks
             assert {ip for ip, _ in listening(pid)} <= {"127.0.0.1"}
         pids = world.pids
     assert_nothing_left(pids, before)
+    assert not folder.exists()
 
 
 # ---- 4. the ranks end when their launcher is killed ------------------------------------------------

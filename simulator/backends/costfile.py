@@ -36,6 +36,7 @@ _FIELDS = (*_NUMBERS, *_OPTIONAL, "roofline", "packing", "spread", "regimes", "n
 _REGIME = ("min_bytes", "latency", "bandwidth")
 _TOPOLOGIES = {"fully-connected": FullyConnected, "ring": Ring}
 _TWO_LEVEL = ("node_size", "inter_latency", "inter_bandwidth")
+MAX_FILE_BYTES = 64 * 2**20  # measured samples included, a cost model file takes a few MB at most
 
 
 def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None = None, name: str = "") -> Path:
@@ -64,8 +65,14 @@ def save_cost(path: str | Path, cost: CostModel, measured: dict[str, Any] | None
 def load_cost(path: str | Path) -> CostModel:
     """The ``CostModel`` a file written by ``save_cost`` (or by hand) describes; a ValueError names any bad field."""
     try:
-        data = json.loads(Path(path).read_text())
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        with open(path, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)  # bounded: a path such as /dev/zero never ends
+        if len(raw) > MAX_FILE_BYTES:
+            raise ValueError(f"it is larger than {MAX_FILE_BYTES // 2**20} MiB; a cost model file is a few kB")
+        data = json.loads(raw.decode("utf-8"))
+    except RecursionError:
+        raise ValueError(f"cannot read a cost model from {path}: its JSON is nested too deeply") from None
+    except (OSError, ValueError) as exc:  # (UnicodeDecodeError and JSONDecodeError are ValueErrors)
         raise ValueError(f"cannot read a cost model from {path}: {exc}") from exc
     if not isinstance(data, dict):
         raise ValueError(f"cost model file {path} holds a JSON {type(data).__name__}; it must be an object {{...}}")
@@ -113,9 +120,19 @@ def _number(path: str | Path, key: str, value: Any) -> float:
     Ranges (a latency >= 0, a bandwidth > 0, ...) are ``CostModel``'s to check.
     """
     # bool is an int in Python: without this, true would load as 1 second
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
+    number = None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        try:
+            number = float(value)
+        except OverflowError:  # a whole number past the largest float, e.g. 10**400
+            digits = len(str(value))
+            raise ValueError(
+                f'cost model file {path}: "{key}" is a whole number of {digits} digits, beyond the largest a float '
+                "holds (about 1.8e308); write it as a float in seconds, bytes/s or FLOP/s, e.g. 1e-05"
+            ) from None
+    if number is None or math.isnan(number):
         raise ValueError(
-            f'cost model file {path}: "{key}" must be a number, got {json.dumps(value)}; '
+            f'cost model file {path}: "{key}" must be a number, got {json.dumps(value)[:80]}; '
             f'write it without quotes, e.g. "{key}": 1e-05'
         )
     return value
@@ -186,4 +203,4 @@ def _spread_from_json(path: str | Path, value: Any) -> MessageSpread:
 
 
 def _is_number(v: Any) -> bool:
-    return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, float) or (isinstance(v, int) and not isinstance(v, bool) and abs(v) < 2**1000)

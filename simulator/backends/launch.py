@@ -4,10 +4,11 @@
         result = world.run(program, x)          # like World(2).run(program, x) in the simulator
         result.outputs, result.trace            # the same kind of Trace, with measured times
 
-How the processes find each other without a port race: the launcher opens a TCPStore on a port the
-operating system picks, listening on 127.0.0.1 only (``loopback``), then starts N processes with the
-``spawn`` method; each connects to that store and joins the group with a short timeout. Gloo's own
-connections stay on the loopback interface. The processes stay up between runs, so the start-up cost
+How the processes find each other, with nobody else listening in: the launcher makes a private store
+(``loopback.PrivateStore``: a file named by a random secret in a folder only this user may enter; no
+socket), then starts N processes with the ``spawn`` method; each opens that store and joins the group
+with a short timeout. Gloo's own connections stay on the loopback interface. Nothing the ranks exchange
+with each other is unpickled. The processes stay up between runs, so the start-up cost
 (seconds: every process imports torch) is paid once per world.
 
 Every wait is bounded: each communication by ``timeout``, the start by ``start_timeout``, a whole run
@@ -46,7 +47,7 @@ from ..core.engine import World
 from ..core.errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from ..core.trace import Trace
 from .errors import WorldBusyError
-from .loopback import HOST, loopback_store
+from .loopback import PrivateStore
 from .rankproc import RankProcess, spawn_rank, stop_ranks
 from .recording import merge
 from .replies import Awaited, collect
@@ -174,12 +175,11 @@ class TorchWorld:
         if self._ranks:
             return
         self._check_backend()
-        self._store = loopback_store(self.start_timeout)
+        self._store = PrivateStore()
         config = WorkerConfig(
             self.size,
             self.backend,
-            HOST,
-            self._store.port,
+            self._store.path,
             self.timeout,
             launcher_pid=os.getpid(),
             death_signal=threading.current_thread() is threading.main_thread(),
@@ -202,7 +202,8 @@ class TorchWorld:
         try:
             stop_ranks(ranks, ask)
         finally:
-            del store  # the store (and its listening socket) goes once no rank can still be using it
+            if store is not None:  # the store's folder goes once no rank can still be using it
+                store.close()
 
     @contextlib.contextmanager
     def _exclusive(self, what: str) -> Iterator[None]:

@@ -1,45 +1,41 @@
-"""Keeping a local world on the loopback interface: the launcher's store and gloo's own connections.
+"""Keeping a local world to itself: the launcher's store, and gloo's connections on the loopback interface.
 
-The launcher's ``TCPStore`` is unauthenticated (anyone who reaches it can read and write the keys the
-ranks rendezvous on), so it must listen on 127.0.0.1 only. torch's TCPStore server binds every
-interface whatever host it is given (the host is where *clients* connect), but it accepts an already
-listening socket (``master_listen_fd``): ``loopback_store`` binds one to 127.0.0.1 on a port the
-operating system picks (no port race) and hands it over; the store then owns and closes it.
+The ranks rendezvous through a store (torch.distributed's key-value store: each rank writes where it
+listens, and reads where the others do). A ``TCPStore`` has no authentication: any local process that
+reaches its port can list, read and write every key, and so could steer a rank to connect to it. So a
+local world uses a ``FileStore`` instead (``PrivateStore``): a file whose name holds a random secret
+(``secrets.token_hex``), in a folder only this user may enter (mode 0700, made by ``tempfile.mkdtemp``).
+No socket listens for it; a rank joins by presenting the file's path, which it gets from the launcher
+over its private command pipe; another user's process cannot open it, and the folder goes when the world
+stops. (A process of the same user could read the ranks' memory anyway: that is the boundary.)
 Gloo's connections between ranks bind to the interface ``GLOO_SOCKET_IFNAME`` names: the worker sets
-it to ``loopback_interface()``.
+it to ``loopback_interface()``. Nothing the ranks exchange is unpickled: payloads travel as raw bytes
+(``wire``), and the start-up exchanges are arrays (``worker``).
 """
 
 from __future__ import annotations
 
+import secrets
+import shutil
 import socket
-from datetime import timedelta
-
-import torch.distributed as dist
-
-HOST = "127.0.0.1"
+import tempfile
+from pathlib import Path
 
 
-def loopback_store(timeout: float) -> dist.TCPStore:
-    """A TCPStore server listening on 127.0.0.1 only, on a free port (``store.port``)."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    try:
-        sock.bind((HOST, 0))
-        sock.listen(128)
-        store = dist.TCPStore(
-            HOST,
-            sock.getsockname()[1],
-            None,
-            True,
-            timeout=timedelta(seconds=timeout),
-            wait_for_workers=False,
-            master_listen_fd=sock.fileno(),
-            use_libuv=True,  # the libuv server takes the socket over (and closes it when the store goes)
-        )
-    except BaseException:
-        sock.close()
-        raise
-    sock.detach()  # the store owns the descriptor now: the socket object must not close it too
-    return store
+class PrivateStore:
+    """Where one world's ranks rendezvous: a file, not there yet, in a new folder private to this user.
+
+    The ranks open it as a ``torch.distributed.FileStore`` (``path``); ``close`` removes the folder."""
+
+    def __init__(self) -> None:
+        self.folder = Path(tempfile.mkdtemp(prefix="simulator-world-"))  # mode 0700
+        self.path = str(self.folder / f"store-{secrets.token_hex(16)}")
+
+    def close(self) -> None:
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __repr__(self) -> str:
+        return f"<PrivateStore in {self.folder}>"
 
 
 def loopback_interface() -> str | None:

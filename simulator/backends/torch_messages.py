@@ -92,6 +92,8 @@ class TorchRequest:
 class TorchMessaging(PointToPoint):
     """Point-to-point messaging on a real rank (mixed into ``TorchDevice``)."""
 
+    _request_type = TorchRequest
+
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> TorchRequest:
         """Start sending a copy of ``value`` to rank ``dst``; returns a request to ``wait`` on."""
         t = self.clock
@@ -153,6 +155,7 @@ class TorchMessaging(PointToPoint):
 
     def test(self, req: TorchRequest) -> bool:
         """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        self._a_request(req, "test")
         return req.done is not None
 
     def wait(self, req: TorchRequest) -> np.ndarray | None:

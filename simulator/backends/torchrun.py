@@ -9,7 +9,6 @@ to run (a scenario, or ``package.module:function``) is ``simulator.cli.torchrun`
 from __future__ import annotations
 
 import os
-import socket
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -19,7 +18,7 @@ import torch.distributed as dist
 
 from .heap import keep_freed_memory
 from .torch import RankResources, TorchDevice
-from .worker import all_gather_objects, common_epoch
+from .worker import all_on_this_host, common_epoch
 
 
 def run_rank(
@@ -47,7 +46,7 @@ def run_rank(
         torch.cuda.set_device(device)
     dist.init_process_group(backend, init_method="env://", timeout=timedelta(seconds=timeout))
     try:
-        same_host = len(set(all_gather_objects(socket.gethostname(), world_size))) == 1
+        same_host = all_on_this_host(device, world_size)
         dev = TorchDevice(
             rank,
             world_size,

@@ -5,6 +5,9 @@ The process talks to its launcher over a pipe, in this protocol (launcher -> wor
     (joining)                                       ->  ("ready", 0, hostname)  or  ("error", 0, report)
     ("run", run, job)   ->  ("done", run, output, record, open_receives)  or  ("error", run, report)
                             (job: the pickled (program, args, kwargs, options), unpickled by the worker)
+
+That pipe is the only thing a worker unpickles: it joins only its launcher. What ranks exchange with
+each other (start-up checks, payloads) are arrays, never pickles.
     ("close",)                      ->  the process leaves its loop, destroys the group and exits
 
 ``run`` numbers the runs of a world; every reply carries the number of the run it answers, and the
@@ -24,6 +27,7 @@ down (a peer would otherwise report a confusing "connection reset" before the re
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
 import signal
@@ -56,8 +60,7 @@ class WorkerConfig:
 
     world_size: int
     backend: str
-    store_host: str
-    store_port: int
+    store_path: str  # the world's private store (``loopback.PrivateStore``): knowing it is the way in
     timeout: float
     launcher_pid: int = 0  # 0: do not check the parent (e.g. a process started some other way)
     death_signal: bool = False  # also ask the kernel for SIGKILL when the launcher dies (see ``lifeline``)
@@ -135,9 +138,10 @@ def main(rank: int, config: WorkerConfig, conn: Any, lifeline: Any = None, stder
 
 
 def join_group(rank: int, config: WorkerConfig) -> torch.device:
-    """Connect to the launcher's store and initialise the default process group."""
+    """Open the world's private store and initialise the default process group."""
     timeout = timedelta(seconds=config.timeout)
-    store = dist.TCPStore(config.store_host, config.store_port, is_master=False, timeout=timeout)
+    store = dist.FileStore(config.store_path, config.world_size)
+    store.set_timeout(timeout)
     device = torch.device("cpu")
     if config.backend == "nccl":
         device = torch.device("cuda", rank % torch.cuda.device_count())
@@ -148,7 +152,7 @@ def join_group(rank: int, config: WorkerConfig) -> torch.device:
 
 def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> None:
     """Run jobs until told to close."""
-    same_host = len(set(all_gather_objects(socket.gethostname(), config.world_size))) == 1
+    same_host = all_on_this_host(device, config.world_size)
     dev: TorchDevice | None = None
     resources = RankResources.join(config.world_size)  # process groups and buffers, kept across runs
     while True:
@@ -173,10 +177,14 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
             conn.send(("error", run, report_of(rank, exc)))
 
 
-def all_gather_objects(obj: Any, world_size: int) -> list[Any]:
-    out: list[Any] = [None] * world_size
-    dist.all_gather_object(out, obj)
-    return out
+def all_on_this_host(device: torch.device, world_size: int) -> bool:
+    """Whether every rank runs on this machine: the ranks compare a hash of their host names, as numbers
+    (an object collective would unpickle what the peers send)."""
+    digest = hashlib.sha256(socket.gethostname().encode()).digest()
+    mine = torch.tensor([int.from_bytes(digest[:8], "little", signed=True)], dtype=torch.int64, device=device)
+    every = [torch.zeros_like(mine) for _ in range(world_size)]
+    dist.all_gather(every, mine)
+    return all(bool((t == mine).all()) for t in every)
 
 
 def common_epoch(device: torch.device, same_host: bool) -> float:

@@ -7,14 +7,17 @@ See ``--help``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import re
 import shutil
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TextIO
 
+from ..core.files import STDOUT, short_path
 from ..core.values import ValueStyle
 from ..teach.examples import all_scenarios, get
 from ..views.textgrid import MAX_SLOTS
@@ -98,7 +101,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
         print(exc.args[0], file=sys.stderr)
         return 2
     except OSError as exc:
-        return _cannot_write(exc)
+        return _cannot_write(exc, args.out)
     print(f"{len(written)} files in {args.out}/")
     return 0
 
@@ -113,10 +116,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     try:
         info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
     except OSError as exc:
-        return _cannot_write(exc)
-    print(f"wrote {info.path}: {info.events:,} events")
+        return _cannot_write(exc, args.out or f"{args.scenario}.trace.json")
+    said = _said(args.out)
+    print(f"wrote {_where(info.path)}: {info.events:,} events", file=said)
     if info.collapsed:
-        print(info.note)
+        print(info.note, file=said)
     return 0
 
 
@@ -139,13 +143,17 @@ def cmd_html(args: argparse.Namespace) -> int:
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)
-    except (OSError, ValueError) as exc:
-        print(f"cannot write the page: {exc}" if isinstance(exc, ValueError) else str(exc), file=sys.stderr)
+    except OSError as exc:
+        return _cannot_write(exc, args.out or f"{args.scenario}.html")
+    except ValueError as exc:
+        print(f"cannot write the page: {exc}", file=sys.stderr)
         return 2
     steps = len(doc["events"]) - doc["base"]
-    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB, {steps:,} steps): open it in any browser")
+    said = _said(args.out)
+    size = f"{path.stat().st_size / 1e3:,.0f} kB, " if path.is_file() else ""
+    print(f"wrote {_where(path)} ({size}{steps:,} steps): open it in any browser", file=said)
     if doc["notice"]:
-        print(doc["notice"])
+        print(doc["notice"], file=said)
     return 0
 
 
@@ -157,9 +165,9 @@ def cmd_explore(args: argparse.Namespace) -> int:
     try:
         path = write_explorer(args.out)
     except OSError as exc:
-        print(exc, file=sys.stderr)
-        return 2
-    print(f"wrote {path} ({path.stat().st_size / 1e3:,.0f} kB): open it in any browser, no network needed")
+        return _cannot_write(exc, args.out)
+    size = f" ({path.stat().st_size / 1e3:,.0f} kB)" if path.is_file() else ""
+    print(f"wrote {_where(path)}{size}: open it in any browser, no network needed", file=_said(args.out))
     return 0
 
 
@@ -186,8 +194,8 @@ def cmd_grade(args: argparse.Namespace) -> int:
     try:
         path = write_csv(rows, args.csv)
     except OSError as exc:
-        return _cannot_write(exc)
-    print(f"wrote {path}: {summary(rows)}")
+        return _cannot_write(exc, args.csv)
+    print(f"wrote {_where(path)}: {summary(rows)}", file=_said(args.csv))
     return 0
 
 
@@ -226,15 +234,30 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     try:
         main_calibrate(args.ranks, args.backend, args.out, args.repeats, args.pattern, args.statistic, args.spread)
     except OSError as exc:
-        return _cannot_write(exc)
+        return _cannot_write(exc, args.out)
     return 0
 
 
-def _cannot_write(exc: OSError) -> int:
+def _cannot_write(exc: OSError, out: object = None) -> int:
     """A write that failed after the checks (a full disk, a read-only file system): say so, exit 2."""
-    where = f" {exc.filename}" if exc.filename else ""
+    if isinstance(exc, BrokenPipeError):  # the reader of standard output left: main() ends quietly
+        raise exc
+    name = exc.filename or out
+    where = f" {short_path(name)}" if name else ""
     print(f"cannot write{where}: {exc.strerror or exc}; choose another --out", file=sys.stderr)
     return 2
+
+
+def _said(out: object) -> TextIO:
+    """Where a command reports what it wrote: standard error when the file itself goes to standard output."""
+    return sys.stderr if str(out) in _STANDARD_OUTPUT else sys.stdout
+
+
+_STANDARD_OUTPUT = (STDOUT, "/dev/stdout", "/dev/fd/1", "/proc/self/fd/1")
+
+
+def _where(path: object) -> str:
+    return "standard output" if str(path) == STDOUT else str(path)
 
 
 def _result(name: str):
@@ -315,7 +338,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 "--out",
                 type=output_file_like("page.html"),
                 metavar="FILE",
-                help="the page to write (default: SCENARIO.html)",
+                help="the page to write, or - for standard output (default: SCENARIO.html)",
             ),
             p.add_argument(
                 "--step",
@@ -400,7 +423,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
-                "--out", type=output_file_like("run.trace.json"), help="output file (default: SCENARIO.trace.json)"
+                "--out",
+                type=output_file_like("run.trace.json"),
+                help="output file, or - for standard output (default: SCENARIO.trace.json)",
             ),
             p.add_argument(
                 "--max-events",
@@ -520,6 +545,8 @@ def _window(text: str) -> tuple[float | None, float | None]:
         start, end = (float(lo) if lo.strip() else None, float(hi) if hi.strip() else None)
     except ValueError:
         raise argparse.ArgumentTypeError(f"cannot read {text!r} as START:END in microseconds, e.g. 2:10") from None
+    if any(t is not None and not abs(t) < 1e300 for t in (start, end)):  # inf, nan, or past what seconds hold
+        raise argparse.ArgumentTypeError(f"{text}: give finite times in microseconds, e.g. 2:10")
     if start is not None and end is not None and not end > start:
         swapped = f", e.g. {end:g}:{start:g}" if end < start else ""
         raise argparse.ArgumentTypeError(
@@ -567,12 +594,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    with _printable_everything():
+        args = build_parser().parse_args(argv)
+        try:
+            return args.func(args)
+        except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
+            sys.stderr.close()
+            return 0
+
+
+@contextlib.contextmanager
+def _printable_everything() -> Iterator[None]:
+    """Text the user typed is printed back (a file name, an unknown scenario) and may hold what the terminal's
+    encoding cannot (a lone surrogate: a file name that is not UTF-8): print it escaped, never fail on it."""
+    streams = [(s, s.errors) for s in (sys.stdout, sys.stderr) if hasattr(s, "reconfigure") and not s.closed]
+    for stream, _ in streams:
+        stream.reconfigure(errors="backslashreplace")
     try:
-        return args.func(args)
-    except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
-        sys.stderr.close()
-        return 0
+        yield
+    finally:
+        for stream, errors in streams:
+            if not stream.closed:
+                stream.reconfigure(errors=errors)
 
 
 def _summary(doc: str | None) -> str:

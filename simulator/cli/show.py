@@ -16,6 +16,7 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
+from ..core.engine import MAX_DEVICES
 from ..core.trace import format_event
 from ..core.values import SHOW_ALL, ValueStyle, clip
 from ..teach.scenario import Scenario
@@ -106,9 +107,14 @@ def parse_devices(text: str) -> frozenset[int]:
         part = part.strip()
         lo, sep, hi = part.partition("-")
         try:
-            ranks.update(range(int(lo), int(hi) + 1) if sep else [int(part)])
+            first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
         except ValueError:
             raise ValueError(f"cannot read {text!r} as devices: write ranks like 0,2 or a range like 0-3") from None
+        if not 0 <= first <= last < MAX_DEVICES:  # (a range of 10**20 ranks would fill memory)
+            raise ValueError(
+                f"devices {part!r}: ranks run from 0 to at most {MAX_DEVICES - 1:,}, a range from the lower one"
+            )
+        ranks.update(range(first, last + 1))
     return frozenset(ranks)
 
 

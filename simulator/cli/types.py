@@ -9,9 +9,10 @@ and no number the user typed can ask for an absurd allocation (``--width 1000000
 from __future__ import annotations
 
 import argparse
-import os
 from collections.abc import Callable
 from pathlib import Path
+
+from ..core.files import STDOUT, check_folder, check_writable, short_path
 
 
 def bounded_int(low: int, high: int) -> Callable[[str], int]:
@@ -31,13 +32,20 @@ def bounded_int(low: int, high: int) -> Callable[[str], int]:
 
 
 def output_file(text: str, example: str = "run.json") -> Path:
-    """A file path we can create or replace: not empty, not a folder, in a folder we may write into."""
+    """A file we can create or replace, a device or pipe we can write through, or ``-`` (standard output):
+    not empty, not a folder; a file's folder, where it exists, one we may write into (see
+    ``simulator.core.files`` for what each kind of path gets)."""
     if not text.strip():
-        raise argparse.ArgumentTypeError(f"an empty file name; give a path such as out/{example}")
+        raise argparse.ArgumentTypeError(
+            f"an empty file name; give a path such as out/{example}, or - for standard output"
+        )
     path = Path(text)
-    if path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name inside it, e.g. {path / example}")
-    _check_writable_folder(path.parent, text)
+    try:
+        if text != STDOUT and path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a folder; give a file name inside it, e.g. {path / example}")
+        check_writable(path)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write {short_path(text)}: {_reason(exc)}") from None
     return path
 
 
@@ -56,18 +64,15 @@ def output_folder(text: str) -> Path:
     if not text.strip():
         raise argparse.ArgumentTypeError("an empty folder name; give a path such as figures")
     path = Path(text)
-    if path.exists() and not path.is_dir():
-        raise argparse.ArgumentTypeError(f"{text} is a file, not a folder; give a folder name")
-    _check_writable_folder(path, text)
+    try:
+        if path.exists() and not path.is_dir():
+            raise argparse.ArgumentTypeError(f"{text} is a file, not a folder; give a folder name")
+        check_folder(path)
+    except OSError as exc:
+        raise argparse.ArgumentTypeError(f"cannot write into {short_path(text)}: {_reason(exc)}") from None
     return path
 
 
-def _check_writable_folder(folder: Path, text: str) -> None:
-    """The folder (or, if it is still to be made, its nearest existing parent) must be a writable folder."""
-    existing = folder if str(folder) else Path(".")
-    while not existing.exists():
-        existing = existing.parent
-    if not existing.is_dir():
-        raise argparse.ArgumentTypeError(f"cannot write {text}: {existing} is a file, not a folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise argparse.ArgumentTypeError(f"cannot write {text}: no permission to write into {existing}/")
+def _reason(exc: OSError) -> str:
+    """What an OSError says, without its number and file name (the message names the file)."""
+    return exc.strerror if exc.errno is not None and exc.strerror else str(exc)

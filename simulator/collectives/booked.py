@@ -32,6 +32,8 @@ from ..core.columns import MSG, OP
 from ..cost.meta import MetaArray
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
 
+INF = float("inf")
+
 if TYPE_CHECKING:
     from ..core.engine import Engine
     from .call import _Call
@@ -118,6 +120,9 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         ends = book_small(eng, plan, c, b)
     rec.n_msgs = len(rec.msgs) // MSG.size
     rec.n_ops = len(rec.ops) // OP.size
+    end = float(np.max(ends))
+    if not end < INF:  # (NaN too) a bandwidth of 1e-308, or FLOP/s of 1e-300: times no view can show
+        plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
     b.results[:] = _results(c, b.x, plan.bounds)
 

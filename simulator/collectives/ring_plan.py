@@ -25,12 +25,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..core.columns import EV_OP, EV_RECV, EV_SEND, MSG, MSG_DTYPE, OP_DROPPED, OP_DTYPE, RECV_DTYPE, SETTLE_EVERY
+from ..core.errors import infinite_message, infinite_op
 from ..tensors.placements import chunk_bounds
 
 if TYPE_CHECKING:
     from ..core.engine import Engine
     from .call import _Call
 
+INF = float("inf")
 VECTOR_FROM = 32  # members: from here on a step is a handful of NumPy operations over all members
 RING, REDUCE = 0, 1  # the two kinds of stage in a plan's program
 
@@ -63,6 +65,8 @@ class RingPlan:
         self._cost, self._plain = eng.cost, eng._plain_cost
         self._flop_rate, self._op_latency = eng._flop_rate, eng._op_latency
         self.itemsize, self.divide_name = x.dtype.itemsize, divide_name
+        if not max(max(wire), self.op_seconds(None, max(sizes))) < INF:  # (NaN too)
+            self.refuse_infinite(eng, c, INF)
         rings = sum(1 for kind, _, _ in program if kind == RING)
         self.messages, self.ops = p * rings, p * (len(program) - rings)
         self.events = self.messages + self.ops  # what counts against the event limit
@@ -81,6 +85,14 @@ class RingPlan:
         if cost.roofline == "sum":
             return cost.op_latency + (t + traffic)
         return cost.op_latency + (np.maximum(t, traffic) if isinstance(n, np.ndarray) else max(t, traffic))
+
+    def refuse_infinite(self, eng: Engine, c: _Call, end: float) -> None:
+        """A step, or the call, would end at an infinite time: say whether its messages or its additions do."""
+        g, largest = c.group, max(self.sizes)
+        seconds = self.op_seconds(None, largest)
+        if max(self.wire) < INF and not seconds < INF:
+            raise infinite_op(eng.cost, g[0], c.reduce_name, float(largest), seconds, 0.0)
+        raise infinite_message(eng.cost, g[0], g[1 % self.p], largest * self.shape[2].itemsize, 0.0, end)
 
     def chunks(self, back: int) -> list[int]:
         """The chunk each member sends or reduces at a stage whose offset is ``back``."""

@@ -20,17 +20,20 @@ trace.py          ``Trace``, ``Message``, ``Op``: what happened, and how it read
 values.py         how a value reads in every text view
 tags.py           users' tags below 2**30, the collectives' above
 errors.py         the errors a bad program gets, each naming what is wrong, where, and the fix
-files.py          writing a file whole or not at all
+files.py          writing a file whole or not at all, and devices, pipes and standard output through
+threads.py        one BLAS thread while devices run (``World(blas_threads=...)``)
 ================  ==========================================================================================
 """
 
 from .device import Device, Request
 from .engine import Engine, RunResult, World
 from .errors import (
+    BufferLimitError,
     CollectiveMismatchError,
     ContractError,
     DeadlockError,
     EventLimitError,
+    InfiniteTimeError,
     OpError,
     RankError,
     SimulationError,
@@ -41,12 +44,14 @@ from .trace import Message, Op, Trace
 from .values import ValueStyle
 
 __all__ = [
+    "BufferLimitError",
     "CollectiveMismatchError",
     "ContractError",
     "DeadlockError",
     "Device",
     "Engine",
     "EventLimitError",
+    "InfiniteTimeError",
     "Message",
     "Op",
     "OpError",

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..cost.model import op_bytes, op_flops, operand_bytes
 from .columns import EV_OP, FREE, HOLD, OP, OP_DROPPED, OP_KEPT
+from .errors import infinite_op
 from .messaging import Channel, Messaging, Request  # noqa: F401  (Request, Channel: re-exported)
 from .payloads import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
     DeviceMemory,
@@ -143,6 +144,8 @@ class Device(DeviceMemory, Messaging):
             raise ValueError(
                 f"device {self.rank}: op {name!r} got seconds={seconds!r}; give a finite duration >= 0 (or flops=)"
             )
+        if not self.clock + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, before any view sees it
+            raise infinite_op(eng.cost, self.rank, name, flops, seconds, self.clock)
         inputs = (
             tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
             if self._rec.keep_payloads

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import gc
 import inspect
+import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from heapq import heappop, heappush
@@ -41,19 +42,33 @@ from .errors import (
     EventLimitError,
     RankError,
     SimulationError,
+    infinite_message,
 )
 from .ordering import settle
 from .program_time import ProgramTimedDevice
-from .run_errors import check_program, not_a_plain_function, raise_deadlock, report_leftovers
+from .run_errors import check_program, not_a_plain_function, raise_deadlock, raise_over_budget, report_leftovers
+from .threads import BlasThreads
 from .trace import Trace
 
 SEND_MODES = ("eager", "rendezvous")
 LEFTOVER_POLICIES = ("warn", "error", "ignore")
 MAX_DEVICES = 1 << 16
+INF = float("inf")
 # Default limits on events per run: a program that never stops ends with an error naming who keeps
 # going, long before it fills memory (about 0.5 kB per event with payloads, 0.2 kB without).
 MAX_EVENTS_WITH_PAYLOADS = 2_000_000
 MAX_EVENTS_METADATA = 50_000_000
+
+
+def default_max_buffered_bytes() -> int:
+    """The default budget for message payloads the engine holds (``World.max_buffered_bytes``): 512 MiB, or a
+    quarter of this machine's memory if that is less. Copying 512 MiB of fresh memory takes a second or so (a
+    few on a busy machine): a run that would fill memory stops in seconds."""
+    try:
+        memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):  # not a POSIX system: assume a small machine (8 GiB)
+        memory = 8 << 30
+    return min(512 << 20, memory // 4)
 
 
 @dataclass(frozen=True)
@@ -75,6 +90,15 @@ class World:
     program_time:  each device also pays the wall time its program's own code runs between its calls,
                    measured here as it runs, as real ranks pay it (``simulator.core.program_time``); simulated
                    times then vary from run to run. Off by default
+    max_buffered_bytes: the most bytes of message payloads the engine may hold: the copies of writable
+                   arrays that sends make, while they wait to be received (an eager send returns at once, so a
+                   sender that never waits could buffer without end) and, with ``keep_payloads``, for the whole
+                   run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
+                   sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
+                   do not count. Default: 512 MiB, or a quarter of the machine's memory if less
+    blas_threads:  threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
+                   devices take turns and more threads only contend for the cores (``simulator.core.threads``);
+                   None leaves BLAS as it is
     """
 
     size: int
@@ -85,6 +109,8 @@ class World:
     leftovers: str = "warn"
     max_events: int | None = None
     program_time: bool = False
+    max_buffered_bytes: int | None = None
+    blas_threads: int | None = 1
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -115,6 +141,23 @@ class World:
             raise ValueError(f"World(leftovers={self.leftovers!r}): choose one of {LEFTOVER_POLICIES}")
         if not isinstance(self.program_time, bool):
             raise ValueError(f"World(program_time={self.program_time!r}): give True or False")
+        if self.blas_threads is not None and (
+            isinstance(self.blas_threads, bool) or not isinstance(self.blas_threads, int) or self.blas_threads < 1
+        ):
+            raise ValueError(
+                f"World(blas_threads={self.blas_threads!r}): give a number of threads >= 1, or None to leave BLAS as it is"
+            )
+        if self.max_buffered_bytes is None:
+            object.__setattr__(self, "max_buffered_bytes", default_max_buffered_bytes())
+        elif (
+            isinstance(self.max_buffered_bytes, (bool, np.bool_))
+            or not isinstance(self.max_buffered_bytes, (int, np.integer))
+            or self.max_buffered_bytes < 0
+        ):
+            raise ValueError(
+                f"World(max_buffered_bytes={self.max_buffered_bytes!r}): give a whole number of bytes >= 0, "
+                "e.g. 8 << 30 for 8 GiB"
+            )
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
@@ -183,12 +226,19 @@ class Engine:
         self._seq = 0
         self._chans: dict[tuple[int, int, int], Channel] = {}  # (src, dst, tag) -> what waits on that channel
         self._failure: tuple[int, BaseException] | None = None
+        self._closing = False  # close() is ending the devices' greenlets
+        self._blas = BlasThreads(world.blas_threads)
         self._calls: dict[tuple, list] = {}  # (members, call number) -> [first rank, its call, how many came]
         # The hook layers above the core use (the whole-ring fast path, simulator/collectives/booked.py): calls
         # that hold their members waiting outside any device call, by (group, call number), each able to say since
         # when it holds one (``waiting_since()``); and per-run caches those layers keep, by name.
         self.held_calls: dict[tuple, Any] = {}
         self.caches: dict[str, dict] = {}
+        # Payload copies the engine holds, against World.max_buffered_bytes: those the trace keeps, and those
+        # waiting in a mailbox (by id: released when received, where the trace keeps none)
+        self._buffered = 0
+        self._buffered_by = [0] * world.size
+        self._queued: dict[int, tuple[int, int]] = {}  # id(payload) -> (sender, bytes)
         self._unfinished = world.size
         self._direct = False
         # How devices take turns. Strict time order (rendezvous sends; and stepping where links are private):
@@ -222,8 +272,10 @@ class Engine:
                 if timed:
                     dev.pay_program_time()  # what it ran after its last call
                 self.outputs[dev.rank] = out
-            except GreenletExit:
-                raise
+            except GreenletExit as exc:
+                if self._closing:  # the engine ends this device (close): let the greenlet go
+                    raise
+                self._failure = (dev.rank, exc)  # the program's own: reported as any other of its errors
             except BaseException as exc:  # reported by the scheduler, with the rank
                 self._failure = (dev.rank, exc)
             dev._done = True
@@ -251,6 +303,8 @@ class Engine:
         if arrive is None:  # rendezvous: the transfer starts once both sides have posted
             start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
             start, sreq.done, arrive = self.net.transfer(sreq.owner, rreq.owner, sig[1], start)
+            if not arrive < INF:  # (NaN too)
+                raise infinite_message(self.cost, sreq.owner, rreq.owner, sig[1], start, arrive)
             self._rec.write_times(row, start, arrive)
             self._wake(sreq)
         rreq.row = row
@@ -333,8 +387,9 @@ class Engine:
             rank, exc = self._failure
             self._failure = None
             self.close()
+            self._chans.clear()  # the messages nobody will receive now: their payloads go at once
             self._settle()
-            if isinstance(exc, SimulationError) or not isinstance(exc, Exception):
+            if isinstance(exc, SimulationError) or not isinstance(exc, (Exception, GreenletExit)):
                 raise exc  # names the devices involved already; or Ctrl-C / SystemExit, which must pass
             raise RankError(rank, exc) from exc
 
@@ -347,16 +402,17 @@ class Engine:
         the heap acts: nothing earlier than the heap's first time can still happen.
         """
         n = len(self.trace.events)
-        while len(self.trace.events) == n:
-            if not self._heap:
-                self._settle()
-                if len(self.trace.events) > n:
-                    return True
-                if self._unfinished:
-                    raise_deadlock(self)
-                return False
-            self._tick()
-            self._settle(self._settle_bound())
+        with self._blas.applied():
+            while len(self.trace.events) == n:
+                if not self._heap:
+                    self._settle()
+                    if len(self.trace.events) > n:
+                        return True
+                    if self._unfinished:
+                        raise_deadlock(self)
+                    return False
+                self._tick()
+                self._settle(self._settle_bound())
         return True
 
     def park(self, dev: Device, peer: int, tag: int) -> Request:
@@ -412,8 +468,9 @@ class Engine:
         collecting = gc.isenabled()
         gc.disable()
         try:
-            while ready or heap:
-                tick()
+            with self._blas.applied():
+                while ready or heap:
+                    tick()
             self._settle()
         finally:
             if collecting:
@@ -426,6 +483,7 @@ class Engine:
 
     def close(self) -> None:
         """Abandon the run: end every device's greenlet."""
+        self._closing = True
         for g in self._greenlets:
             if g and not g.dead:
                 g.parent = getcurrent()
@@ -434,6 +492,25 @@ class Engine:
         self._ready.clear()
 
     # ---- checks on the way -----------------------------------------------------------------------
+    def _hold_copy(self, rank: int, nbytes: int) -> None:
+        """Device ``rank``'s send made a copy the engine holds: count it against the budget."""
+        self._buffered += nbytes
+        self._buffered_by[rank] += nbytes
+        if self._buffered > self.world.max_buffered_bytes:
+            raise_over_budget(self, rank, nbytes)
+
+    def _queue_copy(self, rank: int, payload: Any) -> None:
+        """A copy waits in a mailbox (payloads are not kept): held until received (``_unqueue``)."""
+        self._queued[id(payload)] = (rank, payload.nbytes)
+        self._hold_copy(rank, payload.nbytes)
+
+    def _unqueue(self, payload: Any) -> None:
+        """A message left its mailbox: the receiver holds its payload now, no longer the engine."""
+        held = self._queued.pop(id(payload), None)
+        if held is not None:
+            self._buffered -= held[1]
+            self._buffered_by[held[0]] -= held[1]
+
     def _agree(self, rank: int, members: tuple[int, ...], number: int, call: Any) -> None:
         """Compare this member's collective call with the first member's call of the same number.
 

@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Any
+
+INF = float("inf")
+
 
 class SimulationError(Exception):
     """Base class for every error the simulator raises about a program."""
@@ -55,8 +59,54 @@ class OpError(SimulationError):
     """An op's function raised; the message names the op, the device and its inputs, the cause is chained."""
 
 
+class BufferLimitError(SimulationError):
+    """The payloads the engine holds for a run's messages passed ``World.max_buffered_bytes``."""
+
+
+class InfiniteTimeError(SimulationError):
+    """A message or an op would take an infinite (or undefined) time: the cost model's numbers are too extreme."""
+
+
 class EventLimitError(SimulationError):
     """A run recorded more events than its limit: most likely a program that never stops."""
+
+
+def infinite_message(cost: Any, src: int, dst: int, nbytes: int, t: float, arrive: float) -> InfiniteTimeError:
+    """A message would arrive at an infinite (or NaN) time: name the cost field that makes it so."""
+    alpha, bandwidth = cost.link(nbytes)
+    field = "CostModel.latency" if alpha == cost.latency else "its LinkRegime's latency"
+    bw_field = "CostModel.bandwidth" if bandwidth == cost.bandwidth else "its LinkRegime's bandwidth"
+    topo = cost.topology
+    if hasattr(topo, "same_node") and not topo.same_node(src, dst):
+        alpha, bandwidth = topo.inter_latency, topo.inter_bandwidth
+        field, bw_field = "TwoLevel.inter_latency", "TwoLevel.inter_bandwidth"
+    wire = nbytes / bandwidth
+    if not wire < INF:
+        cause = f"{nbytes:,} bytes at {bw_field} = {bandwidth!r} bytes/s take {wire} s on the wire"
+    elif not alpha < INF:
+        cause = f"{field} = {alpha!r} s"
+    else:
+        cause = f"t = {t!r} s plus {wire!r} s on the wire and {field} = {alpha!r} s passes the largest float"
+    return InfiniteTimeError(
+        f"device {src}'s message of {nbytes:,} bytes to device {dst} would arrive at t = {arrive} s: {cause}. "
+        "Simulated times must be finite: give the cost model a realistic bandwidth and latency "
+        "(e.g. CostModel(bandwidth=1e9), 1 GB/s)"
+    )
+
+
+def infinite_op(cost: Any, rank: int, name: str, flops: float | None, seconds: float, t: float) -> InfiniteTimeError:
+    """An op would end at an infinite (or NaN) time: name the cost field that makes it so."""
+    if flops is not None and not flops / cost.flops < INF:
+        cause = f"{flops:g} FLOPs at CostModel.flops = {cost.flops!r} FLOP/s take {flops / cost.flops} s"
+    elif not seconds < INF:
+        fields = "CostModel.flops, memory_bandwidth and op_latency" if cost.memory_bandwidth else "CostModel.flops"
+        cause = f"it takes {seconds} s at {fields} = {cost.flops!r}, {cost.memory_bandwidth!r}, {cost.op_latency!r}"
+    else:
+        cause = f"t = {t!r} s plus its {seconds!r} s passes the largest float"
+    return InfiniteTimeError(
+        f"op {name!r} on device {rank} would end at t = {t + seconds} s: {cause}. Simulated times must be finite: "
+        "give the cost model a realistic speed (e.g. CostModel(flops=1e12), 1 TFLOP/s)"
+    )
 
 
 def describe_inputs(inputs: tuple) -> str:

@@ -16,13 +16,14 @@ import numpy as np
 
 from ..cost.meta import MetaArray
 from .columns import EV_RECV, EV_SEND, MSG, RECV
-from .errors import SimulationError
+from .errors import SimulationError, infinite_message
 from .p2p import PointToPoint, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
 from .tags import TAG_BASE, CollectiveTag
 
 POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls
 NAN = float("nan")
+INF = float("inf")
 _pack_msg = MSG.pack
 _pack_recv = RECV.pack
 _ndarray = np.ndarray
@@ -81,6 +82,8 @@ class Messaging(PointToPoint):
     """A device's sends and receives on the engine's clock (mixed into ``Device``; the rules they keep, shared
     with a real rank's, are ``PointToPoint``'s)."""
 
+    _request_type = Request
+
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
@@ -117,6 +120,8 @@ class Messaging(PointToPoint):
         eng = self._engine
         links[dst] = done = start + sig[1] * eng._inv_bw
         arrive = done + eng._alpha
+        if not arrive < INF:  # (NaN too) a bandwidth of 1e-308, say: refused before any view sees it
+            raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
         row = rec.n_msgs
         if row + rec.n_ops >= eng._checkpoint:
             eng._event_checkpoint(rank)
@@ -142,6 +147,8 @@ class Messaging(PointToPoint):
                     eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
         else:
             ch.mail.append((row, payload, arrive, None, sig))
+            if payload is not value and not rec.keep_payloads:  # a copy, buffered (see World.max_buffered_bytes)
+                eng._queue_copy(rank, payload)
 
     def _channel(self, src: int, dst: int, tag: int) -> Channel:
         """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
@@ -162,6 +169,8 @@ class Messaging(PointToPoint):
         else:
             check_payload(value, self.rank, f"send(dst={dst})")
             payload = sealed(np.array(value))
+            if self._rec.keep_payloads:  # the trace keeps the copy for good (see World.max_buffered_bytes)
+                self._engine._hold_copy(self.rank, payload.nbytes)
         rec = self._rec
         sig = rec.sigs.get((payload.shape, payload.dtype))
         if sig is None:
@@ -211,6 +220,8 @@ class Messaging(PointToPoint):
         else:  # buffered: the send completes at once, the link carries the bytes when it is free
             start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
             sreq = None
+        if not arrive < INF and sreq is None:  # (NaN too; a rendezvous send's times come when it is matched)
+            raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
         self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
         self._log(EV_SEND)
         if rec.keep_payloads:
@@ -223,6 +234,8 @@ class Messaging(PointToPoint):
                 eng._match((row, payload, None, sreq, sig), ch.posted.popleft())
             else:
                 ch.mail.append((row, payload, None, sreq, sig))
+                if payload is not value and not rec.keep_payloads:  # a copy, buffered
+                    eng._queue_copy(rank, payload)
         elif ch.posted:  # a receive waits for it (Engine._match, inlined: the hot path)
             rreq = ch.posted.popleft()
             rreq.row = row
@@ -237,6 +250,8 @@ class Messaging(PointToPoint):
                     eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
         else:
             ch.mail.append((row, payload, arrive, None, sig))
+            if payload is not value and not rec.keep_payloads:  # a copy, buffered
+                eng._queue_copy(rank, payload)
         return sreq
 
     def _post_recv(self, src, tag, shape, dtype, name, index) -> Request:
@@ -252,7 +267,10 @@ class Messaging(PointToPoint):
         if ch is None:
             ch = self._channel(src, self.rank, tag)
         if ch.mail:
-            eng._match(ch.mail.popleft(), rreq)
+            sent = ch.mail.popleft()
+            if eng._queued:
+                eng._unqueue(sent[1])
+            eng._match(sent, rreq)
         else:
             ch.posted.append(rreq)
         return rreq
@@ -284,6 +302,8 @@ class Messaging(PointToPoint):
         mail = ch.mail
         if mail:  # the message is on its way already: take it
             row, payload, arrive, _, sig = mail.popleft()
+            if eng._queued:  # a copy the engine held (see World.max_buffered_bytes)
+                eng._unqueue(payload)
             if arrive > self.clock:
                 self._advance(arrive)
         else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
@@ -312,6 +332,8 @@ class Messaging(PointToPoint):
         The answer is the one strict time order gives: every device with an earlier event runs first,
         so a message sent before now in simulated time has been sent, however the engine schedules.
         """
+        if type(req) is not Request:
+            self._a_request(req, "test")
         if not self._engine._in_time_order:
             self._engine._catch_up(self)
         if req.done is not None and req.done <= self.clock:

@@ -53,6 +53,7 @@ class PointToPoint:
     rank: int
     world_size: int
     _memory: dict[str, Any]
+    _request_type: type  # what isend and irecv return, and wait and test take
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
         """Send a copy of ``value`` to device ``dst``.
@@ -140,9 +141,20 @@ class PointToPoint:
         return shape, dtype
 
     def _own(self, req: Any) -> None:
-        """Only the device that posted a request may wait on it."""
+        """Only a request, and only the device that posted it, may be waited on."""
+        if not isinstance(req, self._request_type):
+            self._a_request(req, "wait")
         if req.owner != self.rank:
             raise SimulationError(f"device {self.rank} waits on a request that belongs to device {req.owner}")
+
+    def _a_request(self, req: Any, op: str) -> None:
+        """``wait`` and ``test`` take what ``isend`` or ``irecv`` returned (``_request_type``), nothing else.
+        (``wait`` checks through ``_own``, which calls this only for what is not one.)"""
+        if not isinstance(req, self._request_type):
+            raise TypeError(
+                f"device {self.rank}: {op}({req!r:.60}) takes the Request that isend or irecv returned, got "
+                f"{type(req).__name__}; e.g. req = dev.irecv(src=0) ... x = dev.{op}(req)"
+            )
 
     def _keep_named(self, name: str | None, payload: Any) -> None:
         """A receive that says what it carries (``name=``) keeps it in memory under that name."""

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from .errors import DeadlockError, UnreceivedMessagesError, UnreceivedMessagesWarning
+from ..cost.units import binary_size
+from .errors import (
+    BufferLimitError,
+    DeadlockError,
+    UnreceivedMessagesError,
+    UnreceivedMessagesWarning,
+)
 from .tags import TAG_BASE
 
 if TYPE_CHECKING:
@@ -92,6 +98,32 @@ def tag_hints(eng: Any) -> list[str]:
                     f"which nobody received: do the tags of the send and the recv match?"
                 )
     return hints
+
+
+def raise_over_budget(eng: Any, rank: int, nbytes: int) -> None:
+    """A send took the payload copies the engine holds past ``World.max_buffered_bytes``: name the sender,
+    the bytes, and the fix."""
+    budget = eng.world.max_buffered_bytes
+    mine = eng._buffered_by[rank]
+    held = f"{eng._buffered:,} bytes ({binary_size(eng._buffered)})"
+    if eng.keep_payloads:
+        raise BufferLimitError(
+            f"device {rank} sent a copy of {binary_size(nbytes)}, and the trace now keeps {held} of copied payloads, "
+            f"{mine:,} bytes ({binary_size(mine)}) of them sent by device {rank}: over the budget of {budget:,} bytes "
+            f"({binary_size(budget)}), World(max_buffered_bytes=...). Every send of a writable array copies it, and "
+            "the trace keeps every payload (World(keep_payloads=True), the default). For a long run record "
+            "metadata only (World(..., keep_payloads=False)); or send read-only arrays (what dev.hold, dev.compute "
+            "and dev.recv return), which need no copy; or raise max_buffered_bytes if this machine has the memory."
+        )
+    waiting = sum(1 for r, _ in eng._queued.values() if r == rank)
+    raise BufferLimitError(
+        f"device {rank} has sent {waiting:,} messages that no device has received yet, {mine:,} bytes "
+        f"({binary_size(mine)}) of copied payloads; the engine holds {held} of them in all, over the budget of "
+        f"{budget:,} bytes ({binary_size(budget)}), World(max_buffered_bytes=...). An eager send returns at once, "
+        "so a sender that never waits buffers every message. Let the receiver receive sooner (between the sends), "
+        'or send with World(..., send_mode="rendezvous"), where each send waits for its receive; or send '
+        "read-only arrays, which need no copy; or raise max_buffered_bytes if this machine has the memory."
+    )
 
 
 def report_leftovers(eng: Any) -> None:

@@ -379,6 +379,8 @@ def _check_link(who: str, latency: float, bandwidth: float) -> None:
         raise ValueError(f"{who} latency must be a finite number >= 0 seconds, got {latency!r}")
     if not bandwidth > 0:
         raise ValueError(f"{who} bandwidth must be > 0 bytes/s, got {bandwidth!r}")
+    if not 1.0 / bandwidth < math.inf:  # a subnormal: every message would take forever (0 bytes: NaN)
+        raise ValueError(f"{who} bandwidth {bandwidth!r} bytes/s is too small to compute with; give e.g. 1e9")
 
 
 def _link(latency: float, bandwidth: float) -> str:

@@ -30,8 +30,8 @@ def size_unit(nbytes: float) -> tuple[str, float]:
 
 
 def binary_size(nbytes: float) -> str:
-    """A message size as programs write it, in powers of two: ``64 KiB``, ``1 MiB``, ``8 B``."""
-    for unit, scale in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    """A message size as programs write it, in powers of two: ``64 KiB``, ``1 MiB``, ``2 GiB``, ``8 B``."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
         if nbytes >= scale:
             return f"{nbytes / scale:g} {unit}"
     return f"{nbytes:g} B"

@@ -48,6 +48,7 @@ from pathlib import Path
 from types import FunctionType
 from typing import Any
 
+from ..core.files import atomic_write
 from .exercises import EXERCISES, start
 
 TIMEOUT = 60.0  # seconds a file may take: a file grades in 1 to 2 s, most of it starting Python and numpy
@@ -265,14 +266,13 @@ def _count_tries(rows: list[Row]) -> None:
 
 
 def write_csv(rows: Iterable[Row], path: str | Path) -> Path:
-    """The rows as CSV, with a header line (whole or not at all: a temporary file, then a rename)."""
+    """The rows as CSV, with a header line, written as every output is (``simulator.core.files``: whole or not
+    at all, ``-`` for standard output)."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    with tmp.open("w", newline="", encoding="utf-8") as f:
+    with atomic_write(path, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(asdict(row) for row in rows)
-    os.replace(tmp, path)
     return path
 
 

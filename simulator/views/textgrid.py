@@ -56,11 +56,16 @@ def text_timeline(
     """
     act = activity(run, cost)
     cost = unpack(run, cost)[1]
+    if any(t is not None and not math.isfinite(t) for t in window):
+        raise ValueError(f"text_timeline(window={window}): give finite times in seconds (or None for either end)")
     t_from = window[0] or 0.0
     t_to = act.end_time if window[1] is None else window[1]
     if not t_to > t_from and act.end_time > 0:
-        raise ValueError(f"text_timeline(window={window}): the end must come after the start")
+        after = f" (the run ends at {act.end_time:g} s)" if window[1] is None else ""
+        raise ValueError(f"text_timeline(window={window}): the end must come after the start{after}")
     span = t_to - t_from
+    if not math.isfinite(span):  # e.g. -1e308 to 1e308: the difference overflows
+        raise ValueError(f"text_timeline(window={window}): a window this long cannot be drawn; give a shorter one")
     if dt is None:
         if not 1 <= width <= MAX_SLOTS:
             raise ValueError(f"text_timeline(width={width}): give at least one column and at most {MAX_SLOTS:,}")

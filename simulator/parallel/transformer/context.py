@@ -1,6 +1,9 @@
 """Context parallelism: every device holds some tokens of every sequence, and attention runs as a ring.
 
-With c devices in the context-parallel group the sequence is cut into 2c chunks. Everything but
+With c devices in the context-parallel group the sequence is cut into 2c chunks, by torch.chunk's rule:
+chunks of ceil(S / 2c) tokens, so when 2c does not divide S the last chunks are shorter or empty (S = 12 over
+c = 4: six chunks of 2 and two empty ones). An empty chunk has no queries and no keys: it attends to
+nothing and nothing attends to it, and a device may even hold no token at all. Everything but
 attention works token by token (layer norms, projections, the MLP, residuals), so a device computes it
 for its own tokens with the whole weights and no message. Attention needs every earlier key: the devices
 pass their key and value blocks around a ring, c - 1 hops, each device combining its queries with one
@@ -215,7 +218,10 @@ class RingAttention:
         c, me, dh = self.split.cp, self.split.cp_index, self.dh
         label = f"ring attention L{self.layer} mb{g}"
         mine = self._chunks(me)
-        states: list[R.State | None] = [None, None]
+        # an empty chunk (torch.chunk's rule leaves the last ones empty when 2c does not divide S) attends to
+        # nothing: its state stays the state of no queries
+        empty = R.empty_state(q.shape[0], q.shape[2] // dh, dh, q.dtype)
+        states: list[Any] = [None if qa.stop > qa.start else empty for qa, _ in mine]
         kc, vc = k, v
         for step in range(c):
             owner = (me - step) % c

@@ -26,8 +26,14 @@ State = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
 def masked_out(qpos: np.ndarray, kpos: np.ndarray) -> bool:
-    """True when every key comes after every query: the block contributes nothing and is skipped."""
-    return bool(kpos.min() > qpos.max())
+    """True when the block contributes nothing and is skipped: every key comes after every query, or it has
+    no queries or no keys (an empty chunk: torch.chunk makes fewer, larger chunks when they do not divide S)."""
+    return not len(qpos) or not len(kpos) or bool(kpos.min() > qpos.max())
+
+
+def empty_state(batch: int, n_heads: int, head_dim: int, dtype: np.dtype) -> np.ndarray:
+    """The packed state (``pack``) of no queries: what an empty chunk's attention starts and ends with."""
+    return np.zeros((batch, n_heads, 0, head_dim + 2), dtype=dtype)
 
 
 def block_scores(

@@ -92,10 +92,10 @@ def write_chrome_trace(
     """Write the run as Chrome Trace Event JSON to ``path``, one event per line (streamed).
 
     The file is written whole or not at all (``simulator.core.files.atomic_write``): an export that fails
-    part-way leaves an existing file as it was.
+    part-way leaves an existing file as it was. ``-`` writes to standard output; a device or pipe is written
+    through.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
     events, info, other = _export(run, cost, max_events, memory)
     count = 0
     with atomic_write(path) as f:

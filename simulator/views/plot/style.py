@@ -139,8 +139,7 @@ def save_figure(
     dpi: dots per inch of a PNG (default: the figure's style's, so that it is at least 1600 px wide).
     """
     dpi = dpi or getattr(fig, "style", PAPER).dpi
-    stem = Path(stem)
-    stem.parent.mkdir(parents=True, exist_ok=True)
+    stem = Path(stem)  # (atomic_write makes missing folders)
     paths = []
     with matplotlib.rc_context(RC):
         for fmt in formats:

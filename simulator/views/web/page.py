@@ -7,19 +7,18 @@ at the step shown, so a link or a reload returns to it.
 The page needs nothing but a browser: no Python, no network, no CDN. It opens from disk (a teacher
 can email it), and its Content-Security-Policy forbids every fetch, so a page that tried to load
 anything would fail loudly in the browser console instead of quietly depending on a network.
-The file is written to a temporary name next to the target and renamed, so a failed write never
-leaves half a page behind.
+The page is written whole or not at all (``simulator.core.files``): a failed write never leaves half a
+page behind, a replaced page keeps its permissions, and a device or pipe is written through.
 """
 
 from __future__ import annotations
 
 import html
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
+from ...core.files import atomic_write, check_writable, short_path
 from .assets import asset, module
 from .document import MAX_EVENTS, build_document
 
@@ -98,33 +97,27 @@ def write_page(doc: dict[str, Any], path: str | Path, *, step: int = 0, present:
 
 
 def write_text(text: str, path: str | Path) -> Path:
-    """Write a page's text to ``path`` whole or not at all: a temporary file beside it, then a rename."""
+    """Write a page's text to ``path`` whole or not at all (``simulator.core.files``: a regular file through a
+    temporary file and a rename, keeping its permissions; ``-`` or a device written through)."""
     path = Path(path)
     _check_target(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)  # mkstemp makes it private; a page is meant to be shared
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        data = text.encode("utf-8")
+    except UnicodeEncodeError as exc:  # a lone surrogate (from a file name decoded with surrogateescape, say)
+        near = text[max(exc.start - 30, 0) : exc.end + 30]
+        raise ValueError(
+            f"cannot write the page to {path}: the text {near!r} holds {text[exc.start : exc.end]!r}, a lone "
+            "surrogate that UTF-8 cannot encode; rename the value that holds it (a name or a title)"
+        ) from None
+    with atomic_write(path, "wb") as f:
+        f.write(data)
     return path
 
 
 def _check_target(path: Path) -> None:
-    """Fail before any work, with the reason in words, when ``path`` cannot become a file."""
-    parent = path.parent
-    if path.is_dir():
-        raise IsADirectoryError(
-            f"cannot write the page to {path}: it is a folder; give a file name such as {path / 'run.html'}"
-        )
-    if not parent.exists():
-        raise FileNotFoundError(
-            f"cannot write the page to {path}: the folder {parent} does not exist (create it first)"
-        )
-    if not parent.is_dir():
-        raise NotADirectoryError(f"cannot write the page to {path}: {parent} is a file, not a folder")
-    if not os.access(parent, os.W_OK):
-        raise PermissionError(f"cannot write the page to {path}: the folder {parent} is not writable")
+    """Fail before any work, with the reason in words, when ``path`` cannot become the page."""
+    try:
+        check_writable(path)
+    except OSError as exc:
+        reason = exc.strerror if exc.errno is not None and exc.strerror else str(exc)
+        raise type(exc)(f"cannot write the page to {short_path(path)}: {reason}") from None

@@ -1,0 +1,91 @@
+"""The byte budget for message payloads the engine holds (World.max_buffered_bytes): eager sends that nobody
+receives, and copies the trace keeps, end the run with an error naming the sender, the bytes and the fix."""
+
+import numpy as np
+import pytest
+
+from simulator import MetaArray, World
+from simulator.core.engine import default_max_buffered_bytes
+from simulator.core.errors import BufferLimitError
+
+KIB = 1 << 10
+
+
+def flood(dev, n=100, receive=False):
+    """Device 0 sends a writable 8 KiB array n times; device 1 receives them all (at the end, or between)."""
+    x = np.ones(KIB)  # writable: every send copies it
+    for _ in range(n):
+        if dev.rank == 0:
+            dev.send(x, dst=1)
+            if receive:
+                dev.recv(src=1)
+        else:
+            dev.recv(src=0)
+            if receive:
+                dev.send(np.zeros(1), dst=0)
+
+
+@pytest.mark.parametrize("keep_payloads", [True, False])
+def test_a_sender_that_never_waits_is_stopped_with_the_fix(keep_payloads):
+    world = World(2, keep_payloads=keep_payloads, max_buffered_bytes=64 * KIB)
+    with pytest.raises(BufferLimitError) as info:
+        world.run(flood)
+    text = str(info.value)
+    assert "device 0" in text and "over the budget of 65,536 bytes (64 KiB), World(max_buffered_bytes=...)" in text
+    assert "73,728 bytes (72 KiB)" in text  # nine copies of 8 KiB: the one that passed the budget
+    if keep_payloads:
+        assert "keep_payloads=False" in text
+    else:
+        assert "device 0 has sent 9 messages that no device has received yet" in text
+        assert 'send_mode="rendezvous"' in text and "receive sooner" in text
+
+
+def test_messages_received_in_time_free_their_budget():
+    result = World(2, keep_payloads=False, max_buffered_bytes=64 * KIB).run(flood, 1000, receive=True)
+    assert len(result.trace.messages) == 2000
+
+
+def test_the_trace_keeps_copies_so_they_count_for_good():
+    with pytest.raises(BufferLimitError, match="the trace now keeps"):
+        World(2, max_buffered_bytes=64 * KIB).run(flood, 100, receive=True)
+
+
+def test_read_only_arrays_and_metadata_need_no_copy_and_do_not_count():
+    def forward(dev, x):
+        for _ in range(100):
+            if dev.rank == 0:
+                dev.send(x, dst=1)
+            else:
+                dev.recv(src=0)
+
+    held = World(2, max_buffered_bytes=KIB)
+    held.run(lambda dev: forward(dev, dev.hold("x", np.ones(KIB))))
+    World(2, keep_payloads=False, max_buffered_bytes=KIB).run(forward, MetaArray((1 << 20,), np.float64))
+
+
+def test_rendezvous_isends_count_while_they_wait():
+    def isends(dev):
+        if dev.rank == 0:
+            reqs = [dev.isend(np.ones(KIB), dst=1) for _ in range(20)]
+            for r in reqs:
+                dev.wait(r)
+        else:
+            for _ in range(20):
+                dev.recv(src=0)
+
+    with pytest.raises(BufferLimitError, match="device 0 has sent 9 messages"):
+        World(2, send_mode="rendezvous", keep_payloads=False, max_buffered_bytes=64 * KIB).run(isends)
+    World(2, send_mode="rendezvous", keep_payloads=False, max_buffered_bytes=160 * KIB).run(isends)
+
+
+@pytest.mark.parametrize("bad", [-1, 1.5, "1G", True])
+def test_a_bad_budget_is_refused(bad):
+    with pytest.raises(ValueError, match="max_buffered_bytes"):
+        World(2, max_buffered_bytes=bad)
+
+
+def test_the_default_is_well_under_the_machine_memory():
+    import os
+
+    memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    assert World(2).max_buffered_bytes == default_max_buffered_bytes() == min(512 << 20, memory // 4)
