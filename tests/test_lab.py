@@ -35,7 +35,11 @@ def test_the_lab_installs_torch_for_the_notebooks_that_start_real_processes():
         for name, mods in notebook_imports().items()
         if any(m.startswith(("torch", "simulator.backends")) for m in mods)
     ]
-    assert real == ["notebooks/06_simulated_vs_real_processes.ipynb", "notebooks/07_pipeline_schedules.ipynb"]
-    assert "torch" in extras  # without it notebook 06 stops at its first cell, and 07 at its comparison with torch
+    assert real == [
+        "notebooks/06_simulated_vs_real_processes.ipynb",
+        "notebooks/07_pipeline_schedules.ipynb",
+        "notebooks/12_torch_programs.ipynb",
+    ]
+    assert "torch" in extras  # without it notebooks 06 and 12 stop at their first cells, and 07 at its comparison
     first = nbformat.read(ROOT / real[0], as_version=4).cells[0].source
     assert "It needs torch" in first and "make lab" in first  # and it says so, for a student installing by hand
