@@ -56,6 +56,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/floor.py
 	$(BIN)/python benchmarks/engine_throughput.py
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
+	$(BIN)/python benchmarks/checker_cost.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
 	$(BIN)/python benchmarks/blas_threads.py

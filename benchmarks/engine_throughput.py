@@ -1,22 +1,23 @@
-"""Messages per second: this engine against an equivalent SimPy model and the floor, in the same run.
+"""Messages per second: this engine against an independent SimPy model and the floor, side by side.
 
 Two workloads, each with alpha-beta links and every message's metadata recorded:
   ping-pong  two devices bounce one 8-byte array back and forth
   ring       1,024 devices each pass an 8-byte array to the next, round after round
 
-The SimPy model is written the way SimPy's own documentation models latency (its "Event Latency"
-example): a Cable whose put() starts a process that waits the delay, then puts the message into the
-receiver's Store; the receiver gets from its Store. Both sides copy the payload (private memory) and
-book the link (a message waits until its link is free), and both record the same metadata.
+The SimPy model is benchmarks/simpy_peer.py: a Store per channel holding (arrival, payload), SimPy's fastest
+idiom for messages. Both sides copy the payload (private memory) and book the link (a message waits until
+its link is free), and both record the same metadata.
 
 The floor (benchmarks/floor.py) is a heap push, a heap pop and a greenlet switch per message with
-nothing recorded: no blocking message can cost less in this design. Each side runs ``--repeat`` times,
-alternating, and keeps its best (a busy machine only slows a run down).
+nothing recorded: no blocking message can cost less in this design; "of the floor" is its time over the
+engine's. Each round runs the engine, SimPy and the floor in turn, in CPU seconds of this process; each
+figure is the median of ``--rounds`` rounds' own ratios, with their spread and the load
+(benchmarks/sidebyside.py). Targets: ping-pong at least 5x SimPy and half the floor.
 
 Also printed: the host bytes a finished metadata-only ring pass keeps per message (512 and 1,024
 devices; measured with tracemalloc, in a separate run).
 
-Run: python benchmarks/engine_throughput.py [--quick]
+Run: python benchmarks/engine_throughput.py [--quick] [--rounds R]
 """
 
 from __future__ import annotations
@@ -27,8 +28,9 @@ import time
 import tracemalloc
 
 import numpy as np
-import simpy
+import simpy_peer
 from floor import floor_rate
+from sidebyside import cpu_timed, load, loads, spread
 
 from simulator import CostModel, World
 
@@ -60,78 +62,11 @@ def engine_run(program, devices, n):
     return len(result.trace.messages)
 
 
-# ---- SimPy -----------------------------------------------------------------------------------
-class Cable:
-    """SimPy's documented latency pattern, plus alpha-beta link booking and a metadata log."""
-
-    def __init__(self, env, p, log):
-        self.env = env
-        self.inbox = {}  # (src, dst) -> Store
-        self.free = {}  # (src, dst) -> time the link is next free
-        self.log = log
-
-    def store(self, src, dst):
-        key = (src, dst)
-        if key not in self.inbox:
-            self.inbox[key] = simpy.Store(self.env)
-        return self.inbox[key]
-
-    def put(self, src, dst, value):
-        payload = np.array(value)
-        payload.setflags(write=False)
-        now = self.env.now
-        start = max(now, self.free.get((src, dst), 0.0))
-        done = start + payload.nbytes / COST.bandwidth
-        self.free[(src, dst)] = done
-        self.log.append(
-            (len(self.log), src, dst, 0, payload.shape, payload.dtype, payload.nbytes, now, start, done + COST.latency)
-        )
-        self.env.process(self._deliver(self.store(src, dst), payload, done + COST.latency - now))
-
-    def _deliver(self, store, payload, delay):
-        yield self.env.timeout(delay)
-        yield store.put(payload)
-
-    def get(self, src, dst):
-        return self.store(src, dst).get()
-
-
 def simpy_run(workload, devices, n):
-    env = simpy.Environment()
-    log = []
-    cable = Cable(env, devices, log)
-
-    def ping_pong_proc(rank):
-        x = np.zeros(1)
-        for _ in range(n):
-            if rank == 0:
-                cable.put(0, 1, x)
-                x = yield cable.get(1, 0)
-            else:
-                x = yield cable.get(0, 1)
-                cable.put(1, 0, x)
-
-    def ring_proc(rank):
-        x = np.zeros(1)
-        nxt, prv = (rank + 1) % devices, (rank - 1) % devices
-        for _ in range(n):
-            cable.put(rank, nxt, x)
-            x = yield cable.get(prv, rank)
-
-    proc = ping_pong_proc if workload == "ping-pong" else ring_proc
-    for r in range(devices):
-        env.process(proc(r))
-    env.run()
-    return len(log)
+    return simpy_peer.ping_pong(COST, n) if workload == "ping-pong" else simpy_peer.ring_pass(COST, devices, n)
 
 
 # ---- measurement -----------------------------------------------------------------------------
-def timed(fn, *args):
-    t0 = time.perf_counter()
-    messages = fn(*args)
-    return messages, time.perf_counter() - t0
-
-
 def kept_bytes_per_message(devices: int, rounds: int) -> float:
     """Host bytes a finished metadata-only ring pass keeps (its RunResult), per message (tracemalloc)."""
     gc.collect()
@@ -146,37 +81,38 @@ def kept_bytes_per_message(devices: int, rounds: int) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--quick", action="store_true", help="smaller workloads, one repetition")
-    parser.add_argument("--repeat", type=int, default=3, help="runs of each side, alternating; the best counts")
+    parser.add_argument("--quick", action="store_true", help="smaller workloads, one round")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of side-by-side runs; figures are medians")
     args = parser.parse_args()
-    repeat = 1 if args.quick else args.repeat
+    rounds = 1 if args.quick else args.rounds
     workloads = [
         ("ping-pong", 2, ping_pong, 20_000 if args.quick else 100_000),
         ("ring", 1024, ring, 20 if args.quick else 100),
     ]
-    print(
-        f"{'workload':<10} {'messages':>9} {'engine msg/s':>13} {'SimPy msg/s':>12} {'ratio':>6} {'floor msg/s':>12} {'of floor':>9}"
-    )
+    print(f"CPU seconds; each figure the median of {rounds} rounds (min to max)")
+    print(f"{'workload':<10} {'messages':>9} {'engine us/msg':>22} {'x SimPy (Store)':>22} {'of the floor':>22}")
+    before, after = [], []
     for name, devices, program, n in workloads:
-        best: dict[str, float] = {}
-        for _ in range(repeat):  # alternate the sides, so that a busy spell slows them alike
-            m1, t1 = timed(engine_run, program, devices, n)
-            m2, t2 = timed(simpy_run, name, devices, n)
-            m3 = m1
-            t3 = m3 / floor_rate(devices, m3)
+        per_msg, vs_simpy, of_floor = [], [], []
+        for _ in range(rounds):  # the sides in turn, so that a busy spell slows them alike
+            before.append(load())
+            m1, t1 = cpu_timed(engine_run, program, devices, n)
+            m2, t2 = cpu_timed(simpy_run, name, devices, n)
             assert m1 == m2, (m1, m2)
-            for side, t in (("engine", t1), ("simpy", t2), ("floor", t3)):
-                best[side] = min(best.get(side, t), t)
-        r1, r2, r3 = (m1 / best[s] for s in ("engine", "simpy", "floor"))
-        print(
-            f"{name:<10} {m1:>9,} {r1:>13,.0f} {r2:>12,.0f} {r1 / r2:>5.2f}x {r3:>12,.0f} {r1 / r3:>8.0%}", flush=True
-        )
+            t3 = m1 / floor_rate(devices, m1, time.process_time)
+            after.append(load())
+            per_msg.append(t1 / m1 * 1e6)
+            vs_simpy.append(t2 / t1)
+            of_floor.append(t3 / t1)
+        print(f"{name:<10} {m1:>9,} {spread(per_msg):>22} {spread(vs_simpy):>22} {spread(of_floor):>22}", flush=True)
+    print("targets: ping-pong at least 5x SimPy and 0.5 of the floor")
     print("\nhost bytes a finished metadata-only ring pass keeps per message (target: at most 120)")
     for devices in (512, 1024):
-        rounds = 20 if args.quick else 100
+        n = 20 if args.quick else 100
         print(
-            f"  ring pass, {devices:>5} devices, {devices * rounds:>7,} messages: {kept_bytes_per_message(devices, rounds):6.1f} bytes"
+            f"  ring pass, {devices:>5} devices, {devices * n:>7,} messages: {kept_bytes_per_message(devices, n):6.1f} bytes"
         )
+    print(loads(before, after + [load()]))
 
 
 if __name__ == "__main__":

@@ -1,27 +1,26 @@
-"""A ring all-reduce over 1,024 devices (about two million messages): this engine against SimPy.
+"""A ring all-reduce over 1,024 devices (about two million messages): this engine's two paths against SimPy.
 
-Both sides run the same algorithm on the same data and cost model, and must agree on the result and
-on the simulated end time:
+All sides run the same algorithm on the same data and cost model, and must agree on the result and on
+the simulated end time:
 
-  this engine  ``dev.all_reduce(x)`` (simulator/collectives/ring.py): reduce-scatter ring, then all-gather
-               ring; each message copied, booked on its link, labelled and recorded; each reduction a
-               recorded compute op; World(keep_payloads=False) keeps metadata only
-  SimPy        devices as SimPy processes; a message goes through a Cable whose put() starts a process
-               that waits the link delay and then puts the payload into the receiver's Store (SimPy's
-               own "Event Latency" example); links booked alpha-beta style; each reduction a NumPy add
-               plus a timeout for its compute time; every message's and reduction's metadata appended
-               to a list
+  booked       ``dev.all_reduce(x)`` with ``World(keep_payloads=False)``: without payloads the ring is
+               booked whole, its trace the one its messages would make (simulator/collectives/booked.py)
+  message      the same, ``World(keep_payloads=False, book_collectives=False)``: message by message (the
+               path every run that keeps payloads, steps or checks takes): each chunk sent, booked on its
+               link and recorded, each reduction a recorded op
+  SimPy        the independent model of benchmarks/simpy_peer.py (a Store holding (arrival, payload) per
+               channel, SimPy's fastest idiom), recording the same metadata
 
-Printed: messages, wall time, messages per second, peak memory (ru_maxrss of each side's own process),
-and the ratio. The sides alternate (--repeat times each) and each keeps its best wall time, so that a
-busy machine slows both alike. Beside them: the floor (benchmarks/floor.py: a heap push, a heap pop
-and a greenlet switch per message, nothing recorded), and the host bytes a finished run keeps per
-message (tracemalloc, in a separate run). ``--baseline DIR`` adds the engine of another checkout (an
-older commit, say) as a third side.
-Targets: at least 8x SimPy's rate, and 3x the engine before the columnar trace; the peak below a third
-of SimPy's; at most 120 bytes kept per message.
+Each side runs in a fresh process (its peak memory, ru_maxrss, is its own), in turns, for ``--rounds``
+rounds; every figure is the median of the rounds' own side-by-side figures, with their spread and the
+machine's load (benchmarks/sidebyside.py). Times are each process's CPU seconds for the run. Beside them:
+the floor (benchmarks/floor.py: a heap push, a heap pop and a greenlet switch per message, nothing
+recorded), and, in separate runs under tracemalloc, the bytes a finished message-by-message run keeps per
+message and its transient peak (the most it held during the run, over what it keeps) at 256 and 512 devices.
+Targets: message by message at least 8x SimPy, its peak under a third of SimPy's, at most 100 bytes kept
+per message and a transient peak at most 1.3x what is kept; booked at least 20x SimPy.
 
-Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--elements N] [--baseline DIR]
+Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--rounds R] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -39,131 +38,67 @@ import tracemalloc
 from pathlib import Path
 
 import numpy as np
-import simpy
+import simpy_peer
+from sidebyside import cpu, load, loads, spread
 
 from simulator import CostModel, World
-from simulator.tensors.placements import chunk_bounds
 
 COST = CostModel()  # 1 us latency, 100 GB/s links, 100 TFLOP/s
 ROOT = str(Path(__file__).resolve().parent.parent)
 
 
-# ---- this engine -----------------------------------------------------------------------------
 def engine_program(dev, n):
     return dev.all_reduce(np.full(n, float(dev.rank), np.float32))
 
 
-def run_engine(p: int, n: int):
-    result = World(p, cost=COST, keep_payloads=False).run(engine_program, n)
+def run_engine(p: int, n: int, booked: bool = True):
+    world = World(p, cost=COST, keep_payloads=False) if booked else World(**_message_world(p))
+    result = world.run(engine_program, n)
     return len(result.trace.messages), result.time, result.outputs[0]
 
 
-# ---- SimPy -----------------------------------------------------------------------------------
-class Cable:
-    """SimPy's documented latency pattern, with alpha-beta link booking and a metadata log."""
-
-    def __init__(self, env: simpy.Environment, log: list) -> None:
-        self.env = env
-        self.inbox: dict[tuple[int, int], simpy.Store] = {}
-        self.free: dict[tuple[int, int], float] = {}
-        self.log = log
-
-    def store(self, src: int, dst: int) -> simpy.Store:
-        key = (src, dst)
-        if key not in self.inbox:
-            self.inbox[key] = simpy.Store(self.env)
-        return self.inbox[key]
-
-    def put(self, src: int, dst: int, value, label: str) -> None:
-        payload = np.array(value)  # the receiver gets its own copy
-        payload.setflags(write=False)
-        now = self.env.now
-        start = max(now, self.free.get((src, dst), 0.0))
-        done = start + payload.nbytes / COST.bandwidth
-        self.free[(src, dst)] = done
-        arrive = done + COST.latency
-        self.log.append(
-            ("msg", len(self.log), src, dst, payload.shape, payload.dtype, payload.nbytes, now, arrive, label)
-        )
-        self.env.process(self._deliver(self.store(src, dst), payload, arrive - now))
-
-    def _deliver(self, store: simpy.Store, payload, delay: float):
-        yield self.env.timeout(delay)
-        yield store.put(payload)
-
-    def get(self, src: int, dst: int):
-        return self.store(src, dst).get()
+def _message_world(p: int) -> dict:
+    return {"size": p, "cost": COST, "keep_payloads": False, "book_collectives": False}
 
 
 def run_simpy(p: int, n: int):
-    env = simpy.Environment()
-    log: list = []
-    cable = Cable(env, log)
-    results: list = [None] * p
-    bounds = chunk_bounds(n, p)
-
-    def device(rank: int):
-        x = np.full(n, float(rank), np.float32)
-        chunks = [x[bounds[j] : bounds[j + 1]] for j in range(p)]
-        right, left = (rank + 1) % p, (rank - 1) % p
-        for s in range(p - 1):  # reduce-scatter
-            out_j, in_j = (rank - s - 1) % p, (rank - s - 2) % p
-            cable.put(rank, right, chunks[out_j], f"all_reduce ring step {s} chunk {out_j}")
-            got = yield cable.get(left, rank)
-            chunks[in_j] = np.add(got, chunks[in_j])
-            seconds = COST.compute_time(chunks[in_j].size)
-            log.append(("op", len(log), rank, "all_reduce.sum", env.now, env.now + seconds))
-            yield env.timeout(seconds)
-        for s in range(p - 1):  # all-gather
-            out_j, in_j = (rank - s) % p, (rank - s - 1) % p
-            cable.put(rank, right, chunks[out_j], f"all_reduce ring step {p - 1 + s} chunk {out_j}")
-            chunks[in_j] = yield cable.get(left, rank)
-        results[rank] = np.concatenate(chunks)
-
-    for r in range(p):
-        env.process(device(r))
-    env.run()
-    return sum(1 for e in log if e[0] == "msg"), env.now, results[0]
+    return simpy_peer.ring_all_reduce(COST, p, n)
 
 
-# ---- measurement -----------------------------------------------------------------------------
-# Each side runs in its own fresh process, so that its peak memory (ru_maxrss) is its own and one
-# side's leftovers do not slow the other.
-def kept_engine(p: int, n: int):
-    """Run the engine under tracemalloc; report the bytes its finished result keeps (not a timed run)."""
+def kept_message(p: int, n: int) -> None:
+    """Run message by message under tracemalloc: the bytes the finished result keeps per message, and the most
+    held during the run over that (imports and first-use caches warmed by a small run first)."""
+    World(**_message_world(4)).run(engine_program, 4)
+    gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    result = World(p, cost=COST, keep_payloads=False).run(engine_program, n)
+    result = World(**_message_world(p)).run(engine_program, n)
     gc.collect()
-    kept = tracemalloc.get_traced_memory()[0] - before
+    kept, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    print(json.dumps({"kept_per_message": kept / len(result.trace.messages)}))
+    kept -= before
+    print(json.dumps({"kept_per_message": kept / len(result.trace.messages), "peak_over_kept": (peak - before) / kept}))
 
 
-SIDES = {"engine": run_engine, "simpy": run_simpy, "kept": kept_engine, "baseline": run_engine}
+SIDES = {
+    "booked": run_engine,
+    "message": lambda p, n: run_engine(p, n, booked=False),
+    "simpy": run_simpy,
+    "baseline": run_engine,
+}
 
 
 def run_side(side: str, p: int, n: int) -> None:
     if side == "kept":
-        kept_engine(p, n)
+        kept_message(p, n)
         return
-    t0 = time.perf_counter()
+    c0, t0 = cpu(), time.perf_counter()
     messages, sim_time, out = SIDES[side](p, n)
-    wall = time.perf_counter() - t0
+    wall, seconds = time.perf_counter() - t0, cpu() - c0
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux reports KiB
     digest = hashlib.sha256(np.ascontiguousarray(out).tobytes()).hexdigest()[:16]
-    print(
-        json.dumps(
-            {
-                "messages": messages,
-                "sim_time": sim_time,
-                "wall": wall,
-                "peak_mb": peak_mb,
-                "digest": digest,
-                "first": float(out[0]),
-            }
-        )
-    )
+    print(json.dumps({"messages": messages, "sim_time": sim_time, "cpu": seconds, "wall": wall, "peak_mb": peak_mb,
+                      "digest": digest, "first": float(out[0])}))  # fmt: skip
 
 
 def spawn(side: str, p: int, n: int, root: str = ROOT) -> dict:
@@ -177,9 +112,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--devices", type=int, default=1024)
     parser.add_argument("--elements", type=int, default=None, help="array length (default: one per device)")
-    parser.add_argument("--repeat", type=int, default=2, help="runs of each side, alternating; the best counts")
-    parser.add_argument("--baseline", help="another checkout whose engine runs as a third side")
-    parser.add_argument("--side", choices=sorted(SIDES), help=argparse.SUPPRESS)
+    parser.add_argument("--rounds", type=int, default=3, help="rounds of side-by-side runs; figures are medians")
+    parser.add_argument("--kept", type=int, nargs="*", default=[256, 512], help="devices for the bytes kept")
+    parser.add_argument("--baseline", help="another checkout whose engine (booked) runs as a further side")
+    parser.add_argument("--side", choices=[*SIDES, "kept"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     p = args.devices
     n = args.elements or p
@@ -188,38 +124,46 @@ def main() -> None:
         return
     from floor import floor_rate
 
-    print(f"ring all-reduce of {n} float32 over {p} devices, each side in a fresh process, best of {args.repeat}")
-    print(f"{'':<12} {'messages':>10} {'wall s':>8} {'msg/s':>10} {'peak MB':>9} {'simulated us':>13}")
-    sides = [("this engine", "engine", ROOT), ("SimPy", "simpy", ROOT)]
+    print(f"ring all-reduce of {n} float32 over {p} devices, {2 * p * (p - 1):,} messages; each side in a fresh")
+    print(f"process, CPU seconds; {args.rounds} rounds, each figure the median of the rounds (min to max)")
+    sides = [("booked", ROOT), ("message", ROOT), ("simpy", ROOT)]
     if args.baseline:
-        sides.append(("baseline", "baseline", str(Path(args.baseline).resolve())))
-    rows: dict[str, dict] = {}
-    floor = 0.0
-    for _ in range(args.repeat):  # alternate the sides; keep each side's best wall time
-        for name, side, root in sides:
-            r = spawn(side, p, n, root)
-            if name not in rows or r["wall"] < rows[name]["wall"]:
-                rows[name] = r
-        floor = max(floor, floor_rate(p, 2 * p * (p - 1)))
-    for name in rows:
-        r = rows[name]
+        sides.append(("baseline", str(Path(args.baseline).resolve())))
+    rounds: list[dict[str, dict]] = []
+    before, after = [], []
+    for _ in range(args.rounds):
+        before.append(load())
+        rounds.append({side: spawn(side, p, n, root) for side, root in sides})
+        rounds[-1]["floor"] = {"cpu": 2 * p * (p - 1) / floor_rate(p, 2 * p * (p - 1), time.process_time)}
+        after.append(load())
+    for r in rounds:
+        s = r["simpy"]
+        for side, _ in sides:
+            assert r[side]["messages"] == s["messages"], "message counts differ"
+            assert r[side]["digest"] == s["digest"] and r[side]["first"] == p * (p - 1) / 2, "different sums"
+            assert abs(r[side]["sim_time"] - s["sim_time"]) <= 1e-9 * s["sim_time"], "simulated end times differ"
+    m = 2 * p * (p - 1)
+    print(f"{'':<9} {'CPU s':>22} {'msg/s (median)':>15} {'peak MB':>22}")
+    for side, _ in [*sides, ("floor", ROOT)]:
+        cpus = [r[side]["cpu"] for r in rounds]
+        peak = spread([r[side]["peak_mb"] for r in rounds], "{:.0f}") if side != "floor" else ""
+        print(f"{side:<9} {spread(cpus):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
+    ratio = {side: [r["simpy"]["cpu"] / r[side]["cpu"] for r in rounds] for side, _ in sides if side != "simpy"}
+    mem = [r["message"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]
+    print(f"message by message: {spread(ratio['message'])}x SimPy's rate (target: at least 8x)")
+    print(f"  its peak: {spread(mem)} of SimPy's (target: at most 1/3)")
+    print(f"  of the floor: {spread([r['floor']['cpu'] / r['message']['cpu'] for r in rounds])}")
+    print(f"booked whole: {spread(ratio['booked'])}x SimPy's rate (target: at least 20x)")
+    if args.baseline:
+        print(f"the baseline: {spread(ratio['baseline'])}x SimPy's rate")
+    for devices in args.kept:
+        kept = [spawn("kept", devices, devices) for _ in range(args.rounds)]
         print(
-            f"{name:<12} {r['messages']:>10,} {r['wall']:>8.2f} {r['messages'] / r['wall']:>10,.0f} "
-            f"{r['peak_mb']:>9.0f} {r['sim_time'] * 1e6:>13.3f}",
-            flush=True,
+            f"message by message, {devices} devices: {spread([k['kept_per_message'] for k in kept], '{:.1f}')} bytes"
+            f" kept per message (target: at most 100), transient peak {spread([k['peak_over_kept'] for k in kept])}x"
+            " what it keeps (target: at most 1.3)"
         )
-    print(f"{'floor':<12} {'':>10} {'':>8} {floor:>10,.0f}   (a heap push, a pop and a switch per message)")
-    a, b = rows["this engine"], rows["SimPy"]
-    assert a["messages"] == b["messages"], "message counts differ"
-    assert a["digest"] == b["digest"] and a["first"] == p * (p - 1) / 2, "the two models computed different sums"
-    assert abs(a["sim_time"] - b["sim_time"]) <= 1e-9 * a["sim_time"], "simulated end times differ"
-    kept = spawn("kept", p, n)["kept_per_message"]
-    print(f"ratio: this engine runs at {b['wall'] / a['wall']:.2f}x SimPy's rate (target: at least 8x)")
-    print(f"peak: {a['peak_mb'] / b['peak_mb']:.2f} of SimPy's (target: below a third)")
-    print(f"kept: {kept:.1f} bytes per message after the run (target: at most 120)")
-    if "baseline" in rows:
-        c = rows["baseline"]
-        print(f"against the baseline: {c['wall'] / a['wall']:.2f}x its rate (target: at least 3x)")
+    print(loads(before, after + [load()]))
 
 
 if __name__ == "__main__":

@@ -88,6 +88,16 @@ def test_only_private_rings_without_payloads_are_booked(bookings):
     assert bookings[0] == 4
 
 
+def test_book_collectives_false_runs_every_ring_message_by_message(bookings):
+    booked_run = World(8, keep_payloads=False).run(staggered, 9, "sum", np.float64, True)
+    assert bookings[0] == 3
+    by_message = World(8, keep_payloads=False, book_collectives=False).run(staggered, 9, "sum", np.float64, True)
+    assert bookings[0] == 3  # none booked: the same trace, message by message
+    assert by_message.trace.signature() == booked_run.trace.signature()
+    with pytest.raises(ValueError, match="book_collectives"):
+        World(2, book_collectives=1)
+
+
 def test_stepping_a_booked_run_numbers_it_as_running_does(bookings):
     stepped = World(6, keep_payloads=False).start(staggered, 12, "sum", np.float64, True)
     steps = Stepper(stepped)

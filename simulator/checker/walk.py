@@ -14,6 +14,9 @@ from typing import Any
 
 import numpy as np
 
+from ..core.columnar import ColumnarTrace
+from ..core.columns import FREE, HOLD
+from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .compare import same, show, structured
@@ -70,7 +73,7 @@ class _Checker(_ResultChecks, _Explanations):
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
-        self.origin: list[dict[int, Op | Message]] = [{} for _ in range(trace.world_size)]  # id(value) -> record
+        self.origin = [_Origins(trace) for _ in range(trace.world_size)]  # id(value) -> record
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
@@ -81,10 +84,13 @@ class _Checker(_ResultChecks, _Explanations):
         if not self.trace.payloads:
             raise ValueError("check needs the payloads: run the world with keep_payloads=True")
         handlers = {"send": self._send, "recv": self._recv, "op": self._op, "hold": self._hold}
-        for i, (kind, rec) in enumerate(self.trace.events):
-            handler = handlers.get(kind)
-            if handler is not None:
-                handler(i, rec)
+        if isinstance(self.trace, ColumnarTrace):
+            self._walk_columns()
+        else:
+            for i, (kind, rec) in enumerate(self.trace.events):
+                handler = handlers.get(kind)
+                if handler is not None:
+                    handler(i, rec)
         self._results()
         self._unfinished_partials()
         self._never_computed()
@@ -92,6 +98,39 @@ class _Checker(_ResultChecks, _Explanations):
         if first is not None:
             self._explain(first)
         return CheckReport(first, self.checked, len(self.diverged), self.unchecked, self.notes)
+
+    def _walk_columns(self) -> None:
+        """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
+        event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
+        the reference does not know) and every receive only say who acted last and where a value came from,
+        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
+        t = self.trace
+        cols = t.event_columns()
+        rec = t._rec
+        extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        last, origin, knows = self.last_event, self.origin, {}
+        columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
+            if kind == CODE_RECV:
+                last[rank] = i
+                origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
+            elif kind == CODE_SEND:
+                if label < 0 or extra.get(row, (None,))[0] is not None:
+                    self._send(i, t.message_at_row(row))
+                else:  # a collective's chunk, unnamed: checked where the collective ends
+                    last[rank] = i
+            elif op_kind == HOLD:
+                self._hold(i, t.op_at_row(row))
+            elif op_kind != FREE:
+                ref = self._ref(rank)
+                known = knows.get((id(ref), name))
+                if known is None:
+                    known = knows[(id(ref), name)] = ref.knows(names[name])
+                if known or label < 0:
+                    self._op(i, t.op_at_row(row))
+                else:  # a collective's own reduction: checked through its result
+                    last[rank] = i
+                    origin[rank][id(op_payloads[row][1])] = row << 1 | 1
 
     def _ref(self, rank: int) -> Reference:
         ref = self.ref_of(rank)
@@ -318,6 +357,21 @@ class _Checker(_ResultChecks, _Explanations):
                         f"{'they were' if len(missing) > 1 else 'it was'} not compared",
                     )
                 )
+
+
+class _Origins(dict):
+    """id(value) -> the record a device got it from; a columnar walk stores the row instead (``row << 1``, and
+    1 for an op), made into the record when looked up."""
+
+    def __init__(self, trace: Trace) -> None:
+        super().__init__()
+        self.trace = trace
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        found = dict.get(self, key, default)
+        if type(found) is int:
+            return self.trace.op_at_row(found >> 1) if found & 1 else self.trace.message_at_row(found >> 1)
+        return found
 
 
 def _same_role(found: Any, expected: Any) -> bool:

@@ -12,7 +12,8 @@ summation order (bit for bit the messages' result), and wakes every member at th
 step ends. The trace is the one the messages would have made, event for event; the tests run both
 and compare.
 
-When: metadata only (``World(keep_payloads=False)``), eager sends, ``algorithm="ring"``, no
+When: metadata only (``World(keep_payloads=False)``), not turned off (``World(book_collectives=False)``
+runs every collective message by message), eager sends, ``algorithm="ring"``, no
 ``name``/``partials`` (names are for the checker, which needs payloads), and every ring hop a link
 no other device books (``private_links``: fully connected, or inside a node of a two-level machine)
 so that booking them late changes nothing. The first member to arrive decides for the whole call.
@@ -88,7 +89,14 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
 
 
 def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
-    if eng.keep_payloads or eng.rendezvous or not eng._plain_links or c.name is not None or c.partials is not None:
+    if (
+        not eng.world.book_collectives
+        or eng.keep_payloads
+        or eng.rendezvous
+        or not eng._plain_links
+        or c.name is not None
+        or c.partials is not None
+    ):
         return False
     if eng.world.program_time:  # a real rank runs the ring message by message, and pays its Python between them
         return False

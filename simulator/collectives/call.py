@@ -1,7 +1,8 @@
 """One collective call on one device (``_Call``): its group, position, tag, labels and reductions.
 
 Every algorithm takes a ``_Call`` and sends, receives and reduces through it, so tags, labels and the
-checker's names are made in one place. ``resolve_group`` checks a group; ``CallSignature`` is what members
+checker's names are made in one place. A part's label is the call's label and two numbers, its step and
+chunk (``poster``): text only when someone reads it. ``resolve_group`` checks a group; ``CallSignature`` is what members
 of a group compare (the engine raises an error naming both calls when they differ).
 """
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
@@ -78,19 +80,26 @@ class _Call:
 
     __slots__ = (
         "dev", "group", "p", "me", "tag", "fn", "op", "name", "partials", "kind", "algorithm", "number", "members",
+        "agreed",
     )  # fmt: skip
 
     def __init__(self, dev: Any, kind: str, group, algorithm: str, op: str | None = None, name=None, partials=None):
         if op is not None and op not in REDUCE_FNS:
             raise ValueError(f"{kind}(op={op!r}): choose one of {sorted(REDUCE_FNS)}")
         self.dev = dev
-        # a group's checks and checksum are worked out once per device (big runs make millions of calls)
+        # a group's checks and checksum are worked out once per device (big runs make millions of calls), and its
+        # ranks held once for every device of a simulation (a group of p on each of p devices is p² numbers)
         known = dev.__dict__.setdefault("_known_groups", {})
         key = None if group is None else tuple(group)
         info = known.get(key)
         if info is None:
-            g = resolve_group(dev, group)
-            info = known[key] = (g, g.index(dev.rank), tuple(sorted(g)), zlib.crc32(repr(g).encode()) & 0xFFFF)
+            engine = getattr(dev, "_engine", None)
+            shared = {} if engine is None else engine.caches.setdefault("groups", {})
+            whole = shared.get(key)
+            if whole is None or dev.rank not in whole[0]:
+                g = resolve_group(dev, group)
+                whole = shared[key] = (g, tuple(sorted(g)), zlib.crc32(repr(g).encode()) & 0xFFFF)
+            info = known[key] = (whole[0], whole[0].index(dev.rank), whole[1], whole[2])
         g, self.me, members, checksum = info
         self.group, self.members = g, members
         self.p = len(g)
@@ -99,6 +108,7 @@ class _Call:
         counts[members] = n + 1
         self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
         self.kind, self.algorithm, self.number = kind, algorithm, n
+        self.agreed = False  # the engine compared every member's call with the first one's (``agree``)
         dev._last_call = self  # what a deadlock report names a device blocked on this tag by (run_errors.py)
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
@@ -126,9 +136,39 @@ class _Call:
             return
         # compared as data; written out (``CallSignature.describe``) only for the error when two members differ
         hook(self.members, self.number, CallSignature(self.kind, tuple(details.items()), self.algorithm, self.group))
+        self.agreed = True
 
-    def send(self, value: Any, pos: int, step: Any, what: Any) -> Request:
-        return self.dev.isend(value, self.group[pos], self.tag, label=f"{self.label} step {step} chunk {what}")
+    def poster(self) -> Callable[[Any, int, Any, Any], Request | None]:
+        """``post(value, dst, step, chunk)``: send this call's part (step, chunk) to rank ``dst``; returns a
+        request to wait on, or None when the send is complete already (an eager one). The device's ``_post``
+        with this call's tag and label bound: a simulated device records step and chunk as numbers beside
+        the call's interned label (``simulator.core.columns``), never a text per message."""
+        dev = self.dev
+        return partial(dev._post, self.tag, dev._call_label(self.label))
+
+    def reducer(self) -> Callable[[Any, Any, float], Any]:
+        """``reduce(received, local, flops)``: this call's reduction of a received chunk into a local one,
+        recorded as the op ``reduce_name`` (not kept in memory; labelled with the call)."""
+        dev = self.dev
+        fast = getattr(dev, "_reduce", None)  # a simulated device's: ids interned once per call
+        if fast is not None:
+            return partial(fast, dev._op_name(self.reduce_name), dev._call_label(self.label), self.fn)
+        compute, name, fn, label = dev.compute, self.reduce_name, self.fn, self.label
+
+        def reduce(received: Any, local: Any, flops: float) -> Any:
+            return compute(name, fn, received, local, flops=flops, keep=False, label=label)
+
+        return reduce
+
+    def send(self, value: Any, pos: int, step: Any, what: Any) -> Request | None:
+        """Send part (step, what) to member ``pos``: a request to ``wait`` on, or None (complete already)."""
+        dev = self.dev
+        return dev._post(self.tag, dev._call_label(self.label), value, self.group[pos], step, what)
+
+    def wait(self, req: Request | None) -> None:
+        """Wait for a send of ``send`` (None: complete already)."""
+        if req is not None:
+            self.dev.wait(req)
 
     def recv(self, pos: int, shape=None, dtype=None, name=None, index=None) -> np.ndarray:
         return self.dev.recv(self.group[pos], self.tag, shape=shape, dtype=dtype, name=name, index=index)
@@ -137,7 +177,7 @@ class _Call:
         """Send to one member and receive from another (safe in eager and rendezvous modes)."""
         sreq = self.send(value, to, step, what)
         got = self.recv(frm, shape, dtype, name, index)
-        self.dev.wait(sreq)
+        self.wait(sreq)
         return got
 
     def sum_name(self, members: Sequence[int]) -> str | None:

@@ -1,12 +1,14 @@
 """How a collective cuts a value into chunks and bundles several blocks into one message.
 
-A chunk's reference index is a ``FlatSlice`` (``simulator.tensors.placements``); ``_flat_setup`` cuts by torch.chunk's rule (``placements.chunk_bounds``); ``_pack``/``_unpack`` carry
-several blocks in one message (the halving_doubling algorithms send half a group's blocks at a time).
+A chunk's reference index is a ``FlatSlice`` (``simulator.tensors.placements``); ``_flat_setup`` cuts by
+torch.chunk's rule (``placements.chunk_bounds``), each block a view made when asked (``FlatBlocks``);
+``_pack``/``_unpack`` carry several blocks in one message (the halving_doubling algorithms send half a group's blocks at a time).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -14,11 +16,44 @@ import numpy as np
 from ..tensors.placements import chunk_bounds
 
 
-def _flat_setup(x: np.ndarray, parts: int):
-    flat = x.reshape(-1)
-    b = chunk_bounds(flat.size, parts)
-    blocks = [flat[b[j] : b[j + 1]] for j in range(parts)]
-    return blocks, b
+@lru_cache(maxsize=256)
+def _bounds(n: int, parts: int) -> tuple[int, ...]:
+    """``chunk_bounds`` as a tuple, worked out once for every member of a group (a pure function's memo)."""
+    return tuple(chunk_bounds(n, parts))
+
+
+@lru_cache(maxsize=256)
+def _flat_shapes(n: int, parts: int) -> tuple[tuple[int], ...]:
+    """The shapes of the ``parts`` flat blocks of n elements, shared by every member of a group."""
+    b = _bounds(n, parts)
+    return tuple((b[j + 1] - b[j],) for j in range(parts))
+
+
+class FlatBlocks(Sequence):
+    """A value's blocks by torch.chunk's rule, flattened: block j is a view made when asked. Over a ring of p
+    members, p views each would be p² objects alive at once (a ring of 1,024 members: a million), though a
+    member works on one block a step."""
+
+    __slots__ = ("flat", "bounds")
+
+    def __init__(self, x: Any, parts: int) -> None:
+        self.flat = x.reshape(-1)
+        self.bounds = _bounds(self.flat.size, parts)
+
+    def __len__(self) -> int:
+        return len(self.bounds) - 1
+
+    def __getitem__(self, j: int) -> Any:  # (an IndexError past the last block ends iteration)
+        b = self.bounds
+        return self.flat[b[j] : b[j + 1]]
+
+    def shapes(self) -> tuple[tuple[int], ...]:
+        return _flat_shapes(self.flat.size, len(self))
+
+
+def _flat_setup(x: np.ndarray, parts: int) -> tuple[FlatBlocks, tuple[int, ...]]:
+    blocks = FlatBlocks(x, parts)
+    return blocks, blocks.bounds
 
 
 def _assemble(dev: Any, blocks: Sequence[Any], shape: tuple[int, ...], dtype: Any) -> Any:

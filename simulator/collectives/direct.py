@@ -26,7 +26,7 @@ def _rs_direct(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarra
     mine = blocks[me]
     got = [mine if m == me else c.recv(m, mine.shape, mine.dtype, c.sum_name([m]), index(me)) for m in range(p)]
     for r in reqs:
-        c.dev.wait(r)
+        c.wait(r)
     acc = got[0]
     for m in range(1, p):  # member order
         acc = c.combine(acc, got[m], list(range(m + 1)), index(me))
@@ -38,7 +38,7 @@ def _ag_direct(c: _Call, mine, shapes, dtype, name, index, step0: int = 0) -> li
     reqs = [c.send(mine, m, step0, me) for m in range(p) if m != me]
     out = [mine if m == me else c.recv(m, shapes[m], dtype, name, index(m)) for m in range(p)]
     for r in reqs:
-        c.dev.wait(r)
+        c.wait(r)
     return out
 
 
@@ -57,14 +57,14 @@ def _all_reduce_direct(c: _Call, x: np.ndarray) -> np.ndarray:
 def _broadcast_direct(c: _Call, x, root: int, shape, dtype):
     if c.me == root:
         for r in [c.send(x, m, 0, "all") for m in range(c.p) if m != root]:
-            c.dev.wait(r)
+            c.wait(r)
         return x
     return c.recv(root, shape, dtype, c.name)
 
 
 def _reduce_direct(c: _Call, x, root: int):
     if c.me != root:
-        c.dev.wait(c.send(x, root, 0, "all"))
+        c.wait(c.send(x, root, 0, "all"))
         return None
     got = [x if m == root else c.recv(m, x.shape, x.dtype, c.sum_name([m])) for m in range(c.p)]
     acc = got[0]
@@ -76,13 +76,13 @@ def _reduce_direct(c: _Call, x, root: int):
 def _scatter_direct(c: _Call, chunks, root: int, shape, dtype, index):
     if c.me == root:
         for r in [c.send(chunks[m], m, 0, m) for m in range(c.p) if m != root]:
-            c.dev.wait(r)
+            c.wait(r)
         return chunks[root]
     return c.recv(root, shape, dtype, c.name, index(c.me))
 
 
 def _gather_direct(c: _Call, x, root: int, shapes, index):
     if c.me != root:
-        c.dev.wait(c.send(x, root, 0, c.me))
+        c.wait(c.send(x, root, 0, c.me))
         return None
     return [x if m == root else c.recv(m, shapes[m], x.dtype, c.name, index(m)) for m in range(c.p)]

@@ -19,7 +19,7 @@ def _all_to_all_direct(c: _Call, chunks, shapes, dtype):
     reqs = [c.send(chunks[m], m, 0, m) for m in range(p) if m != me]
     out = [chunks[me] if m == me else c.recv(m, shapes[m] if shapes else None, dtype) for m in range(p)]
     for r in reqs:
-        c.dev.wait(r)
+        c.wait(r)
     return out
 
 

@@ -130,7 +130,7 @@ def _all_reduce_halving_doubling(c: _Call, x: np.ndarray) -> np.ndarray:
     whole = [c.sum_name([m]) for m in range(p)] if c.partials else None
     # fold: among the first 2r members, even ones hand their whole value to the next (odd) one
     if me < 2 * r and me % 2 == 0:
-        c.dev.wait(c.send(x, me + 1, "fold", "all"))
+        c.wait(c.send(x, me + 1, "fold", "all"))
         v = None
     elif me < 2 * r:
         got = c.recv(me - 1, x.shape, x.dtype, whole[me - 1] if whole else None)
@@ -151,7 +151,7 @@ def _all_reduce_halving_doubling(c: _Call, x: np.ndarray) -> np.ndarray:
         result = _assemble(c.dev, out, x.shape, x.dtype)
     # unfold: odd members of the first 2r hand the result back to their even partner
     if me < 2 * r and me % 2 == 1:
-        c.dev.wait(c.send(result, me - 1, "unfold", "all"))
+        c.wait(c.send(result, me - 1, "unfold", "all"))
     elif me < 2 * r:
         result = c.recv(me + 1, x.shape, x.dtype, c.name)
     return result

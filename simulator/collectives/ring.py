@@ -8,76 +8,77 @@ all-reduce without payloads is booked whole where it can be (simulator/collectiv
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import nullcontext
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..tensors.placements import FlatSlice
-from .chunks import _assemble, _flat_setup
+from .chunks import FlatBlocks, _assemble, _flat_setup
 
 if TYPE_CHECKING:
     from .call import _Call
 
 
-def _rs_ring(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
-    """Step s: send block (me - s - 1) to the right, add the block (me - s - 2) arriving from the left.
+def _rs_ring(c: _Call, blocks: Sequence, index: Callable[[int], Any]) -> np.ndarray:
+    """Step s: send chunk (me - s - 1) to the right, add the block (me - s - 2) arriving from the left.
 
-    The hot loop of large simulations: device methods are bound once, and names and indices for the
-    checker are built only when the call is named.
+    The chunk sent at a step is the one summed at the step before (at step 0, this member's own block):
+    only that chunk is held, never all p. The hot loop of large simulations: the call's sends and reductions
+    are bound once (``_Call.poster``, ``reducer``: its tag, label and op name with them), and names and
+    indices for the checker are built only when the call is named.
     """
-    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    p, me, dev, tag = c.p, c.me, c.dev, c.tag
     right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
-    isend, send, recv, wait, compute = dev.isend, dev.send, dev.recv, dev.wait, dev.compute
-    eager = getattr(dev, "eager_sends", False)  # then a plain send cannot block: no request to wait on
-    fn, reduce_name = c.fn, c.reduce_name
-    acc = list(blocks)
+    post, recv, wait = c.poster(), dev.recv, dev.wait
+    reduce = c.reducer()
     named = c.partials is not None
+    # a flat value's blocks sliced here (a method call less a step); else blocks[j]
+    flat, b = (blocks.flat, blocks.bounds) if type(blocks) is FlatBlocks else (None, None)
+    # One value cut the same way on every member, and the members' calls compared (shape, dtype) before any
+    # chunk moved: no chunk can break its receive's contract, so it is not declared again chunk by chunk.
+    # (Blocks given one by one, or a device that cannot compare calls, a real rank's, declare each.)
+    contract = flat is None or not c.agreed
+    out_j = (me - 1) % p
+    acc = blocks[out_j]
     for s in range(p - 1):
-        out_j = (me - s - 1) % p
         in_j = (out_j - 1) % p
-        blk = acc[in_j]
-        if eager:
-            send(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
-        else:
-            sreq = isend(acc[out_j], right, tag, label=f"{label} step {s} chunk {out_j}")
+        blk = blocks[in_j] if flat is None else flat[b[in_j] : b[in_j + 1]]
+        sreq = post(acc, right, s, out_j)
         if named:
             members = [(in_j + 1 + k) % p for k in range(s + 1)]
             got = recv(left, tag, shape=blk.shape, dtype=blk.dtype, name=c.sum_name(members), index=index(in_j))
-            acc[in_j] = c.combine(got, blk, members + [me], index(in_j))
+            acc = c.combine(got, blk, members + [me], index(in_j))
         else:
-            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype)
-            acc[in_j] = compute(reduce_name, fn, got, blk, flops=blk.size, keep=False, label=label)
-        if not eager:
+            got = recv(left, tag, shape=blk.shape, dtype=blk.dtype) if contract else recv(left, tag)
+            acc = reduce(got, blk, blk.size)
+        if sreq is not None:  # (an eager send is complete already)
             wait(sreq)
-    return acc[me]
+        out_j = in_j
+    return acc
 
 
 def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, into: list | None = None) -> list:
     """Step s: pass block (me - s) to the right, receive block (me - s - 1) from the left.
 
     into: where each block is received (``dev.recv_into``, a real rank's: slots of the result), or None."""
-    p, me, dev, tag, label = c.p, c.me, c.dev, c.tag, c.label
+    p, me, dev, tag = c.p, c.me, c.dev, c.tag
     right, left = c.group[(me + 1) % p], c.group[(me - 1) % p]
-    isend, send, recv, wait = dev.isend, dev.send, dev.recv, dev.wait
-    eager = getattr(dev, "eager_sends", False)
+    post, recv, wait = c.poster(), dev.recv, dev.wait
     out: list = [None] * p
     out[me] = mine
     for s in range(p - 1):
         out_j = (me - s) % p
         in_j = (out_j - 1) % p
-        if eager:
-            send(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
-        else:
-            sreq = isend(out[out_j], right, tag, label=f"{label} step {step0 + s} chunk {out_j}")
+        sreq = post(out[out_j], right, step0 + s, out_j)
         if into is not None:
             out[in_j] = dev.recv_into(left, tag, into[in_j], name=name, index=None if name is None else index(in_j))
-        elif name is None:
-            out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype)
+        elif name is None:  # (contracts as in _rs_ring: every member declared the same shapes and dtype)
+            out[in_j] = recv(left, tag) if c.agreed else recv(left, tag, shape=shapes[in_j], dtype=dtype)
         else:
             out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype, name=name, index=index(in_j))
-        if not eager:
+        if sreq is not None:
             wait(sreq)
     return out
 
@@ -89,7 +90,7 @@ def _all_reduce_ring(c: _Call, x: np.ndarray) -> np.ndarray:
         return FlatSlice(b[j], b[j + 1])
 
     mine = c.finish_avg(_rs_ring(c, blocks, index))
-    shapes = [blk.shape for blk in blocks]
+    shapes = blocks.shapes()
     step0 = c.p - 1  # the all-gather's steps continue after the reduce-scatter's
     if getattr(c.dev, "recv_into", None) is None:
         out = _ag_ring(c, mine, shapes, x.dtype, c.name, index, step0)

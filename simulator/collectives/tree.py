@@ -40,7 +40,7 @@ def _broadcast_tree(c: _Call, x, root: int, shape, dtype, step0: int = 0):
             reqs.append(c.send(x, (v + mask + root) % p, step0 + mask.bit_length() - 1, "all"))
         mask >>= 1
     for r in reqs:
-        c.dev.wait(r)
+        c.wait(r)
     return x
 
 
@@ -52,7 +52,7 @@ def _reduce_tree(c: _Call, x, root: int):
     mask = 1
     while mask < p:
         if v & mask:
-            c.dev.wait(c.send(acc, (v - mask + root) % p, mask.bit_length() - 1, "all"))
+            c.wait(c.send(acc, (v - mask + root) % p, mask.bit_length() - 1, "all"))
             return None
         if v + mask < p:
             sub = [(root + u) % p for u in range(v + mask, min(v + 2 * mask, p))]
@@ -92,7 +92,7 @@ def _scatter_tree(c: _Call, chunks, root: int, shape, dtype, index):
             reqs.append(c.send(bundle[mask : min(2 * mask, have)], (v + mask + root) % p, mask.bit_length() - 1, v))
         mask >>= 1
     for r in reqs:
-        c.dev.wait(r)
+        c.wait(r)
     piece = bundle[0]
     if c.name is not None:
         return c.dev.compute(c.name, lambda: piece, seconds=0.0, index=index(c.me))
@@ -107,7 +107,7 @@ def _gather_tree(c: _Call, x, root: int, shapes, index):
     mask = 1
     while mask < p:
         if v & mask:
-            c.dev.wait(c.send(np.stack(parts), (v - mask + root) % p, mask.bit_length() - 1, v))
+            c.wait(c.send(np.stack(parts), (v - mask + root) % p, mask.bit_length() - 1, v))
             return None
         if v + mask < p:
             n = min(mask, p - v - mask)

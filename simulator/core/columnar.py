@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import MSG, MSG_DTYPE, OP, OP_DROPPED, OP_DTYPE, OP_EVENT, Growable, Recorder
+from .columns import FREE, HOLD, MSG, MSG_DTYPE, OP, OP_DROPPED, OP_DTYPE, OP_EVENT, Growable, Recorder
 from .ordering import CODE_OP, CODE_RECV, CODE_SEND
 from .tags import TAG_BASE, CollectiveTag
 from .trace import Message, Op, Trace
@@ -38,16 +38,61 @@ class ColumnarTrace(Trace):
         self.groups: set[tuple[int, ...]] = set()
         self._rec = recorder
         self._codes = Growable(np.int64 if wide_codes else np.int32)  # canonical order: row << 2 | kind
-        self._msg_row = Growable(np.int32)  # number -> row (and back, made when asked: see numbers)
-        self._op_row = Growable(np.int32)
+        # number -> row of the messages, of the ops (holds and frees too), of the ops proper: read off the codes
+        # when first asked (``_number_rows``), then kept up to date by each settle; a finished trace gives them up
+        self._rows: dict[str, Growable] = {}
         self._numbers: dict[str, tuple[np.ndarray, int]] = {}  # "msgs"/"ops" -> (row -> number, how many numbered)
-        self._op_list = Growable(np.int32)  # rows of the ops proper (not holds and frees), in number order
         self._t_recv = Growable(np.float64)  # message row -> when received (NaN: not yet)
-        self._pending: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # held back by a settle
+        self._pending: list[tuple[np.ndarray, np.ndarray]] | None = None  # (codes, times) held back by a settle
         self._seen_msgs = 0  # rows whose events have been taken from the log
         self._seen_ops = 0
         self._views: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self.finished = False  # no more rows will come: NumPy views of the buffers are safe
+
+    # ---- numbers and rows ------------------------------------------------------------------------
+    @property
+    def _msg_row(self) -> Growable:
+        """Message number -> row."""
+        rows = self._rows.get("msgs")
+        return self._number_rows("msgs") if rows is None else rows
+
+    @property
+    def _op_row(self) -> Growable:
+        """Op number (holds and frees numbered too) -> row."""
+        rows = self._rows.get("ops")
+        return self._number_rows("ops") if rows is None else rows
+
+    @property
+    def _op_list(self) -> Growable:
+        """The rows of the ops proper (not holds and frees), in number order."""
+        rows = self._rows.get("list")
+        return self._number_rows("list") if rows is None else rows
+
+    def _count(self, which: str) -> int:
+        """How many messages ("msgs") or ops proper ("list") are numbered, without a number -> row map."""
+        rows = self._rows.get(which)
+        if rows is not None:
+            return rows.n
+        if which == "msgs" and self.finished:
+            return self._rec.n_msgs
+        return self._number_rows(which).n
+
+    def _number_rows(self, which: str) -> Growable:
+        """A number -> row map, read off the codes (the events in canonical order); kept up to date from now on."""
+        known = self._rows.get(which)
+        if known is not None:
+            return known
+        codes = self._codes.values
+        kind = CODE_SEND if which == "msgs" else CODE_OP
+        rows = Growable(np.int32, 1)
+        rows.extend((codes[(codes & 3) == kind] >> 2).astype(np.int32))
+        if which == "list":
+            kinds = self._rec.table("ops", copy=not self.finished)["kind"][rows.values]
+            proper = rows.values[(kinds != HOLD) & (kinds != FREE)]
+            rows = Growable(np.int32, 1)
+            rows.extend(proper)
+        self._rows[which] = rows
+        return rows
 
     # ---- the Trace API ---------------------------------------------------------------------------
     @property
@@ -56,11 +101,11 @@ class ColumnarTrace(Trace):
 
     @property
     def messages(self) -> RecordList:
-        return RecordList(self._msg_row, self.message_at_row)
+        return RecordList(self, "msgs", self.message_at_row)
 
     @property
     def ops(self) -> RecordList:
-        return RecordList(self._op_list, self.op_at_row)
+        return RecordList(self, "list", self.op_at_row)
 
     def __len__(self) -> int:
         return self._codes.n
@@ -68,21 +113,45 @@ class ColumnarTrace(Trace):
     @property
     def end_time(self) -> float:
         t = 0.0
+        if self.finished:  # every row is numbered: by rows, a slice at a time (no array as long as the trace)
+            arrive, t_recv, step = self._rec.table("msgs", copy=False)["t_arrive"], self._t_recv.values, 1 << 16
+            for i in range(0, len(arrive), step):  # a message ends when received, else when it arrives (0: never left)
+                a, r = arrive[i : i + step], t_recv[i : i + step]
+                got = ~np.isnan(r)
+                if got.any():
+                    t = max(t, float(r[got].max()))
+                if len(r) < len(a) or not got.all():
+                    late = np.concatenate([a[: len(r)][~got], a[len(r) :]])
+                    t = max(t, float(np.nan_to_num(late).max()))
+            ops = self._rec.table("ops", copy=False)
+            for i in range(0, len(ops), step):  # the ops proper: holds and frees left out
+                o = ops[i : i + step]
+                ends = o["t_end"][(o["kind"] != HOLD) & (o["kind"] != FREE)]
+                t = max(t, float(ends.max(initial=0.0)))
+            return t
         rows = self._msg_row.values
         if len(rows):  # a message ends when received, or else when it arrives (0 if it never left); by row
-            arrive = self._rec.table("msgs", copy=not self.finished)["t_arrive"]
+            arrive = self._rec.table("msgs", copy=True)["t_arrive"]
             t_recv = np.full(len(arrive), np.nan)
             t_recv[: self._t_recv.n] = self._t_recv.values
             done = np.where(np.isnan(t_recv), np.nan_to_num(arrive), t_recv)
-            t = max(t, float(done.max() if len(rows) == len(arrive) else done[rows].max()))
+            t = max(t, float(done[rows].max()))
         ops = self._op_list.values
         if len(ops):
-            ends = self._rec.table("ops", copy=not self.finished)["t_end"]
+            ends = self._rec.table("ops", copy=True)["t_end"]
             t = max(t, float(ends[ops].max()))
         return t
 
     def unreceived(self) -> list[Message]:
         return [self.message(int(i)) for i in np.flatnonzero(np.isnan(self.receive_times()))]
+
+    def all_received(self) -> bool:
+        """Whether every settled message was received (read off the receive times by row, a slice at a time)."""
+        t_recv, step = self._t_recv.values, 1 << 16
+        numbered = self._rec.n_msgs if self.finished else self._msg_row.n  # (finished: every row is numbered)
+        if len(t_recv) != numbered:  # some rows not settled, or never received: the general way
+            return not np.isnan(self.receive_times()).any()
+        return not any(np.isnan(t_recv[i : i + step]).any() for i in range(0, len(t_recv), step))
 
     def receive_times(self) -> np.ndarray:
         """When each settled message was received, in number order (NaN: not received)."""
@@ -128,6 +197,30 @@ class ColumnarTrace(Trace):
         out["t_recv"] = self.receive_times()
         return out
 
+    def event_columns(self) -> dict[str, np.ndarray]:
+        """Every settled event's columns in canonical order, for a walk over a whole run that makes a record only
+        where it needs one: ``kind`` (CODE_SEND, CODE_RECV or CODE_OP), ``row`` (for ``message_at_row`` /
+        ``op_at_row``), ``rank`` (a send's source, a receive's destination, an op's device), ``op_kind``
+        (OP_KEPT ... FREE; -1 for messages), ``label`` (the interned label, -1 for none) and ``name`` (an op's
+        interned name; -1 for messages, whose names are in ``_rec.msg_extra``)."""
+        codes = self._codes.values
+        kind, row = codes & 3, codes >> 2
+        msgs, ops = self._rec.table("msgs", copy=not self.finished), self._rec.table("ops", copy=not self.finished)
+        out = {"kind": kind, "row": row}
+        for name, msg_field, op_field in (("rank", None, "rank"), ("label", "label", "label"), ("name", None, "name")):
+            col = np.full(len(codes), -1, np.int64)
+            for k, table, field in ((CODE_SEND, msgs, msg_field or "src"), (CODE_RECV, msgs, msg_field or "dst")):
+                if name != "name":
+                    at = kind == k
+                    col[at] = table[field][row[at]]
+            at = kind == CODE_OP
+            col[at] = ops[op_field][row[at]]
+            out[name] = col
+        out["op_kind"] = np.where(
+            kind == CODE_OP, ops["kind"][np.where(kind == CODE_OP, row, 0)] if len(ops) else -1, -1
+        )
+        return out
+
     def op_columns(self, only_ops: bool = False) -> dict[str, np.ndarray]:
         """Every settled op's (and hold's and free's, unless ``only_ops``) fields as arrays in number order."""
         rows = (self._op_list if only_ops else self._op_row).values
@@ -152,23 +245,27 @@ class ColumnarTrace(Trace):
         return np.array([s[2] for s in self._rec.sig_values] or [0], dtype=np.int64)
 
     def label_text(self, label: int, step: int, chunk: int) -> str | None:
+        """A message's or op's label as text, made from its columns (``all_reduce#0 ring step 1 chunk 2``)."""
         if label < 0:
             return None
-        base = self._rec.labels.values[label]
-        return base if step < 0 else f"{base} step {step} chunk {chunk}"
+        rec = self._rec
+        base = rec.labels.values[label]
+        return base if step == -1 else f"{base} step {rec.part_text(step)} chunk {rec.part_text(chunk)}"
 
     def name_text(self, name: int) -> str | None:
         return None if name < 0 else self._rec.names.values[name]
 
     def nbytes(self) -> int:
         """Host bytes the trace's metadata takes: rows, numbering and codes (not payloads or interned text)."""
-        parts = (self._codes, self._msg_row, self._op_row, self._op_list, self._t_recv)
+        parts = (self._codes, self._t_recv, *self._rows.values())
         return self._rec.nbytes() + sum(g._data.nbytes for g in parts)
 
     def finish(self) -> None:
         """No more rows will come: give back spare capacity, and let exports view the buffers directly."""
-        for g in (self._codes, self._msg_row, self._op_row, self._op_list, self._t_recv):
+        for g in (self._codes, self._t_recv):
             g.trim()
+        self._rows.clear()  # (the codes hold them: made again when asked)
+        self._numbers.clear()
         self.finished = True
 
 
@@ -219,27 +316,28 @@ class EventList(_MadeOnAccess):
 class RecordList(_MadeOnAccess):
     """``trace.messages`` or ``trace.ops``: records by number, made on access."""
 
-    __slots__ = ("_rows", "_make")
+    __slots__ = ("_trace", "_which", "_make")
 
-    def __init__(self, rows: Growable, make: Callable[[int], Any]) -> None:
-        self._rows, self._make = rows, make  # numbers -> rows; a row -> its view
+    def __init__(self, trace: ColumnarTrace, which: str, make: Callable[[int], Any]) -> None:
+        self._trace, self._which, self._make = trace, which, make  # "msgs" or "list"; a row -> its view
 
     def __len__(self) -> int:
-        return self._rows.n
+        return self._trace._count(self._which)
 
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self[j] for j in range(*i.indices(len(self)))]
-        n = self._rows.n
+        rows = self._trace._number_rows(self._which)
+        n = rows.n
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("record index out of range")
-        return self._make(int(self._rows.values[i]))
+        return self._make(int(rows.values[i]))
 
     def __iter__(self) -> Iterator[Any]:
         make = self._make
-        for r in self._rows.values.tolist():
+        for r in self._trace._number_rows(self._which).values.tolist():
             yield make(r)
 
 

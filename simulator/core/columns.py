@@ -4,8 +4,8 @@ The hot path records a message with one ``struct`` pack appended to a ``bytearra
 in Python as appending one tuple to a list, and 48 bytes instead of several hundred), a completed
 receive with another (the message's row and when), an op likewise, and one byte per event in a log
 that keeps the order events happened in. Nothing else is made per event: no record objects, no
-strings (names and labels are interned to numbers, a collective chunk's label is its call's label
-plus two numbers), no payloads unless the run keeps them.
+strings (names and labels are interned to numbers, a collective part's label is its call's label
+plus two numbers, step and chunk, made into text only when shown), no payloads unless the run keeps them.
 
 Why bytearrays and not NumPy arrays written in place: a NumPy element write from Python costs about
 three times a packed append, and growing a ``bytearray`` reallocates in place (``mremap`` for large
@@ -35,7 +35,7 @@ MSG_DTYPE = np.dtype(
         ("tag", "<i4"),
         ("sig", "<i4"),  # (shape, dtype) interned: see Recorder.sig
         ("label", "<i4"),  # interned label, or -1
-        ("step", "<i4"),  # a collective chunk's step, or -1 (then the label is whole)
+        ("step", "<i4"),  # a collective part's step, or -1 (then the label is whole); see Recorder.part
         ("chunk", "<i4"),  # ... and its chunk
         ("t_send", "<f8"),
         ("t_start", "<f8"),  # NaN until a rendezvous send is matched
@@ -68,8 +68,9 @@ OP_KEPT, OP_DROPPED, HOLD, FREE = 0, 1, 2, 3
 OP_EVENT = ("op", "op", "hold", "free")
 # Kinds in the event log (one byte per event, in the order events happened).
 EV_SEND, EV_RECV, EV_OP = 0, 1, 2
-# Every this many recorded events, the engine settles what no device can still precede (bounds the log).
-SETTLE_EVERY = 1 << 19
+# The engine settles what no device can still precede every sixth more recorded events, and at least this
+# many (bounds the log, and what a settle makes beside the trace).
+SETTLE_EVERY = 1 << 14
 
 
 class Interner:
@@ -128,6 +129,15 @@ class Recorder:
             self.sig_values.append((shape, dtype, nbytes))
         return sig
 
+    def part(self, value: Any) -> int:
+        """A collective part's step or chunk as its column holds it: a number as it is, a text (``"fold"``,
+        ``"all"``, ``"0-3"``) interned with the labels, as ``-2 - id`` (-1 is "no part")."""
+        return value if type(value) is int and value >= 0 else -2 - self.labels(str(value))
+
+    def part_text(self, code: int) -> Any:
+        """What ``part`` stored: the number, or the text."""
+        return code if code >= 0 else self.labels.values[-2 - code]
+
     def write_times(self, row: int, start: float, arrive: float) -> None:
         """A rendezvous message is matched: its transfer's start and arrival go into its row."""
         _TIMES.pack_into(self.msgs, row * MSG.size + T_START_AT, start, arrive)
@@ -145,8 +155,9 @@ class Recorder:
 
 
 class Growable:
-    """A NumPy array that grows at its end, its capacity four times over when full (few copies; pages never
-    written take no memory), and ``trim`` gives the spare capacity back once the run is over.
+    """A NumPy array that grows at its end, by a quarter when full, in place where the allocator can (a large
+    array's ``realloc`` remaps its pages rather than copying them), and ``trim`` gives the spare capacity
+    back once the run is over: a trace's arrays never take much more than they hold, even while they grow.
 
     ``values`` is the filled part (a view; take it anew after each ``extend``).
     """
@@ -167,9 +178,13 @@ class Growable:
     def reserve(self, n: int, fill: Any = None) -> None:
         """Grow the filled part to ``n`` elements, new ones set to ``fill`` (or left unset for None)."""
         if n > len(self._data):
-            grown = np.empty(max(n, len(self._data) * 4), self._data.dtype)
-            grown[: self.n] = self._data[: self.n]
-            self._data = grown
+            capacity = max(n, len(self._data) + len(self._data) // 4)
+            try:
+                self._data.resize(capacity)  # refuses (ValueError) while a view exists
+            except ValueError:  # something holds a view of it: copy instead
+                grown = np.empty(capacity, self._data.dtype)
+                grown[: self.n] = self._data[: self.n]
+                self._data = grown
         if fill is not None and n > self.n:
             self._data[self.n : n] = fill
         self.n = max(self.n, n)

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ..cost.meta import MetaArray
 from ..cost.model import op_bytes, op_flops, operand_bytes
 from .columns import EV_OP, FREE, HOLD, OP, OP_DROPPED, OP_KEPT
 from .errors import infinite_op
@@ -36,6 +37,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
 )
 
 INF = float("inf")
+_ndarray = np.ndarray
 NAN = float("nan")
 _pack_op = OP.pack
 
@@ -59,8 +61,8 @@ class Device(DeviceMemory, Messaging):
         self._log = rec.log.append  # one byte per event, in the order events happen
         self._add_msg = rec.msgs.extend  # (bound once: the hot path calls them for every message)
         self._add_recv = rec.recvs.extend
-        # The last payload received: immutable for good, and what forwarding programs (a ring pass, an
-        # all-gather) send next, so sending it again skips the immutability check.
+        # The last payload received (or a collective's last reduction): immutable for good, and what forwarding
+        # programs (a ring pass, an all-gather, a reduce-scatter) send next, so sending it skips the check.
         self._known: Any = None
         self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
         self._greenlet: Any = None  # set by the engine
@@ -146,11 +148,7 @@ class Device(DeviceMemory, Messaging):
             )
         if not self.clock + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, before any view sees it
             raise infinite_op(eng.cost, self.rank, name, flops, seconds, self.clock)
-        inputs = (
-            tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
-            if self._rec.keep_payloads
-            else None
-        )
+        inputs = _kept_inputs(inputs) if self._rec.keep_payloads else None
         self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
         if keep:
             self._memory[name] = out
@@ -206,6 +204,53 @@ class Device(DeviceMemory, Messaging):
         to a module. The value is not stored in memory under ``name``: the program has moved on."""
         self._rec.msg_extra[req.row] = (name, index)
 
+    def _op_name(self, text: str) -> int:
+        """An op's name as ``_reduce`` takes it: interned."""
+        return self._rec.names(text)
+
+    def _reduce(self, name: int, label: int, fn: Callable[[Any, Any], Any], received: Any, local: Any, flops: float):
+        """A collective's reduction ``fn(received, local)``: recorded as ``compute(name, fn, received, local,
+        flops=flops, keep=False, label=label)`` records it, with ``name`` and ``label`` interned once per call
+        (``_op_name``, ``_call_label``) and no per-op checks (a collective's own arguments need none). The hot
+        path of a collective's reduce phase: one op row, nothing else made."""
+        eng = self._engine
+        if not eng._plain_cost:  # the roofline prices the op's bytes too: the general way
+            names = self._rec
+            return self.compute(
+                names.names.values[name], fn, received, local, flops=flops, keep=False, label=names.labels.values[label]
+            )
+        try:
+            out = fn(received, local)
+        except Exception:  # the error compute gives, naming the op, the device and its inputs
+            run_op(self.rank, self._rec.names.values[name], fn, (received, local))
+            raise
+        if type(out) is _ndarray and out.flags.writeable:
+            out.setflags(write=False)  # read-only for good (see payloads.sealed)
+            out = out.view()
+        rec = self._rec
+        row = rec.n_ops
+        if row + rec.n_msgs >= eng._checkpoint:
+            eng._event_checkpoint(self.rank)
+        rec.n_ops = row + 1
+        t0 = self.clock
+        seconds = eng._op_latency + flops / eng._flop_rate
+        if not t0 + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, as compute refuses it
+            raise infinite_op(eng.cost, self.rank, rec.names.values[name], flops, seconds, t0)
+        rec.ops.extend(_pack_op(OP_DROPPED, self.rank, name, label, t0, t0 + seconds, flops, 0))
+        self._log(EV_OP)
+        if rec.keep_payloads:
+            rec.op_payloads.append((_kept_inputs((received, local)), out))
+        if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and usually what is sent next
+            sig = rec.sigs.get((out.shape, out.dtype))
+            if sig is not None:
+                self._known, self._known_sig = out, sig
+        if seconds > 0:
+            if eng._in_time_order:
+                self._advance(t0 + seconds)
+            else:  # running ahead (Engine.finish): nobody else's turn to give way to
+                self.clock = t0 + seconds
+        return out
+
     # ---- clock --------------------------------------------------------------------------------
     def _advance(self, t: float) -> None:
         """Move this device's clock to t, letting any device with an earlier event go first."""
@@ -219,3 +264,8 @@ class Device(DeviceMemory, Messaging):
     def _agree_collective(self, members: tuple[int, ...], number: int, call: Any) -> None:
         """A collective call about to start (see collectives._Call.agree): the engine compares members' calls."""
         self._engine._agree(self.rank, members, number, call)
+
+
+def _kept_inputs(inputs: tuple) -> tuple:
+    """An op's inputs as the trace keeps them: a copy of any the program could still change."""
+    return tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)

@@ -99,6 +99,10 @@ class World:
     blas_threads:  threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
                    devices take turns and more threads only contend for the cores (``simulator.core.threads``);
                    None leaves BLAS as it is
+    book_collectives: let a collective that can be booked whole be (a ring all-reduce without payloads:
+                   ``simulator.collectives.booked``), its trace the one its messages would make, event for
+                   event. False runs every collective message by message, as a run that keeps payloads does
+                   (to time that path, or to compare the two). On by default
     """
 
     size: int
@@ -111,6 +115,7 @@ class World:
     program_time: bool = False
     max_buffered_bytes: int | None = None
     blas_threads: int | None = 1
+    book_collectives: bool = True
 
     def __post_init__(self) -> None:
         if isinstance(self.cost, str):  # a preset's name, e.g. World(8, cost="dgx-h100")
@@ -158,6 +163,8 @@ class World:
                 f"World(max_buffered_bytes={self.max_buffered_bytes!r}): give a whole number of bytes >= 0, "
                 "e.g. 8 << 30 for 8 GiB"
             )
+        if not isinstance(self.book_collectives, bool):
+            raise ValueError(f"World(book_collectives={self.book_collectives!r}): give True or False")
 
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
@@ -298,7 +305,7 @@ class Engine:
 
     def _match(self, sent: tuple, rreq: Request) -> None:
         """Pair a message (a mailbox entry: row, payload, arrival, send Request, signature) with the receive
-        that takes it; wake whoever waits on either. (Device._post_send inlines the eager case.)"""
+        that takes it; wake whoever waits on either. (Messaging._post inlines the eager case.)"""
         row, payload, arrive, sreq, sig = sent
         if arrive is None:  # rendezvous: the transfer starts once both sides have posted
             start = rreq.t_post if rreq.t_post > sreq.t_post else sreq.t_post
@@ -552,9 +559,10 @@ class Engine:
         if count >= self.max_events:
             self._too_many_events(rank)
         self.settle_below(self.devices[rank].clock)
-        # if a lagging device holds many events back, wait longer before trying again (no quadratic re-sorting)
-        held = 0 if self.trace._pending is None else len(self.trace._pending[0])
-        self._checkpoint = min(self.max_events, count + max(SETTLE_EVERY, held))
+        # Settle again after a sixth more events (at least SETTLE_EVERY): what waits unsettled, and the arrays a
+        # settle makes, stay small beside the trace, while the events held back (a lagging device's) are looked
+        # at a bounded number of times each.
+        self._checkpoint = min(self.max_events, count + max(SETTLE_EVERY, count // 6))
 
     def settle_below(self, floor: float) -> None:
         """Settle every recorded event that no device can still precede. ``floor``: the running device's clock

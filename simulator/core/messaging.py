@@ -9,6 +9,7 @@ waiting makes none at all) and bind what they use to locals.
 
 from __future__ import annotations
 
+import struct
 from collections import deque
 from typing import Any
 
@@ -27,6 +28,7 @@ INF = float("inf")
 _pack_msg = MSG.pack
 _pack_recv = RECV.pack
 _ndarray = np.ndarray
+_dtype = np.dtype
 
 
 class Request:
@@ -87,79 +89,31 @@ class Messaging(PointToPoint):
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
         """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
-        sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
+        sreq = self._post(tag, -1 if label is None else self._rec.labels(label), value, dst, -1, -1)
         if sreq is None:  # eager: already complete
             sreq = Request("send", self.rank, dst, tag, self._rec.n_msgs - 1, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
-        """Send a copy of ``value`` to device ``dst`` (see ``PointToPoint.send``; this is its fast path)."""
-        links = self._links
-        if links is None or label is not None or type(tag) is not int or type(dst) is not int:
-            sreq = self._post_send(value, dst, tag, -1 if label is None else self._rec.labels(label), -1, -1)
-            if sreq is not None:
-                self.wait(sreq)
-            return
-        # The common case, inlined (a program's plain send on a link only this device books: the hot path
-        # of every message-bound run); anything else goes through _post_send, which does the same and more.
-        rank = self.rank
-        if dst == rank or not 0 <= dst < self.world_size:
-            dst = self._peer(dst, "send", "dst")
-        if not 0 <= tag < TAG_BASE:
-            tag = self._tag(tag, "send")
-        rec = self._rec
-        if value is self._known:  # forwarding what it just received: checked already
-            payload = value
-            sig = self._known_sig
-        else:
-            payload, sig = self._payload(value, dst)
-        t = self.clock
-        start = links.get(dst, 0.0)
-        if start < t:
-            start = t
-        eng = self._engine
-        links[dst] = done = start + sig[1] * eng._inv_bw
-        arrive = done + eng._alpha
-        if not arrive < INF:  # (NaN too) a bandwidth of 1e-308, say: refused before any view sees it
-            raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
-        row = rec.n_msgs
-        if row + rec.n_ops >= eng._checkpoint:
-            eng._event_checkpoint(rank)
-        rec.n_msgs = row + 1
-        self._add_msg(_pack_msg(rank, dst, tag, sig[0], -1, -1, -1, t, start, arrive))
-        self._log(EV_SEND)
-        if rec.keep_payloads:
-            rec.msg_payloads.append(payload)
-        ch = self._out.get(dst if not tag else (dst, tag))
-        if ch is None:
-            ch = self._channel(rank, dst, tag)
-        if ch.posted:  # a receive waits for it (Engine._match, inlined)
-            rreq = ch.posted.popleft()
-            rreq.row = row
-            rreq.payload = payload
-            rreq.sig = sig
-            rreq.done = arrive
-            dev = eng.devices[rreq.owner]
-            if dev._blocked is rreq:  # wake the receiver when the message arrives
-                if eng._ahead:
-                    eng._ready.append((arrive if arrive > dev.clock else dev.clock, dev))
-                else:
-                    eng._push(arrive if arrive > dev.clock else dev.clock, dev.rank)
-        else:
-            ch.mail.append((row, payload, arrive, None, sig))
-            if payload is not value and not rec.keep_payloads:  # a copy, buffered (see World.max_buffered_bytes)
-                eng._queue_copy(rank, payload)
+        """Send a copy of ``value`` to device ``dst`` (see ``PointToPoint.send``)."""
+        sreq = self._post(tag, -1 if label is None else self._rec.labels(label), value, dst, -1, -1)
+        if sreq is not None:
+            self.wait(sreq)
+
+    def _call_label(self, text: str) -> int:
+        """A collective call's label as ``_post`` takes it: interned (see ``PointToPoint._call_label``)."""
+        return self._rec.labels(text)
 
     def _channel(self, src: int, dst: int, tag: int) -> Channel:
-        """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer alone for tag 0
-        (an int hashes faster than a tuple: every message looks its channel up twice)."""
+        """The engine's channel (src, dst, tag), remembered by its two ends: keyed by the peer and the tag in one
+        int, ``tag << 16 | peer`` (an int hashes faster than a tuple: every message looks its channel up twice)."""
         eng = self._engine
         ch = eng._chans.get((src, dst, tag))
         if ch is None:
             ch = eng._chans[(src, dst, tag)] = Channel()
         sender, receiver = eng.devices[src], eng.devices[dst]
-        sender._out[dst if not tag else (dst, tag)] = ch
-        receiver._in[src if not tag else (src, tag)] = ch
+        sender._out[dst if not tag else tag << 16 | dst] = ch
+        receiver._in[src if not tag else tag << 16 | src] = ch
         return ch
 
     def _payload(self, value: Any, dst: int) -> tuple[Any, tuple[int, int]]:
@@ -178,55 +132,62 @@ class Messaging(PointToPoint):
             sig = rec.sig(payload.shape, payload.dtype, payload.nbytes)
         return payload, sig
 
-    def _post_send(self, value, dst, tag, label: int, step: int, chunk: int) -> Request | None:
+    def _post(self, tag: Any, label: int, value: Any, dst: Any, step: Any, chunk: Any) -> Request | None:
         """Record and route a message; returns the pending send Request, or None if already complete.
 
-        label: the interned label (or -1); step and chunk: a collective chunk's (or -1), see ``columns``.
+        Every send goes this way, a program's plain one, a labelled one and a collective's parts alike: the
+        engine's hot path. label: the interned label (or -1); step and chunk: a collective part's (or -1), see
+        ``columns`` (a part named by text, ``"fold"``, ``"all"``, is interned too). A collective binds its tag
+        and label once (``functools.partial``) and passes the rest per message (``PointToPoint._post``).
         """
-        eng = self._engine
         rank = self.rank
         if type(dst) is not int or dst == rank or not 0 <= dst < self.world_size:
             dst = self._peer(dst, "send", "dst")
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "send")
-        rec = self._rec
         if value is self._known:  # forwarding what it just received: checked already
             payload = value
             sig = self._known_sig
         else:
             payload, sig = self._payload(value, dst)
+        eng = self._engine
+        rec = self._rec
         links = self._links
-        if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
-            heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
-            if heap and heap[0][0] < self.clock:
-                eng._push(self.clock, rank)
-                eng._give_way()
-        row = rec.n_msgs
-        if row + rec.n_ops >= eng._checkpoint:
-            eng._event_checkpoint(rank)
-        rec.n_msgs = row + 1
-        t = self.clock
-        if links is not None:  # a private link (eager sends): book it here, as Network.transfer does
+        sreq = None
+        if links is not None:  # a private link (eager sends; the common case): book it here, as Network.transfer does
+            t = self.clock
             start = links.get(dst, 0.0)
             if start < t:
                 start = t
-            done = start + sig[1] * eng._inv_bw
-            links[dst] = done
+            links[dst] = done = start + sig[1] * eng._inv_bw
             arrive = done + eng._alpha
-            sreq = None
-        elif eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
-            start = arrive = NAN
-            sreq = Request("send", rank, dst, tag, row, None, t_post=t)
-        else:  # buffered: the send completes at once, the link carries the bytes when it is free
-            start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
-            sreq = None
+        else:
+            if eng._lookahead and not (eng._is_private and eng._is_private(rank, dst)):
+                heap = eng._heap  # a shared link: book it only once every device with an earlier event has gone
+                if heap and heap[0][0] < self.clock:
+                    eng._push(self.clock, rank)
+                    eng._give_way()
+            t = self.clock
+            if eng.rendezvous:  # the transfer waits for the matching recv (see Engine._match)
+                start = arrive = NAN
+                sreq = Request("send", rank, dst, tag, rec.n_msgs, None, t_post=t)
+            else:  # buffered: the send completes at once, the link carries the bytes when it is free
+                start, _, arrive = eng.net.transfer(rank, dst, sig[1], t)
         if not arrive < INF and sreq is None:  # (NaN too; a rendezvous send's times come when it is matched)
             raise infinite_message(eng.cost, rank, dst, sig[1], t, arrive)
-        self._add_msg(_pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive))
+        row = rec.n_msgs
+        if row + rec.n_ops >= eng._checkpoint:
+            eng._event_checkpoint(rank)
+        try:
+            packed = _pack_msg(rank, dst, tag, sig[0], label, step, chunk, t, start, arrive)
+        except struct.error:  # a part named by text ("fold", "all"): interned, as a negative number
+            packed = _pack_msg(rank, dst, tag, sig[0], label, rec.part(step), rec.part(chunk), t, start, arrive)
+        rec.n_msgs = row + 1
+        self._add_msg(packed)
         self._log(EV_SEND)
         if rec.keep_payloads:
             rec.msg_payloads.append(payload)
-        ch = self._out.get(dst if not tag else (dst, tag))
+        ch = self._out.get(dst if not tag else tag << 16 | dst)
         if ch is None:
             ch = self._channel(rank, dst, tag)
         if sreq is not None:  # rendezvous
@@ -263,7 +224,7 @@ class Messaging(PointToPoint):
         if shape is not None or dtype is not None or eng.strict:
             shape, dtype = self._contract(src, tag, shape, dtype, "strict mode" if eng.strict else None)
         rreq = Request("recv", self.rank, src, tag, None, None, shape, dtype, name, index, self.clock)
-        ch = self._in.get(src if not tag else (src, tag))
+        ch = self._in.get(src if not tag else tag << 16 | src)
         if ch is None:
             ch = self._channel(src, self.rank, tag)
         if ch.mail:
@@ -292,11 +253,14 @@ class Messaging(PointToPoint):
             src = self._peer(src, "recv", "src")
         if type(tag) is not CollectiveTag and (type(tag) is not int or not 0 <= tag < TAG_BASE):
             tag = self._tag(tag, "recv")
-        if shape is not None or dtype is not None or eng.strict:
+        # the contract, normalised unless given as a tuple and a dtype already (a collective's are)
+        if (shape is not None and type(shape) is not tuple) or (dtype is not None and not isinstance(dtype, _dtype)):
             shape, dtype = self._contract(src, tag, shape, dtype, "strict mode" if eng.strict else None)
+        elif eng.strict:
+            self._contract(src, tag, shape, dtype, "strict mode")
         if eng.rendezvous:  # the transfer starts once both sides have posted: the general path
             return self.wait(self._post_recv(src, tag, shape, dtype, name, index))
-        ch = self._in.get(src if not tag else (src, tag))
+        ch = self._in.get(src if not tag else tag << 16 | src)
         if ch is None:
             ch = self._channel(src, rank, tag)
         mail = ch.mail
@@ -305,7 +269,10 @@ class Messaging(PointToPoint):
             if eng._queued:  # a copy the engine held (see World.max_buffered_bytes)
                 eng._unqueue(payload)
             if arrive > self.clock:
-                self._advance(arrive)
+                if eng._in_time_order:
+                    self._advance(arrive)
+                else:  # running ahead (Engine.finish): nobody else's turn to give way to
+                    self.clock = arrive
         else:  # nothing yet: wait for it, on the device's own reusable request (nobody else sees it)
             req = self._rreq
             req.peer, req.tag, req.done = src, tag, None
@@ -315,7 +282,9 @@ class Messaging(PointToPoint):
             self._blocked = None
             row, payload, sig = req.row, req.payload, req.sig
             req.payload = None
-        if (shape is not None and shape != payload.shape) or (dtype is not None and dtype != payload.dtype):
+        if (shape is not None and shape != payload.shape) or (
+            dtype is not None and dtype is not payload.dtype and dtype != payload.dtype
+        ):
             self._contract_violated(row, payload, shape, dtype)
         self._add_recv(_pack_recv(row, self.clock))
         self._log(EV_RECV)

@@ -27,7 +27,9 @@ from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG_DTYPE, OP_DTYPE, R
 CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; the row is code >> 2
 
 
-WINDOW = 1 << 20  # events sorted at once: a settle of millions goes window by window in time, to bound its memory
+WINDOW = 1 << 20  # events sorted at once, at most: a settle of millions goes window by window in time
+SMALLEST_WINDOW = 1 << 12  # ... and at most a 64th of the trace, so that its sort's arrays stay small beside it
+LOG_SLICE = 1 << 15  # logged events turned into codes and times at once
 
 
 def settle(trace: Any, before: float | None = None, instant_messages: bool = True) -> int:
@@ -35,23 +37,46 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
 
     instant_messages: whether a message can arrive at the time it was sent (a cost model with zero
     latency); only then can sorting by time put a receive before its send, and that is checked.
-    Returns how many events were settled.
+    Returns how many events were settled. Events held back (not earlier than ``before``) wait as a code
+    and a time each (12 or 16 bytes), in the order they happened, in a few arrays (never copied into one
+    large one); their ranks are looked up when they are sorted.
     """
-    codes, times, ranks = _pending(trace)
+    parts = _pending(trace)
     trace._pending = None
-    if before is not None and len(codes):
-        now = times < before
-        if not now.all():
-            trace._pending = (codes[~now], times[~now], ranks[~now])
-            codes, times, ranks = codes[now], times[now], ranks[now]
-    n = len(codes)
-    for lo, hi in _windows(times):
-        if lo is None:
-            c, t, r = codes, times, ranks
-        else:  # events in [lo, hi): each device's are a run of its own, so the windows' orders join up
-            at = np.flatnonzero((times >= lo) & (times < hi))
-            c, t, r = codes[at], times[at], ranks[at]
-            del at
+    if before is not None:
+        now_parts, later_parts = [], []
+        parts.reverse()
+        while parts:  # a part at a time, each let go of once split: the copies never double what waits
+            c, t = parts.pop()
+            now = t < before
+            if now.all():
+                now_parts.append((c, t))
+            elif not now.any():
+                later_parts.append((c, t))
+            else:
+                later = ~now
+                now_parts.append((c[now], t[now]))
+                later_parts.append((c[later], t[later]))
+                del later
+            del now, c, t
+        parts = now_parts
+        trace._pending = later_parts or None
+        del now_parts, later_parts
+    n = sum(len(c) for c, _ in parts)
+    if not n:
+        return 0
+    window = max(SMALLEST_WINDOW, min(WINDOW, (len(trace._codes) + n) // 64))
+    cuts = _windows([t for _, t in parts], n, window)
+    # each event's window, worked out once (a small number each): a window then picks its events by it
+    wid = None if cuts is None else [np.searchsorted(cuts, t, side="right").astype(np.uint16) for _, t in parts]
+    for k in range(1 if cuts is None else len(cuts) + 1):
+        if cuts is None:
+            c, t = _joined(parts)
+        else:  # events in window k: each device's are a run of its own, so the windows' orders join up
+            c, t = _joined([(c[at], t[at]) for (c, t), w in zip(parts, wid) for at in [np.flatnonzero(w == k)]])
+            if not len(c):
+                continue
+        r = _ranks(trace, c)
         order = np.lexsort((r, t))  # stable: ties keep program order
         if instant_messages and not _sends_first(trace, c, t, order):
             order = _causal_merge(trace, c, t, r)
@@ -61,61 +86,86 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     return n
 
 
-def _windows(times: np.ndarray) -> list[tuple[float | None, float | None]]:
-    """Time windows of about WINDOW events each, covering every time; one (None, None) if few enough."""
-    if len(times) <= WINDOW:
-        return [(None, None)] if len(times) else []
-    counts, edges = np.histogram(times, bins=max(64, 8 * len(times) // WINDOW))
-    cuts = [-np.inf]
+def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    """Parts of (codes, times) as one pair, in order (a single part as it is)."""
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate([c for c, _ in parts]), np.concatenate([t for _, t in parts])
+
+
+def _windows(times: list[np.ndarray], n: int, window: int = WINDOW) -> np.ndarray | None:
+    """The times that cut the arrays ``times`` (n events in all) into windows of about ``window`` events each,
+    in order (window k is from cut k - 1 to cut k); None for one window."""
+    if n <= window:
+        return None
+    times = [t for t in times if len(t)]
+    edges = np.linspace(min(t.min() for t in times), max(t.max() for t in times), max(64, 8 * n // window) + 1)
+    counts = sum(np.histogram(t, bins=edges)[0] for t in times)
+    cuts = []
     filled = 0
-    for count, edge in zip(counts.tolist(), edges[1:].tolist()):
+    for count, edge in zip(counts.tolist(), edges[1:-1].tolist()):
         filled += count
-        if filled >= WINDOW:
+        if filled >= window:
             cuts.append(edge)
             filled = 0
-    cuts[-1:] = [cuts[-1], np.inf] if cuts[-1] != -np.inf else [-np.inf, np.inf]
-    return list(zip(cuts[:-1], cuts[1:]))
+    return np.asarray(cuts)
 
 
-def _pending(trace: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The unsettled events, in the order they happened: codes, times and ranks."""
+def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray]]:
+    """The unsettled events, in the order they happened: (codes, times) parts, those held back first."""
     rec = trace._rec
-    kinds = np.frombuffer(rec.log, np.uint8).copy() if rec.log else np.empty(0, np.uint8)
-    rec.log.clear()
-    n = len(kinds)
-    codes = np.empty(n, trace._codes.values.dtype)
-    times = np.empty(n, np.float64)
-    ranks = np.empty(n, np.int32)
-    if n:
+    parts = trace._pending or []
+    trace._pending = None
+    n = len(rec.log)
+    taken = 0  # receive rows used so far (one per receive event, in order)
+    dtype = trace._codes.values.dtype
+    for lo in range(0, n, LOG_SLICE):  # a slice at a time: the temporary arrays stay small
+        kinds = np.frombuffer(rec.log, np.uint8, min(LOG_SLICE, n - lo), lo)
+        codes = np.empty(len(kinds), dtype)
+        times = np.empty(len(kinds), np.float64)
         for kind in (EV_SEND, EV_RECV, EV_OP):
             at = np.flatnonzero(kinds == kind)
             if not len(at):
                 continue
             if kind == EV_RECV:  # the receive rows since the last settle, one per receive event
-                recvs = np.frombuffer(rec.recvs, RECV_DTYPE)
-                rows = recvs["row"].astype(codes.dtype)
+                recvs = np.frombuffer(rec.recvs, RECV_DTYPE, len(at), taken * RECV_DTYPE.itemsize)
+                taken += len(at)
+                codes[at] = recvs["row"].astype(dtype) << 2 | CODE_RECV
                 times[at] = recvs["t"]
                 del recvs
-                rec.recvs.clear()
-                codes[at] = rows << 2 | CODE_RECV
-                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", rows)
             elif kind == EV_SEND:
-                rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=codes.dtype)
+                rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=dtype)
                 trace._seen_msgs += len(at)
                 codes[at] = rows << 2 | CODE_SEND
                 times[at] = _field(rec.msgs, MSG_DTYPE, "t_send", rows)
-                ranks[at] = _field(rec.msgs, MSG_DTYPE, "src", rows)
             else:
-                rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=codes.dtype)
+                rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=dtype)
                 trace._seen_ops += len(at)
                 codes[at] = rows << 2 | CODE_OP
                 times[at] = _field(rec.ops, OP_DTYPE, "t_start", rows)
-                ranks[at] = _field(rec.ops, OP_DTYPE, "rank", rows)
-            del at, rows
-    if trace._pending is not None:  # older events held back by an earlier settle come first
-        old = trace._pending
-        codes, times, ranks = (np.concatenate([o, c]) for o, c in zip(old, (codes, times, ranks)))
-    return codes, times, ranks
+            del at
+        del kinds
+        parts.append((codes, times))
+    rec.log.clear()
+    rec.recvs.clear()
+    return parts
+
+
+def _ranks(trace: Any, codes: np.ndarray) -> np.ndarray:
+    """The device of each event: a send's source, a receive's destination, an op's device."""
+    rec = trace._rec
+    kinds = codes & 3
+    rows = codes >> 2
+    ranks = np.empty(len(codes), np.int32)
+    for kind, buf, dtype, name in (
+        (CODE_SEND, rec.msgs, MSG_DTYPE, "src"),
+        (CODE_RECV, rec.msgs, MSG_DTYPE, "dst"),
+        (CODE_OP, rec.ops, OP_DTYPE, "rank"),
+    ):
+        at = kinds == kind
+        if at.any():
+            ranks[at] = _field(buf, dtype, name, rows[at])
+    return ranks
 
 
 def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.ndarray:
@@ -128,18 +178,21 @@ def _number(trace: Any, codes: np.ndarray, times: np.ndarray) -> None:
     rec = trace._rec
     kinds = codes & 3
     rows = codes >> 2
-    sent = rows[kinds == CODE_SEND]
+    made = trace._rows  # the number -> row maps someone asked for (see ColumnarTrace._number_rows)
+    sent = rows[kinds == CODE_SEND] if "msgs" in made else ()
     if len(sent):
-        trace._msg_row.extend(sent)
+        made["msgs"].extend(sent)
     got = kinds == CODE_RECV
     if got.any():
         trace._t_recv.reserve(rec.n_msgs, np.nan)
         trace._t_recv.values[rows[got]] = times[got]
-    ops = rows[kinds == CODE_OP]
+    ops = rows[kinds == CODE_OP] if "ops" in made or "list" in made else ()
     if len(ops):
-        trace._op_row.extend(ops)
-        op_kinds = _field(rec.ops, OP_DTYPE, "kind", ops)
-        trace._op_list.extend(ops[(op_kinds != HOLD) & (op_kinds != FREE)])
+        if "ops" in made:
+            made["ops"].extend(ops)
+        if "list" in made:
+            op_kinds = _field(rec.ops, OP_DTYPE, "kind", ops)
+            made["list"].extend(ops[(op_kinds != HOLD) & (op_kinds != FREE)])
     trace._codes.extend(codes)
 
 

@@ -48,7 +48,8 @@ def contract_violation(
 class PointToPoint:
     """What every device's messaging shares (a mixin): the calls in their general form, their argument rules
     and their errors. A device brings ``rank``, ``world_size``, ``_memory`` and how its bytes travel:
-    ``isend``, ``_post_recv`` and ``wait`` (the simulated device also has faster ``send`` and ``recv``)."""
+    ``isend``, ``_post_recv`` and ``wait`` (the simulated device also has faster ``send`` and ``recv``, and
+    sends a collective's parts with their structure in numbers: ``_call_label``, ``_post``)."""
 
     rank: int
     world_size: int
@@ -103,6 +104,18 @@ class PointToPoint:
 
     def wait(self, req: Any) -> Any:
         raise NotImplementedError
+
+    # how the collectives send their parts (simulator/collectives/call.py): a call binds its tag and label once
+    def _call_label(self, text: str) -> Any:
+        """A collective call's label (``all_reduce#3 ring``) as ``_post`` takes it: the text itself here; the
+        simulated device interns it, so that its parts carry numbers, not text."""
+        return text
+
+    def _post(self, tag: int, label: Any, value: Any, dst: int, step: Any, chunk: Any) -> Any:
+        """Send one part of a collective call (``step``, ``chunk``) labelled ``label`` (from ``_call_label``);
+        returns a request to wait on, or None when the send is complete already. Here: ``isend``, its label
+        the text ``"<label> step <step> chunk <chunk>"``."""
+        return self.isend(value, dst, tag, label=f"{label} step {step} chunk {chunk}")
 
     def _peer(self, peer: Any, op: str, arg: str) -> int:
         """A valid peer rank as an int, or an error that names the value and the fix."""

@@ -29,9 +29,10 @@ from typing import Any
 
 from .device import Device
 
-# The calls that pay the program's time before they run. Collectives are not among them: their own
-# Python between their messages is program time too, as it is on real ranks.
-TIMED_CALLS = ("compute", "isend", "send", "irecv", "recv", "wait", "test")
+# The calls that pay the program's time before they run (``_post`` and ``_reduce``: a collective's parts and
+# reductions). Collectives are not among them: their own Python between their messages is program time too,
+# as it is on real ranks.
+TIMED_CALLS = ("compute", "isend", "send", "irecv", "recv", "wait", "test", "_post", "_reduce")
 
 
 def _timed(call: Callable[..., Any]) -> Callable[..., Any]:
