@@ -54,7 +54,9 @@ class PerDevice:
 
 def arguments_for(rank: int, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments device ``rank`` is given: its part of each ``PerDevice``, every array its own copy."""
-    return tuple(own_copy(given_part(a, rank)) for a in args), {k: own_copy(given_part(v, rank)) for k, v in kwargs.items()}
+    return tuple(own_copy(given_part(a, rank)) for a in args), {
+        k: own_copy(given_part(v, rank)) for k, v in kwargs.items()
+    }
 
 
 def parts_for(rank: int, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
