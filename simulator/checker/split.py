@@ -111,7 +111,7 @@ class Split:
     def part_of(self, name: str, rank: int) -> Any:
         """The index of ``name`` device ``rank`` is given: ALL, an index, or None (none of it). A name the
         split does not list is not an input it rules on: ALL."""
-        parts = self.given.get(name)
+        parts = _lookup(self.given, name)
         if parts is None:
             return ALL
         return parts(rank) if callable(parts) else parts.get(rank)
@@ -139,6 +139,10 @@ class Split:
         if self.crosses is None:
             return []
         return [k for k, test in self.crosses.items() if test(src, dst)]
+
+    def gives(self, name: str) -> bool:
+        """Whether the split says which devices are given ``name`` (a name or a pattern of it)."""
+        return _lookup(self.given, name) is not None
 
     def allows(self, kind: str) -> bool:
         return self.collectives is None or kind in self.collectives

@@ -139,7 +139,7 @@ class _SplitWalk:
             return
         if op_kind(rec.label) is not None:
             return  # a collective's own reduction: its messages say what ran
-        if kind == "hold" and rec.name in self.split.given:
+        if kind == "hold" and self.split.gives(rec.name):
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)

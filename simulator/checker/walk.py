@@ -45,9 +45,10 @@ def check(
     rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.checker.compare``).
     split: the declared split (``simulator.checker.split.Split``): who computes what, what each device is
     given, what may cross, the collectives and the budget; a run that breaks it FAILS, whatever its values.
-    own_names: values under names the model does not have, equal to none of its values, are the program's own
-    intermediates (a sum before it is divided): noted, not held against the verdict. Every value of the model
-    and the result are still compared (an exercise's grade sets it).
+    own_names: values under names the model does not have, and unnamed messages, equal to none of its values,
+    are the program's own intermediates (a sum before it is divided, a running sum on its way round a ring):
+    noted, not held against the verdict. Every value of the model and the result are still compared (an
+    exercise's grade sets it).
 
     The first divergence is the first by cause (``simulator.checker.causal``), so a real run, whose events
     come in measured order, is blamed where its simulation is.
@@ -241,6 +242,9 @@ class _Checker(_ResultChecks, _Explanations):
         ref = self._ref(msg.dst)
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
             self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            return
+        if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
+            self.notes.append(f"{_message(msg)} carries a value of your own, not the model's: not compared")
             return
         self.unchecked.append(
             Unchecked(
