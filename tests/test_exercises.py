@@ -166,7 +166,6 @@ def test_a_patched_checker_is_refused_not_obeyed(monkeypatch):
     import simulator.checker.walk as walk
     import simulator.teach.exercises.grading as grading
     from simulator.checker import CheckReport
-
     from simulator.teach.examples.seeds import wrong_input
 
     passing = CheckReport(None, 7, 0)
