@@ -124,7 +124,8 @@ def test_a_hint_after_not_verified_never_says_read_the_failed_line(capsys):
 
     result = ex.grade(unnamed)
     out = words(capsys.readouterr().out)
-    assert result.verdict == "not verified" and "B2 on device 1 is not a name in the reference" in out
+    assert result.verdict == "not verified" and "no device computed B under that name" in out
+    assert "B2 on device 1 is a name of your own, not the model's: it equals B on one device (name it B" in out
     assert "FAILED" not in out and "hint: " in out
 
 

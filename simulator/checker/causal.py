@@ -41,11 +41,14 @@ _NATIVE = re.compile(r"^(\w+)#(\d+) native on ([\d,]+)$")
 
 
 def op_kind(label: str | None) -> str | None:
-    """The collective an op's label belongs to (``all_reduce#0 ring``, ``bucket(dW1,db1) ...``), or None."""
+    """The collective a message's or op's label belongs to (``all_reduce#0 ring step 1 chunk 0``,
+    ``bucket(dW1,db1) ...``), or None: a label of the program's own ("my ring"), even one that names a
+    collective, has no call number after a ``#``."""
     if not label:
         return None
     kind = message_kind(label)
-    return kind if kind in COLLECTIVE_KINDS else None
+    numbered = label.startswith("bucket(") or "#" in label.split(" ", 1)[0]
+    return kind if numbered and kind in COLLECTIVE_KINDS else None
 
 
 def native_call(label: str | None) -> tuple[str, int, tuple[int, ...]] | None:
@@ -138,4 +141,4 @@ def _rank(kind: str, rec: Any) -> int:
 
 
 def _inside_collective(msg: Message) -> bool:
-    return bool(msg.label) and message_kind(msg.label) in COLLECTIVE_KINDS
+    return op_kind(msg.label) is not None

@@ -173,8 +173,10 @@ def _devices(name: str, spec: Any) -> Callable[[int], bool]:
     if isinstance(spec, (int, np.integer)) and not isinstance(spec, bool):
         return _Ranks((int(spec),))
     try:
+        if isinstance(spec, str):
+            raise TypeError(spec)
         ranks = tuple(int(r) for r in spec)
-    except TypeError:
+    except (TypeError, ValueError):
         raise TypeError(
             f"Split(compute={{{name!r}: {spec!r}}}): say which devices compute {name}: a rank, a list of ranks, "
             "ALL, or a function of the rank"

@@ -25,7 +25,6 @@ import numpy as np
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import native_call, op_kind
-from .comm_summary import message_kind
 from .compare import same, show, structured
 from .reference import Reference
 from .split import ALL, Split, elements, part_words
@@ -88,8 +87,8 @@ class _SplitWalk:
             ):
                 if limit is not None and total[msg.src] > limit:
                     self.over.setdefault((msg.src, what), i)
-        kind = message_kind(msg.label) if msg.label else None
-        if kind is not None and op_kind(msg.label) is not None:  # a collective's message
+        kind = op_kind(msg.label)
+        if kind is not None:  # a collective's message
             self._collective(i, msg.src, kind, msg)
             return
         if split.crosses is None:

@@ -194,7 +194,8 @@ def _compared(n: int) -> str:
 def _bullets(items: list[Unchecked] | list[Violation], limit: int = 12) -> str:
     lines = [f"\n  - {u.text}" for u in items[:limit]]
     if len(items) > limit:
-        lines.append(f"\n  - ... and {len(items) - limit} more (report.unchecked lists every one)")
+        where = "report.broken" if isinstance(items[0], Violation) else "report.unchecked"
+        lines.append(f"\n  - ... and {len(items) - limit} more ({where} lists every one)")
     return "".join(lines)
 
 

@@ -230,8 +230,9 @@ class _Checker(_ResultChecks, _Explanations):
                 "replica's gradient is, name it after the sum or the average and say partial=True)"
             )
         context = f" {context}" if context else ""
-        if self.own_names and not hint:  # the program's own intermediate: nothing of the model to compare it with
-            self.notes.append(f"{name} on device {rank}{context} is a name of your own, not the model's: not compared")
+        if self.own_names:  # the program's own intermediate: every value of the model is still compared
+            also = f": it equals {hint[0]} (name it {hint[1]} to have it compared)" if hint else ": not compared"
+            self.notes.append(f"{name} on device {rank}{context} is a name of your own, not the model's{also}")
             return
         self.unchecked.append(
             Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)

@@ -52,6 +52,17 @@ class PerDevice:
         return f"PerDevice({self.parts!r})"
 
 
+def check_parts(args: tuple, kwargs: dict, size: int) -> None:
+    """Refuse, before any device starts, a ``PerDevice`` with fewer parts than devices."""
+    for value in (*args, *kwargs.values()):
+        parts = value.parts if isinstance(value, PerDevice) else None
+        if parts is not None and not isinstance(parts, Mapping) and not callable(parts) and len(parts) < size:
+            raise ValueError(
+                f"PerDevice has {len(parts)} parts, but the world has {size} devices: give one part per device "
+                "(or a mapping rank -> part, where a rank left out gets None)"
+            )
+
+
 def arguments_for(rank: int, args: tuple, kwargs: dict) -> tuple[tuple, dict]:
     """The arguments device ``rank`` is given: its part of each ``PerDevice``, every array its own copy."""
     return tuple(own_copy(given_part(a, rank)) for a in args), {

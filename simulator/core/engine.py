@@ -34,7 +34,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 
 from ..cost.model import CostModel
 from ..cost.presets import teaching
-from .arguments import arguments_for
+from .arguments import arguments_for, check_parts
 from .columnar import ColumnarTrace
 from .columns import SETTLE_EVERY, Recorder
 from .device import Channel, Device, Request
@@ -163,6 +163,7 @@ class World:
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
         check_program(program)
+        check_parts(args, kwargs, self.size)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:

@@ -80,14 +80,9 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
                 return result
             return _with_inputs(result, exercise, inputs)
         first = first or result
-    n = len(sets)
-    return Grade(
-        exercise.name,
-        PASSED,
-        f"{first.reason} (with the notebook's inputs and {n - 1} random ones)",
-        "passed",
-        report=first.report,
-    )
+    head, sep, notes = first.reason.partition("\n  note: ")
+    reason = f"{head} (with the notebook's inputs and {len(sets) - 1} random ones){sep}{notes}"
+    return Grade(exercise.name, PASSED, reason, "passed", report=first.report)
 
 
 def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: Snapshot | None) -> Grade:
@@ -120,7 +115,8 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
             text = f"FAILED: the values match the single-device run and the split is kept, but {why}"
             return Grade(name, FAILED, text, f"requirement:{req.key}", report=report)
     done = f" ({', '.join(r.what for r in exercise.requirements)})" if exercise.requirements else ""
-    return Grade(name, PASSED, f"{report.text(width=None).removeprefix('check ')}{done}", "passed", report=report)
+    head, sep, notes = report.text(width=None).removeprefix("check ").partition("\n  note: ")
+    return Grade(name, PASSED, f"{head}{done}{sep}{notes}", "passed", report=report)
 
 
 def _pointed(report: CheckReport) -> Any:
