@@ -228,3 +228,36 @@ def schedule_own(p, m):
         seq += [f"{r}B{i}" for i in range(b, m)]
         out.append(" ".join(seq))
     return out
+
+
+# ---- the bug catalogue on real processes (tests/test_split_gloo.py) ------------------------------------------
+XR, WR = np.arange(8.0).reshape(2, 4), np.arange(24.0).reshape(4, 6)
+
+
+def readme_linear(dev):
+    return dev.compute("Y", np.matmul, dev.hold("X", XR), dev.hold("W", WR))
+
+
+def readme_row_parallel(dev):
+    """The README's row-parallel example: the all-reduce unnamed."""
+    rows = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+    x = dev.hold("X", XR[:, rows], index=np.s_[:, rows])
+    w = dev.hold("W", WR[rows], index=rows)
+    return dev.all_reduce(dev.compute("Y", np.matmul, x, w, partial=True))
+
+
+def mlp_reference(dev, x, a, b):
+    h = dev.compute("H", lambda v: np.maximum(v, 0), dev.compute("XA", np.matmul, dev.hold("X", x), dev.hold("W1", a)))
+    dev.hold("W2", b)
+    return dev.compute("Z", np.matmul, h, b)
+
+
+def mlp_wrong_w2_on_device_1(dev, x, a, b):
+    """The Megatron MLP by hand, where device 1 takes device 0's rows of W2 (a wrong shard, its own index)."""
+    cols, rows = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3], np.s_[3 * dev.rank : 3 * dev.rank + 3]
+    x = dev.hold("X", x)
+    xa = dev.compute("XA", np.matmul, x, dev.hold("W1", a[cols], index=cols), index=cols)
+    h = dev.compute("H", lambda v: np.maximum(v, 0), xa, index=cols)
+    w2 = dev.hold("W2", b[0:3] if dev.rank == 1 else b[rows], index=rows)  # BUG on device 1
+    z = dev.compute("Z", np.matmul, h, w2, partial=True)
+    return dev.all_reduce(z, name="Z")
