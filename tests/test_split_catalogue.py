@@ -216,3 +216,25 @@ def test_a_result_of_another_form_gets_a_verdict_never_a_numpy_error():
         return [None, dev.compute("B", seeds.stage_b, dev.recv(src=0, name="A", shape=(1,), dtype=np.float64))]
 
     assert check(World(2).run(staged, X3), Reference.of(both, X3)).ok
+
+
+def test_the_guide_quotes_the_seed_split_and_its_verdict_as_the_checker_words_them():
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for page in ("index.md", "checker.md"):
+            for block in re.findall(r"```python\n(.*?)```", (docs / page).read_text(), re.S):
+                exec(compile(block, page, "exec"), namespace)
+    printed = words(out.getvalue())
+    assert (
+        "check passed: 7 values and the result match the single-device run and the run keeps its declared split"
+        in printed
+    )
+    quoted = re.search(r'The second check says: "(.*?)", and', (docs / "checker.md").read_text(), re.S).group(1)
+    assert words(quoted) in printed
