@@ -88,7 +88,7 @@ def split_the_seed() -> Exercise:
             "stopped": (
                 "Device 1 is given no x (its x is None): A's output can reach it only as a message. Device 0 sends "
                 "it with dev.send(value, dst=1); device 1 receives it with dev.recv(src=0, ...).",
-                "On device 1, in place of the placeholder h = x: receive from device 0, and say what arrives: "
+                "On device 1, in place of the placeholder: receive from device 0, and say what arrives: "
                 'name="A", shape=(1,), dtype=np.float64.',
             ),
             "deadlock": ("Device 1 waits for a message device 0 never sends: send h (A's output) to device 1.",),
