@@ -35,6 +35,7 @@ its part is rows 0:4".
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
@@ -148,6 +149,7 @@ class Split:
         return self.collectives is None or kind in self.collectives
 
 
+@functools.lru_cache(maxsize=4096)
 def _pattern(key: str) -> re.Pattern | None:
     """A key with ``*`` is a pattern (only ``*`` is special: names such as x[0] keep their brackets)."""
     if "*" not in key:

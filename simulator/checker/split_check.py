@@ -44,7 +44,8 @@ class _SplitWalk:
         n = trace.world_size
         self.found: list[Violation] = []
         self.said: set[tuple] = set()
-        self.received: list[list[tuple[Message, list[str]]]] = [[] for _ in range(n)]  # per device: (msg, what)
+        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
+        self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
         self.sent_bytes, self.sent_messages = [0] * n, [0] * n
         self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
 
@@ -53,7 +54,7 @@ class _SplitWalk:
             if kind == "send":
                 self._message(i, rec)
             elif kind == "recv":
-                self.received[rec.dst].append((rec, self._what(rec, by_value=True)))
+                self.received[rec.dst].append(rec)
             elif kind in ("op", "hold"):
                 self._record(i, kind, rec)
         self._budget()
@@ -65,15 +66,27 @@ class _SplitWalk:
             self.found.append(Violation(kind, rank, event, text, record))
 
     # ---- what a message carries ----------------------------------------------------------------------
-    def _what(self, msg: Message, by_value: bool = False) -> list[str]:
-        """The model's names for what a message carries: its name, else the values (or blocks) it equals;
-        ``by_value``: the values it equals too, whatever the receiver named it (what the device now has)."""
-        names = [msg.name] if msg.name is not None else []
-        if (names and not by_value) or msg.payload is None or structured(msg.payload):
-            return names
+    def _what(self, msg: Message) -> list[str]:
+        """The model's names for what a message carries: its name, else the values (or blocks) it equals."""
+        if msg.name is not None:
+            return [msg.name]
+        if msg.payload is None or structured(msg.payload):
+            return []
         ref = self.ref_of(msg.dst)
-        found = ref.identify(msg.payload, rtol=self.rtol, atol=self.atol)
-        return names + [n for n in (found or _blocks_of(ref, msg.payload, self.rtol, self.atol)) if n not in names]
+        return ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) or _blocks_of(
+            ref, msg.payload, self.rtol, self.atol
+        )
+
+    def _carries(self, msg: Message) -> list[str]:
+        """Its name, and the model's values it equals whatever the receiver named it (what the device now has)."""
+        found = self._carried.get(msg.id)
+        if found is None:
+            found = [msg.name] if msg.name is not None else []
+            if msg.payload is not None and not structured(msg.payload):
+                ref = self.ref_of(msg.dst)
+                found += [n for n in ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) if n not in found]
+            self._carried[msg.id] = found
+        return found
 
     def _message(self, i: int, msg: Message) -> None:
         split = self.split
@@ -156,8 +169,10 @@ class _SplitWalk:
         owner_ranks = [r for r in range(self.trace.world_size) if owners(r)]
         came = [
             (msg, names)
-            for msg, names in self.received[rank]
-            if msg.src in owner_ranks and op_kind(msg.label) is None and names and name not in names
+            for msg in self.received[rank]
+            if msg.src in owner_ranks and op_kind(msg.label) is None
+            for names in [self._carries(msg)]
+            if names and name not in names
         ]
         if came:
             first = came[0][0]
@@ -230,7 +245,14 @@ class _SplitWalk:
         return f"only devices {_listed(map(str, ranks))} are given"
 
     def _arrived(self, rank: int, name: str) -> bool:
-        return any(name in names for _, names in self.received[rank])
+        """Whether ``name`` (or a block of it) reached device ``rank`` in a message."""
+        whole = self.ref_of(rank).values.get(name)
+        for msg in self.received[rank]:
+            if name in self._carries(msg):
+                return True
+            if whole is not None and _is_block(msg.payload, whole):
+                return True
+        return False
 
     # ---- the budget ----------------------------------------------------------------------------------
     def _budget(self) -> None:
@@ -258,6 +280,15 @@ def _blocks_of(ref: Reference, value: Any, rtol, atol, limit: int = 64) -> list[
             if len(hits) >= 2:
                 break
     return hits
+
+
+def _is_block(value: Any, whole: Any) -> bool:
+    if value is None or structured(value) or structured(whole):
+        return False
+    a, b = np.asarray(value), np.asarray(whole)
+    if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf" or a.ndim != b.ndim or a.size >= b.size or not a.size:
+        return False
+    return diagnose.block_of(a, b) is not None
 
 
 def _listed(names: Any) -> str:

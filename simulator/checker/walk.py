@@ -241,11 +241,12 @@ class _Checker(_ResultChecks, _Explanations):
     def _place(self, i: int, msg: Message) -> None:
         """An unnamed message: find the reference value it carries, or say that none fits."""
         ref = self._ref(msg.dst)
+        if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
+            if ref.identify(msg.payload, rtol=self.rtol, atol=self.atol):
+                self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            return
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
             self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
-            return
-        if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
-            self.notes.append(f"{_message(msg)} carries a value of your own, not the model's: not compared")
             return
         self.unchecked.append(
             Unchecked(
