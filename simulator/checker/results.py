@@ -66,7 +66,7 @@ class _ResultChecks:
         if leaf is None and path:
             return  # a place of a structured result this device does not hold (another device returns it)
         event = self.last_event[rank]
-        if structured(leaf) != structured(whole) or isinstance(leaf, Mapping) != isinstance(whole, Mapping):
+        if _other_form(leaf, whole):
             self.checked += 1
             d = Divergence("result", rank, event, None, "the result", whole, leaf, [], ref, path=label)
             d.hint = _structure_words(leaf, whole, label)
@@ -152,6 +152,19 @@ class _ResultChecks:
 
 
 _ABSENT: Any = object()  # a part of a returned structure that the model's result does not have
+
+
+def _other_form(found: Any, model: Any) -> bool:
+    """A returned value whose form is not the model's: a dict where a list is, or a structure where an array is
+    that is not a plain list of numbers (``[49.0]`` for ``array([49.])`` is compared as the array it is)."""
+    if isinstance(found, Mapping) != isinstance(model, Mapping):
+        return True
+    if structured(found) and not structured(model):
+        try:
+            return np.asarray(found).dtype.kind not in "biufc"
+        except ValueError:  # ragged: a list holding None and an array
+            return True
+    return structured(model) and not structured(found)
 
 
 def _structure_words(found: Any, model: Any, label: str) -> str | None:
