@@ -177,6 +177,11 @@ def test_a_patched_checker_is_refused_not_obeyed(monkeypatch):
     monkeypatch.setattr(walk._Checker, "report", lambda self: passing)
     assert grade("raw-input-bug", wrong_input).diagnosis == "grader"
     monkeypatch.undo()
+    import simulator.teach.exercises as exercises
+
+    monkeypatch.setattr(exercises, "EXERCISES", {**exercises.EXERCISES})
+    assert start("raw-input-bug").grade(wrong_input).diagnosis == "grader"
+    monkeypatch.undo()
     assert grade("raw-input-bug", wrong_input).diagnosis == "value:message"  # restored: graded again
 
 

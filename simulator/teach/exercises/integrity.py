@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 GUARDED = (
@@ -67,7 +68,8 @@ def _take() -> dict[str, tuple[int, Any]]:
                     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
                     if code is not None:
                         seen[f"{name}.{attr}.{m}"] = (id(fn), code)
-            elif isinstance(value, dict) and attr.isupper():  # a registry (EXERCISES): its entries
+            elif isinstance(value, Mapping) and attr.isupper():  # a registry (EXERCISES): itself and its entries
+                seen[f"{name}.{attr}"] = (id(value), None)
                 for k, v in value.items():
                     if callable(v):
                         seen[f"{name}.{attr}[{k!r}]"] = (id(v), getattr(v, "__code__", None))
