@@ -138,7 +138,7 @@ PARAMS_Z = ZERO3.mlp.init(seed=8)
 X_Z, T_Z = ZERO3.mlp.data(8, seed=9)
 
 # replicas of the whole model: gradients cross only inside their bucketed all-reduce
-REPLICAS_SPLIT = Split(collectives=("bucket all_reduce",), crosses={})
+REPLICAS_SPLIT = Split(collectives=("bucket all_reduce", "all_reduce"), crosses={})  # native on real ranks
 
 SCENARIOS = [
     Scenario(
