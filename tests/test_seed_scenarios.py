@@ -32,7 +32,7 @@ def test_split_values_and_check_passes():
     )  # x, A (sent, received), A's and B's inputs and outputs, the result
     assert (
         str(run.report)
-        == "check passed: 7 values and the result match the single-device run and the run keeps its declared split"
+        == "check passed: 7 values and the result match the single-device run, and the declared split is kept"
     )
 
 

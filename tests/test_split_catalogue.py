@@ -233,8 +233,7 @@ def test_the_guide_quotes_the_seed_split_and_its_verdict_as_the_checker_words_th
                 exec(compile(block, page, "exec"), namespace)
     printed = words(out.getvalue())
     assert (
-        "check passed: 7 values and the result match the single-device run and the run keeps its declared split"
-        in printed
+        "check passed: 7 values and the result match the single-device run, and the declared split is kept" in printed
     )
     quoted = re.search(r'The second check says: "(.*?)", and', (docs / "checker.md").read_text(), re.S).group(1)
     assert words(quoted) in printed

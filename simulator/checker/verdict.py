@@ -145,7 +145,7 @@ class CheckReport:
 
     def _verdict_text(self) -> str:
         if self.verdict == PASSED:
-            split = " and the run keeps its declared split" if self.split_checked else ""
+            split = ", and the declared split is kept" if self.split_checked else ""
             return f"check passed: {self.checked} values and the result match the single-device run{split}"
         if self.broken and (self.first is None or self.split_first):
             return self._split_text()
