@@ -161,6 +161,10 @@ def test_the_definition_cannot_be_loosened_from_the_notebook():
         ex.exercise.requirements = ()  # frozen
     with pytest.raises(TypeError):
         EXERCISES["zero-1-step"] = lambda: None  # the registry is read-only
+    from simulator.teach.exercises.data import one_device_step
+
+    object.__setattr__(ex, "_make", lambda: one_device_step)  # forced past the guard: the grade refuses it
+    assert ex.grade(lambda dev, p, g, m: None).diagnosis == "grader"
 
 
 def test_a_patched_checker_is_refused_not_obeyed(monkeypatch):

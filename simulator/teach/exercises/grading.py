@@ -151,10 +151,15 @@ def _tampered(exercise: Exercise, snapshot: Snapshot) -> Grade | None:
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return refused(exercise.name, shown)
+
+
+def refused(name: str, what: str) -> Grade:
+    """The grade of a try the grader would not run: what was changed, and how to start clean."""
     return Grade(
-        exercise.name,
+        name,
         FAILED,
-        f"FAILED: the grader was changed after it loaded ({shown}), so this try was not graded. Restart the "
+        f"FAILED: the grader was changed after it loaded ({what}), so this try was not graded. Restart the "
         "kernel and run the notebook from the top.",
         "grader",
     )

@@ -50,6 +50,11 @@ class Snapshot:
     def __init__(self) -> None:
         self.taken = _take()
 
+    def registered(self, name: str, make: object) -> bool:
+        """Whether ``make`` is the function the exercise registry held under ``name`` when the snapshot was taken."""
+        entry = self.taken.get(f"simulator.teach.exercises.EXERCISES[{name!r}]")
+        return entry is not None and entry[0] == id(make)
+
     def changed(self) -> list[str]:
         """What differs from the snapshot, as dotted names (empty: nothing)."""
         now = _take()

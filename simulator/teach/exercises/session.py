@@ -16,7 +16,7 @@ from typing import Any
 from ...core.engine import RunResult
 from ...core.values import fit_lines
 from .core import NOT_ANSWERED, Exercise
-from .grading import Grade, grade
+from .grading import Grade, grade, refused
 from .hints import generic
 from .integrity import Snapshot
 
@@ -77,7 +77,10 @@ class Session:
     # ---- grading ------------------------------------------------------------------------------
     def grade(self, program: Any, *, seed: int | None = None) -> Grade:
         """Grade ``program`` (``grading.grade``), print the verdict and, for a try that does not pass, a hint."""
-        result = grade(self.exercise, program, seed=seed, snapshot=self._snapshot)
+        if not self._snapshot.registered(self.name, self._make):  # the session's definition was swapped
+            result = refused(self.name, f"this session's exercise is not the registry's {self.name!r}")
+        else:
+            result = grade(self.exercise, program, seed=seed, snapshot=self._snapshot)
         set_ = object.__setattr__
         set_(self, "tries", self.tries + 1)
         set_(self, "last", result)
@@ -105,7 +108,7 @@ class Session:
         return _Printed(text)
 
     def _hint(self, result: Grade) -> str:
-        own = self.exercise.hints.get(result.diagnosis, ())
+        own = () if result.diagnosis == "grader" else self.exercise.hints.get(result.diagnosis, ())
         seen = self._seen[result.diagnosis]
         text = own[min(seen, len(own) - 1)] if own else generic(result.diagnosis)
         return f"hint: {text}"
