@@ -29,6 +29,7 @@ from typing import Any
 from .checker import CheckReport, Reference, check
 from .checker import reference as _reference
 from .collectives import ALGORITHMS, ulp_distance
+from .core.arguments import PerDevice
 from .core.device import Device, Request
 from .core.engine import Engine, RunResult, World
 from .core.errors import (
@@ -114,6 +115,7 @@ __all__ = [
     "Op",
     "P",
     "Partial",
+    "PerDevice",
     "R",
     "RankError",
     "Reference",

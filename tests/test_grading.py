@@ -15,10 +15,10 @@ RING_START = """
 import numpy as np
 
 
-def ring(dev, xs):
+def ring(dev, x):
     p, r = dev.world_size, dev.rank
     right, left = (r + 1) % p, (r - 1) % p
-    chunks = list(np.split(dev.hold(f"x[{r}]", xs[r]), p))
+    chunks = list(np.split(dev.hold(f"x[{r}]", x), p))
     for s in range(p - 1):  # reduce-scatter
         send_c, recv_c = (r - s) % p, (r - s - 1) % p
         dev.send(chunks[send_c], right, label=f"my ring reduce-scatter step {s}")
@@ -39,8 +39,24 @@ WRONG = 'EXERCISE = "ring-all-reduce"\n' + RING_START + RETURN  # the starter: t
 SCHEDULE = """
 EXERCISE = "1f1b-schedule"
 STUDENT = "bob"
-rows = ["0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3", "1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3"]
-ANSWER = rows
+
+
+def schedule(p, m):
+    rows = []
+    for r in range(p):
+        warmup = min(p - r - 1, m)
+        acts = [f"{r}F{i}" for i in range(warmup)]
+        for j in range(m - warmup):
+            acts += [f"{r}F{warmup + j}", f"{r}B{j}"]
+        rows.append(" ".join(acts + [f"{r}B{j}" for j in range(m - warmup, m)]))
+    return rows
+
+
+def helper():  # a second function: ANSWER says which one is graded
+    pass
+
+
+ANSWER = schedule
 """
 FILES = {
     "alice/ring_1.py": WRONG,
@@ -82,7 +98,7 @@ def test_one_file_graded_in_process(folder):
     assert wrong["verdict"] == "FAILED" and wrong["first_divergence"] == "output v on device 0"
     assert wrong["detail"].startswith("check FAILED at the first divergence: op v on device 0 computed")
     schedule = grade_file(folder / "bob_schedule.py")
-    assert schedule["verdict"] == "passed" and schedule["student"] == "bob"  # data, named by ANSWER
+    assert schedule["verdict"] == "passed" and schedule["student"] == "bob"  # named by ANSWER
     assert grade_file(folder / "frank_names_none.py")["detail"].startswith("the file names no exercise: write EXERCISE")
     two = grade_file(folder / "henry_two_functions.py")
     assert two["verdict"] == "not graded" and "defines 2 functions (ring, helper)" in two["detail"]
@@ -113,13 +129,13 @@ def test_a_folder_of_right_wrong_hanging_and_crashing_files_grades_to_a_csv(fold
         "frank_names_none.py": ("frank_names_none", "", "not graded", "1", "1"),
         "gina_fakes.py": ("gina_fakes", "ring-all-reduce", "crashed", "1", "1"),  # a printed verdict is not one
         "henry_two_functions.py": ("henry_two_functions", "ring-all-reduce", "not graded", "1", "1"),
-        "ida_sys_exit.py": ("ida_sys_exit", "ring-all-reduce", "crashed", "1", "1"),
+        "ida_sys_exit.py": ("ida_sys_exit", "ring-all-reduce", "FAILED", "1", "1"),  # sys.exit in the answer
     }
     assert rows["alice/ring_1.py"]["first_divergence"] == "output v on device 0"
     assert "stopped after 20 s" in rows["carol_hangs.py"]["detail"]
     assert "exit status 3" in rows["dave_exits.py"]["detail"]
     err = capsys.readouterr()
-    assert "[10/10]" in err.err and err.out.startswith(f"wrote {out}: 2 passed, 1 FAILED, 1 timed out, 4 crashed")
+    assert "[10/10]" in err.err and err.out.startswith(f"wrote {out}: 2 passed, 2 FAILED, 1 timed out, 3 crashed")
 
 
 def test_bad_folders_are_refused_with_the_reason(tmp_path, capsys):

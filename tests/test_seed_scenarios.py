@@ -30,7 +30,10 @@ def test_split_values_and_check_passes():
     assert (
         run.report.ok and run.report.checked == 7
     )  # x, A (sent, received), A's and B's inputs and outputs, the result
-    assert str(run.report) == "check passed: 7 values and the result match the single-device run"
+    assert (
+        str(run.report)
+        == "check passed: 7 values and the result match the single-device run, and the declared split is kept"
+    )
 
 
 def test_wrong_input_flagged_at_the_message_in_plain_words():

@@ -8,9 +8,9 @@ ex.predict("messages", 2)
 
 
 # %% [starter]
-def column_parallel(dev):
-    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]  # device r's three columns
-    dev.hold("X", X)
-    w = dev.hold("W", W[cols], index=cols)
-    y = dev.compute("Y", np.matmul, X, w, index=cols)  # the same columns of Y
+def column_parallel(dev, x, w):
+    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]  # which of W's columns this device is given
+    x = dev.hold("X", x)
+    w = dev.hold("W", w, index=cols)
+    y = dev.compute("Y", np.matmul, x, w, index=cols)  # the same columns of Y
     return dev.all_gather(y, axis=1, name="Y")  # every device gets the whole Y

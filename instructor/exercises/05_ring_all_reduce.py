@@ -11,10 +11,10 @@ ex.predict("bytes", 96)
 
 
 # %% [starter]
-def ring(dev, xs):
+def ring(dev, x):  # x: this device's own vector x[r]
     p, r = dev.world_size, dev.rank
     right, left = (r + 1) % p, (r - 1) % p
-    chunks = list(np.split(dev.hold(f"x[{r}]", xs[r]), p))
+    chunks = list(np.split(dev.hold(f"x[{r}]", x), p))
     for s in range(p - 1):  # reduce-scatter: afterwards chunk (r + 1) % p holds the whole sum
         send_c, recv_c = (r - s) % p, (r - s - 1) % p
         dev.send(chunks[send_c], right, label=f"my ring reduce-scatter step {s}")

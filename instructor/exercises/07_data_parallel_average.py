@@ -8,10 +8,10 @@ ex.predict("messages", 4)
 
 
 # %% [starter]
-def data_parallel(dev):
-    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
-    x = dev.hold("X", X[rows], index=rows)
-    y = dev.hold("y", Y[rows], index=rows)
-    w = dev.hold("w", W)
+def data_parallel(dev, x, y, w):
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]  # which half of the batch this replica is given
+    x = dev.hold("X", x, index=rows)
+    y = dev.hold("y", y, index=rows)
+    w = dev.hold("w", w)
     g_local = dev.compute("g.local", mean_gradient, x, y, w)
     return dev.all_reduce(g_local, op="avg", name="g")  # summed, then divided by the replicas

@@ -136,7 +136,7 @@ def all_reduce(
     if in_place and op == "avg":  # x is float (check_avg_dtype above): divided where it is
         np.divide(out, g.p, out=out)
     result = sealed(out) if in_place else _finish_avg(out, op, g.p)
-    return dev.record_collective("all_reduce", name, inputs, result, t0)
+    return dev.record_collective("all_reduce", name, inputs, result, t0, group=g.ranks)
 
 
 def reduce_scatter(
@@ -161,7 +161,9 @@ def reduce_scatter(
     dev.native(lambda: dist.reduce_scatter(out, ins, op=_op(op), group=g.pg), "reduce_scatter")
     mine = blocks[g.me]
     result = _finish_avg(dev.array(out)[: mine.size].reshape(mine.shape), op, g.p)
-    return dev.record_collective("reduce_scatter", name, (x,), result, t0, idx[g.me] if idx is not None else None)
+    return dev.record_collective(
+        "reduce_scatter", name, (x,), result, t0, idx[g.me] if idx is not None else None, group=g.ranks
+    )
 
 
 def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, name=None, indices=None, index=None):
@@ -177,9 +179,11 @@ def all_gather(dev, x, group=None, algorithm="ring", *, axis=None, shapes=None, 
     dev.native(lambda: dist.all_gather(bufs, dev.tensor(_padded_bytes(mine, width)), group=g.pg), "all_gather")
     pieces = [_unpad(dev.array(b), s, mine.dtype) for b, s in zip(g.from_torch(bufs), shapes)]
     if axis is None:
-        dev.record_collective("all_gather", None, (mine,), None, t0)
+        dev.record_collective("all_gather", None, (mine,), None, t0, group=g.ranks)
         return pieces
-    return dev.record_collective("all_gather", name, (mine,), np.concatenate(pieces, axis=axis), t0, index)
+    return dev.record_collective(
+        "all_gather", name, (mine,), np.concatenate(pieces, axis=axis), t0, index, group=g.ranks
+    )
 
 
 def broadcast(dev, x, src, group=None, algorithm="tree", *, shape=None, dtype=None, name=None) -> np.ndarray:
@@ -195,7 +199,7 @@ def broadcast(dev, x, src, group=None, algorithm="tree", *, shape=None, dtype=No
     if buf.numel():
         dev.native(lambda: dist.broadcast(buf, src, group=g.pg), "broadcast")
     out = _unpad(dev.array(buf), got_shape, got_dtype)
-    return dev.record_collective("broadcast", name, (x,) if dev.rank == src else (), out, t0)
+    return dev.record_collective("broadcast", name, (x,) if dev.rank == src else (), out, t0, group=g.ranks)
 
 
 def reduce(dev, x, dst, op="sum", group=None, algorithm="tree", *, name=None, partials=None) -> np.ndarray | None:
@@ -206,9 +210,11 @@ def reduce(dev, x, dst, op="sum", group=None, algorithm="tree", *, name=None, pa
     t = dev.tensor(np.array(x))
     dev.native(lambda: dist.reduce(t, dst, op=_op(op), group=g.pg), "reduce")
     if dev.rank != dst:
-        dev.record_collective("reduce", None, (x,), None, t0)
+        dev.record_collective("reduce", None, (x,), None, t0, group=g.ranks)
         return None
-    return dev.record_collective("reduce", name, (x,), _finish_avg(dev.array(t).reshape(x.shape), op, g.p), t0)
+    return dev.record_collective(
+        "reduce", name, (x,), _finish_avg(dev.array(t).reshape(x.shape), op, g.p), t0, group=g.ranks
+    )
 
 
 def scatter(dev, chunks, src, group=None, algorithm="direct", *, shape=None, dtype=None, name=None, indices=None):
@@ -232,7 +238,9 @@ def scatter(dev, chunks, src, group=None, algorithm="direct", *, shape=None, dty
     send = g.to_torch([dev.tensor(_padded_bytes(c, width)) for c in chunks]) if dev.rank == src else None
     dev.native(lambda: dist.scatter(out, send, src=src, group=g.pg), "scatter")
     result = _unpad(dev.array(out), got_shape, got_dtype)
-    return dev.record_collective("scatter", name, (), result, t0, indices[g.me] if indices is not None else None)
+    return dev.record_collective(
+        "scatter", name, (), result, t0, indices[g.me] if indices is not None else None, group=g.ranks
+    )
 
 
 def gather(dev, x, dst, group=None, algorithm="direct", *, shapes=None, name=None, indices=None):
@@ -246,10 +254,10 @@ def gather(dev, x, dst, group=None, algorithm="direct", *, shapes=None, name=Non
     bufs = [dev.tensor(np.empty(width, dtype=np.uint8)) for _ in range(g.p)] if dev.rank == dst else None
     dev.native(lambda: dist.gather(dev.tensor(_padded_bytes(x, width)), bufs, dst=dst, group=g.pg), "gather")
     if dev.rank != dst:
-        dev.record_collective("gather", None, (x,), None, t0)
+        dev.record_collective("gather", None, (x,), None, t0, group=g.ranks)
         return None
     pieces = [_unpad(dev.array(b), s, d) for b, (s, d) in zip(g.from_torch(bufs), metas)]
-    dev.record_collective("gather", None, (x,), None, t0)
+    dev.record_collective("gather", None, (x,), None, t0, group=g.ranks)
     return pieces
 
 
@@ -274,14 +282,14 @@ def all_to_all(dev, chunks, group=None, algorithm="direct", *, shapes=None) -> l
             if j != g.me:
                 dev.check_collective_contract("all_to_all", g.ranks[j], tuple(shapes[j]), None, s, d)
     out = [_unpad(dev.array(b), s, d) for b, (s, d) in zip(bufs, metas)]
-    dev.record_collective("all_to_all", None, tuple(chunks), None, t0)
+    dev.record_collective("all_to_all", None, tuple(chunks), None, t0, group=g.ranks)
     return out
 
 
 def barrier(dev, group=None, algorithm="dissemination") -> None:
     g, t0 = Group(dev, group), dev.clock
     dev.native(lambda: dist.barrier(group=g.pg), "barrier")
-    dev.record_collective("barrier", None, (), None, t0)
+    dev.record_collective("barrier", None, (), None, t0, group=g.ranks)
 
 
 def _op(op: str) -> Any:

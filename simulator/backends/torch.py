@@ -151,6 +151,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         self._unheaded: dict[tuple[int, int], deque[TorchRequest]] = {}  # recvs whose header is unread
         self._in_flight: list[TorchRequest] = []  # eager sends not yet known complete
         self._open_recvs: set[TorchRequest] = set()  # posted, not yet waited
+        self._native_calls: dict[tuple[int, ...], int] = {}  # members -> native collectives they called
 
     def __repr__(self) -> str:
         return f"<TorchDevice {self.rank}/{self.world_size} {self.device} t={self.clock:.3g}s>"
@@ -272,16 +273,27 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         except RuntimeError as exc:
             raise self.comm_error(exc, what, "some member never joined it", "another member") from exc
 
-    def record_collective(self, kind: str, name: str | None, inputs: tuple, output: Any, t0: float, index: Any = None):
-        """Record a native collective as one op (named ``name`` for the checker, if given); returns output."""
+    def record_collective(
+        self, kind: str, name: str | None, inputs: tuple, output: Any, t0: float, index: Any = None, group=None
+    ) -> Any:
+        """Record a native collective as one op (named ``name`` for the checker, if given); returns output.
+
+        Its label, ``all_reduce#3 native on 0,1`` (the call's number among its members' calls, as a simulated
+        collective's label counts them, and the members), marks it as a collective's step, as the simulated
+        one's messages are marked, and lets the checker join the members' calls (``simulator.checker.causal``).
+        """
         if isinstance(output, np.ndarray) and output.flags.writeable:
             output.setflags(write=False)
-        label = name if name is not None else f"{kind} (native)"
+        members = tuple(sorted(group)) if group is not None else tuple(range(self.world_size))
+        number = self._native_calls.get(members, 0)
+        self._native_calls[members] = number + 1
         doc = f"torch.distributed.{kind} on {self.device.type} (native; its messages are not visible)"
         t1 = self.clock
         kept = (inputs, output) if self.keep_payloads else (None, None)
         nbytes = _nbytes(output) if name is not None else 0
-        op = Op(None, self.rank, label, t0, t1, 0, kept[0], kept[1], index, doc, name is not None, nbytes)
+        op_name = name if name is not None else f"{kind} (native)"
+        op = Op(None, self.rank, op_name, t0, t1, 0, kept[0], kept[1], index, doc, name is not None, nbytes)
+        op.label = f"{kind}#{number} native on {','.join(map(str, members))}"
         self.record.ops.append(OpRecord("op", op, self.record.next_order()))
         if name is not None:
             self._memory[name] = output

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..core.arguments import parts_for
 from .errors import CommError, CommTimeoutError
 from .heap import keep_freed_memory
 from .lifeline import watch_launcher
@@ -170,6 +171,7 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
             )
             dev.start_clock(common_epoch(device, same_host))  # t = 0 on every rank, right before the program
             dev.record.t_begin = dev.clock
+            args, kwargs = parts_for(rank, args, kwargs)  # PerDevice: this rank's part (its own copy: unpickled)
             output = program(dev, *args, **kwargs)
             conn.send(("done", run, output, dev.record, dev.open_receives()))
         except BaseException as exc:

@@ -14,9 +14,12 @@ single-device run:
 
 The verdict is one of three:
 
-- **passed**: every named value and the result were compared and are equal, and nothing was left out;
+- **passed**: every named value and the result were compared and are equal, and nothing was left out (and
+  the run keeps its declared split, where one is given);
 - **FAILED**: the first place the run differs, with what was expected, what was found and, where it
-  can tell, why ("[3.] is x, the model's raw input"; "4 times what it should be"; "a partial sum");
+  can tell, why ("[3.] is x, the model's raw input"; "4 times what it should be"; "a partial sum"); or
+  the first place it breaks its declared split ("device 1 computed A, which belongs to device 0"). The
+  first is first by cause (``causal.py``), so a real run is blamed where its simulation is;
 - **not verified**: nothing differs, but something could not be compared: a name the reference does
   not know, a reference value no device computed, a message that carries no value of the model, a
   result no device returned, or an input for which a correct value also equals another named value.
@@ -25,9 +28,12 @@ The verdict is one of three:
 Modules, each building only on those after it in this list (checked by import-linter):
 
 - ``walk.py``          ``check`` and the walk over the events: messages, held values, ops, partial sums
+- ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
 - ``results.py``       the result each device returns, and which parts of the model's result were covered
 - ``explain.py``       the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
-- ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``: the verdict and its text
+- ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``, ``Violation``: the verdict and its text
+- ``split.py``         ``Split``: who owns what beside the model (compute, given, crosses, collectives, budget)
+- ``causal.py``        the order of events by cause (what each depended on), not by clock
 - ``reference.py``     ``Reference``: the same model run on one device, every named value kept
 - ``diagnose.py``      patterns in a wrong value, in words: k times too large, blocks reordered, wrong axis
 - ``terms.py``         a value that, added to the same value on other devices, is the expected one (an
@@ -38,11 +44,14 @@ Modules, each building only on those after it in this list (checked by import-li
 
 from .comm_summary import CommSummary, comm_summary, message_table
 from .reference import NO_RESULT, Reference
-from .verdict import FAILED, NOT_VERIFIED, PASSED, CheckReport, Divergence, Unchecked
+from .split import ALL, Budget, Split
+from .verdict import FAILED, NOT_VERIFIED, PASSED, CheckReport, Divergence, Unchecked, Violation
 from .walk import References, check
 
 __all__ = [
+    "ALL",
     "FAILED",
+    "Budget",
     "NOT_VERIFIED",
     "NO_RESULT",
     "PASSED",
@@ -51,7 +60,9 @@ __all__ = [
     "Divergence",
     "Reference",
     "References",
+    "Split",
     "Unchecked",
+    "Violation",
     "check",
     "comm_summary",
     "message_table",

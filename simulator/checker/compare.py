@@ -78,7 +78,10 @@ def same(found: Any, expected: Any, rtol: float | None = None, atol: float | Non
         )
     if isinstance(expected, (tuple, list)) and isinstance(found, (tuple, list)):
         return len(found) == len(expected) and all(same(f, e, rtol, atol) for f, e in zip(found, expected))
-    a, b = np.asarray(found), np.asarray(expected)
+    try:
+        a, b = np.asarray(found), np.asarray(expected)
+    except ValueError:  # a ragged structure (a list holding None and an array) against an array: not the same
+        return False
     if a.shape != b.shape:
         return False
     if not (_numeric(a) and _numeric(b)):

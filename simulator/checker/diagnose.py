@@ -45,8 +45,8 @@ def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str
     if bb == 0 or a.shape != b.shape:
         return None
     k = float(np.vdot(b, a)) / bb
-    if not np.isfinite(k) or same(a, b) or not same(a, k * b):
-        return None
+    if not np.isfinite(k) or k == 0 or same(a, b) or not same(a, k * b):
+        return None  # (k = 0: all zeros, where a value never arrived, not a scale)
     if abs(k - round(k)) < 1e-6 * max(1.0, abs(k)) and round(k) >= 2:
         k_int = round(k)
         text = f"Every element is {k_int} times what it should be"

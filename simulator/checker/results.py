@@ -34,10 +34,19 @@ class _ResultChecks:
         covered: dict[tuple[int, tuple], np.ndarray | bool] = {}
         returned = False
         for rank, out in enumerate(self.outputs):
-            if out is None:
-                continue
+            if out is None or (structured(out) and all(leaf is None for _, leaf in _leaves(out))):
+                continue  # holds none of the result
             returned = True
             ref = self._ref(rank)
+            if ref.result is None:  # the model returns nothing: there is nothing to compare a returned value with
+                self.unchecked.append(
+                    Unchecked(
+                        "result",
+                        f"device {rank} returned {show(out)}, but the model returns nothing, so it was not compared: "
+                        "return the result from the model too (its last op, e.g. return dev.compute(...))",
+                    )
+                )
+                continue
             if ref.result is NO_RESULT:
                 self.unchecked.append(Unchecked("result", f"device {rank} returned a value, but the reference "
                                                           "does not know what the model returns: build it with "
@@ -54,7 +63,16 @@ class _ResultChecks:
                 Unchecked("result", f"device {rank} returns result{label}, which the model's result does not have")
             )
             return
+        if leaf is None and path:
+            return  # a place of a structured result this device does not hold (another device returns it)
         event = self.last_event[rank]
+        if _other_form(leaf, whole):
+            self.checked += 1
+            d = Divergence("result", rank, event, None, "the result", whole, leaf, [], ref, path=label)
+            d.hint = _structure_words(leaf, whole, label)
+            self.diverged.append(d)
+            covered[(id(ref), path)] = True  # compared (and wrong)
+            return
         origin = self.origin[rank].get(id(leaf))
         if isinstance(origin, Op) and origin.partial is not None and len(origin.partial) > 1:
             self.checked += 1
@@ -134,6 +152,46 @@ class _ResultChecks:
 
 
 _ABSENT: Any = object()  # a part of a returned structure that the model's result does not have
+
+
+def _other_form(found: Any, model: Any) -> bool:
+    """A returned value whose form is not the model's: a dict where a list is, or a structure where an array is
+    that is not a plain list of numbers (``[49.0]`` for ``array([49.])`` is compared as the array it is)."""
+    if isinstance(found, Mapping) != isinstance(model, Mapping):
+        return True
+    if structured(found) and not structured(model):
+        try:
+            return np.asarray(found).dtype.kind not in "biufc"
+        except ValueError:  # ragged: a list holding None and an array
+            return True
+    return structured(model) and not structured(found)
+
+
+def _structure_words(found: Any, model: Any, label: str) -> str | None:
+    """A returned value whose form is not the model's (a list where the model has one array), in words, with
+    the rule for what a device returns."""
+    if isinstance(found, (list, tuple)) and not structured(model):
+        try:
+            pieces = [np.asarray(p) for p in found]
+        except ValueError:
+            pieces = []
+        if pieces and all(p.dtype.kind in "biufc" and p.ndim == np.ndim(model) for p in pieces):
+            return None  # pieces of the array: the explanation says how to join them
+    return (
+        f"It is {_form(found)}, where the model's result{label} is {_form(model)}: a device returns the model's "
+        "result in the model's form, or its own block of it (an op's output with index=), or None where it holds "
+        "none of it; in a list, tuple or dict, None in the places it does not hold."
+    )
+
+
+def _form(value: Any) -> str:
+    if isinstance(value, Mapping):
+        return f"a dict with keys {list(value)[:6]}"
+    if isinstance(value, (list, tuple)):
+        return f"a {type(value).__name__} of {len(value)} item{'s' if len(value) != 1 else ''}"
+    if value is None:
+        return "None"
+    return f"an array of shape {np.shape(value)}"
 
 
 def _leaves(value: Any, path: tuple = ()) -> Iterator[tuple[tuple, Any]]:

@@ -94,18 +94,33 @@ class Unchecked:
 
 
 @dataclass
+class Violation:
+    """Something the run did that its declared split does not allow (``simulator.checker.split``)."""
+
+    kind: str  # "compute", "given", "cross", "collective", "budget"
+    rank: int  # the device that broke it
+    event: int  # index into trace.events
+    text: str  # what broke, in words
+    record: Message | Op | None = None
+
+
+@dataclass
 class CheckReport:
-    """The verdict of ``check``: passed, FAILED (with the first divergence), or not verified (with why)."""
+    """The verdict of ``check``: passed, FAILED (with the first divergence, or the first place the run breaks
+    its declared split), or not verified (with why)."""
 
     first: Divergence | None
     checked: int  # values compared
     divergent: int  # values that differ (the first and every later one)
     unchecked: list[Unchecked] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)  # values these inputs cannot tell apart (see _ambiguous)
+    broken: list[Violation] = field(default_factory=list)  # what breaks the declared split, first cause first
+    split_first: bool = False  # the first broken rule comes before the first divergence (by cause)
+    split_checked: bool = False  # a split was declared and checked
 
     @property
     def verdict(self) -> str:
-        if self.first is not None:
+        if self.first is not None or self.broken:
             return FAILED
         return NOT_VERIFIED if self.unchecked else PASSED
 
@@ -130,13 +145,18 @@ class CheckReport:
 
     def _verdict_text(self) -> str:
         if self.verdict == PASSED:
-            return f"check passed: {self.checked} values and the result match the single-device run"
+            split = ", and the declared split is kept" if self.split_checked else ""
+            return f"check passed: {self.checked} values and the result match the single-device run{split}"
+        if self.broken and (self.first is None or self.split_first):
+            return self._split_text()
         if self.verdict == FAILED:
             text = f"check FAILED at the first divergence: {self.first.explain()}"
             if self.divergent > 1:  # later, not necessarily caused by it: on other devices, or a second bug
                 more = self.divergent - 1
                 differ = "value differs" if more == 1 else "values differ"
                 text += f"\n  ({more} more {differ} after it: fix this one first, the others often follow from it)"
+            if self.broken:
+                text += "\n  the run breaks its declared split too:" + _bullets(self.broken, limit=3)
             if self.unchecked:
                 text += "\n  also not checked:" + _bullets(self.unchecked, limit=3)
             return text
@@ -146,6 +166,23 @@ class CheckReport:
             f"{n} thing{'s' if n > 1 else ''} could not be checked:" + _bullets(self.unchecked)
         )
 
+    def _split_text(self) -> str:
+        """FAILED where the first cause is a broken rule of the split (the values may all be right)."""
+        first, rest = self.broken[0], self.broken[1:]
+        text = f"check FAILED: the run breaks its declared split: {first.text}."
+        if self.first is not None:
+            text += f"\n  and a value differs after it: {self.first.explain()}"
+        elif not self.divergent:
+            text += (
+                f"\n  (the {self.checked} values compared match the single-device run: the numbers are right, "
+                "but computed or moved where the split does not allow)"
+            )
+        if rest:
+            text += "\n  also breaking the split:" + _bullets(rest, limit=3)
+        if self.unchecked:
+            text += "\n  also not checked:" + _bullets(self.unchecked, limit=3)
+        return text
+
     def _repr_pretty_(self, p, cycle) -> None:
         p.text(str(self))
 
@@ -154,10 +191,11 @@ def _compared(n: int) -> str:
     return "the 1 value compared matches" if n == 1 else f"the {n} values compared match"
 
 
-def _bullets(items: list[Unchecked], limit: int = 12) -> str:
+def _bullets(items: list[Unchecked] | list[Violation], limit: int = 12) -> str:
     lines = [f"\n  - {u.text}" for u in items[:limit]]
     if len(items) > limit:
-        lines.append(f"\n  - ... and {len(items) - limit} more (report.unchecked lists every one)")
+        where = "report.broken" if isinstance(items[0], Violation) else "report.unchecked"
+        lines.append(f"\n  - ... and {len(items) - limit} more ({where} lists every one)")
     return "".join(lines)
 
 

@@ -19,10 +19,13 @@ from ..core.columns import FREE, HOLD
 from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Message, Op, Trace
 from . import diagnose
+from .causal import CausalOrder
 from .compare import same, show, structured
 from .explain import _Explanations, _floaty
 from .reference import Reference
 from .results import _ResultChecks
+from .split import Split
+from .split_check import violations
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -34,6 +37,8 @@ def check(
     *,
     rtol: float | None = None,
     atol: float | None = None,
+    split: Split | None = None,
+    own_names: bool = False,
 ) -> CheckReport:
     """Compare a run with single-device reference(s); say passed, FAILED (first divergence) or not verified.
 
@@ -41,12 +46,31 @@ def check(
     reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
     different inputs), or a function of the rank.
     rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.checker.compare``).
+    split: the declared split (``simulator.checker.split.Split``): who computes what, what each device is
+    given, what may cross, the collectives and the budget; a run that breaks it FAILS, whatever its values.
+    own_names: values under names the model does not have, and unnamed messages, equal to none of its values,
+    are the program's own intermediates (a sum before it is divided, a running sum on its way round a ring):
+    noted, not held against the verdict. Every value of the model and the result are still compared (an
+    exercise's grade sets it).
+
+    The first divergence is the first by cause (``simulator.checker.causal``), so a real run, whose events
+    come in measured order, is blamed where its simulation is.
     """
     trace = run if isinstance(run, Trace) else run.trace
     outputs = getattr(run, "outputs", None) if not isinstance(run, Trace) else None
     if outputs is None:
         outputs = trace.outputs
-    return _Checker(trace, outputs, _resolver(reference), rtol, atol).report()
+    ref_of = _resolver(reference)
+    checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
+    report = checker.report()
+    if split is not None:
+        if not isinstance(split, Split):
+            raise TypeError(f"check(split={split!r}): give a Split (simulator.checker.split)")
+        broken = sorted(violations(trace, split, checker._ref, rtol, atol), key=lambda v: checker.order.key(v.event))
+        report.broken, report.split_checked = broken, True
+        if broken and report.first is not None:
+            report.split_first = checker.order.key(broken[0].event) < checker.first_key
+    return report
 
 
 @dataclass
@@ -62,9 +86,14 @@ class _Checker(_ResultChecks, _Explanations):
     """One check: the walk over the trace's events, then the result (results.py) and the explanation of
     the first divergence (explain.py)."""
 
-    def __init__(self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol):
+    def __init__(
+        self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol, own_names=False
+    ):
         self.trace, self.outputs, self.ref_of = trace, outputs, ref_of
         self.rtol, self.atol = rtol, atol
+        self.own_names = own_names
+        self.order = CausalOrder(trace)
+        self.first_key: tuple[int, int, int, int] | None = None
         self.world_size = trace.world_size
         self.checked = 0
         self.diverged: list[Divergence] = []
@@ -94,8 +123,9 @@ class _Checker(_ResultChecks, _Explanations):
         self._results()
         self._unfinished_partials()
         self._never_computed()
-        first = min(self.diverged, key=lambda d: d.event) if self.diverged else None
+        first = min(self.diverged, key=self._cause) if self.diverged else None
         if first is not None:
+            self.first_key = self._cause(first)
             self._explain(first)
         return CheckReport(first, self.checked, len(self.diverged), self.unchecked, self.notes)
 
@@ -131,6 +161,10 @@ class _Checker(_ResultChecks, _Explanations):
                 else:  # a collective's own reduction: checked through its result
                     last[rank] = i
                     origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+
+    def _cause(self, d: Divergence) -> tuple[int, int, int, int]:
+        """Where a divergence stands by cause: a result after its device's last event, anything else at its event."""
+        return self.order.after_last(d.rank) if d.where == "result" else self.order.key(d.event)
 
     def _ref(self, rank: int) -> Reference:
         ref = self.ref_of(rank)
@@ -235,6 +269,10 @@ class _Checker(_ResultChecks, _Explanations):
                 "replica's gradient is, name it after the sum or the average and say partial=True)"
             )
         context = f" {context}" if context else ""
+        if self.own_names:  # the program's own intermediate: every value of the model is still compared
+            also = f": it equals {hint[0]} (name it {hint[1]} to have it compared)" if hint else ": not compared"
+            self.notes.append(f"{name} on device {rank}{context} is a name of your own, not the model's{also}")
+            return
         self.unchecked.append(
             Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)
         )
@@ -242,6 +280,10 @@ class _Checker(_ResultChecks, _Explanations):
     def _place(self, i: int, msg: Message) -> None:
         """An unnamed message: find the reference value it carries, or say that none fits."""
         ref = self._ref(msg.dst)
+        if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
+            if ref.identify(msg.payload, rtol=self.rtol, atol=self.atol):
+                self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            return
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
             self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
             return
@@ -315,7 +357,10 @@ class _Checker(_ResultChecks, _Explanations):
                 mean = total / len(group) if not structured(total) else None
                 if mean is not None and same(mean, expected, self.rtol, self.atol):
                     total = mean
-            self._compare("partial sums", rec.rank, i, rec, rec.name, expected, total, path=members)  # path: devices
+            # the sum stands where its last term does by cause (the same term on every backend: measured times
+            # may bring the terms in any order), the highest device among equals
+            last = max(parts, key=lambda p: (self.order.key(p.event)[:2], p.rank))
+            self._compare("partial sums", last.rank, last.event, last.record, rec.name, expected, total, path=members)
 
     def _partial_of(self, rank: int, value: Any) -> Op | None:
         """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""

@@ -6,6 +6,7 @@ Each module builds only on those below it in this list (checked by import-linter
 engine.py         ``World`` and ``Engine``: one greenlet per device, scheduled in simulated time order; the
                   hook the layers above use (``Engine.held_calls``, ``Engine.caches``)
 run_errors.py     what a bad run reports: deadlocks with their cycle, messages nobody received
+arguments.py      what each device is given: its own copy of every argument, or its part (``PerDevice``)
 program_time.py   devices that also pay their program's own wall time (``World(program_time=True)``)
 device.py         ``Device``: memory, ops and messaging, the only thing a rank program sees (the
                   collectives attach their methods from the layer above)
@@ -25,6 +26,7 @@ threads.py        one BLAS thread while devices run (``World(blas_threads=...)``
 ================  ==========================================================================================
 """
 
+from .arguments import PerDevice
 from .device import Device, Request
 from .engine import Engine, RunResult, World
 from .errors import (
@@ -55,6 +57,7 @@ __all__ = [
     "Message",
     "Op",
     "OpError",
+    "PerDevice",
     "RankError",
     "Request",
     "RunResult",

@@ -34,6 +34,7 @@ from greenlet import GreenletExit, getcurrent, greenlet
 
 from ..cost.model import CostModel
 from ..cost.presets import teaching
+from .arguments import arguments_for, check_parts
 from .columnar import ColumnarTrace
 from .columns import SETTLE_EVERY, Recorder
 from .device import Channel, Device, Request
@@ -169,6 +170,7 @@ class World:
     def start(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> Engine:
         """Start ``program(device, *args, **kwargs)`` on every device; advance it with ``step``."""
         check_program(program)
+        check_parts(args, kwargs, self.size)
         return Engine(self, program, args, kwargs)
 
     def run(self, program: Callable[..., Any], *args: Any, **kwargs: Any) -> RunResult:
@@ -271,9 +273,10 @@ class Engine:
 
         def run() -> None:
             try:
+                own_args, own_kwargs = arguments_for(dev.rank, args, kwargs)  # private memory, as on real ranks
                 if timed:
                     dev.start_program()
-                out = program(dev, *args, **kwargs)
+                out = program(dev, *own_args, **own_kwargs)
                 if inspect.isgenerator(out) or inspect.iscoroutine(out):
                     not_a_plain_function(program, out)
                 if timed:

@@ -4,10 +4,10 @@ Each module builds only on those below it (import-linter checks the order; sched
 
 ===============================  =================================================================================
 zero, compose, compose5d,        ZeRO 1-3; data, pipeline and tensor parallelism on a 3-D mesh; all five dimensions
-whatif/, measure                 of a transformer together; the what-if that plans a training step on real GPU
+whatif/, measure, pipeline_split of a transformer together; the what-if that plans a training step on real GPU
                                  systems and is validated against published tables (``whatif.run``, ``.step``,
                                  ``.price``, ``.layer``, ``.memory``, ``.report``, ``.tables``, ``.validate``);
-                                 numbers read off a run's trace
+                                 numbers read off a run's trace; the split a pipeline declares for the checker
 data, experts/                   data parallelism (gradients averaged, bucketed); a mixture of experts and expert
                                  parallelism (``experts.model``, ``.ops``, ``.parallel``, ``.moe_layer``)
 pipeline, buckets,               a schedule run with real arithmetic; an all-reduce that moves along as the
@@ -27,6 +27,7 @@ from .experts.parallel import ExpertParallel
 from .measure import bubble, peak_activation_microbatches
 from .mlp import MLP
 from .pipeline import ActionCosts, Pipeline
+from .pipeline_split import pipeline_split
 from .schedules import SCHEDULES, Schedule, make_schedule
 from .tensor import column_parallel, megatron_mlp, row_parallel
 from .transformer.model import Transformer
@@ -50,5 +51,6 @@ __all__ = [
     "make_schedule",
     "megatron_mlp",
     "peak_activation_microbatches",
+    "pipeline_split",
     "row_parallel",
 ]

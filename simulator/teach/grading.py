@@ -8,11 +8,10 @@ and holds the answer, what the notebook's grading cell passes to ``ex.grade(...)
 
     import numpy as np
 
-    def ring(dev, xs):                # the answer: the one function the file defines, or the one ANSWER names
+    def ring(dev, x):                 # the answer: the one function the file defines, or the one ANSWER names
         ...
 
-    ANSWER = ring                     # needed only when the file defines more than one function, or the
-                                      # answer is data (the 1F1B exercise's rows: ANSWER = rows)
+    ANSWER = ring                     # needed only when the file defines more than one function
 
 Each file runs in a fresh Python process, in its own folder: a file that hangs is
 stopped at the time limit, one that crashes (an exception while loading, ``sys.exit``, a killed process)
@@ -23,8 +22,9 @@ in, the first divergence, and the grade's first line.
 Verdicts: the grade's own ``passed``, ``FAILED`` and ``not verified``; and ``timed out``, ``crashed`` or
 ``not graded`` (the file names no known exercise, or no answer) where the grade could not be made.
 
-The grade itself is ``simulator.teach.exercises``' (``start(name).grade(answer)``), used only through that
-call, its verdict, its text and its check report. Not a sandbox: a student's file runs with your rights
+The grade itself is ``simulator.teach.exercises.grade(name, answer)``, used only through that call: its
+verdict, its reason, and its check report (a ``SystemExit`` in the answer is a FAILED try there, as in a
+notebook; one while the file loads is this file's crash). Not a sandbox: a student's file runs with your rights
 (read the files you grade, or grade them in a container).
 """
 
@@ -49,7 +49,7 @@ from types import FunctionType
 from typing import Any
 
 from ..core.files import atomic_write
-from .exercises import EXERCISES, start
+from .exercises import EXERCISES, grade
 
 TIMEOUT = 60.0  # seconds a file may take: a file grades in 1 to 2 s, most of it starting Python and numpy
 JOBS = min(8, os.cpu_count() or 1)  # files graded at once
@@ -103,19 +103,23 @@ def grade_file(path: Path) -> dict[str, Any]:
             return {**row, "detail": f"the file {defined}: write ANSWER = the one to grade"}
         answer = own[0]
     try:
-        grade = start(exercise).grade(answer)
-    except BaseException as exc:  # noqa: BLE001 (sys.exit or a KeyboardInterrupt in the student's code)
+        result = grade(exercise, answer)
+    except BaseException as exc:  # noqa: BLE001 (a KeyboardInterrupt in the student's code)
         return {**row, "verdict": "crashed", "detail": f"grading stopped: {_error(exc, path)}"}
-    first = getattr(grade.report, "first", None)
-    detail = " ".join(grade.text.split("\n\n")[0].split()).removeprefix("try 1: ")  # its first paragraph, unwrapped
-    return {**row, "verdict": grade.verdict, "first_divergence": _where(first), "detail": detail}
+    detail = " ".join(result.text().split("\n")[0].split())  # its first line, unwrapped
+    return {**row, "verdict": result.verdict, "first_divergence": _where(result.report), "detail": detail}
 
 
 _missing = object()
 
 
-def _where(first: Any) -> str:
-    """The first divergence in a few words: which message or value, on which device."""
+def _where(report: Any) -> str:
+    """The first divergence in a few words: which message or value, on which device (or the split's first broken
+    rule, where that comes first)."""
+    broken = getattr(report, "broken", None)
+    if broken and (report.first is None or report.split_first):
+        return f"the split: {broken[0].kind} on device {broken[0].rank}"
+    first = getattr(report, "first", None)
     if first is None:
         return ""
     rec = first.record

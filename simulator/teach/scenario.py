@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..checker import CheckReport, References, check
+from ..checker import CheckReport, References, Split, check
 from ..core.engine import RunResult, World
 from ..core.errors import SimulationError
 from ..core.values import fit_lines, value_text
@@ -26,6 +26,8 @@ class Scenario:
 
     expect: "match" (the check passes), "diverge" (the check FAILS at a bug), or "error" (the run
     itself stops with a SimulationError such as a deadlock or a contract violation).
+    split: the split the story teaches (``simulator.checker.split``): who computes what, what each device is
+    given, what may cross; the check holds the run to it as well as to the values.
     """
 
     name: str
@@ -37,6 +39,7 @@ class Scenario:
     reference: Callable[[], References] | None = None
     expect: str = "match"
     tags: tuple[str, ...] = field(default_factory=tuple)
+    split: Split | None = None
 
     def __post_init__(self) -> None:
         if self.expect not in EXPECTATIONS:
@@ -68,7 +71,7 @@ class Scenario:
                 raise
             return ScenarioRun(self, None, None, exc)
         checked = result if on is None else result.trace  # a real run's trace is what it recorded
-        report = check(checked, self.reference()) if self.reference is not None else None
+        report = check(checked, self.reference(), split=self.split) if self.reference is not None else None
         return ScenarioRun(self, result, report, None)
 
     def view_source(self) -> tuple[Any, CheckReport | None, str, str]:

@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from ...checker import Split
 from ...core.engine import World
 from ...cost.presets import classroom
 from ...parallel.transformer.context import ContextSplit, RingAttention, positions
@@ -59,9 +60,15 @@ def _reference():
     return TransformerStep(MODEL).reference(PARAMS, X, T)
 
 
+# the sequence in chunks over four devices: keys and values go round the ring by the program's own messages,
+# the weights' gradients are all-reduced
+SPLIT = Split(collectives=("all_reduce",))
+
+
 def _scenario(name: str, title: str, story: str, program: Any, expect: str = "match") -> Scenario:
     tags = ("transformer", "context", "training") + (("bug",) if name.startswith("cp-bug") else ())
-    return Scenario(name, title, story, World(4, cost=classroom()), program, (PARAMS, X, T), _reference, expect, tags)
+    world = World(4, cost=classroom())
+    return Scenario(name, title, story, world, program, (PARAMS, X, T), _reference, expect, tags, SPLIT)
 
 
 SCENARIOS = [

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from ...checker import Split
 from ...core.engine import World
 from ...parallel.experts.model import MoE
 from ...parallel.experts.parallel import ExpertParallel, all_to_all_single
@@ -89,10 +90,14 @@ class CombineInArrivalOrder(ExpertParallel):
         return dev.compute("y", wrong, xs, *outs, index=(rows, slice(None)))
 
 
+# experts over three devices: tokens go to their experts and back by all-to-all, nothing by the program's own sends
+SPLIT = Split(collectives=("all_gather", "all_to_all", "all_reduce"), crosses={})
+
+
 def _scenario(name: str, title: str, story: str, program: Any, expect: str = "match") -> Scenario:
     tags = ("experts", "training") + (("bug",) if expect == "diverge" else ())
     reference = lambda: program.reference(PARAMS, X_IN, T_IN)  # noqa: E731
-    return Scenario(name, title, story, World(3), program, (PARAMS, X_IN, T_IN), reference, expect, tags)
+    return Scenario(name, title, story, World(3), program, (PARAMS, X_IN, T_IN), reference, expect, tags, SPLIT)
 
 
 SCENARIOS = [

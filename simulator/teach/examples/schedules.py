@@ -10,6 +10,7 @@ from __future__ import annotations
 from ...core.engine import World
 from ...parallel.mlp import MLP
 from ...parallel.pipeline import FREE_LINKS, ActionCosts, Pipeline
+from ...parallel.pipeline_split import pipeline_split
 from ...parallel.schedules import make_schedule
 from ..scenario import Scenario
 
@@ -33,6 +34,7 @@ def _scenario(name: str, title: str, story: str, pipe: Pipeline) -> Scenario:
         args=(PARAMS, X, T),
         reference=lambda: pipe.reference(PARAMS, X, T),
         tags=("pipeline", "training"),
+        split=pipeline_split(pipe),
     )
 
 

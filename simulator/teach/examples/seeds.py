@@ -9,13 +9,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checker import Reference
+from ...checker import ALL, Reference, Split
 from ...core.device import Device
 from ...core.engine import World
 from ...cost.model import CostModel
 from ..scenario import Scenario
 
 BOUNDARY = {"shape": (1,), "dtype": np.float64}  # the contract: what crosses from A to B
+# The split the seed teaches: device 0 computes A, device 1 computes B, device 0 alone is given x, and only A
+# may cross, from device 0 to device 1.
+SEED_SPLIT = Split(compute={"A": 0, "B": 1}, given={"x": 0}, crosses={"A": (0, 1)})
+# Replicas: each device computes the whole model on its own input (x[r]), and nothing crosses.
+REPLICATED_SPLIT = Split(compute={"A": ALL, "B": ALL}, given={"x": ALL}, crosses={})
 # A toy device doing a million operations per second, so each one-element op takes a visible 1 us.
 TOY = CostModel(latency=1e-6, bandwidth=1e9, flops=1e6)
 
@@ -92,6 +97,7 @@ SCENARIOS = [
         program=split,
         args=(X,),
         reference=lambda: Reference.of(model, X),
+        split=SEED_SPLIT,
         tags=("seed", "pipeline"),
     ),
     Scenario(
@@ -103,6 +109,7 @@ SCENARIOS = [
         program=wrong_input,
         args=(X,),
         reference=lambda: Reference.of(model, X),
+        split=SEED_SPLIT,
         expect="diverge",
         tags=("seed", "bug", "pipeline"),
     ),
@@ -115,6 +122,7 @@ SCENARIOS = [
         program=replicated,
         args=(XS,),
         reference=lambda: {r: Reference.of(model, XS[r : r + 1]) for r in range(2)},
+        split=REPLICATED_SPLIT,
         tags=("seed", "data"),
     ),
     Scenario(
@@ -125,6 +133,7 @@ SCENARIOS = [
         world=World(2, cost=TOY),
         program=wrong_shape,
         args=(X,),
+        split=SEED_SPLIT,
         expect="error",
         tags=("seed", "bug", "contract"),
     ),
@@ -136,6 +145,7 @@ SCENARIOS = [
         world=World(2, cost=TOY, send_mode="rendezvous"),
         program=send_send,
         args=(X,),
+        split=Split(crosses={}),  # each device would send x to the other: nothing may cross in this story
         expect="error",
         tags=("bug", "deadlock"),
     ),

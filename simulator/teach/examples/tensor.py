@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checker import Reference
+from ...checker import ALL, Reference, Split
 from ...core.device import Device
 from ...core.engine import World
 from ...parallel import tensor as tp
@@ -99,6 +99,13 @@ def bug_wrong_order(dev: Device, X, W) -> np.ndarray:
     return dev.compute("Y", lambda: np.concatenate(blocks[::-1], axis=1))  # should be blocks in order
 
 
+def tp_split(collective: str) -> Split:
+    """Device 0 is given the layer's inputs and weights and hands each device its shard (its own messages may
+    carry only those); the devices combine their blocks with the one collective the story is about."""
+    inputs = ("X", "W", "A", "B")
+    return Split(given=dict.fromkeys(inputs, 0), crosses=dict.fromkeys(inputs, ALL), collectives=(collective,))
+
+
 def _linear_ref():
     return Reference.of(tp.linear_reference, X, W, TP)
 
@@ -110,6 +117,7 @@ def _mlp_ref(residual: bool = True):
 SCENARIOS = [
     Scenario(
         name="tp-column",
+        split=tp_split("all_gather"),
         title="Column-parallel linear: W split by columns, Y all-gathered",
         story="Device 0 sends device 1 what it needs: all of X and half of W's columns. Then each device computes "
         "its half of Y's columns with no message in between, and an all-gather gives every device the whole Y.",
@@ -121,6 +129,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-row",
+        split=tp_split("all_reduce"),
         title="Row-parallel linear: W split by rows, partial sums all-reduced",
         story="Each device holds half of W's rows and the matching half of X's columns. Its product has the "
         "full shape of Y but is only a partial sum; the all-reduce adds the partial sums into Y.",
@@ -132,6 +141,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-row-reduce-scatter",
+        split=tp_split("reduce_scatter"),
         title="Row-parallel linear completed by a reduce-scatter",
         story="The same partial sums, but each device keeps only its block of Y's rows: a reduce-scatter "
         "moves half the bytes of an all-reduce.",
@@ -143,6 +153,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-megatron-mlp",
+        split=tp_split("all_reduce"),
         title="The Megatron MLP: column-parallel, gelu, row-parallel, one all-reduce",
         story="A is split by columns, so each device applies gelu to whole columns of X @ A; B is split by "
         "rows, so those column shards feed it directly. One all-reduce completes the block.",
@@ -154,6 +165,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-linear-gelu",
+        split=tp_split("all_reduce"),
         title="Row-parallel linear then gelu, the right way",
         story="The partial sums are all-reduced first; only the complete Y goes through gelu.",
         world=World(TP, cost="classroom"),
@@ -164,6 +176,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-bug-gelu-on-partials",
+        split=tp_split("all_reduce"),
         title="Bug: the activation applied to partial sums before the all-reduce",
         story="Each device applies gelu to its partial sum and the results are then added. But gelu is not "
         "linear: gelu(a) + gelu(b) is not gelu(a + b). The check stops at the gelu op, whose input is "
@@ -177,6 +190,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-bug-forgot-all-reduce",
+        split=tp_split("all_reduce"),
         title="Bug: the all-reduce after a row-parallel matmul is forgotten",
         story="Each device's product is only a partial sum of Z. Without the all-reduce, the residual add "
         "uses that partial sum as if it were Z, and the check says so at the add.",
@@ -189,6 +203,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-bug-full-x-to-row-shards",
+        split=tp_split("all_reduce"),
         title="Bug: the raw input X is handed to the row-parallel shards",
         story="The second layer should receive each device's shard of gelu(X @ A); it is given the raw input "
         "X, which happens to have the same shape. The shapes agree, the values do not: the check names X "
@@ -202,6 +217,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-bug-all-reduce-twice",
+        split=tp_split("all_reduce"),
         title="Bug: the all-reduce applied twice",
         story="The layer already all-reduced Z; its caller does it again. The first message of the second "
         "all-reduce carries a piece of the complete Z where a partial sum belongs.",
@@ -214,6 +230,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="tp-bug-wrong-order",
+        split=tp_split("all_gather"),
         title="Bug: the column shards of Y assembled in the wrong order",
         story="Every device computes the right block of Y and every block arrives intact, but they are "
         "concatenated in reverse. The check stops at the assembled Y and says the blocks are out of order.",

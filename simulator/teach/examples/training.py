@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ...checker import Reference
+from ...checker import ALL, Reference, Split
 from ...core.device import Device
 from ...core.engine import World
 from ...parallel import mlp as M
@@ -25,6 +25,7 @@ from ...parallel.compose import Parallel3D
 from ...parallel.data import BucketedAllReduce, DataParallel
 from ...parallel.mlp import MLP, mb, split_rows
 from ...parallel.pipeline import FREE_LINKS, ActionCosts, Pipeline
+from ...parallel.pipeline_split import pipeline_split, stage_split
 from ...parallel.schedules import Schedule, make_schedule
 from ...parallel.zero import ZeRO
 from ...tensors.mesh import DeviceMesh
@@ -136,9 +137,13 @@ ZERO3 = ZeRO(MLP((4, 4, 4, 4)), 4, stage=3)  # 20 parameters per layer: 5 per re
 PARAMS_Z = ZERO3.mlp.init(seed=8)
 X_Z, T_Z = ZERO3.mlp.data(8, seed=9)
 
+# replicas of the whole model: gradients cross only inside their bucketed all-reduce
+REPLICAS_SPLIT = Split(collectives=("bucket all_reduce", "all_reduce"), crosses={})  # native on real ranks
+
 SCENARIOS = [
     Scenario(
         name="pipeline-1f1b",
+        split=pipeline_split(pipeline("1f1b")),
         title="1F1B pipeline: four stages, four microbatches, real forward and backward",
         story="Each device holds one layer. Microbatches flow forward through the stages and their gradients flow "
         "back; after a short warm-up every device alternates one forward and one backward, so device r never "
@@ -151,6 +156,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="pipeline-gpipe",
+        split=pipeline_split(pipeline("gpipe")),
         title="GPipe pipeline: all forwards, then all backwards",
         story="The same step with GPipe's order: the same bubble as 1F1B, but every device keeps all four "
         "microbatches' activations until the backwards begin.",
@@ -162,6 +168,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="pipeline-zb-h1",
+        split=pipeline_split(pipeline("zb-h1")),
         title="ZB-H1 pipeline: the backward split into input and weight gradients",
         story="The input-gradient pass (I) goes back at once; the weight-gradient pass (W) waits and fills the "
         "idle slots at the end, so the bubble shrinks to a third of 1F1B's when F, I and W take equal time.",
@@ -173,6 +180,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="pipeline-interleaved",
+        split=pipeline_split(pipeline("interleaved-1f1b", ranks=2, virtual=2)),
         title="Interleaved 1F1B: two devices, two stages each",
         story="Device 0 holds layers 1 and 3, device 1 layers 2 and 4: each microbatch crosses between the "
         "devices three times, and the bubble is half of plain 1F1B's on two devices.",
@@ -184,6 +192,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="data-parallel",
+        split=REPLICAS_SPLIT,
         title="Data parallelism: two replicas, gradients all-reduced and averaged",
         story="Both devices hold the whole model and take half of the batch each. Each computes the mean "
         "gradient over its half; a ring all-reduce sums them and each divides by two: the whole batch's "
@@ -199,6 +208,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="zero-3",
+        split=Split(collectives=("all_gather", "reduce_scatter"), crosses={}),
         title="ZeRO stage 3: parameters, gradients and optimizer state sharded over four replicas",
         story="Each device keeps a quarter of every layer's parameters and Adam state. Before using a layer it "
         "gathers the layer from all four, and frees it right after; gradients are reduce-scattered so each "
@@ -211,6 +221,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="3d-step",
+        split=Split(collectives=("all_reduce", "bucket all_reduce"), crosses={"h*": ALL, "dh*": ALL}),
         title="Data, pipeline and tensor parallelism on 2 x 2 x 2 devices",
         story="Two replicas, each a two-stage pipeline, each stage a pair of layers split over two devices. "
         "Three kinds of messages (tensor all-reduces, pipeline sends, gradient all-reduces), one step, and "
@@ -225,6 +236,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="labels-off-by-one",
+        split=pipeline_split(pipeline("1f1b")),
         title="Bug: microbatch i's activations meet microbatch i-1's labels",
         story="The first stage reads the inputs in order; the last stage reads the labels one microbatch "
         "behind. Every op runs and a loss comes out, but it is the loss of mismatched pairs. The check stops "
@@ -239,6 +251,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="wrong-upstream-stage",
+        split=stage_split([(1, 1), (2, 2), (3, 3)], [0, 1, 2], 3),
         title="Bug: stage 2 receives stage 0's output instead of stage 1's",
         story="A wiring table says which stage feeds which. One wrong entry makes device 0 send its output to "
         "device 2 as well, and device 2 takes it as its input. Nothing fails; the check points at the message "
@@ -252,6 +265,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="dp-sum-not-average",
+        split=REPLICAS_SPLIT,
         title="Bug: data-parallel gradients summed but not averaged",
         story="Each replica computes the mean gradient over its half of the batch; the all-reduce sums the two "
         "means, and the division by two is missing. The step's gradient comes out twice too large, which "
@@ -268,6 +282,7 @@ SCENARIOS = [
     ),
     Scenario(
         name="1f1b-blocking-deadlock",
+        split=pipeline_split(Pipeline(TWO, HAND_WRITTEN_1F1B, costs=COSTS)),
         title="Bug: both stages send first, with rendezvous sends",
         story="A hand-written 1F1B schedule on two devices runs its sends as blocking sends. In the steady state "
         "device 0 sends microbatch 1's activation while device 1 sends microbatch 0's gradient; with "

@@ -22,6 +22,7 @@ from typing import Any
 
 import numpy as np
 
+from ...checker import Split
 from ...core.engine import World
 from ...parallel.transformer.model import Transformer
 from ...parallel.transformer.sequence import ALL, SequenceSplit, TensorSplit, chunk
@@ -89,9 +90,13 @@ def _reference():
     return TP.reference(PARAMS, X, T)
 
 
+# heads or sequence split over both devices: values cross only inside the collectives that combine them
+SPLIT = Split(collectives=("all_reduce", "reduce_scatter", "all_gather"), crosses={})
+
+
 def _scenario(name: str, title: str, story: str, program: Any, expect: str = "match") -> Scenario:
     tags = ("transformer", "tensor", "training") + (("bug",) if expect == "diverge" else ())
-    return Scenario(name, title, story, World(2), program, (PARAMS, X, T), _reference, expect, tags)
+    return Scenario(name, title, story, World(2), program, (PARAMS, X, T), _reference, expect, tags, SPLIT)
 
 
 SCENARIOS = [

@@ -1,0 +1,298 @@
+"""A run held to its declared split (``simulator.checker.split``): who computed what, what each device was
+given, what crossed, which collectives ran, and how much each device sent.
+
+``violations(trace, split, ref_of)`` walks the events once and returns what broke, each in the lesson's
+words and at the event where it happened (the checker orders them with the value divergences by cause,
+``simulator.checker.causal``):
+
+- an op or held value of a name the split gives to other devices: "device 1 computed A, which belongs to
+  device 0: A's output should have crossed, but x did";
+- a held value, or an op's input, that is more of an input than the device was given (and did not
+  receive): "device 0 was given all of X; its part is rows 0:4";
+- a program's own message carrying a value that may not cross that boundary, named by what it is;
+- a collective the split does not allow (its messages' labels say which, or a native call's op);
+- a device that sends more bytes or messages than the budget: "device 2 sent 192 bytes, 2x the 96 bytes
+  a ring all-reduce sends".
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from ..core.trace import Message, Op, Trace
+from . import diagnose
+from .causal import native_call, op_kind
+from .compare import same, show, structured
+from .reference import Reference
+from .split import ALL, Split, elements, part_words
+from .verdict import Violation
+
+
+def violations(
+    trace: Trace, split: Split, ref_of: Callable[[int], Reference], rtol: float | None = None, atol=None
+) -> list[Violation]:
+    """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name)."""
+    return _SplitWalk(trace, split, ref_of, rtol, atol).walk()
+
+
+class _SplitWalk:
+    def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol) -> None:
+        self.trace, self.split, self.ref_of, self.rtol, self.atol = trace, split, ref_of, rtol, atol
+        n = trace.world_size
+        self.found: list[Violation] = []
+        self.said: set[tuple] = set()
+        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
+        self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
+        self.sent_bytes, self.sent_messages = [0] * n, [0] * n
+        self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
+
+    def walk(self) -> list[Violation]:
+        for i, (kind, rec) in enumerate(self.trace.events):
+            if kind == "send":
+                self._message(i, rec)
+            elif kind == "recv":
+                self.received[rec.dst].append(rec)
+            elif kind in ("op", "hold"):
+                self._record(i, kind, rec)
+        self._budget()
+        return self.found
+
+    def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
+        if key not in self.said:
+            self.said.add(key)
+            self.found.append(Violation(kind, rank, event, text, record))
+
+    # ---- what a message carries ----------------------------------------------------------------------
+    def _what(self, msg: Message) -> list[str]:
+        """The model's names for what a message carries: its name, else the values (or blocks) it equals."""
+        if msg.name is not None:
+            return [msg.name]
+        if msg.payload is None or structured(msg.payload):
+            return []
+        ref = self.ref_of(msg.dst)
+        return ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) or _blocks_of(
+            ref, msg.payload, self.rtol, self.atol
+        )
+
+    def _carries(self, msg: Message) -> list[str]:
+        """Its name, and the model's values it equals whatever the receiver named it (what the device now has)."""
+        found = self._carried.get(msg.id)
+        if found is None:
+            found = [msg.name] if msg.name is not None else []
+            if msg.payload is not None and not structured(msg.payload):
+                ref = self.ref_of(msg.dst)
+                found += [n for n in ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) if n not in found]
+            self._carried[msg.id] = found
+        return found
+
+    def _message(self, i: int, msg: Message) -> None:
+        split = self.split
+        self.sent_bytes[msg.src] += msg.nbytes
+        self.sent_messages[msg.src] += 1
+        budget = split.budget
+        if budget is not None:
+            for what, total, limit in (
+                ("bytes", self.sent_bytes, budget.bytes),
+                ("messages", self.sent_messages, budget.messages),
+            ):
+                if limit is not None and total[msg.src] > limit:
+                    self.over.setdefault((msg.src, what), i)
+        kind = op_kind(msg.label)
+        if kind is not None:  # a collective's message
+            self._collective(i, msg.src, kind, msg)
+            return
+        if split.crosses is None:
+            return
+        names = self._what(msg)
+        if any(split.may_cross(n, msg.src, msg.dst) for n in names):
+            return
+        allowed = split.crossing_names(msg.src, msg.dst)
+        rule = (
+            f"only {_listed(allowed)} may cross from device {msg.src} to device {msg.dst}"
+            if allowed
+            else f"nothing may cross from device {msg.src} to device {msg.dst} in this split"
+        )
+        ref = self.ref_of(msg.dst)
+        what = (
+            " and ".join(ref.describe(n) for n in names[:2])
+            if names
+            else f"{show(msg.payload)}, which is none of the model's values"
+        )
+        via = f" ({msg.label})" if msg.label else ""
+        self._add(
+            ("cross", msg.id),
+            "cross",
+            msg.src,
+            i,
+            f"message #{msg.id} from device {msg.src} to device {msg.dst}{via} carried {what}, but {rule}",
+            msg,
+        )
+
+    def _collective(self, i: int, rank: int, kind: str, rec: Any) -> None:
+        split = self.split
+        if split.allows(kind):
+            return
+        allowed = split.collectives or ()
+        rule = (
+            f"this split allows only {_listed(allowed)}"
+            if allowed
+            else "this split allows no collective: write it with dev.send and dev.recv"
+        )
+        self._add(("collective", rank, kind), "collective", rank, i, f"device {rank} called {kind}, but {rule}", rec)
+
+    # ---- ops and held values -------------------------------------------------------------------------
+    def _record(self, i: int, kind: str, rec: Op) -> None:
+        call = native_call(rec.label)
+        if call is not None:
+            self._collective(i, rec.rank, call[0], rec)
+            return
+        if op_kind(rec.label) is not None:
+            return  # a collective's own reduction: its messages say what ran
+        if kind == "hold" and self.split.gives(rec.name):
+            self._held_input(i, rec)
+        else:
+            self._owner(i, kind, rec)
+        if kind == "op" and rec.inputs:
+            self._inputs(i, rec)
+
+    def _owner(self, i: int, kind: str, rec: Op) -> None:
+        split, name, rank = self.split, rec.name, rec.rank
+        owners = split.owners(name)
+        if owners is None or owners(rank):
+            return
+        belongs = split.owner_text(name, self.trace.world_size)
+        verb = "computed" if kind == "op" else "holds"
+        what = f"{name}'s output" if kind == "op" else name
+        owner_ranks = [r for r in range(self.trace.world_size) if owners(r)]
+        came = [
+            (msg, names)
+            for msg in self.received[rank]
+            if msg.src in owner_ranks and op_kind(msg.label) is None
+            for names in [self._carries(msg)]
+            if names and name not in names
+        ]
+        if came:
+            first = came[0][0]
+            crossed = [n for _, names in came for n in names]
+            why = (
+                f"{what} should have crossed, but {_listed(sorted(set(crossed), key=crossed.index))} did "
+                f"(message #{first.id} from device {first.src} to device {rank})"
+            )
+            # the message that crossed instead is this same fault, told here, where it stands first
+            folded = [v for v in self.found if v.kind == "cross" and getattr(v.record, "id", None) == first.id]
+            for v in folded:
+                self.found.remove(v)
+            i = min([i, *(v.event for v in folded)])
+        else:
+            why = f"{belongs} computes it{' and sends it' if kind == 'op' else ''}, not device {rank}"
+        text = f"device {rank} {verb} {name}, which belongs to {belongs}: {why}"
+        self._add(("compute", rank, name), "compute", rank, i, text, rec)
+
+    def _held_input(self, i: int, rec: Op) -> None:
+        name, rank = rec.name, rec.rank
+        mine = self.split.part_of(name, rank)
+        if mine is ALL or self._arrived(rank, name):
+            return
+        whole = self.ref_of(rank).values.get(name)
+        if whole is None or structured(whole):
+            return
+        shape = np.shape(whole)
+        held = elements(rec.index, shape)
+        allowed = np.zeros(0, dtype=int) if mine is None else elements(mine, shape)
+        if np.isin(held, allowed).all():
+            return
+        if mine is None:
+            text = f"device {rank} holds {name}, but {self._given_to(name)} {name}"
+        elif rec.index is None:
+            text = f"device {rank} was given all of {name}; its part is {part_words(mine, shape)}"
+        else:
+            text = f"device {rank} holds {part_words(rec.index, shape)} of {name}, but its part is {part_words(mine, shape)}"
+        self._add(("given", rank, name), "given", rank, i, text, rec)
+
+    def _inputs(self, i: int, rec: Op) -> None:
+        """An op computed from the whole of an input of which its device was given only a part."""
+        rank, split = rec.rank, self.split
+        ref = self.ref_of(rank)
+        for name in split.given:
+            mine = split.part_of(name, rank)
+            if mine is ALL:
+                continue
+            whole = ref.values.get(name)
+            if whole is None or structured(whole):
+                continue
+            for x in rec.inputs:
+                if structured(x) or np.shape(x) != np.shape(whole) or not same(x, whole, self.rtol, self.atol):
+                    continue
+                if self._arrived(rank, name):
+                    return
+                if mine is None:
+                    rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
+                else:
+                    rule = f"its part is {part_words(mine, np.shape(whole))}, and the rest never arrived in a message"
+                text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
+                self._add(("given", rank, name), "given", rank, i, text, rec)
+                return
+
+    def _given_to(self, name: str) -> str:
+        ranks = [r for r in range(self.trace.world_size) if self.split.part_of(name, r) is not None]
+        if not ranks:
+            return "no device is given"
+        if len(ranks) == 1:
+            return f"only device {ranks[0]} is given"
+        return f"only devices {_listed(map(str, ranks))} are given"
+
+    def _arrived(self, rank: int, name: str) -> bool:
+        """Whether ``name`` (or a block of it) reached device ``rank`` in a message."""
+        whole = self.ref_of(rank).values.get(name)
+        for msg in self.received[rank]:
+            if name in self._carries(msg):
+                return True
+            if whole is not None and _is_block(msg.payload, whole):
+                return True
+        return False
+
+    # ---- the budget ----------------------------------------------------------------------------------
+    def _budget(self) -> None:
+        budget = self.split.budget
+        for (rank, what), event in sorted(self.over.items(), key=lambda kv: kv[1]):
+            total = self.sent_bytes[rank] if what == "bytes" else self.sent_messages[rank]
+            limit = budget.bytes if what == "bytes" else budget.messages
+            times = f"{total / limit:.3g}x" if limit else "more than"
+            text = f"device {rank} sent {total} {what}, {times} the {limit} {what} {budget.what} sends per device"
+            self._add(("budget", rank, what), "budget", rank, event, text, self.trace.events[event][1])
+
+
+def _blocks_of(ref: Reference, value: Any, rtol, atol, limit: int = 64) -> list[str]:
+    """The names of the model's values this one is a block of (a shard sent on its own)."""
+    a = np.asarray(value)
+    if a.dtype.kind not in "biuf" or a.size == 0:
+        return []
+    hits = []
+    for n, v in list(ref.values.items())[: limit * 8]:
+        if structured(v):
+            continue
+        b = np.asarray(v)
+        if b.dtype.kind in "biuf" and b.ndim == a.ndim and a.size < b.size and diagnose.block_of(a, b) is not None:
+            hits.append(n)
+            if len(hits) >= 2:
+                break
+    return hits
+
+
+def _is_block(value: Any, whole: Any) -> bool:
+    if value is None or structured(value) or structured(whole):
+        return False
+    a, b = np.asarray(value), np.asarray(whole)
+    if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf" or a.ndim != b.ndim or a.size >= b.size or not a.size:
+        return False
+    return diagnose.block_of(a, b) is not None
+
+
+def _listed(names: Any) -> str:
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]

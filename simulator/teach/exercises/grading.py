@@ -1,0 +1,165 @@
+"""``grade(exercise, program)``: run a program against an exercise and say passed, FAILED or not verified.
+
+A pure function (it prints nothing and keeps no state), so a notebook's session and a command that grades a
+folder of students' files call the same thing. A grade:
+
+1. refuses to run if the grader was changed since it loaded (``integrity``);
+2. runs the program on the notebook's inputs, then on ``exercise.trials`` random ones, each device given only
+   its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
+   FAILED try with the error and the student's line (only Ctrl-C, KeyboardInterrupt, stops the grade);
+3. checks each run against the single-device reference *and* the exercise's declared split, with the
+   student's own names for intermediates allowed (``check(..., split=..., own_names=True)``); then the
+   exercise's requirements;
+4. stops at the first input set that does not pass, and says which inputs they were.
+
+The result, ``Grade``, holds the verdict, the reason in words, the diagnosis (``hints.diagnosis``), the
+student's line it points at, and the check report.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ...checker import CheckReport, check
+from ...core.values import value_text
+from .callsites import CallSites, error_line
+from .core import Exercise
+from .hints import diagnosis, error_diagnosis
+from .integrity import Snapshot
+
+PASSED, FAILED, NOT_VERIFIED = "passed", "FAILED", "not verified"
+
+
+@dataclass(frozen=True)
+class Grade:
+    """The outcome of one grade: the verdict, why in words, and what it points at."""
+
+    exercise: str
+    verdict: str  # "passed", "FAILED" or "not verified"
+    reason: str  # the checker's words (or the error's, or the requirement's)
+    diagnosis: str  # what kind of thing went wrong (hints.diagnosis), "passed" for a pass
+    where: str | None = None  # the student's line it points at ("your line 7: `dev.send(x, dst=1)`")
+    report: CheckReport | None = None
+    error: BaseException | None = None
+    inputs: str | None = None  # the inputs it failed on, in words (None: the notebook's own)
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict == PASSED
+
+    def __str__(self) -> str:
+        return self.text()
+
+    def text(self) -> str:
+        """The verdict in words, without a hint (one paragraph per line: the caller wraps it)."""
+        text = self.reason
+        if self.inputs is not None:
+            text += f"\n  (this is with other inputs than the notebook's: {self.inputs})"
+        if self.where is not None and not self.ok:
+            text += f"\n  look at {self.where}"
+        return text
+
+
+def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot: Snapshot | None = None) -> Grade:
+    """Grade ``program`` against ``exercise`` (see the module docstring); ``seed`` fixes the random inputs."""
+    if snapshot is not None:
+        refused = _tampered(exercise, snapshot)
+        if refused is not None:
+            return refused
+    rng = np.random.default_rng(seed)
+    sets = [exercise.inputs(None)] + [exercise.inputs(rng) for _ in range(exercise.trials)]
+    first: Grade | None = None
+    for k, inputs in enumerate(sets):
+        result = _one(exercise, program, inputs, snapshot)
+        if not result.ok:
+            if k == 0:
+                return result
+            return _with_inputs(result, exercise, inputs)
+        first = first or result
+    head, sep, notes = first.reason.partition("\n  note: ")
+    reason = f"{head} (with the notebook's inputs and {len(sets) - 1} random ones){sep}{notes}"
+    return Grade(exercise.name, PASSED, reason, "passed", report=first.report)
+
+
+def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: Snapshot | None) -> Grade:
+    name = exercise.name
+    split = exercise.split(inputs)
+    sites = CallSites()
+    try:
+        with sites:
+            run = exercise.run_program(program, inputs, split)
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 (any error, SystemExit too, is a FAILED try, explained)
+        kind = getattr(exc, "diagnosis", None) or error_diagnosis(exc)
+        where = error_line(exc) or None
+        return Grade(name, FAILED, f"FAILED: the run stopped with {type(exc).__name__}: {exc}", kind, where, error=exc)
+    if snapshot is not None:  # the program itself may have changed the grader while it ran
+        refused = _tampered(exercise, snapshot)
+        if refused is not None:
+            return refused
+    report = check(run, exercise.reference(inputs), split=split, own_names=True)
+    if report.verdict != PASSED:
+        kind = diagnosis(report)
+        record = _pointed(report)
+        call = sites.line_of(record, run.trace) if record is not None else None
+        where = call.words() if call is not None else None
+        return Grade(name, report.verdict, report.text(width=None), kind, where, report)
+    for req in exercise.requirements:
+        why = req.unmet(run, inputs)
+        if why is not None:
+            text = f"FAILED: the values match the single-device run and the split is kept, but {why}"
+            return Grade(name, FAILED, text, f"requirement:{req.key}", report=report)
+    done = f" ({', '.join(r.what for r in exercise.requirements)})" if exercise.requirements else ""
+    head, sep, notes = report.text(width=None).removeprefix("check ").partition("\n  note: ")
+    return Grade(name, PASSED, f"{head}{done}{sep}{notes}", "passed", report=report)
+
+
+def _pointed(report: CheckReport) -> Any:
+    """The record (op or message) the verdict points at first."""
+    if report.broken and (report.first is None or report.split_first):
+        return report.broken[0].record
+    if report.first is not None:
+        return report.first.record
+    return None
+
+
+def _with_inputs(result: Grade, exercise: Exercise, inputs: Mapping[str, Any]) -> Grade:
+    words = exercise.describe(inputs) if exercise.describe else _describe(inputs)
+    return Grade(
+        result.exercise,
+        result.verdict,
+        result.reason,
+        result.diagnosis,
+        result.where,
+        result.report,
+        result.error,
+        words,
+    )
+
+
+def _describe(inputs: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} = {value_text(np.asarray(v), 60)}" for k, v in inputs.items())
+
+
+def _tampered(exercise: Exercise, snapshot: Snapshot) -> Grade | None:
+    changed = snapshot.changed()
+    if not changed:
+        return None
+    shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
+    return refused(exercise.name, shown)
+
+
+def refused(name: str, what: str) -> Grade:
+    """The grade of a try the grader would not run: what was changed, and how to start clean."""
+    return Grade(
+        name,
+        FAILED,
+        f"FAILED: the grader was changed after it loaded ({what}), so this try was not graded. Restart the "
+        "kernel and run the notebook from the top.",
+        "grader",
+    )

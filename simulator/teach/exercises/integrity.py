@@ -1,0 +1,81 @@
+"""The grader as it was when it loaded: a grade refuses to run once student code has changed it.
+
+A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
+every function and method of the checker, the engine and the grader itself (the object and its code); a
+grade compares them again before it runs a program and before it gives its verdict. Replacing
+``check``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
+with what was changed, and how to start clean. (A program run in the same process could still do worse;
+this catches the monkeypatch a curious student tries, not a determined attack.)
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+from collections.abc import Mapping
+from typing import Any
+
+GUARDED = (
+    "simulator.checker",
+    "simulator.checker.walk",
+    "simulator.checker.results",
+    "simulator.checker.explain",
+    "simulator.checker.verdict",
+    "simulator.checker.split",
+    "simulator.checker.split_check",
+    "simulator.checker.causal",
+    "simulator.checker.reference",
+    "simulator.checker.compare",
+    "simulator.checker.diagnose",
+    "simulator.checker.comm_summary",
+    "simulator.core.engine",
+    "simulator.core.arguments",
+    "simulator.teach.exercises",
+    "simulator.teach.exercises.core",
+    "simulator.teach.exercises.grading",
+    "simulator.teach.exercises.hints",
+    "simulator.teach.exercises.callsites",
+    "simulator.teach.exercises.sealed",
+    "simulator.teach.exercises.seeds",
+    "simulator.teach.exercises.tensor",
+    "simulator.teach.exercises.ring",
+    "simulator.teach.exercises.schedule",
+    "simulator.teach.exercises.data",
+)
+
+
+class Snapshot:
+    """Every guarded module's functions and classes' methods, with their code, as they are now."""
+
+    def __init__(self) -> None:
+        self.taken = _take()
+
+    def registered(self, name: str, make: object) -> bool:
+        """Whether ``make`` is the function the exercise registry held under ``name`` when the snapshot was taken."""
+        entry = self.taken.get(f"simulator.teach.exercises.EXERCISES[{name!r}]")
+        return entry is not None and entry[0] == id(make)
+
+    def changed(self) -> list[str]:
+        """What differs from the snapshot, as dotted names (empty: nothing)."""
+        now = _take()
+        return sorted(k for k in self.taken.keys() | now.keys() if self.taken.get(k) != now.get(k))
+
+
+def _take() -> dict[str, tuple[int, Any]]:
+    seen: dict[str, tuple[int, Any]] = {}
+    for name in GUARDED:
+        module = importlib.import_module(name)
+        for attr, value in list(vars(module).items()):
+            if inspect.isfunction(value) or (inspect.isclass(value) and value.__module__.startswith("simulator")):
+                seen[f"{name}.{attr}"] = (id(value), getattr(value, "__code__", None))
+            if inspect.isclass(value) and value.__module__ == name:
+                for m, fn in vars(value).items():
+                    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+                    if code is not None:
+                        seen[f"{name}.{attr}.{m}"] = (id(fn), code)
+            elif isinstance(value, Mapping) and attr.isupper():  # a registry (EXERCISES): itself and its entries
+                seen[f"{name}.{attr}"] = (id(value), None)
+                for k, v in value.items():
+                    if callable(v):
+                        seen[f"{name}.{attr}[{k!r}]"] = (id(v), getattr(v, "__code__", None))
+    return seen

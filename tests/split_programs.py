@@ -1,0 +1,263 @@
+"""Programs for the split catalogue: cheats that get the numbers right in the wrong place (or by the wrong
+means), and correct programs under names of their own. Module-level, so real rank processes can import them
+(tests/test_split_gloo.py runs the bug catalogue on gloo)."""
+
+import numpy as np
+
+from simulator.teach.examples.seeds import stage_a, stage_b
+from simulator.teach.exercises import data, ring, tensor
+
+F64 = {"shape": (1,), "dtype": np.float64}
+
+
+# ---- the seed: A on device 0, B on device 1 ----------------------------------------------------------------
+def recompute_on_receiver(dev, x):
+    """raw-input-bug's bug, 'fixed' on the wrong side: device 0 still sends x, device 1 recomputes A from it."""
+    if dev.rank == 0:
+        dev.hold("x", x)
+        dev.compute("A", stage_a, x)
+        dev.send(x, dst=1)
+        return None
+    h = dev.recv(src=0, **F64)
+    return dev.compute("B", stage_b, dev.compute("A", stage_a, h))
+
+
+def x_crosses_and_b_does_both(dev, x):
+    """x crosses unnamed, and device 1's op "B" computes (2v + 1)**2 in one go."""
+    if dev.rank == 0:
+        dev.hold("x", x)
+        dev.compute("A", stage_a, x)
+        dev.send(x, dst=1)
+        return None
+    v = dev.recv(src=0, **F64)
+    return dev.compute("B", lambda v: (2 * v + 1) ** 2, v)
+
+
+def whole_model_on_device_1(dev, x):
+    """Device 1 runs the whole model from the notebook's x (it is given none)."""
+    from simulator.teach.exercises.seeds import X
+
+    if dev.rank == 0:
+        return None
+    h = dev.compute("A", stage_a, dev.hold("x", X))
+    return dev.compute("B", stage_b, h)
+
+
+def constant_b(dev, x):
+    """B returns the answer for x = 3, whatever it is given."""
+    if dev.rank == 0:
+        dev.hold("x", x)
+        dev.send(dev.compute("A", stage_a, x), dst=1)
+        return None
+    dev.recv(src=0, name="A", **F64)
+    return dev.compute("B", lambda: np.array([49.0]))
+
+
+def split_with_own_intermediate(dev, x):
+    """Correct: A made in two steps, the first under a name of the program's own."""
+    if dev.rank == 0:
+        twice = dev.compute("twice", lambda v: 2 * v, dev.hold("x", x))
+        dev.send(dev.compute("A", lambda t: t + 1, twice), dst=1)
+        return None
+    h = dev.recv(src=0, **F64)
+    return dev.compute("B", stage_b, h)
+
+
+def seed_split_unnamed(dev, x):
+    """Correct: the seed's split, with the message received under no name (placed by its value)."""
+    if dev.rank == 0:
+        dev.send(dev.compute("A", stage_a, dev.hold("x", x)), dst=1)
+        return None
+    return dev.compute("B", stage_b, dev.recv(src=0, **F64))
+
+
+# ---- the ring all-reduce by hand ---------------------------------------------------------------------------
+def ring_by_library(dev, x):
+    """The built-in all-reduce, plus one junk send to look hand-written."""
+    dev.hold(f"x[{dev.rank}]", x)
+    p = dev.world_size
+    dev.send(np.zeros(1), (dev.rank + 1) % p, label="my ring")
+    dev.recv((dev.rank - 1) % p, shape=(1,), dtype=np.float64)
+    return dev.compute("v", lambda s: s, dev.all_reduce(x))
+
+
+def ring_everyone_to_everyone(dev, x):
+    """Every device sends its whole vector to every other and sums locally: the right sum, 2x a ring's bytes."""
+    p, r = dev.world_size, dev.rank
+    x = dev.hold(f"x[{r}]", x)
+    for k in range(1, p):
+        dev.send(x, (r + k) % p, label="gather")
+    others = [dev.recv((r - k) % p, shape=(8,), dtype=np.float64) for k in range(1, p)]
+    return dev.compute("v", lambda *vs: np.sum(vs, axis=0), x, *others)
+
+
+def ring_local_sum(dev, x):
+    """A local sum of the package's XS: every device 'has' the whole input."""
+    dev.hold(f"x[{dev.rank}]", x)
+    return dev.compute("v", lambda: ring.XS.sum(axis=0))
+
+
+def ring_own_names(dev, x):
+    """Correct: the ring with unlabelled messages and running sums under names of its own."""
+    p, r = dev.world_size, dev.rank
+    right, left = (r + 1) % p, (r - 1) % p
+    chunks = list(np.split(dev.hold(f"x[{r}]", x), p))
+    for s in range(p - 1):
+        dev.send(chunks[(r - s) % p], right)
+        got = dev.recv(left, shape=(2,), dtype=np.float64)
+        c = (r - s - 1) % p
+        chunks[c] = dev.compute(f"acc{s}", np.add, got, chunks[c])
+    for s in range(p - 1):
+        dev.send(chunks[(r + 1 - s) % p], right)
+        chunks[(r - s) % p] = dev.recv(left, shape=(2,), dtype=np.float64)
+    return dev.compute("v", np.concatenate, chunks)
+
+
+# ---- tensor parallelism --------------------------------------------------------------------------------------
+def column_by_swapping_weights(dev, x, w):
+    """Each device sends its W columns to the other and computes all of Y: the right Y, twice an all-gather's bytes."""
+    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
+    x = dev.hold("X", x)
+    w = dev.hold("W", w, index=cols)
+    dev.send(w, 1 - dev.rank)
+    other = dev.recv(1 - dev.rank, shape=(4, 3), dtype=np.float64)
+    whole = np.concatenate([w, other] if dev.rank == 0 else [other, w], axis=1)
+    return dev.compute("Y", np.matmul, x, whole)
+
+
+def row_by_gather(dev, x, w):
+    """The partial sums gathered whole and added on every device: an all-gather where an all-reduce is asked."""
+    rows = slice(2 * dev.rank, 2 * dev.rank + 2)
+    x = dev.hold("X", x, index=np.s_[:, rows])
+    w = dev.hold("W", w, index=np.s_[rows, :])
+    y = dev.compute("Y", np.matmul, x, w, partial=True)
+    return dev.compute("Y.sum", lambda parts: parts[0] + parts[1], dev.all_gather(y))
+
+
+def row_on_the_whole_input(dev, x, w):
+    """Every device computes all of Y from the package's X and W."""
+    dev.hold("X", tensor.X)
+    dev.hold("W", tensor.W)
+    return dev.compute("Y", np.matmul, tensor.X, tensor.W)
+
+
+def column_unnamed_gather(dev, x, w):
+    """Correct: the column split, the all-gather unnamed."""
+    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
+    y = dev.compute("Y", np.matmul, dev.hold("X", x), dev.hold("W", w, index=cols), index=cols)
+    return dev.all_gather(y, axis=1)
+
+
+def row_unnamed_all_reduce(dev, x, w):
+    """Correct: the row split, the all-reduce unnamed (as the README writes it)."""
+    rows = slice(2 * dev.rank, 2 * dev.rank + 2)
+    x = dev.hold("X", x, index=np.s_[:, rows])
+    w = dev.hold("W", w, index=np.s_[rows, :])
+    return dev.all_reduce(dev.compute("Y", np.matmul, x, w, partial=True))
+
+
+# ---- data parallelism ----------------------------------------------------------------------------------------
+def replica_on_the_whole_batch(dev, x, y, w):
+    """Each replica computes the whole batch's gradient from the package's data: no all-reduce needed."""
+    dev.hold("X", data.X)
+    dev.hold("y", data.Y)
+    dev.hold("w", w)
+    return dev.compute("g", data.mean_gradient, data.X, data.Y, w)
+
+
+def sum_then_divide(dev, x, y, w):
+    """Correct: summed by an all-reduce under a name of its own (g.sum), then divided."""
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    x, y = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows)
+    g_local = dev.compute("g.local", data.mean_gradient, x, y, dev.hold("w", w))
+    total = dev.all_reduce(g_local, name="g.sum")
+    return dev.compute("g", lambda s: s / dev.world_size, total)
+
+
+def replica_term_own_name(dev, x, y, w):
+    """Correct: a replica's term named as the program likes, averaged by the all-reduce."""
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    x, y = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows)
+    mine = dev.compute("grad_mine", data.mean_gradient, x, y, dev.hold("w", w))
+    return dev.all_reduce(mine, op="avg", name="g")
+
+
+# ---- ZeRO-1 --------------------------------------------------------------------------------------------------
+def zero_state_under_own_name(dev, p, g, m):
+    """All of m kept, under a name of the program's own, and only half of it used: still not sharded."""
+    half = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    p, g = dev.hold("p", p), dev.hold("g", g)
+    whole = dev.hold("momentum", m)
+    m_new = dev.compute("m.new", lambda m, g: data.BETA * m + g, whole[half], g[half], index=half)
+    p_new = dev.compute("p.new", lambda p, m: p - data.LR * m, p[half], m_new, index=half)
+    return dev.all_gather(p_new, axis=0, name="p.new")
+
+
+def zero_own_names(dev, p, g, m):
+    """Correct: ZeRO-1 with the shard of m under a name of its own."""
+    half = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    p, g = dev.hold("p", p), dev.hold("g", g)
+    mine = dev.hold("m_mine", m[half])
+    m_new = dev.compute("m.new", lambda m, g: data.BETA * m + g, mine, g[half], index=half)
+    p_new = dev.compute("p.new", lambda p, m: p - data.LR * m, p[half], m_new, index=half)
+    return dev.all_gather(p_new, axis=0)
+
+
+# ---- 1F1B ----------------------------------------------------------------------------------------------------
+def schedule_from_the_library(p, m):
+    from simulator.parallel.schedules import one_f_one_b
+
+    sched = one_f_one_b(p, m)
+    return [" ".join(str(a) for a in sched.actions[r]) for r in range(p)]
+
+
+def schedule_hard_coded(p, m):
+    return ["0F0 0F1 0B0 0F2 0B1 0F3 0B2 0B3", "1F0 1B0 1F1 1B1 1F2 1B2 1F3 1B3"]
+
+
+def schedule_own(p, m):
+    """Correct: 1F1B from the rule, written another way (warm-up, steady pairs, cool-down)."""
+    out = []
+    for r in range(p):
+        w = min(p - 1 - r, m)
+        seq = [f"{r}F{i}" for i in range(w)]
+        f, b = w, 0
+        while f < m:
+            seq += [f"{r}F{f}", f"{r}B{b}"]
+            f, b = f + 1, b + 1
+        seq += [f"{r}B{i}" for i in range(b, m)]
+        out.append(" ".join(seq))
+    return out
+
+
+# ---- the bug catalogue on real processes (tests/test_split_gloo.py) ------------------------------------------
+XR, WR = np.arange(8.0).reshape(2, 4), np.arange(24.0).reshape(4, 6)
+
+
+def readme_linear(dev):
+    return dev.compute("Y", np.matmul, dev.hold("X", XR), dev.hold("W", WR))
+
+
+def readme_row_parallel(dev):
+    """The README's row-parallel example: the all-reduce unnamed."""
+    rows = np.s_[2 * dev.rank : 2 * dev.rank + 2]
+    x = dev.hold("X", XR[:, rows], index=np.s_[:, rows])
+    w = dev.hold("W", WR[rows], index=rows)
+    return dev.all_reduce(dev.compute("Y", np.matmul, x, w, partial=True))
+
+
+def mlp_reference(dev, x, a, b):
+    h = dev.compute("H", lambda v: np.maximum(v, 0), dev.compute("XA", np.matmul, dev.hold("X", x), dev.hold("W1", a)))
+    dev.hold("W2", b)
+    return dev.compute("Z", np.matmul, h, b)
+
+
+def mlp_wrong_w2_on_device_1(dev, x, a, b):
+    """The Megatron MLP by hand, where device 1 takes device 0's rows of W2 (a wrong shard, its own index)."""
+    cols, rows = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3], np.s_[3 * dev.rank : 3 * dev.rank + 3]
+    x = dev.hold("X", x)
+    xa = dev.compute("XA", np.matmul, x, dev.hold("W1", a[cols], index=cols), index=cols)
+    h = dev.compute("H", lambda v: np.maximum(v, 0), xa, index=cols)
+    w2 = dev.hold("W2", b[0:3] if dev.rank == 1 else b[rows], index=rows)  # BUG on device 1
+    z = dev.compute("Z", np.matmul, h, w2, partial=True)
+    return dev.all_reduce(z, name="Z")

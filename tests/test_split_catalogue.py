@@ -1,0 +1,239 @@
+"""The split is part of the verdict: a catalogue of programs that get the numbers right in the wrong place (or by
+the wrong means), each FAILED or not verified with the reason in words, and of correct programs under names of
+their own, each passed, graded on the notebook's inputs and on random ones (several seeds)."""
+
+import numpy as np
+import pytest
+
+from simulator import PerDevice, World
+from simulator.checker import ALL, Budget, Reference, Split, check
+from simulator.teach.examples import seeds
+from simulator.teach.exercises import grade
+from tests import split_programs as P
+
+SEEDS = (1, 2, 3)
+
+CHEATS = [  # (exercise, program, verdict, words the reason must hold)
+    ("raw-input-bug", P.recompute_on_receiver, "FAILED",
+     "device 1 computed A, which belongs to device 0: A's output should have crossed, but x did"),
+    ("split-the-seed", P.x_crosses_and_b_does_both, "FAILED",
+     "carried x (the model's raw input), but only A may cross from device 0 to device 1"),
+    ("split-the-seed", P.whole_model_on_device_1, "FAILED", "device 1 holds x, but only device 0 is given x"),
+    ("split-the-seed", P.constant_b, "FAILED", "op B on device 1 computed [49.]"),
+    ("ring-all-reduce", P.ring_by_library, "FAILED", "device 0 called all_reduce, but this split allows no collective"),
+    ("ring-all-reduce", P.ring_everyone_to_everyone, "FAILED",
+     "device 0 sent 192 bytes, 2x the 96 bytes a ring all-reduce sends per device"),
+    ("ring-all-reduce", P.ring_local_sum, "FAILED", "op v on device 0 computed"),
+    ("column-split", P.column_by_swapping_weights, "FAILED", "device 0 sent 96 bytes, 2x the 48 bytes an all-gather"),
+    ("row-split", P.row_by_gather, "FAILED", "device 0 called all_gather, but this split allows only all_reduce"),
+    ("row-split", P.row_on_the_whole_input, "FAILED", "device 0 was given all of X; its part is columns 0:2"),
+    ("data-parallel-average", P.replica_on_the_whole_batch, "FAILED",
+     "device 0 was given all of X; its part is rows 0:4"),
+    ("zero-1-step", P.zero_state_under_own_name, "FAILED", "device 0 holds 64 bytes of the optimizer state m"),
+    ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
+     "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
+    ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),
+]  # fmt: skip
+
+CORRECT = [  # (exercise, program): right, in the right place, with names of the student's own
+    ("split-the-seed", P.split_with_own_intermediate),
+    ("split-the-seed", P.seed_split_unnamed),
+    ("raw-input-bug", P.seed_split_unnamed),
+    ("ring-all-reduce", P.ring_own_names),
+    ("column-split", P.column_unnamed_gather),
+    ("row-split", P.row_unnamed_all_reduce),
+    ("data-parallel-average", P.sum_then_divide),
+    ("data-parallel-average", P.replica_term_own_name),
+    ("zero-1-step", P.zero_own_names),
+    ("1f1b-schedule", P.schedule_own),
+]
+
+
+def words(text: str) -> str:
+    return " ".join(text.split())
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("exercise, program, verdict, reason", CHEATS, ids=lambda v: getattr(v, "__name__", None))
+def test_a_cheat_is_failed_with_the_reason_in_words(exercise, program, verdict, reason, seed):
+    result = grade(exercise, program, seed=seed)
+    text = words(result.text())
+    assert result.verdict == verdict, text
+    if "other inputs" in reason:  # the hard-coded answer: right on the notebook's inputs only
+        assert reason in text and result.inputs is not None
+    elif "computed [49.]" in reason or "op v on device 0 computed" in reason:
+        assert reason in text and result.inputs is not None  # caught by the random inputs
+    else:
+        assert reason in text
+
+
+@pytest.mark.parametrize("seed", SEEDS)
+@pytest.mark.parametrize("exercise, program", CORRECT, ids=lambda v: getattr(v, "__name__", None))
+def test_a_correct_program_under_its_own_names_passes(exercise, program, seed):
+    result = grade(exercise, program, seed=seed)
+    assert result.ok, words(result.text())
+
+
+# ---- the checker itself, without an exercise ----------------------------------------------------------------
+X3 = np.array([3.0])
+
+
+def test_without_a_split_the_checker_says_what_it_said_before():
+    run = World(2).run(P.recompute_on_receiver, X3)
+    plain = check(run, Reference.of(seeds.model, X3))
+    assert plain.ok and "declared split" not in plain.text()
+    held = check(run, Reference.of(seeds.model, X3), split=seeds.SEED_SPLIT)
+    assert held.verdict == "FAILED" and held.broken[0].kind == "compute" and held.broken[0].rank == 1
+
+
+def test_the_seed_scenarios_keep_their_split_and_the_bug_breaks_the_values_first():
+    from simulator.teach.examples import get
+
+    assert get("split").run().report.ok and get("replicated").run().report.ok
+    bug = get("wrong-input").run().report
+    assert bug.verdict == "FAILED" and bug.first.where == "message" and bug.first.record.id == 0
+
+
+def test_crosses_names_what_crossed_and_what_may():
+    def backwards(dev, x):  # device 1 sends B back to device 0: nothing may cross that way
+        if dev.rank == 0:
+            dev.hold("x", x)
+            dev.send(dev.compute("A", seeds.stage_a, x), dst=1)
+            return dev.recv(src=1, shape=(1,), dtype=np.float64)
+        b = dev.compute("B", seeds.stage_b, dev.recv(src=0, shape=(1,), dtype=np.float64))
+        dev.send(b, dst=0)
+        return None
+
+    report = check(World(2).run(backwards, X3), Reference.of(seeds.model, X3), split=seeds.SEED_SPLIT)
+    text = words(report.text())
+    assert "message #1 from device 1 to device 0 carried B" in text
+    assert "nothing may cross from device 1 to device 0 in this split" in text
+
+
+def test_a_budget_and_the_allowed_collectives_are_named_in_words():
+    x = np.arange(8.0)
+
+    def ring(dev, x):
+        return dev.all_reduce(dev.hold("x", x), algorithm="direct")
+
+    def one(dev, x):
+        return dev.hold("x", x) * 4
+
+    ref = Reference.of(one, x)
+    split = Split(collectives=("reduce_scatter",), budget=Budget(bytes=64, messages=2, what="a ring all-reduce"))
+    report = check(World(4).run(ring, x), ref, split=split)
+    kinds = [v.kind for v in report.broken]
+    assert "collective" in kinds and "budget" in kinds
+    texts = [v.text for v in report.broken]
+    assert "device 0 called all_reduce, but this split allows only reduce_scatter" in texts
+    assert "device 0 sent 96 bytes, 1.5x the 64 bytes a ring all-reduce sends per device" in texts
+    assert "device 0 sent 6 messages, 3x the 2 messages a ring all-reduce sends per device" in texts
+    assert "(report.broken lists every one)" in report.text()
+
+
+def test_given_parts_are_checked_where_a_device_holds_or_computes_from_more():
+    X = np.arange(8.0).reshape(4, 2)
+
+    def model(dev, x):
+        return dev.compute("S", np.sum, dev.hold("X", x))
+
+    def whole_everywhere(dev, x):  # every device handed all of X holds it
+        return dev.compute("S", np.sum, dev.hold("X", x), partial=True) if dev.rank == 0 else None
+
+    split = Split(given={"X": {0: np.s_[0:2], 1: np.s_[2:4]}})
+    report = check(World(2).run(whole_everywhere, X), Reference.of(model, X), split=split)
+    assert "device 0 was given all of X; its part is rows 0:2" in words(report.text())
+    assert split.part("X", 1, X).tolist() == X[2:4].tolist() and split.part("Y", 0, X) is X
+
+
+def test_a_split_is_frozen_and_its_rules_read_only():
+    split = seeds.SEED_SPLIT
+    with pytest.raises(AttributeError):
+        split.crosses = None
+    with pytest.raises(TypeError):
+        split.compute["A"] = 1
+    assert split.owners("A")(0) and not split.owners("A")(1) and split.owners("C") is None
+    assert Split(compute={"h1.*": ALL}).owners("h1.mb3")(5) and Split(compute={"h1.*": 0}).owners("h10.mb0") is None
+    with pytest.raises(TypeError, match="say which devices compute A"):
+        Split(compute={"A": "device 0"})
+
+
+# ---- private memory ----------------------------------------------------------------------------------------
+def writes_into_its_argument(dev, x):
+    if dev.rank == 0:
+        x[0] = 100.0  # an in-place write: device 0's own copy
+    dev.barrier()
+    return float(x[0]) if dev.rank == 1 else None
+
+
+def test_every_device_gets_its_own_copy_of_each_argument():
+    x = np.array([3.0])
+    run = World(2).run(writes_into_its_argument, x)
+    assert run.outputs == [None, 3.0] and x.tolist() == [3.0]  # device 1 and the caller never see the write
+    nested = {"w": [np.zeros(2)]}
+    World(2).run(lambda dev, d: d["w"][0].__setitem__(0, dev.rank + 1), nested)
+    assert nested["w"][0].tolist() == [0.0, 0.0]
+
+
+def test_per_device_gives_each_device_only_its_part():
+    parts = World(3).run(lambda dev, x: None if x is None else x.tolist(), PerDevice({0: np.ones(2), 2: np.zeros(1)}))
+    assert parts.outputs == [[1.0, 1.0], None, [0.0]]
+    with pytest.raises(ValueError, match="PerDevice has 1 parts, but the world has 2 devices"):
+        World(2).run(lambda dev, x: x, PerDevice([1]))
+
+
+# ---- results of any structure --------------------------------------------------------------------------------
+def test_a_model_that_returns_nothing_leaves_the_result_not_verified_with_the_fix():
+    def model(dev, x):
+        seeds.model(dev, x)  # computes everything, returns nothing
+
+    report = check(World(2).run(seeds.split, X3), Reference.of(model, X3))
+    assert report.verdict == "not verified"
+    assert "device 1 returned [49.], but the model returns nothing" in words(report.text())
+
+
+def test_a_result_of_another_form_gets_a_verdict_never_a_numpy_error():
+    def model(dev, x):
+        return seeds.model(dev, x)
+
+    def listed(dev, x):  # a list with None in the other stage's place, where the model returns one array
+        out = seeds.split(dev, x)
+        return [None, out] if dev.rank == 1 else [x, None]
+
+    report = check(World(2).run(listed, X3), Reference.of(model, X3))
+    assert report.verdict == "FAILED"
+    assert "where the model's result is an array of shape (1,)" in words(report.text())
+
+    def both(dev, x):
+        h = seeds.stage_a(x)
+        return [dev.compute("A", seeds.stage_a, x), dev.compute("B", seeds.stage_b, h)]
+
+    def staged(dev, x):  # each stage returns its own place, None in the other's
+        if dev.rank == 0:
+            h = dev.compute("A", seeds.stage_a, x)
+            dev.send(h, dst=1)
+            return [h, None]
+        return [None, dev.compute("B", seeds.stage_b, dev.recv(src=0, name="A", shape=(1,), dtype=np.float64))]
+
+    assert check(World(2).run(staged, X3), Reference.of(both, X3)).ok
+
+
+def test_the_guide_quotes_the_seed_split_and_its_verdict_as_the_checker_words_them():
+    import contextlib
+    import io
+    import re
+    from pathlib import Path
+
+    docs = Path(__file__).resolve().parent.parent / "docs"
+    namespace: dict = {}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        for page in ("index.md", "checker.md"):
+            for block in re.findall(r"```python\n(.*?)```", (docs / page).read_text(), re.S):
+                exec(compile(block, page, "exec"), namespace)
+    printed = words(out.getvalue())
+    assert (
+        "check passed: 7 values and the result match the single-device run, and the declared split is kept" in printed
+    )
+    quoted = re.search(r'The second check says: "(.*?)", and', (docs / "checker.md").read_text(), re.S).group(1)
+    assert words(quoted) in printed
