@@ -31,7 +31,7 @@ from .checker import reference as _reference
 from .collectives import ALGORITHMS, ulp_distance
 from .core.arguments import PerDevice
 from .core.device import Device, Request
-from .core.engine import Engine, RunResult, World
+from .core.engine import Engine, RunResult
 from .core.errors import (
     ContractError,
     DeadlockError,
@@ -41,6 +41,7 @@ from .core.errors import (
     UnreceivedMessagesWarning,
 )
 from .core.trace import Message, Op, Trace
+from .core.world import World
 from .cost import CostModel, MetaArray, preset
 from .tensors import (
     DeviceMesh,

@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from simulator import MetaArray, World
-from simulator.core.engine import default_max_buffered_bytes
 from simulator.core.errors import BufferLimitError
+from simulator.core.world import default_max_buffered_bytes
 
 KIB = 1 << 10
 

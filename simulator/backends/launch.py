@@ -43,9 +43,9 @@ from typing import Any
 
 import torch.distributed as dist
 
-from ..core.engine import World
 from ..core.errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from ..core.trace import Trace
+from ..core.world import World
 from .errors import WorldBusyError
 from .loopback import PrivateStore
 from .rankproc import RankProcess, spawn_rank, stop_ranks

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from ..core.device import Device
-from ..core.engine import World
+from ..core.world import World
 from ..cost.model import CostModel
 from .probes import far_out, repeat_seconds, round_order, usual_mean
 

@@ -29,8 +29,9 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import ALGORITHMS
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
 from ..core.errors import SimulationError
+from ..core.world import World
 from .torch_context import RankContext
 from .torch_ranks import RankThread, install
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from ..core.engine import World
 from ..core.trace import Trace
+from ..core.world import World
 from .compare import same, show, structured
 
 

@@ -16,9 +16,9 @@ import textwrap
 from dataclasses import dataclass
 from typing import Any
 
-from ..core.engine import MAX_DEVICES
 from ..core.trace import format_event
 from ..core.values import SHOW_ALL, ValueStyle, clip
+from ..core.world import MAX_DEVICES
 from ..teach.scenario import Scenario
 from ..views.stepper import Stepper
 from ..views.textgrid import text_timeline

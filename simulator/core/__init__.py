@@ -3,7 +3,8 @@
 Each module builds only on those below it in this list (checked by import-linter):
 
 ================  ==========================================================================================
-engine.py         ``World`` and ``Engine``: one greenlet per device, scheduled in simulated time order; the
+world.py          ``World``: the rules a run goes by, checked when made; ``run`` and ``start``
+engine.py         ``Engine`` and ``RunResult``: one greenlet per device, scheduled in simulated time order; the
                   hook the layers above use (``Engine.held_calls``, ``Engine.caches``)
 run_errors.py     what a bad run reports: deadlocks with their cycle, messages nobody received
 arguments.py      what each device is given: its own copy of every argument, or its part (``PerDevice``)
@@ -27,8 +28,7 @@ threads.py        one BLAS thread while devices run (``World(blas_threads=...)``
 """
 
 from .arguments import PerDevice
-from .device import Device, Request
-from .engine import Engine, RunResult, World
+from .engine import Engine, RunResult
 from .errors import (
     BufferLimitError,
     CollectiveMismatchError,
@@ -44,6 +44,7 @@ from .errors import (
 )
 from .trace import Message, Op, Trace
 from .values import ValueStyle
+from .world import World
 
 __all__ = [
     "BufferLimitError",

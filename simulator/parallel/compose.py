@@ -24,7 +24,8 @@ import numpy as np
 
 from ..checker import Reference
 from ..core.device import Device
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
+from ..core.world import World
 from ..tensors.mesh import DeviceMesh
 from . import mlp as M
 from .data import BucketedAllReduce, add_bucket_values, bucket_layout

@@ -32,7 +32,8 @@ import numpy as np
 
 from ..checker import Reference
 from ..core.device import Device, Request
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
+from ..core.world import World
 from ..tensors.mesh import DeviceMesh
 from .experts.model import MoE
 from .experts.moe_layer import MoELayer, expert_names

@@ -27,7 +27,8 @@ import numpy as np
 
 from ..checker import Reference
 from ..core.device import Device
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
+from ..core.world import World
 from . import mlp as M
 from .buckets import AsyncRingAllReduce
 from .layers import LayerOps

@@ -36,7 +36,8 @@ import numpy as np
 
 from ..checker import Reference
 from ..core.device import Device, Request
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
+from ..core.world import World
 from ..cost.model import CostModel
 from . import mlp as M
 from .layers import DenseLayers, LayerOps

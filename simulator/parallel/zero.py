@@ -35,8 +35,9 @@ import numpy as np
 
 from ..checker import Reference
 from ..core.device import Device
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
 from ..core.trace import Trace
+from ..core.world import World
 from ..tensors.placements import FlatSlice, chunk_bounds
 from . import mlp as M
 from .data import BucketedAllReduce, add_bucket_values, bucket_layout

@@ -12,9 +12,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..checker import CheckReport, References, Split, check
-from ..core.engine import RunResult, World
+from ..core.engine import RunResult
 from ..core.errors import SimulationError
 from ..core.values import fit_lines, value_text
+from ..core.world import World
 from ..parallel.schedules.labels import op_tag
 
 EXPECTATIONS = ("match", "diverge", "error")

@@ -32,7 +32,8 @@ import numpy as np
 
 from ...checker import Reference
 from ...core.device import Device
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
+from ...core.world import World
 from ..transformer.ops import gelu, gelu_grad, mse_grad, mse_loss
 from . import ops as X
 from .model import MoE, moe_reference

@@ -21,7 +21,8 @@ import numpy as np
 
 from ...checker import Reference
 from ...core.device import Device
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
+from ...core.world import World
 from ..mlp import split_rows
 from . import ops as T
 from .block import Block

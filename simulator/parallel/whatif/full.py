@@ -35,7 +35,8 @@ from typing import Any
 import numpy as np
 
 from ...core.device import Device
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
+from ...core.world import World
 from ...cost.meta import MetaArray
 from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, F, make_schedule
 from .model import Transformer

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ...core.device import Device
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
+from ...core.world import World
 from ...cost.meta import MetaArray
 from ...cost.model import CostModel
 from ...cost.systems import System

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from ...checker import Split
-from ...core.engine import World
+from ...core.world import World
 from ...cost.presets import classroom
 from ...parallel.transformer.context import ContextSplit, RingAttention, positions
 from ...parallel.transformer.model import Transformer

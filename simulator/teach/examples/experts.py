@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from ...checker import Split
-from ...core.engine import World
+from ...core.world import World
 from ...parallel.experts.model import MoE
 from ...parallel.experts.parallel import ExpertParallel, all_to_all_single
 from ..scenario import Scenario

@@ -7,7 +7,7 @@ stage 3's output goes to stage 4 in memory, not as a message, and is freed only 
 
 from __future__ import annotations
 
-from ...core.engine import World
+from ...core.world import World
 from ...parallel.mlp import MLP
 from ...parallel.pipeline import FREE_LINKS, ActionCosts, Pipeline
 from ...parallel.pipeline_split import pipeline_split

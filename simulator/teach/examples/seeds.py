@@ -11,7 +11,7 @@ import numpy as np
 
 from ...checker import ALL, Reference, Split
 from ...core.device import Device
-from ...core.engine import World
+from ...core.world import World
 from ...cost.model import CostModel
 from ..scenario import Scenario
 

@@ -12,7 +12,7 @@ import numpy as np
 
 from ...checker import ALL, Reference, Split
 from ...core.device import Device
-from ...core.engine import World
+from ...core.world import World
 from ...parallel import tensor as tp
 from ...tensors.mesh import DeviceMesh
 from ...tensors.placements import R, S

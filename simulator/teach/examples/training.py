@@ -19,7 +19,7 @@ import numpy as np
 
 from ...checker import ALL, Reference, Split
 from ...core.device import Device
-from ...core.engine import World
+from ...core.world import World
 from ...parallel import mlp as M
 from ...parallel.compose import Parallel3D
 from ...parallel.data import BucketedAllReduce, DataParallel

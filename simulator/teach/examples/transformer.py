@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from ...checker import Split
-from ...core.engine import World
+from ...core.world import World
 from ...parallel.transformer.model import Transformer
 from ...parallel.transformer.sequence import ALL, SequenceSplit, TensorSplit, chunk
 from ...parallel.transformer.step import TransformerStep

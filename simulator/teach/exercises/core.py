@@ -26,7 +26,8 @@ import numpy as np
 
 from ...checker import References, Split
 from ...core.arguments import PerDevice
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
+from ...core.world import World
 from . import sealed
 
 NOT_ANSWERED = Ellipsis  # what a prediction cell holds until the student writes an answer

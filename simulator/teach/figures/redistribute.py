@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.engine import World
 from ...core.files import write_text
+from ...core.world import World
 from ...tensors.mesh import DeviceMesh
 from ...tensors.placements import P, Placement, R, S
 from ...tensors.redistribute import redistribute

@@ -11,8 +11,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ...core.engine import RunResult, World
+from ...core.engine import RunResult
 from ...core.files import write_text
+from ...core.world import World
 from ...cost.model import Ring, TwoLevel
 from ...cost.presets import classroom, dgx_h100
 from ...views.plot.style import FigureStyle
