@@ -114,131 +114,121 @@ def _mlp_ref(residual: bool = True):
     return lambda: Reference.of(tp.mlp_reference, X, A, BW, TP, residual)
 
 
+def _tp(name, title, story, program, args, reference, collective="all_reduce", bug=False) -> Scenario:
+    """A scenario on TP devices of the classroom machine, split as ``tp_split(collective)`` says; a bug is
+    expected to diverge."""
+    return Scenario(
+        name=name,
+        title=title,
+        story=story,
+        world=World(TP, cost="classroom"),
+        program=program,
+        args=args,
+        reference=reference,
+        expect="diverge" if bug else "match",
+        tags=("tensor", "bug") if bug else ("tensor",),
+        split=tp_split(collective),
+    )
+
+
 SCENARIOS = [
-    Scenario(
-        name="tp-column",
-        split=tp_split("all_gather"),
-        title="Column-parallel linear: W split by columns, Y all-gathered",
-        story="Device 0 sends device 1 what it needs: all of X and half of W's columns. Then each device computes "
+    _tp(
+        "tp-column",
+        "Column-parallel linear: W split by columns, Y all-gathered",
+        "Device 0 sends device 1 what it needs: all of X and half of W's columns. Then each device computes "
         "its half of Y's columns with no message in between, and an all-gather gives every device the whole Y.",
-        world=World(TP, cost="classroom"),
-        program=tp.column_parallel_program,
-        args=(X, W),
-        reference=_linear_ref,
-        tags=("tensor",),
+        tp.column_parallel_program,
+        (X, W),
+        _linear_ref,
+        collective="all_gather",
     ),
-    Scenario(
-        name="tp-row",
-        split=tp_split("all_reduce"),
-        title="Row-parallel linear: W split by rows, partial sums all-reduced",
-        story="Each device holds half of W's rows and the matching half of X's columns. Its product has the "
+    _tp(
+        "tp-row",
+        "Row-parallel linear: W split by rows, partial sums all-reduced",
+        "Each device holds half of W's rows and the matching half of X's columns. Its product has the "
         "full shape of Y but is only a partial sum; the all-reduce adds the partial sums into Y.",
-        world=World(TP, cost="classroom"),
-        program=tp.row_parallel_program,
-        args=(X, W),
-        reference=_linear_ref,
-        tags=("tensor",),
+        tp.row_parallel_program,
+        (X, W),
+        _linear_ref,
     ),
-    Scenario(
-        name="tp-row-reduce-scatter",
-        split=tp_split("reduce_scatter"),
-        title="Row-parallel linear completed by a reduce-scatter",
-        story="The same partial sums, but each device keeps only its block of Y's rows: a reduce-scatter "
+    _tp(
+        "tp-row-reduce-scatter",
+        "Row-parallel linear completed by a reduce-scatter",
+        "The same partial sums, but each device keeps only its block of Y's rows: a reduce-scatter "
         "moves half the bytes of an all-reduce.",
-        world=World(TP, cost="classroom"),
-        program=tp.row_parallel_program,
-        args=(X, W, "reduce_scatter"),
-        reference=_linear_ref,
-        tags=("tensor",),
+        tp.row_parallel_program,
+        (X, W, "reduce_scatter"),
+        _linear_ref,
+        collective="reduce_scatter",
     ),
-    Scenario(
-        name="tp-megatron-mlp",
-        split=tp_split("all_reduce"),
-        title="The Megatron MLP: column-parallel, gelu, row-parallel, one all-reduce",
-        story="A is split by columns, so each device applies gelu to whole columns of X @ A; B is split by "
+    _tp(
+        "tp-megatron-mlp",
+        "The Megatron MLP: column-parallel, gelu, row-parallel, one all-reduce",
+        "A is split by columns, so each device applies gelu to whole columns of X @ A; B is split by "
         "rows, so those column shards feed it directly. One all-reduce completes the block.",
-        world=World(TP, cost="classroom"),
-        program=tp.megatron_mlp_program,
-        args=(X, A, BW, True),
-        reference=_mlp_ref(),
-        tags=("tensor",),
+        tp.megatron_mlp_program,
+        (X, A, BW, True),
+        _mlp_ref(),
     ),
-    Scenario(
-        name="tp-linear-gelu",
-        split=tp_split("all_reduce"),
-        title="Row-parallel linear then gelu, the right way",
-        story="The partial sums are all-reduced first; only the complete Y goes through gelu.",
-        world=World(TP, cost="classroom"),
-        program=linear_gelu,
-        args=(X, W),
-        reference=lambda: Reference.of(linear_gelu_reference, X, W, TP),
-        tags=("tensor",),
+    _tp(
+        "tp-linear-gelu",
+        "Row-parallel linear then gelu, the right way",
+        "The partial sums are all-reduced first; only the complete Y goes through gelu.",
+        linear_gelu,
+        (X, W),
+        lambda: Reference.of(linear_gelu_reference, X, W, TP),
     ),
-    Scenario(
-        name="tp-bug-gelu-on-partials",
-        split=tp_split("all_reduce"),
-        title="Bug: the activation applied to partial sums before the all-reduce",
-        story="Each device applies gelu to its partial sum and the results are then added. But gelu is not "
+    _tp(
+        "tp-bug-gelu-on-partials",
+        "Bug: the activation applied to partial sums before the all-reduce",
+        "Each device applies gelu to its partial sum and the results are then added. But gelu is not "
         "linear: gelu(a) + gelu(b) is not gelu(a + b). The check stops at the gelu op, whose input is "
         "device 0's partial sum instead of the complete X @ W.",
-        world=World(TP, cost="classroom"),
-        program=bug_gelu_on_partials,
-        args=(X, W),
-        reference=lambda: Reference.of(linear_gelu_reference, X, W, TP),
-        expect="diverge",
-        tags=("tensor", "bug"),
+        bug_gelu_on_partials,
+        (X, W),
+        lambda: Reference.of(linear_gelu_reference, X, W, TP),
+        bug=True,
     ),
-    Scenario(
-        name="tp-bug-forgot-all-reduce",
-        split=tp_split("all_reduce"),
-        title="Bug: the all-reduce after a row-parallel matmul is forgotten",
-        story="Each device's product is only a partial sum of Z. Without the all-reduce, the residual add "
+    _tp(
+        "tp-bug-forgot-all-reduce",
+        "Bug: the all-reduce after a row-parallel matmul is forgotten",
+        "Each device's product is only a partial sum of Z. Without the all-reduce, the residual add "
         "uses that partial sum as if it were Z, and the check says so at the add.",
-        world=World(TP, cost="classroom"),
-        program=bug_forgot_all_reduce,
-        args=(X, A, BW),
-        reference=_mlp_ref(),
-        expect="diverge",
-        tags=("tensor", "bug"),
+        bug_forgot_all_reduce,
+        (X, A, BW),
+        _mlp_ref(),
+        bug=True,
     ),
-    Scenario(
-        name="tp-bug-full-x-to-row-shards",
-        split=tp_split("all_reduce"),
-        title="Bug: the raw input X is handed to the row-parallel shards",
-        story="The second layer should receive each device's shard of gelu(X @ A); it is given the raw input "
+    _tp(
+        "tp-bug-full-x-to-row-shards",
+        "Bug: the raw input X is handed to the row-parallel shards",
+        "The second layer should receive each device's shard of gelu(X @ A); it is given the raw input "
         "X, which happens to have the same shape. The shapes agree, the values do not: the check names X "
         "as what crossed into the row-parallel matmul.",
-        world=World(TP, cost="classroom"),
-        program=bug_full_x_to_row_shards,
-        args=(X, A, BW),
-        reference=_mlp_ref(),
-        expect="diverge",
-        tags=("tensor", "bug"),
+        bug_full_x_to_row_shards,
+        (X, A, BW),
+        _mlp_ref(),
+        bug=True,
     ),
-    Scenario(
-        name="tp-bug-all-reduce-twice",
-        split=tp_split("all_reduce"),
-        title="Bug: the all-reduce applied twice",
-        story="The layer already all-reduced Z; its caller does it again. The first message of the second "
+    _tp(
+        "tp-bug-all-reduce-twice",
+        "Bug: the all-reduce applied twice",
+        "The layer already all-reduced Z; its caller does it again. The first message of the second "
         "all-reduce carries a piece of the complete Z where a partial sum belongs.",
-        world=World(TP, cost="classroom"),
-        program=bug_all_reduce_twice,
-        args=(X, A, BW),
-        reference=_mlp_ref(),
-        expect="diverge",
-        tags=("tensor", "bug"),
+        bug_all_reduce_twice,
+        (X, A, BW),
+        _mlp_ref(),
+        bug=True,
     ),
-    Scenario(
-        name="tp-bug-wrong-order",
-        split=tp_split("all_gather"),
-        title="Bug: the column shards of Y assembled in the wrong order",
-        story="Every device computes the right block of Y and every block arrives intact, but they are "
+    _tp(
+        "tp-bug-wrong-order",
+        "Bug: the column shards of Y assembled in the wrong order",
+        "Every device computes the right block of Y and every block arrives intact, but they are "
         "concatenated in reverse. The check stops at the assembled Y and says the blocks are out of order.",
-        world=World(TP, cost="classroom"),
-        program=bug_wrong_order,
-        args=(X, W),
-        reference=_linear_ref,
-        expect="diverge",
-        tags=("tensor", "bug"),
+        bug_wrong_order,
+        (X, W),
+        _linear_ref,
+        collective="all_gather",
+        bug=True,
     ),
 ]

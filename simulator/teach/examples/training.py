@@ -138,57 +138,62 @@ PARAMS_Z = ZERO3.mlp.init(seed=8)
 X_Z, T_Z = ZERO3.mlp.data(8, seed=9)
 
 # replicas of the whole model: gradients cross only inside their bucketed all-reduce
+# The classroom model, whose ops take nanoseconds beside 1 us messages: as on real CPU processes, no gradient
+# chunk arrives during the backward, so the overlapped all-reduce adds its chunks in the same order here and
+# there (the torch tests compare the two op for op).
+REPLICAS_WORLD = World(2, cost="classroom")
 REPLICAS_SPLIT = Split(collectives=("bucket all_reduce", "all_reduce"), crosses={})  # native on real ranks
 
+
+def _schedule_step(name: str, title: str, story: str, schedule: str, **options) -> Scenario:
+    """One training step of the four-layer MLP under a pipeline schedule (``pipeline``), on links that cost
+    nothing: the stages split as the schedule places them, the gradients checked against one device."""
+    pipe = pipeline(schedule, **options)
+    ranks = pipe.schedule.ranks
+    return Scenario(
+        name=name,
+        title=title,
+        story=story,
+        world=World(ranks, cost=FREE_LINKS),
+        program=pipe,
+        args=(PARAMS, X, T),
+        reference=lambda: _pipeline_ref(pipe),
+        tags=("pipeline", "training"),
+        split=pipeline_split(pipe),
+    )
+
+
 SCENARIOS = [
-    Scenario(
-        name="pipeline-1f1b",
-        split=pipeline_split(pipeline("1f1b")),
-        title="1F1B pipeline: four stages, four microbatches, real forward and backward",
-        story="Each device holds one layer. Microbatches flow forward through the stages and their gradients flow "
+    _schedule_step(
+        "pipeline-1f1b",
+        "1F1B pipeline: four stages, four microbatches, real forward and backward",
+        "Each device holds one layer. Microbatches flow forward through the stages and their gradients flow "
         "back; after a short warm-up every device alternates one forward and one backward, so device r never "
         "keeps more than 4 - r microbatches' activations. The summed gradients equal one device's.",
-        world=World(4, cost=FREE_LINKS),
-        program=pipeline("1f1b"),
-        args=(PARAMS, X, T),
-        reference=lambda: _pipeline_ref(pipeline("1f1b")),
-        tags=("pipeline", "training"),
+        "1f1b",
     ),
-    Scenario(
-        name="pipeline-gpipe",
-        split=pipeline_split(pipeline("gpipe")),
-        title="GPipe pipeline: all forwards, then all backwards",
-        story="The same step with GPipe's order: the same bubble as 1F1B, but every device keeps all four "
+    _schedule_step(
+        "pipeline-gpipe",
+        "GPipe pipeline: all forwards, then all backwards",
+        "The same step with GPipe's order: the same bubble as 1F1B, but every device keeps all four "
         "microbatches' activations until the backwards begin.",
-        world=World(4, cost=FREE_LINKS),
-        program=pipeline("gpipe"),
-        args=(PARAMS, X, T),
-        reference=lambda: _pipeline_ref(pipeline("gpipe")),
-        tags=("pipeline", "training"),
+        "gpipe",
     ),
-    Scenario(
-        name="pipeline-zb-h1",
-        split=pipeline_split(pipeline("zb-h1")),
-        title="ZB-H1 pipeline: the backward split into input and weight gradients",
-        story="The input-gradient pass (I) goes back at once; the weight-gradient pass (W) waits and fills the "
+    _schedule_step(
+        "pipeline-zb-h1",
+        "ZB-H1 pipeline: the backward split into input and weight gradients",
+        "The input-gradient pass (I) goes back at once; the weight-gradient pass (W) waits and fills the "
         "idle slots at the end, so the bubble shrinks to a third of 1F1B's when F, I and W take equal time.",
-        world=World(4, cost=FREE_LINKS),
-        program=pipeline("zb-h1"),
-        args=(PARAMS, X, T),
-        reference=lambda: _pipeline_ref(pipeline("zb-h1")),
-        tags=("pipeline", "training"),
+        "zb-h1",
     ),
-    Scenario(
-        name="pipeline-interleaved",
-        split=pipeline_split(pipeline("interleaved-1f1b", ranks=2, virtual=2)),
-        title="Interleaved 1F1B: two devices, two stages each",
-        story="Device 0 holds layers 1 and 3, device 1 layers 2 and 4: each microbatch crosses between the "
+    _schedule_step(
+        "pipeline-interleaved",
+        "Interleaved 1F1B: two devices, two stages each",
+        "Device 0 holds layers 1 and 3, device 1 layers 2 and 4: each microbatch crosses between the "
         "devices three times, and the bubble is half of plain 1F1B's on two devices.",
-        world=World(2, cost=FREE_LINKS),
-        program=pipeline("interleaved-1f1b", ranks=2, virtual=2),
-        args=(PARAMS, X, T),
-        reference=lambda: _pipeline_ref(pipeline("interleaved-1f1b", ranks=2, virtual=2)),
-        tags=("pipeline", "training"),
+        "interleaved-1f1b",
+        ranks=2,
+        virtual=2,
     ),
     Scenario(
         name="data-parallel",
@@ -197,10 +202,7 @@ SCENARIOS = [
         story="Both devices hold the whole model and take half of the batch each. Each computes the mean "
         "gradient over its half; a ring all-reduce sums them and each divides by two: the whole batch's "
         "gradient, as on one device.",
-        # The classroom model, whose ops take nanoseconds beside 1 us messages: as on real CPU processes, no
-        # gradient chunk arrives during the backward, so the overlapped all-reduce adds its chunks in the same
-        # order here and there (the torch tests compare the two op for op).
-        world=World(2, cost="classroom"),
+        world=REPLICAS_WORLD,
         program=DP,
         args=(PARAMS, X, T),
         reference=lambda: DP.reference(PARAMS, X, T),
@@ -270,10 +272,7 @@ SCENARIOS = [
         story="Each replica computes the mean gradient over its half of the batch; the all-reduce sums the two "
         "means, and the division by two is missing. The step's gradient comes out twice too large, which "
         "training would feel as a doubled learning rate. The check recognises the sum.",
-        # The classroom model, whose ops take nanoseconds beside 1 us messages: as on real CPU processes, no
-        # gradient chunk arrives during the backward, so the overlapped all-reduce adds its chunks in the same
-        # order here and there (the torch tests compare the two op for op).
-        world=World(2, cost="classroom"),
+        world=REPLICAS_WORLD,
         program=DP_SUM,
         args=(PARAMS, X, T),
         reference=lambda: DP_SUM.reference(PARAMS, X, T),
