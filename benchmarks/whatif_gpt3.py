@@ -74,13 +74,19 @@ def _draw_run(result, job, memory, row) -> None:
     from simulator.views.plot.busy import plot_busy
     from simulator.views.plot.style import new_figure, save_figure
 
-    stages = [(f"stage {s}", s * job.tp) for s in range(job.pp)]
+    # every replica and every tensor-parallel rank of a stage does the same work at the same times: one row per
+    # stage (replica 0, tensor-parallel rank 0) shows the schedule; 4,096 rows of pixels would read as texture
     title = (
-        f"One 1F1B step of GPT-3's layer shapes on {row['devices']:,} simulated H100s (dp x pp x tp = {row['shape']}): "
-        f"{row['step_ms']:.0f} ms"
+        f"One 1F1B step of GPT-3 on {row['devices']:,} simulated H100s ({row['shape']}): {row['step_ms']:.0f} ms, "
+        "a row per pipeline stage"
     )
-    groups = stages if job.dp == 1 else [(f"replica {d}", d * job.pp * job.tp) for d in range(0, job.dp, 4)]
-    fig = plot_busy(result, title=title, groups=groups, height=7.5)
+    rows = [s * job.tp for s in range(job.pp)]
+    caption = (
+        f"Each row stands for its stage's {job.dp * job.tp:,} devices ({job.dp} replicas x {job.tp} tensor-parallel "
+        f"ranks), which do the same work at the same times. {result.world.cost.describe()}"
+    )
+    labels = [f"stage {s}" for s in range(job.pp)]
+    fig = plot_busy(result, title=title, devices=rows, labels=labels, caption=caption, width=11, height=6.2)
     save_figure(fig, FIGURES / "whatif_gpt3_timeline", formats=("png",))
     fig = new_figure(9, 3.6)
     ax = fig.add_axes((0.08, 0.16, 0.9, 0.72))
@@ -106,35 +112,31 @@ def _draw_run(result, job, memory, row) -> None:
 
 
 def draw_table(rows: list[dict]) -> None:
+    """The scaling figure: the simulation's wall time, and the host memory per event, against the devices."""
     from simulator.views.plot.style import new_figure, save_figure
 
-    fig = new_figure(10, 0.55 + 0.24 * (len(rows) + 1))
-    ax = fig.add_axes((0.01, 0.0, 0.98, 0.86))
-    ax.axis("off")
-    head = [
-        "devices",
-        "dp x pp x tp",
-        "messages",
-        "events",
-        "wall time",
-        "host peak",
-        "added per event",
-        "trace per event",
-        "simulated step",
-    ]
-    cells = [
-        [f"{r['devices']:,}", r["shape"], f"{r['messages']:,}", f"{r['events']:,}", f"{r['wall']:.1f} s",
-         f"{r['peak_mb'] / 1e3:.2f} GB", f"{r['added_per_event']:.0f} B", f"{r['trace_per_event']:.0f} B", f"{r['step_ms']:.0f} ms"]
-        for r in rows
-    ]  # fmt: skip
-    table = ax.table(cellText=cells, colLabels=head, loc="upper center", cellLoc="right")
-    table.auto_set_font_size(False)
-    table.set_fontsize(8)
-    table.scale(1, 1.25)
-    ax.set_title(
-        "GPT-3 what-if: one 1F1B step simulated from 64 to 4,096 devices (metadata only, dgx-h100 preset)",
-        loc="left",
-        fontsize=9,
+    devices = [r["devices"] for r in rows]
+    fig = new_figure(11, 6.2)
+    left = fig.add_axes((0.07, 0.14, 0.40, 0.68))
+    right = fig.add_axes((0.57, 0.14, 0.40, 0.68))
+    left.plot(devices, [r["wall"] for r in rows], "o-", color="#0072B2")
+    left.set_ylabel("simulation wall time (s)")
+    right.plot(devices, [r["added_per_event"] for r in rows], "o-", color="#E69F00", label="host memory added")
+    right.plot(devices, [r["trace_per_event"] for r in rows], "s-", color="#009E73", label="the trace's own")
+    right.set_ylabel("bytes per event")
+    right.set_ylim(bottom=0)
+    right.legend(frameon=False, loc="upper right")
+    for ax in (left, right):
+        ax.set_xscale("log", base=2)
+        ax.set_xticks(devices, [f"{r['devices']:,}\n{r['events'] / 1e6:.1f}M" for r in rows], fontsize=8)
+        ax.set_xlabel("simulated devices, and the events they make (millions)")
+        ax.grid(color="#e4e4e4", linewidth=0.6)
+    fig.suptitle(
+        "GPT-3 what-if: one 1F1B step simulated from 64 to 4,096 devices (metadata only, dgx-h100 preset); "
+        f"the largest: {rows[-1]['step_ms']:.0f} ms simulated",
+        x=0.01,
+        ha="left",
+        fontsize=11,
     )
     save_figure(fig, FIGURES / "whatif_gpt3_scaling", formats=("png",))
 

@@ -82,21 +82,30 @@ def plot_busy(
     height: float | None = None,
     groups: Sequence[tuple[str, int]] = (),
     caption: bool | str = True,
+    devices: Sequence[int] | None = None,
+    labels: Sequence[str] | None = None,
 ) -> Figure:
     """The run as an image: a row per device, a column per time bin (see the module docstring).
 
-    groups: (label, first rank) pairs marking blocks of devices on the left (e.g. pipeline stages).
+    groups: (label, first row) pairs marking blocks of rows on the left (e.g. pipeline stages).
+    devices: the devices to draw, a row each in this order (default: all); labels: a name per row, in place of
+    the device numbers (a large run whose replicas do the same work reads best as one device per stage).
     """
     trace, cost = unpack(run, cost)
     compute, comm, t_end = busy_fractions(trace, cost, bins)
+    if devices is not None:
+        rows = np.asarray(devices, dtype=np.int64)
+        compute, comm = compute[rows], comm[rows]
     image = 1.0 - compute[..., None] * (1.0 - COMPUTE_RGB)  # multiply blend on white
     image *= 1.0 - comm[..., None] * (1.0 - COMM_RGB)
-    p = trace.world_size
+    p = len(compute)
     fig = new_figure(width, height if height is not None else min(9.0, 2.0 + 0.25 * p))
     ax = fig.add_axes((0.08, 0.16, 0.9, 0.74 if title else 0.8))
     ax.imshow(image, aspect="auto", interpolation="nearest", extent=(0.0, t_end, p - 0.5, -0.5))
     time_axis(ax, t_end)
     ax.set_ylabel("device")
+    if labels is not None:
+        ax.set_yticks(range(p), list(labels), fontsize=8)
     if groups:  # the groups' names replace the device numbers
         ax.set_yticks([first - 0.5 for _, first in groups], [label for label, _ in groups], fontsize=7, va="top")
         for _, first in groups:
