@@ -95,3 +95,14 @@ def test_huge_runs_export_thinned_and_draw_as_images(tmp_path, monkeypatch):
     fig = plot_timeline(run)
     assert fig.axes[0].images  # drawn as an image, not boxes
     assert plot_busy(run, groups=[("first half", 0), ("second half", 32)]).axes[0].images
+
+
+def test_a_busy_picture_of_chosen_devices_draws_only_their_rows():
+    run = World(8, keep_payloads=False).run(lambda dev: dev.all_reduce(np.ones(64)))
+    compute, comm, _ = busy_fractions(run)
+    ax = plot_busy(run, devices=[6, 2], labels=["six", "two"]).axes[0]
+    image = ax.images[0].get_array()
+    assert image.shape[0] == 2  # a row per chosen device, in the order asked
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["six", "two"]
+    shade = 1.0 - image[..., 0]  # darker where the device was busy
+    assert np.array_equal(shade[0] > 0, (compute[6] + comm[6]) > 0)

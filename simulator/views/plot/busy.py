@@ -61,7 +61,8 @@ def _coverage(spans: Spans, p: int, bins: int, t_end: float) -> np.ndarray:
     fb = np.minimum(b.astype(np.int64), bins - 1)
     row = spans.rank.astype(np.int64) * bins
     same = fa == fb
-    out = np.bincount(row[same] + fa[same], weights=b[same] - a[same], minlength=n)
+    # (float even when no span stays within one bin: bincount of nothing gives ints)
+    out = np.bincount(row[same] + fa[same], weights=b[same] - a[same], minlength=n).astype(np.float64, copy=False)
     apart = ~same
     if apart.any():  # a span over several bins: its part of the first and last, the ones between whole
         ra, fa, fb, a, b = row[apart], fa[apart], fb[apart], a[apart], b[apart]
