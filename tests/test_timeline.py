@@ -215,6 +215,25 @@ def test_timeline_has_a_row_per_device_a_box_per_op_an_arrow_per_message(gpipe):
     assert legend == ["F", "B", "idle", "sending", "receiving", "message"]
 
 
+def test_ops_of_no_time_do_not_use_up_the_colours():
+    """Zero-time ops are not drawn; were they given palette colours first, drawn families would share one."""
+
+    def many_families(dev):  # h and dh take time; between them, eleven families of none (running sums, say)
+        dev.compute("h", lambda: np.zeros(1), seconds=1 * US)
+        for i in range(11):
+            dev.compute("+".join(["s"] * (i + 1)), lambda: np.zeros(1), seconds=0.0)
+        dev.compute("dh", lambda: np.zeros(1), seconds=1 * US)
+
+    fig = plot_timeline(World(1).run(many_families))
+    ax = fig.axes[0]
+    ops = [c for c in ax.collections if isinstance(c, PolyCollection)][1]
+    drawn = [tuple(f) for f, p in zip(ops.get_facecolors(), ops.get_paths()) if np.ptp(p.vertices[:, 0]) > 0]
+    assert len(drawn) == 2 and drawn[0] != drawn[1]
+    handles = ax.get_legend().legend_handles
+    assert [h.get_label() for h in handles[:2]] == ["h", "dh"]
+    assert handles[0].get_facecolor() != handles[1].get_facecolor()
+
+
 def test_timeline_time_unit_follows_the_run():
     cost = CostModel(latency=1e-3, bandwidth=1e6, flops=1e9)
     run = World(2, cost=cost).run(two_step)

@@ -37,10 +37,10 @@ from .style import (
     IDLE_COLOR,
     IDLE_HATCH_COLOR,
     FigureStyle,
-    assign_colors,
     family,
     figure_style,
     new_figure,
+    span_colors,
     text_color,
 )
 
@@ -94,7 +94,7 @@ def animate_messages(
     pos = _positions(n)
     unit, scale = time_unit(act.end_time or 1e-9)
     unit = unit.replace("us", "µs")
-    colors = assign_colors([family(s.name) for s in act.spans if s.track == "compute"])
+    colors = span_colors(act.spans, family)
     ops = [[s for s in act.of(r, "compute") if s.t1 > s.t0] for r in range(n)]
 
     made = _values_made(run, n)

@@ -11,7 +11,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from ..activity import Activity
-from .style import ARROW_COLOR, IDLE_COLOR, IDLE_HATCH_COLOR, RECV_COLOR, SEND_COLOR, assign_colors
+from .style import ARROW_COLOR, IDLE_COLOR, IDLE_HATCH_COLOR, RECV_COLOR, SEND_COLOR, span_colors
 
 LEGEND_COLUMNS = 7
 
@@ -41,11 +41,10 @@ def draw_legend(ax: Axes, act: Activity, color_key, arrows: bool = True) -> None
 def legend_handles(act: Activity, color_key, arrows: bool = True) -> list:
     """Legend entries for what the figure shows, and only that: the op colours of ops that take time, idle
     time if any device idles, sending and receiving bands if any bytes move, the message arrow if drawn."""
-    keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
     shown = {
         color_key(s.name) for s in act.spans if s.track == "compute" and s.t1 > s.t0
     }  # an op of no time is not drawn
-    colors = [(k, c) for k, c in assign_colors(keys).items() if k in shown]  # the colours the timeline uses
+    colors = [(k, c) for k, c in span_colors(act.spans, color_key).items() if k in shown]  # as the timeline's
     handles = [Patch(facecolor=c, label=k) for k, c in colors[:8]]
     if len(colors) > 8:
         handles.append(Patch(facecolor="white", edgecolor="none", label=f"+{len(colors) - 8} more"))

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import textwrap
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -188,6 +188,13 @@ def assign_colors(keys: Sequence[str]) -> dict[str, str]:
         if key not in colors:
             colors[key] = PALETTE[len(colors) % len(PALETTE)]
     return colors
+
+
+def span_colors(spans: Iterable[Any], color_key: Callable[[str], str]) -> dict[str, str]:
+    """A colour per colour group of the compute spans, the groups of ops that take time first: an op of no
+    time is not drawn, and giving it a palette colour first could make two drawn groups share one."""
+    compute = [s for s in spans if s.track == "compute"]
+    return assign_colors([color_key(s.name) for s in compute if s.t1 > s.t0] + [color_key(s.name) for s in compute])
 
 
 def text_color(background: str) -> str:

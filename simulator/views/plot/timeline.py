@@ -44,13 +44,13 @@ from .style import (
     TITLE_FONT,
     TITLE_LINE,
     FigureStyle,
-    assign_colors,
     caption_text,
     extra_lines,
     family,
     figure_style,
     new_figure,
     save_figure,
+    span_colors,
     text_color,
     time_axis,
     wrap_text,
@@ -275,8 +275,7 @@ def draw_timeline(
         PolyCollection(idle, facecolors=IDLE_COLOR, edgecolors=IDLE_HATCH_COLOR, hatch="////", linewidths=0)
     )
 
-    keys = [color_key(s.name) for s in act.spans if s.track == "compute"]
-    colors = assign_colors(keys)
+    colors = span_colors(act.spans, color_key)
     boxes, faces, comm_boxes, comm_faces = [], [], [], []
     for s in act.spans:
         y0, y1 = _span_y(act, s)
