@@ -103,6 +103,15 @@ def test_activity_rejects_other_things():
         activity([1, 2, 3])
 
 
+def test_a_scenario_run_passed_to_a_plot_is_told_where_its_run_is():
+    from simulator import scenario
+
+    with pytest.raises(TypeError, match=r"pass its \.result"):
+        activity(scenario("split").run())
+    with pytest.raises(TypeError, match="stopped with DeadlockError"):
+        activity(scenario("send-send-deadlock").run())
+
+
 # ---- text grid --------------------------------------------------------------------------------
 
 

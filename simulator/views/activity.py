@@ -81,8 +81,17 @@ def unpack(run: RunResult | Trace, cost: CostModel | None = None) -> tuple[Trace
         return run, cost
     trace = getattr(run, "trace", None)
     if not isinstance(trace, Trace):
-        raise TypeError(f"expected a RunResult (from World.run) or a Trace, got {type(run).__name__}")
+        raise TypeError(f"expected a RunResult (from World.run) or a Trace, got {type(run).__name__}{_hint(run)}")
     return trace, cost if cost is not None else run.world.cost
+
+
+def _hint(run: Any) -> str:
+    """Where the run is, for a scenario's outcome (``ScenarioRun``, a layer above: known by its fields)."""
+    if not hasattr(run, "scenario") or not hasattr(run, "result"):
+        return ""
+    if run.result is None:
+        return f": the scenario stopped with {type(run.error).__name__}, so there is no run to draw"
+    return ": pass its .result (the RunResult)"
 
 
 def message_spans(msg: Message, cost: CostModel | None) -> tuple[float, float, float, float]:
