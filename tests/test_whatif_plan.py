@@ -185,6 +185,8 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
         (GPT, Layout(ep=2, dp=2), "needs a mixture-of-experts model"),
         (GPT, Layout(sequence_parallel=True), "needs tp > 1"),
         (GPT, Layout(cp=2, attention="unfused"), "attention='flash'"),
+        (GPT, Layout(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
+        (GPT, Layout(pp=2, schedule="zbv", virtual_stages=4), "holds two stages per rank"),  # else ignored
     ],
 )
 def test_layouts_that_cannot_run_say_why(model, layout, words):

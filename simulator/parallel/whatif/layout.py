@@ -134,6 +134,14 @@ class Layout:
             )
         if model.inner % t:
             raise LayoutError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
+        # a looped schedule of one chunk per rank is plain 1F1B, and a V always holds two: refuse rather than
+        # report a schedule that did not run
+        if self.schedule in LOOPED and self.virtual_stages < 2:
+            raise LayoutError(f"schedule {self.schedule} needs --virtual-stages 2 or more (virtual_stages, model "
+                              "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip
+        if self.schedule in V_SCHEDULES and self.virtual_stages not in (1, 2):
+            raise LayoutError(f"schedule {self.schedule} holds two stages per rank in a V: drop --virtual-stages "
+                              f"(virtual_stages={self.virtual_stages}) or use one of {', '.join(LOOPED)}")  # fmt: skip
         chunks = self.pp * self.stages_per_rank
         if model.layers % chunks:
             raise LayoutError(
