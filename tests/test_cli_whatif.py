@@ -47,6 +47,8 @@ def test_a_layout_that_does_not_fit_exits_1_and_says_by_how_much(capsys):
         ([*TINY, "--tp", "3"], "tp=3 does not split 8 attention heads"),
         ([*TINY, "--dp", "2", "--global-batch", "3"], "use a multiple of 2"),
         ([*TINY, "--pp", "2", "--schedule", "dualpipe-v"], "DualPipeV needs at least"),
+        ([*TINY, "--pp", "2", "--schedule", "interleaved-1f1b"], "needs --virtual-stages 2 or more"),
+        ([*TINY, "--top-k", "2"], "top_k=2 needs experts"),
     ],
 )
 def test_bad_flags_exit_2_with_the_reason(capsys, flags, words):
@@ -61,6 +63,10 @@ def test_help_explains_the_flags(capsys):
     for flag in ("--model", "--hardware", "--cp", "--ep", "--global-batch", "--virtual-stages", "--recompute",
                  "--sequence-parallel", "--zero", "--json"):  # fmt: skip
         assert flag in out
+    out = " ".join(out.split())  # argparse wraps the help
+    for default in ("(default selective)", "0 (the default)", "the default) or fp16", "flash, the default",
+                    "(default gelu", "(default 0: dense)", "(default 1; needs --experts)", "as many as --heads"):  # fmt: skip
+        assert default in out
 
 
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):

@@ -99,13 +99,17 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     model.add_argument("--layers", type=size, help="transformer layers")
     model.add_argument("--hidden", type=size, help="hidden width")
     model.add_argument("--heads", type=size, help="attention heads")
-    model.add_argument("--seq-len", type=size, help="tokens per sequence (default 2048)")
-    model.add_argument("--vocab", type=size, help="vocabulary size (default 51200)")
-    model.add_argument("--kv-heads", type=size, help="key/value heads, for grouped-query attention")
-    model.add_argument("--ffn", type=size, help="MLP width (default 4 x hidden)")
-    model.add_argument("--mlp", choices=("gelu", "swiglu"), help="MLP kind")
-    model.add_argument("--experts", type=bounded_int(0, 1 << 12), help="experts per layer (a mixture of experts)")
-    model.add_argument("--top-k", type=size, help="experts each token visits")
+    model.add_argument("--seq-len", type=size, help="tokens per sequence (default 2048, or the named model's)")
+    model.add_argument("--vocab", type=size, help="vocabulary size (default 51200, or the named model's)")
+    model.add_argument(
+        "--kv-heads", type=size, help="key/value heads, for grouped-query attention (default: as many as --heads)"
+    )
+    model.add_argument("--ffn", type=size, help="MLP width (default 4 x hidden, or the named model's)")
+    model.add_argument("--mlp", choices=("gelu", "swiglu"), help="MLP kind (default gelu, or the named model's)")
+    model.add_argument(
+        "--experts", type=bounded_int(0, 1 << 12), help="experts per layer, a mixture of experts (default 0: dense)"
+    )
+    model.add_argument("--top-k", type=size, help="experts each token visits (default 1; needs --experts)")
     lay = p.add_argument_group("layout (ranks are numbered tp, cp, ep/dp, pp, as Megatron-LM does)")
     lay.add_argument("--hardware", choices=list(SYSTEMS), default="dgx-h100", help="GPU system (default dgx-h100)")
     for flag, what in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert")):
@@ -113,16 +117,30 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
     lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
     lay.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")
-    lay.add_argument("--virtual-stages", type=size, default=1, help="model chunks per rank, for looped schedules")
-    lay.add_argument("--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation")
+    lay.add_argument(
+        "--virtual-stages",
+        type=size,
+        default=1,
+        help="model chunks per rank: 2 or more for interleaved-1f1b, interleaved-zb and looped-bfs (default 1)",
+    )
+    lay.add_argument(
+        "--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation (default selective)"
+    )
     lay.add_argument("--sequence-parallel", action="store_true", help="split norms and dropout over tp ranks")
     lay.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
-                     help="0: replicated optimizer; 1: distributed optimizer; 2: and gradients; 3: and weights")  # fmt: skip
+                     help="0 (the default): replicated optimizer; 1: distributed optimizer; 2: and gradients; 3: and weights")  # fmt: skip
     soft = p.add_argument_group("software (defaults: Megatron-LM today; the papers' settings in docs/whatif.md)")
     soft.add_argument("--tp-overlap", choices=TP_OVERLAP, default="backward",
                       help="which tensor-parallel collectives run behind products (default backward)")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
-    soft.add_argument("--precision", choices=tuple(PRECISION), default="bf16", help="bf16 (18 B a parameter) or fp16")
-    soft.add_argument("--attention", choices=ATTENTION, default="flash", help="fused (flash) or unfused attention")
+    soft.add_argument(
+        "--precision",
+        choices=tuple(PRECISION),
+        default="bf16",
+        help="bf16 (18 B a parameter; the default) or fp16 (20 B)",
+    )
+    soft.add_argument(
+        "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")

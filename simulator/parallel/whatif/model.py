@@ -59,6 +59,8 @@ class Transformer:
             raise ValueError(f"Transformer(norm={self.norm!r}): choose 'layernorm' or 'rmsnorm'")
         if self.experts < 0 or (self.experts and not 1 <= self.top_k <= self.experts):
             raise ValueError(f"Transformer: top_k={self.top_k} must be from 1 to experts={self.experts}")
+        if not self.experts and self.top_k != 1:
+            raise ValueError(f"Transformer: top_k={self.top_k} needs experts (a mixture of experts); this one is dense")
 
     @classmethod
     def gpt3(cls) -> Transformer:
