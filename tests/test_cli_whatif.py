@@ -70,12 +70,18 @@ def test_help_explains_the_flags(capsys):
 
 
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
-    two = [published_rows()[0], published_rows()[10]]  # one row of each table: the full run is in test_whatif_validate
+    two = [published_rows()[0], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
     monkeypatch.setattr(validate_module, "published_rows", lambda: two)
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "published  predicted   ratio" in out and "1.7B (t1 p1 d32)" in out and "22B full recompute" in out
+    assert "published  predicted   ratio" in out and "1.7B (t1 p1 d32)" in out and "22B seq. par. + selective" in out
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert [r["row"] for r in data] == ["1.7B (t1 p1 d32)", "22B full recompute"]
+    assert [r["row"] for r in data] == [
+        "1.7B (t1 p1 d32)",
+        "22B seq. par. + selective",
+        "22B none",
+        "22B seq. par. + selective",
+    ]
+    assert data[2]["metric"] == "activation_gib" and data[2]["published"] == 59.25  # the text's Figure 1 rows too
     assert all(0.85 <= r["ratio"] <= 1.15 for r in data)

@@ -54,7 +54,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5; print published,
     predicted and their ratio (exit status 1 if any ratio is outside 0.85-1.15)."""
-    from ..parallel.whatif.validate import table, validate
+    from ..parallel.whatif.validate import activation_checks, table, validate
 
     checked = validate()
     if args.json:
@@ -62,6 +62,11 @@ def cmd_validate(args: argparse.Namespace) -> int:
             {"table": c.row.table, "row": c.row.label, "metric": c.row.metric, "published": c.row.published,
              "predicted": c.predicted, "ratio": c.ratio}
             for c in checked
+        ]  # fmt: skip
+        rows += [
+            {"table": "Korthikanti et al. 2022, Figure 1", "row": label, "metric": "activation_gib",
+             "published": published, "predicted": predicted, "ratio": predicted / published}
+            for label, published, predicted in activation_checks()
         ]  # fmt: skip
         print(json.dumps(rows, indent=2))
     else:
