@@ -29,6 +29,22 @@ def test_a_rank_calling_another_collective():
     assert "rank 1: broadcast on ranks [0, 1], at test_torch_errors.py:" in text
 
 
+def one_rank_gathers():  # all_gather_into_tensor is wrapped by typing_extensions.deprecated in torch 2.x
+    t = torch.ones(4)
+    if dist.get_rank() == 0:
+        dist.all_reduce(t)
+    else:
+        dist.all_gather_into_tensor(torch.empty(8), t)
+
+
+def test_a_deprecated_torch_call_is_named_at_the_programs_line():
+    with pytest.raises(CollectiveMismatchError) as info:
+        simulate_torch(one_rank_gathers, 2)
+    text = str(info.value)
+    assert "rank 1: all_gather_into_tensor on ranks [0, 1], at test_torch_errors.py:" in text, text
+    assert "`dist.all_gather_into_tensor(torch.empty(8), t)`" in text
+
+
 def one_rank_skips():
     if dist.get_rank() == 0:
         dist.all_reduce(torch.ones(4))

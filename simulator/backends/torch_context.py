@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+import typing_extensions  # a dependency of torch
 
 _local = threading.local()
 # Files whose frames are torch's or this backend's machinery, never the user's program: skipped by call_site.
@@ -27,6 +28,7 @@ _OWN = {
     for name in ("torch_context", "torch_pg", "torch_c10d", "torch_names", "torch_pricing", "torch_ranks", "torch_sim")
 }
 _LIBRARY = (_TORCH_DIR, os.path.dirname(threading.__file__))
+_OWN.add(typing_extensions.__file__)  # torch's deprecated calls (all_gather_into_tensor) go through its wrapper
 
 
 class RankAborted(BaseException):
