@@ -120,3 +120,16 @@ def test_headerless_receives_need_a_contract():
         ) as info:
             w.run(demos.exchange)
     assert isinstance(info.value.__cause__, ContractError)
+
+
+def test_a_script_that_starts_ranks_at_module_level_is_told_to_guard_it(tmp_path):
+    """Spawned ranks import the script's main module first: unguarded, it starts ranks again and they die before
+    they can report anything. The error says where the code goes."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "unguarded.py"
+    script.write_text("from simulator.backends.launch import TorchWorld\nwith TorchWorld(2, timeout=20):\n    pass\n")
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 1
+    assert "ProcessDied" in done.stderr and 'if __name__ == "__main__":' in done.stderr

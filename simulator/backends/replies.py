@@ -65,16 +65,21 @@ def collect(ranks: list[RankProcess], awaited: Awaited, stop: Callable[[], None]
                 r = by_sentinel.pop(obj)
                 r.proc.join(0.5)
                 if r.rank not in replies or r.proc.exitcode:
-                    _fail(ranks, died(r), awaited.run, replies, stop)
+                    _fail(ranks, died(r, starting=awaited.kind == "ready"), awaited.run, replies, stop)
     return [replies[r.rank] for r in ranks]
 
 
-def died(r: RankProcess) -> ErrorReport:
+def died(r: RankProcess, starting: bool = False) -> ErrorReport:
     """The report of a rank process that exited without reporting (a crash, an abort, a kill, os._exit)."""
     text = f"the process of device {r.rank} {r.describe_exit()} without reporting a result"
     lines = r.stderr.last_lines()
     if lines:
         text += "; the last lines it wrote to stderr:\n" + "\n".join(f"    {line}" for line in lines)
+    elif starting and r.proc.exitcode == 1:  # it failed before its own error handling: most often, the script's
+        text += (  # module-level code started ranks again while a rank imported it (spawn re-imports __main__)
+            ", while starting. If your script starts the TorchWorld (or run_real) at module level, put that code "
+            'under `if __name__ == "__main__":`: each rank is a new process that imports your script first'
+        )
     return ErrorReport(r.rank, "ProcessDied", text, "", PROGRAM_ERROR, False, time.time(), None)
 
 
