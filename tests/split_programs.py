@@ -53,6 +53,34 @@ def constant_b(dev, x):
     return dev.compute("B", lambda: np.array([49.0]))
 
 
+def _shared_object_program():
+    shared = []  # one Python list both simulated devices see; real rank processes each have their own
+
+    def a_through_a_shared_list(dev, x):
+        """Device 0 puts A in a list device 1 reads after a barrier: nothing carrying A crosses."""
+        if dev.rank == 0:
+            dev.hold("x", x)
+            shared.append(dev.compute("A", stage_a, x))
+            dev.barrier()
+            return None
+        dev.barrier()
+        return dev.compute("B", stage_b, shared[-1])
+
+    return a_through_a_shared_list
+
+
+a_through_a_shared_list = _shared_object_program()
+
+
+def b_returned_by_device_0_too(dev, x):
+    """The seed's split, and device 0 also squares A itself and returns it: B where the split does not put it."""
+    if dev.rank == 0:
+        h = dev.compute("A", stage_a, dev.hold("x", x))
+        dev.send(h, dst=1)
+        return h**2
+    return dev.compute("B", stage_b, dev.recv(src=0, **F64))
+
+
 def split_with_own_intermediate(dev, x):
     """Correct: A made in two steps, the first under a name of the program's own."""
     if dev.rank == 0:

@@ -9,6 +9,9 @@ words and at the event where it happened (the checker orders them with the value
   device 0: A's output should have crossed, but x did";
 - a held value, or an op's input, that is more of an input than the device was given (and did not
   receive): "device 0 was given all of X; its part is rows 0:4";
+- an op's input, or a returned value, that is a value the split gives to other devices and that never
+  reached this one (read through an object the devices share): "device 1 computed B from A, which belongs
+  to device 0 and never arrived in a message";
 - a program's own message carrying a value that may not cross that boundary, named by what it is;
 - a collective the split does not allow (its messages' labels say which, or a native call's op);
 - a device that sends more bytes or messages than the budget: "device 2 sent 192 bytes, 2x the 96 bytes
@@ -32,10 +35,16 @@ from .verdict import Violation
 
 
 def violations(
-    trace: Trace, split: Split, ref_of: Callable[[int], Reference], rtol: float | None = None, atol=None
+    trace: Trace,
+    split: Split,
+    ref_of: Callable[[int], Reference],
+    rtol: float | None = None,
+    atol=None,
+    outputs: list | None = None,
 ) -> list[Violation]:
-    """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name)."""
-    return _SplitWalk(trace, split, ref_of, rtol, atol).walk()
+    """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
+    ``outputs``, what each device returned, are held to it too."""
+    return _SplitWalk(trace, split, ref_of, rtol, atol).walk(outputs)
 
 
 class _SplitWalk:
@@ -45,18 +54,25 @@ class _SplitWalk:
         self.found: list[Violation] = []
         self.said: set[tuple] = set()
         self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
+        self.collected: list[list[Any]] = [[] for _ in range(n)]  # per device, what its collectives' ops made
         self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
         self.sent_bytes, self.sent_messages = [0] * n, [0] * n
         self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
 
-    def walk(self) -> list[Violation]:
+    def walk(self, outputs: list | None = None) -> list[Violation]:
+        last = [-1] * self.trace.world_size
         for i, (kind, rec) in enumerate(self.trace.events):
             if kind == "send":
                 self._message(i, rec)
             elif kind == "recv":
                 self.received[rec.dst].append(rec)
+                last[rec.dst] = i
             elif kind in ("op", "hold"):
                 self._record(i, kind, rec)
+                last[rec.rank] = i
+        for rank, out in enumerate(outputs or ()):
+            if out is not None and not structured(out):
+                self._foreign(max(last[rank], 0), rank, out, None, "returned")
         self._budget()
         return self.found
 
@@ -147,9 +163,11 @@ class _SplitWalk:
     def _record(self, i: int, kind: str, rec: Op) -> None:
         call = native_call(rec.label)
         if call is not None:
+            self.collected[rec.rank].append(rec.output)  # what a native collective brought
             self._collective(i, rec.rank, call[0], rec)
             return
         if op_kind(rec.label) is not None:
+            self.collected[rec.rank].append(rec.output)
             return  # a collective's own reduction: its messages say what ran
         if kind == "hold" and self.split.gives(rec.name):
             self._held_input(i, rec)
@@ -157,6 +175,8 @@ class _SplitWalk:
             self._owner(i, kind, rec)
         if kind == "op" and rec.inputs:
             self._inputs(i, rec)
+            for x in rec.inputs:
+                self._foreign(i, rec.rank, x, rec, f"computed {rec.name} from")
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
         split, name, rank = self.split, rec.name, rec.rank
@@ -235,6 +255,38 @@ class _SplitWalk:
                 text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
                 self._add(("given", rank, name), "given", rank, i, text, rec)
                 return
+
+    def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
+        """A value that is only some other devices' (by the split) on a device it never reached: read through a
+        Python object the devices share (a global, a closure), which real processes do not have."""
+        if value is None or structured(value) or np.asarray(value).dtype.kind not in "biufc":
+            return
+        names = self.ref_of(rank).identify(value, rtol=self.rtol, atol=self.atol)
+        if not names or not all(self._elsewhere(rank, n) for n in names):
+            return
+        name = names[0]
+        belongs = self.split.owner_text(name, self.trace.world_size)
+        text = (
+            f"device {rank} {verb} {name}, which belongs to {belongs} and never reached device {rank} in a "
+            "message: a device has only what it was given, received or computed itself (a global or a closure "
+            "that devices share works only in this simulation, not on real processes)"
+        )
+        if rec is None:
+            text += "; a device that holds none of the result returns None"
+        self._add(("foreign", rank, name), "compute", rank, i, text, rec)
+
+    def _elsewhere(self, rank: int, name: str) -> bool:
+        """Whether the split keeps ``name`` on other devices and it never reached ``rank`` (a message, a collective)."""
+        owners = self.split.owners(name)
+        if owners is None or owners(rank) or self.split.gives(name) or self._arrived(rank, name):
+            return False
+        whole = self.ref_of(rank).values.get(name)
+        for v in self.collected[rank]:
+            if v is None or structured(v) or whole is None:
+                continue
+            if (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)) or _is_block(v, whole):
+                return False
+        return True
 
     def _given_to(self, name: str) -> str:
         ranks = [r for r in range(self.trace.world_size) if self.split.part_of(name, r) is not None]
