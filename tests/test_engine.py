@@ -212,6 +212,19 @@ def test_python_objects_cannot_be_sent():
         World(2).run(program)
 
 
+def test_none_cannot_be_sent_before_anything_was_received():
+    # a device given no input (its x is None) that sends it: the same words as any object, not a TypeError
+    # from inside the engine (None was taken for "what this device last received")
+    def program(dev, x):
+        if dev.rank == 1:
+            dev.send(x, dst=0)
+        else:
+            dev.recv(src=1)
+
+    with pytest.raises(RankError, match="send\\(dst=0\\) got NoneType None; a message carries numbers"):
+        World(2).run(program, None)
+
+
 def test_collective_shape_mismatch_names_both_calls():
     from simulator.core.errors import CollectiveMismatchError
 

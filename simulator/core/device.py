@@ -39,6 +39,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
 INF = float("inf")
 _ndarray = np.ndarray
 NAN = float("nan")
+_NOTHING_YET = object()  # what a device "last received" before it receives anything: no value a program can send
 _pack_op = OP.pack
 
 
@@ -63,7 +64,7 @@ class Device(DeviceMemory, Messaging):
         self._add_recv = rec.recvs.extend
         # The last payload received (or a collective's last reduction): immutable for good, and what forwarding
         # programs (a ring pass, an all-gather, a reduce-scatter) send next, so sending it skips the check.
-        self._known: Any = None
+        self._known: Any = _NOTHING_YET  # (not None: sending None must meet the payload check)
         self._known_sig: tuple[int, int] | None = None  # its (signature id, bytes)
         self._greenlet: Any = None  # set by the engine
         self._rreq = Request("recv", rank, -1, 0, None, None)  # reused by every blocking recv that waits
