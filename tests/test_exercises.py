@@ -116,16 +116,16 @@ def test_a_hint_after_not_verified_never_says_read_the_failed_line(capsys):
     ex = start("split-the-seed")
 
     def unnamed(dev, x):
-        if dev.rank == 0:
-            dev.send(dev.compute("A", lambda v: 2 * v + 1, dev.hold("x", x)), dst=1)
+        if dev.rank == 0:  # a name the model does not have, equal to A (B, the result, is compared as returned)
+            dev.send(dev.compute("A2", lambda v: 2 * v + 1, dev.hold("x", x)), dst=1)
             return None
         h = dev.recv(src=0, shape=(1,), dtype=np.float64)
-        return dev.compute("B2", np.square, h)  # a name the model does not have, equal to B
+        return dev.compute("B", np.square, h)
 
     result = ex.grade(unnamed)
     out = words(capsys.readouterr().out)
-    assert result.verdict == "not verified" and "no device computed B under that name" in out
-    assert "B2 on device 1 is a name of your own, not the model's: it equals B on one device (name it B" in out
+    assert result.verdict == "not verified" and "no device computed A under that name" in out
+    assert "A2 on device 0 is a name of your own, not the model's: it equals A on one device (name it A" in out
     assert "FAILED" not in out and "hint: " in out
 
 

@@ -8,6 +8,7 @@ import pytest
 from simulator import PerDevice, World
 from simulator.checker import ALL, Budget, Reference, Split, check
 from simulator.teach.examples import seeds
+from simulator.teach.exercises import data
 from simulator.teach.exercises import grade
 from tests import split_programs as P
 
@@ -48,6 +49,7 @@ CORRECT = [  # (exercise, program): right, in the right place, with names of the
     ("row-split", P.row_unnamed_all_reduce),
     ("data-parallel-average", P.sum_then_divide),
     ("data-parallel-average", P.replica_term_own_name),
+    ("data-parallel-average", P.average_unnamed),
     ("zero-1-step", P.zero_own_names),
     ("1f1b-schedule", P.schedule_own),
 ]
@@ -80,6 +82,18 @@ def test_a_correct_program_under_its_own_names_passes(exercise, program, seed):
 
 # ---- the checker itself, without an exercise ----------------------------------------------------------------
 X3 = np.array([3.0])
+
+
+def test_a_value_no_device_computed_is_said_once_though_each_replica_has_its_reference():
+    def local_only(dev, x, y, w):  # each replica returns its own term: g (the result) is never made
+        rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+        x, y = dev.hold("X", x[rows], index=rows), dev.hold("y", y[rows], index=rows)
+        return dev.compute("g.local", data.mean_gradient, x, y, dev.hold("w", w))
+
+    run = World(2).run(local_only, data.X, data.Y, data.W)
+    refs = {r: Reference.of(data.one_device_gradients, data.X, data.Y, data.W, r) for r in range(2)}
+    lines = [u.text for u in check(run, refs).unchecked if u.kind == "never computed"]
+    assert lines == ["no device computed g under that name (the single-device run does), so it was not compared"]
 
 
 def test_without_a_split_the_checker_says_what_it_said_before():

@@ -24,7 +24,8 @@ class _ResultChecks:
 
     A returned shard is compared with its part of the result, and the parts must cover the whole result.
     It uses the checker's ``outputs``, ``origin``, ``last_event``, ``refs``, ``_ref`` and ``_compare``,
-    and adds to its ``checked``, ``diverged`` and ``unchecked``.
+    and adds to its ``checked``, ``diverged``, ``unchecked`` and ``produced`` (a result compared equal counts as
+    its model value compared).
     """
 
     def _results(self) -> None:
@@ -97,10 +98,12 @@ class _ResultChecks:
                 return
         # a received, unnamed value has no name of its own (a message's name is None): call it the result
         name = getattr(origin, "name", None) or "the result"
-        self._compare("result", rank, event, origin, name, expected, leaf, None, label)
+        equal = self._compare("result", rank, event, origin, name, expected, leaf, None, label)
         key = (id(ref), path)
         if index is None:
             covered[key] = True
+            if equal and not path:  # the model's value that is its result was compared, here, whatever its name
+                self.produced.setdefault(id(ref), set()).update(ref.identify(whole, rtol=self.rtol, atol=self.atol))
         elif covered.get(key) is not True:
             ids = np.arange(np.size(whole)).reshape(np.shape(whole))
             mask = covered.get(key)

@@ -399,10 +399,12 @@ class _Checker(_ResultChecks, _Explanations):
 
     # ---- names no device computed ----------------------------------------------------------------
     def _never_computed(self) -> None:
+        said = set()  # the replicas' references (one per device) name the same values: say each once
         for key, ref in self.refs.items():
             made = self.produced.get(key, set())
             missing = [n for n in ref.computed if n not in made]
-            if missing:
+            if missing and tuple(missing) not in said:
+                said.add(tuple(missing))
                 shown = ", ".join(missing[:8]) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
                 self.unchecked.append(
                     Unchecked(
