@@ -138,6 +138,17 @@ def test_a_folder_of_right_wrong_hanging_and_crashing_files_grades_to_a_csv(fold
     assert "[10/10]" in err.err and err.out.startswith(f"wrote {out}: 2 passed, 2 FAILED, 1 timed out, 3 crashed")
 
 
+def test_a_folder_named_relative_to_the_working_directory_is_graded(tmp_path, monkeypatch, capsys):
+    # the teachers' guide's `grade class/`: each file runs in its own folder, so its path must not be relative
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    (tmp_path / "class" / "alice" / "ring.py").write_text(textwrap.dedent(RIGHT))
+    monkeypatch.chdir(tmp_path)
+    assert main(["grade", "class", "--csv", "grades.csv", "--jobs", "1"]) == 0
+    with (tmp_path / "grades.csv").open() as f:
+        (row,) = csv.DictReader(f)
+    assert (row["file"], row["student"], row["verdict"]) == ("alice/ring.py", "alice", "passed"), row["detail"]
+
+
 def test_bad_folders_are_refused_with_the_reason(tmp_path, capsys):
     assert main(["grade", str(tmp_path / "missing")]) == 2
     assert "is not a folder of student files" in capsys.readouterr().err

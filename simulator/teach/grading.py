@@ -180,7 +180,7 @@ def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT) -> Row:
     t0 = time.monotonic()
     env = {**os.environ, "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.Popen(
-        [sys.executable, "-c", _CHILD, str(path)],
+        [sys.executable, "-c", _CHILD, str(path.resolve())],  # the child runs in the file's folder
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
