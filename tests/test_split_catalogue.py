@@ -8,8 +8,7 @@ import pytest
 from simulator import PerDevice, World
 from simulator.checker import ALL, Budget, Reference, Split, check
 from simulator.teach.examples import seeds
-from simulator.teach.exercises import data
-from simulator.teach.exercises import grade
+from simulator.teach.exercises import data, grade
 from tests import split_programs as P
 
 SEEDS = (1, 2, 3)

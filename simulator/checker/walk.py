@@ -67,7 +67,9 @@ def check(
     if split is not None:
         if not isinstance(split, Split):
             raise TypeError(f"check(split={split!r}): give a Split (simulator.checker.split)")
-        broken = sorted(violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event))
+        broken = sorted(
+            violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event)
+        )
         report.broken, report.split_checked = broken, True
         if broken and report.first is not None:
             report.split_first = checker.order.key(broken[0].event) < checker.first_key
