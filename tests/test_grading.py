@@ -149,6 +149,14 @@ def test_a_folder_named_relative_to_the_working_directory_is_graded(tmp_path, mo
     assert (row["file"], row["student"], row["verdict"]) == ("alice/ring.py", "alice", "passed"), row["detail"]
 
 
+def test_the_grade_help_names_the_schedule_exercise_s_answer_as_its_function():
+    from simulator.cli.options import EPILOGS
+
+    text = " ".join(EPILOGS["grade"].split())
+    # a file with ANSWER = rows (a list) is refused: the grade calls schedule(p, m) for several p and m
+    assert "ANSWER = schedule for the schedule exercise" in text and "ANSWER = rows" not in text
+
+
 def test_bad_folders_are_refused_with_the_reason(tmp_path, capsys):
     assert main(["grade", str(tmp_path / "missing")]) == 2
     assert "is not a folder of student files" in capsys.readouterr().err

@@ -260,8 +260,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 EPILOGS = {
     "grade": "A student file is a .py file that names its exercise and holds the answer: a line EXERCISE = "
     '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
-    "one function the file defines, or the one a line ANSWER = ring names (ANSWER = rows for the schedule "
-    'exercise, whose answer is data). STUDENT = "ada" names the student; by default the subfolder the file is in '
+    "one function the file defines, or the one a line ANSWER = ring names, after it (ANSWER = schedule for the "
+    'schedule exercise, whose answer is the function schedule(p, m)). STUDENT = "ada" names the student; by default the subfolder the file is in '
     "(FOLDER/ada/ring.py), else the file's name. Files in name order; a student's files for one exercise are their "
     "tries 1, 2, ... Columns: file, student, exercise, verdict (passed, FAILED, not verified; timed out, crashed, "
     "not graded), try_number, tries, first_divergence, detail, seconds. Progress goes to stderr. Each file runs "
