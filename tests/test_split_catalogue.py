@@ -34,6 +34,7 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
     ("data-parallel-average", P.replica_on_the_whole_batch, "FAILED",
      "device 0 was given all of X; its part is rows 0:4"),
     ("zero-1-step", P.zero_state_under_own_name, "FAILED", "device 0 holds 64 bytes of the optimizer state m"),
+    ("zero-1-step", P.zero_whole_update_in_numpy, "FAILED", "device 0 never received device 1's half of p.new"),
     ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
      "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
     ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),

@@ -152,6 +152,24 @@ def _sharded_state(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _gathered(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
+    """Every device received the other devices' halves of p.new: the all-gather ZeRO-1 ends with. Without it a
+    device's whole p.new was made from all of m in plain NumPy, out of the trace's sight (each device is given
+    all of m, so that keeping only its half is the lesson)."""
+    p_new = inputs["p"] - LR * (BETA * inputs["m"] + inputs["g"])
+    size = len(p_new) // REPLICAS
+    for rank in range(run.trace.world_size):
+        got = [rec.payload for kind, rec in run.trace.events if kind == "recv" and rec.dst == rank]
+        for other in range(run.trace.world_size):
+            block = p_new[other * size : (other + 1) * size]
+            if other != rank and not any(np.shape(x) == block.shape and np.allclose(x, block) for x in got):
+                return (
+                    f"device {rank} never received device {other}'s half of p.new, yet returned all of p.new: it "
+                    f"computed device {other}'s half itself, from optimizer state ZeRO-1 leaves to device {other}"
+                )
+    return None
+
+
 def _is_whole(value: Any, m: np.ndarray, m_new: np.ndarray) -> bool:
     if not isinstance(value, np.ndarray) or value.shape != m.shape:
         return False
@@ -196,9 +214,14 @@ def zero_one_step() -> Exercise:
                 "Hold only this device's half of m (index=half), update that half of m and of p, then all-gather p.",
             ),
             "requirement:whole": ("Every device needs every parameter after the step: an all-gather of the halves.",),
+            "requirement:gathered": (
+                "Each device may update only its own half of p: the other half comes from the device that owns it.",
+                "Compute p.new on this device's half only (index=half), then dev.all_gather(p_new, axis=0).",
+            ),
         },
         requirements=(
             Requirement("sharded", "each device holds 1/p of the optimizer state", _sharded_state),
             returns_whole((8,), "p.new"),
+            Requirement("gathered", "every device receives the other halves of p.new", _gathered),
         ),
     )
