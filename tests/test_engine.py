@@ -305,3 +305,16 @@ def test_shared_links_keep_devices_in_time_order():
     result = World(6, cost=ring).run(ring_pass, 3)
     times = [_time_of(k, r) for k, r in result.trace.events]
     assert times == sorted(times)
+
+
+def test_waiting_the_torch_way_names_the_device_call():
+    """req.wait() is torch's idiom; here the device waits: the error says what to write."""
+
+    def program(dev):
+        if dev.rank == 0:
+            dev.isend(np.ones(2), dst=1).wait()
+        else:
+            dev.recv(src=0)
+
+    with pytest.raises(RankError, match=r"write dev\.wait\(req\), not req\.wait\(\)"):
+        World(2).run(program)

@@ -85,3 +85,21 @@ def test_a_write_into_an_argument_is_private_to_its_device_on_both(world):
     x = np.array([3.0])
     assert World(2).run(writes_into_its_argument, x).outputs == world.run(writes_into_its_argument, x).outputs
     assert world.run(writes_into_its_argument, x).outputs == [None, 3.0] and x.tolist() == [3.0]
+
+
+def waits_the_torch_way(dev):
+    if dev.rank == 0:
+        dev.isend(np.ones(2), dst=1).wait()
+    else:
+        dev.recv(src=0)
+
+
+def test_waiting_the_torch_way_gets_the_same_fix_on_both(world):
+    from simulator import RankError
+    from simulator.backends.errors import RemoteRankError
+
+    fix = r"write dev\.wait\(req\), not req\.wait\(\)"
+    with pytest.raises(RankError, match=fix):
+        World(2).run(waits_the_torch_way)
+    with pytest.raises(RemoteRankError, match=fix):
+        world.run(waits_the_torch_way)

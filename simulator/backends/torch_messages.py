@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.errors import SimulationError
-from ..core.p2p import PointToPoint, contract_violation, describe_request
+from ..core.p2p import PointToPoint, WaitedByItsDevice, contract_violation, describe_request
 from ..core.trace import Message
 from .recording import RecvRecord, SendRecord
 from .wire import (
@@ -30,7 +30,7 @@ from .wire import (
 )
 
 
-class TorchRequest:
+class TorchRequest(WaitedByItsDevice):
     """A pending send or receive on a TorchDevice; ``wait`` on it (as with ``simulator.core.device.Request``)."""
 
     __slots__ = (

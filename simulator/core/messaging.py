@@ -18,7 +18,7 @@ import numpy as np
 from ..cost.meta import MetaArray
 from .columns import EV_RECV, EV_SEND, MSG, RECV
 from .errors import SimulationError, infinite_message
-from .p2p import PointToPoint, contract_violation, describe_request
+from .p2p import PointToPoint, WaitedByItsDevice, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
 from .tags import TAG_BASE, CollectiveTag
 
@@ -31,7 +31,7 @@ _ndarray = np.ndarray
 _dtype = np.dtype
 
 
-class Request:
+class Request(WaitedByItsDevice):
     """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known.
 
     A matched receive holds its message's ``row`` and ``payload`` until it is waited on.

@@ -45,6 +45,18 @@ def contract_violation(
     )
 
 
+class WaitedByItsDevice:
+    """A request (simulated or real): torch's ``work.wait()`` is ``dev.wait(req)`` here, and says so."""
+
+    __slots__ = ()
+
+    def wait(self) -> None:
+        raise AttributeError(
+            f"{self!r}: a request is waited on by its device: write dev.wait(req), not req.wait() (torch's "
+            "work.wait())"
+        )
+
+
 class PointToPoint:
     """What every device's messaging shares (a mixin): the calls in their general form, their argument rules
     and their errors. A device brings ``rank``, ``world_size``, ``_memory`` and how its bytes travel:
