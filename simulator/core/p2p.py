@@ -52,8 +52,7 @@ class WaitedByItsDevice:
 
     def wait(self) -> None:
         raise AttributeError(
-            f"{self!r}: a request is waited on by its device: write dev.wait(req), not req.wait() (torch's "
-            "work.wait())"
+            f"{self!r}: a request is waited on by its device: write dev.wait(req), not req.wait() (torch's work.wait())"
         )
 
 
