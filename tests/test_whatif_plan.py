@@ -212,3 +212,14 @@ def test_bad_sizes_are_refused_at_once():
         Layout(schedule="2f2b")
     with pytest.raises(ValueError, match="kv_heads"):
         Transformer(heads=96, kv_heads=7)
+
+
+def test_the_report_header_names_every_technique_the_layout_turns_on():
+    """A report read later says what was planned: the looped schedule's stages, sequence parallelism, ZeRO."""
+    layout = Layout(tp=2, pp=2, global_batch=8, schedule="interleaved-1f1b", virtual_stages=2, sequence_parallel=True,
+                    zero=1)  # fmt: skip
+    header = whatif(BALANCED, layout, "dgx-h100").text().splitlines()[0]
+    for words in ("interleaved-1f1b with 2 stages per rank", "sequence parallel", "ZeRO-1"):
+        assert words in header, header
+    plain = whatif(BALANCED, Layout(tp=2, pp=2, global_batch=8), "dgx-h100").text().splitlines()[0]
+    assert "stages per rank" not in plain and "ZeRO" not in plain and "sequence parallel" not in plain

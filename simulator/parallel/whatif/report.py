@@ -126,8 +126,11 @@ class Report:
         lines = [
             f"{m.name or 'model'}: {m.layers} layers, hidden {m.hidden}, {m.heads} heads, {m.seq} tokens, "
             f"{m.params / 1e9:.1f} B parameters on {self.devices:,} {self.system} GPUs "
-            f"(tp {lay.tp} x cp {lay.cp} x pp {lay.pp} x dp {lay.dp}; {lay.microbatches} microbatches of "
-            f"{lay.microbatch}, schedule {lay.schedule}, recompute {lay.recompute})",
+            f"(tp {lay.tp} x cp {lay.cp} x pp {lay.pp} x dp {lay.dp}{f' x ep {lay.ep}' if lay.ep > 1 else ''}; "
+            f"{lay.microbatches} microbatches of {lay.microbatch}, schedule {lay.schedule}"
+            f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
+            f"{lay.recompute}{', sequence parallel' if lay.sequence_parallel else ''}"
+            f"{f', ZeRO-{lay.zero}' if lay.zero else ''})",
             f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} "
             f"({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting recomputation)",
             "",
