@@ -475,3 +475,26 @@ def test_two_large_arrays_of_one_shape_are_not_described_alike():
     text = words(check(World(1).run(wrong), Reference.of(model)))
     assert "computed an array of shape (4, 8) (float64), but y is an array of that shape with other values" in text
     assert "32 of 32 elements differ" in text
+
+
+# ---- a third review: a receive without name= is checked where its value is used -----------------------------
+def seed_without_names(dev, x, send_raw=False):
+    if dev.rank == 0:
+        dev.hold("x", x)
+        h = dev.compute("A", lambda v: 2 * v + 1, x)
+        dev.send(x if send_raw else h, dst=1)
+        return None
+    h = dev.recv(src=0, shape=x.shape, dtype=x.dtype)  # no name=: the message is placed by its value
+    return dev.compute("B", np.square, h)
+
+
+def test_the_raw_input_sent_to_an_unnamed_receive_points_at_the_message():
+    x = np.array([3.0])
+    assert check(World(2).run(seed_without_names, x), Reference.of(model_ab, x)).ok
+    report = check(World(2).run(seed_without_names, x, send_raw=True), Reference.of(model_ab, x))
+    assert report.verdict == "FAILED" and report.first.where == "input"
+    assert (
+        "op B on device 1 got [3.] as input 0, but on one device it is [7.]. [3.] is x (the model's raw input). "
+        "It arrived in message #0 from device 0 (tag 0): check what device 0 sends, and which of device 1's "
+        "receives takes it."
+    ) in words(report)

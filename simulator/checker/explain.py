@@ -34,6 +34,18 @@ class _Explanations:
             if not d.is_also and d.where not in ("result", "partial sums"):
                 d.part_of = ref.identify_part(found, getattr(d.record, "index", None), exclude=d.name)
             d.hint = self._partial_hint(d) or self._hint(d)
+            if d.where == "input":  # a wrong input that came in a message: the sender is where to look
+                d.hint = " ".join(filter(None, (d.hint, self._arrival(d))))
+
+    def _arrival(self, d: Divergence) -> str | None:
+        """Which message brought an op's wrong input (a receive without name= is checked only where it is used)."""
+        came = self.origin[d.rank].get(id(d.found))
+        if not isinstance(came, Message) or came.label is not None:
+            return None
+        return (
+            f"It arrived in message #{came.id} from device {came.src} (tag {came.tag}): check what device {came.src} "
+            f"sends, and which of device {came.dst}'s receives takes it."
+        )
 
     def _partial_hint(self, d: Divergence) -> str | None:
         """A partial sum used where the complete value is needed: sent, fed to an op, or returned."""
