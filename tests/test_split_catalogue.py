@@ -198,6 +198,11 @@ def test_per_device_gives_each_device_only_its_part():
     assert parts.outputs == [[1.0, 1.0], None, [0.0]]
     with pytest.raises(ValueError, match="PerDevice has 1 parts, but the world has 2 devices"):
         World(2).run(lambda dev, x: x, PerDevice([1]))
+    # more parts than devices, or a rank no device has: the extra part would be dropped without a word
+    with pytest.raises(ValueError, match="PerDevice has 3 parts, but the world has 2 devices"):
+        World(2).run(lambda dev, x: x, PerDevice(np.array_split(np.arange(5.0), 3)))
+    with pytest.raises(ValueError, match=r"PerDevice maps 2 to a part, but the world's ranks are 0\.\.1"):
+        World(2).run(lambda dev, x: x, PerDevice({0: np.ones(2), 2: np.zeros(1)}))
 
 
 # ---- results of any structure --------------------------------------------------------------------------------

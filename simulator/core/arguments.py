@@ -53,10 +53,22 @@ class PerDevice:
 
 
 def check_parts(args: tuple, kwargs: dict, size: int) -> None:
-    """Refuse, before any device starts, a ``PerDevice`` with fewer parts than devices."""
+    """Refuse, before any device starts, a ``PerDevice`` with more or fewer parts than devices, or a mapping
+    with a rank no device has: a part no device is given would be dropped without a word."""
     for value in (*args, *kwargs.values()):
         parts = value.parts if isinstance(value, PerDevice) else None
-        if parts is not None and not isinstance(parts, Mapping) and not callable(parts) and len(parts) < size:
+        if parts is None or callable(parts):
+            continue
+        if isinstance(parts, Mapping):
+            stray = [
+                r for r in parts if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or not 0 <= r < size
+            ]
+            if stray:
+                raise ValueError(
+                    f"PerDevice maps {stray[0]!r} to a part, but the world's ranks are 0..{size - 1}: "
+                    "key each part by the rank of the device it is given to"
+                )
+        elif len(parts) != size:
             raise ValueError(
                 f"PerDevice has {len(parts)} parts, but the world has {size} devices: give one part per device "
                 "(or a mapping rank -> part, where a rank left out gets None)"
