@@ -112,6 +112,31 @@ def test_the_seed_scenarios_keep_their_split_and_the_bug_breaks_the_values_first
     assert bug.verdict == "FAILED" and bug.first.where == "message" and bug.first.record.id == 0
 
 
+def test_a_result_written_into_the_program_breaks_the_split():
+    def hard_coded(dev, x):  # device 0 does its part; device 1 returns 49 without A ever reaching it
+        if dev.rank == 0:
+            dev.hold("x", x)
+            dev.compute("A", seeds.stage_a, x)
+            return None
+        return dev.compute("B", lambda: np.array([49.0]))
+
+    report = check(World(2).run(hard_coded, X3), Reference.of(seeds.model, X3), split=seeds.SEED_SPLIT)
+    assert report.verdict == "FAILED" and report.broken[0].rank == 1
+    assert "device 1 computed B from no inputs, but the model computes it from A" in words(report.text())
+    assert "and A never reached device 1: a value written into the program" in words(report.text())
+
+    def replicas_hard_coded(dev, x):  # each replica holds x, but A comes from nowhere, with nothing received
+        dev.hold("x", x)
+        return dev.compute("B", seeds.stage_b, dev.compute("A", lambda: np.array([7.0])))
+
+    report = check(World(2).run(replicas_hard_coded, X3), Reference.of(seeds.model, X3), split=seeds.REPLICATED_SPLIT)
+    assert report.verdict == "FAILED" and report.broken[0].rank == 0
+    assert (
+        "device 0 computed A from no inputs, but the model computes it from x, and nothing had reached device 0 yet"
+        in (words(report.text()))
+    )
+
+
 def test_crosses_names_what_crossed_and_what_may():
     def backwards(dev, x):  # device 1 sends B back to device 0: nothing may cross that way
         if dev.rank == 0:

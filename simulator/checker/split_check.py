@@ -12,6 +12,8 @@ words and at the event where it happened (the checker orders them with the value
 - an op's input, or a returned value, that is a value the split gives to other devices and that never
   reached this one (read through an object the devices share): "device 1 computed B from A, which belongs
   to device 0 and never arrived in a message";
+- an op given no inputs (its value written into the program) where the model computes it from an input
+  that never reached the device, or before anything reached the device at all;
 - a program's own message carrying a value that may not cross that boundary, named by what it is;
 - a collective the split does not allow (its messages' labels say which, or a native call's op);
 - a device that sends more bytes or messages than the budget: "device 2 sent 192 bytes, 2x the 96 bytes
@@ -177,6 +179,8 @@ class _SplitWalk:
             self._inputs(i, rec)
             for x in rec.inputs:
                 self._foreign(i, rec.rank, x, rec, f"computed {rec.name} from")
+        elif kind == "op" and rec.inputs is not None:
+            self._from_nothing(i, rec)
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
         split, name, rank = self.split, rec.name, rec.rank
@@ -274,6 +278,37 @@ class _SplitWalk:
         if rec is None:
             text += "; a device that holds none of the result returns None"
         self._add(("foreign", rank, name), "compute", rank, i, text, rec)
+
+    def _from_nothing(self, i: int, rec: Op) -> None:
+        """An op given no inputs whose value the model computes from inputs: a result written into the program
+        (``dev.compute("B", lambda: np.array([49.0]))``), or read through a variable the devices share. It breaks
+        the split where one of those inputs never reached the device, or where nothing has reached the device
+        yet (a collective's result named after it arrives is an op of no inputs too, which is fine)."""
+        rank, ref = rec.rank, self.ref_of(rec.rank)
+        wanted = ref.inputs.get(rec.name)
+        if not wanted or any(structured(w) for w in wanted):
+            return
+        names = [ref.identify(w, rtol=self.rtol, atol=self.atol) for w in wanted]
+        missing = [ns[0] for ns in names if ns and all(self._never_had(rank, n) for n in ns)]
+        if not missing and (self.received[rank] or self.collected[rank]):
+            return
+        model = f"the model computes it from {_listed(ns[0] for ns in names if ns) or 'its inputs'}"
+        if missing:
+            why = f"{missing[0]} never reached device {rank}"
+        else:
+            why = f"nothing had reached device {rank} yet"
+        text = (
+            f"device {rank} computed {rec.name} from no inputs, but {model}, and {why}: a value written into the "
+            "program, or read through a variable the devices share, shows nothing of where it was computed (pass "
+            f"the op what it computes from: dev.compute({rec.name!r}, fn, *inputs))"
+        )
+        self._add(("from nothing", rank, rec.name), "compute", rank, i, text, rec)
+
+    def _never_had(self, rank: int, name: str) -> bool:
+        """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
+        if self._elsewhere(rank, name):
+            return True
+        return self.split.gives(name) and self.split.part_of(name, rank) is None and not self._arrived(rank, name)
 
     def _elsewhere(self, rank: int, name: str) -> bool:
         """Whether the split keeps ``name`` on other devices and it never reached ``rank`` (a message, a collective)."""
