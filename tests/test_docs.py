@@ -32,6 +32,18 @@ def test_every_guide_runs_as_written(page):
     _run((DOCS / page).read_text(), namespace, page)
 
 
+@pytest.mark.parametrize("page", sorted(p.name for p in DOCS.glob("*.md") if BLOCK.search(p.read_text())))
+def test_a_guide_that_needs_the_home_page_example_says_so(page):
+    """A newcomer runs a page's blocks as they read it: where they need the home page's names, the page says so."""
+    text = (DOCS / page).read_text()
+    try:
+        _run(text, {}, page)
+    except NameError as exc:
+        assert "[the home page's](index.md)" in text, (
+            f"{page} needs the home page's example ({exc}) and does not say so"
+        )
+
+
 def test_the_readme_is_an_overview():
     lines = (ROOT / "README.md").read_text().splitlines()
     assert len(lines) <= 250
