@@ -318,3 +318,36 @@ def test_waiting_the_torch_way_names_the_device_call():
 
     with pytest.raises(RankError, match=r"write dev\.wait\(req\), not req\.wait\(\)"):
         World(2).run(program)
+
+
+@pytest.mark.parametrize(
+    "contract, says", [(dict(dtype="flaot64"), "not a NumPy dtype"), (dict(shape="ab"), "whole numbers")]
+)
+def test_a_receive_contract_that_is_not_one_names_the_receive(contract, says):
+    def program(dev):
+        if dev.rank == 0:
+            dev.send(np.ones(2), dst=1)
+        else:
+            dev.recv(src=0, **contract)
+
+    with pytest.raises(SimulationError, match=rf"device 1: recv\(src=0, .*{says}"):
+        World(2).run(program)
+
+
+@pytest.mark.parametrize("x, axis", [(np.ones(2), 2), (np.float64(1.0), 0)])
+def test_all_gather_on_an_axis_the_piece_lacks_names_the_call(x, axis):
+    with pytest.raises(RankError, match=rf"all_gather\(axis={axis}\) on a piece of shape"):
+        World(2).run(lambda dev: dev.all_gather(x, axis=axis))
+
+
+def test_a_lone_number_in_a_verdict_reads_as_a_number():
+    from simulator import Reference, check
+
+    def model(dev, x):
+        return dev.compute("A", lambda v: 2 * v + 1, dev.hold("x", x))
+
+    def wrong(dev, x):
+        return dev.compute("A", lambda v: v, dev.hold("x", x))
+
+    text = str(check(World(1).run(wrong, np.array(3.0)), Reference.of(model, np.array(3.0))))
+    assert "computed 3.0, but A is 7.0 on one device. 3.0 is x." in text

@@ -125,6 +125,8 @@ def show_pair(found: Any, expected: Any) -> tuple[str, str]:
 
 
 def _formatted(a: np.ndarray, fmt: Any) -> str:
+    if a.ndim == 0:  # a lone number reads 7.0, not "7.": a sentence's full stop would double the point
+        return fmt(a.item(), precision=8, trim="0")
     text = np.array2string(
         a, separator=", ", formatter={"float_kind": lambda x: fmt(x, precision=8, trim=".")}, max_line_width=1 << 30
     )

@@ -133,6 +133,15 @@ def all_gather(
     """
     c = _call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
+    if axis is not None and not -mine.ndim <= axis < mine.ndim:
+        axes = (
+            f"one of its {mine.ndim} axes (0 to {mine.ndim - 1}, or negative from the end)"
+            if mine.ndim
+            else ("None, for a list of the pieces: a number has no axis (or send it as shape (1,))")
+        )
+        raise ValueError(
+            f"device {dev.rank}: all_gather(axis={axis}) on a piece of shape {mine.shape}: axis must be {axes}"
+        )
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
     c.agree(axis=axis, shapes=shapes, dtype=mine.dtype)
     if len(shapes) != c.p or shapes[c.me] != mine.shape:

@@ -153,10 +153,21 @@ class PointToPoint:
     ) -> tuple[tuple[int, ...] | None, np.dtype | None]:
         """A receive's declared contract, normalised. required: why this device needs one (strict mode, say);
         a receive that then declares none is refused, with the declaration to write."""
-        if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
-            shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        try:
+            if shape is not None and type(shape) is not tuple:  # (a tuple, e.g. an array's .shape, is kept as is)
+                shape = (int(shape),) if np.isscalar(shape) else tuple(int(s) for s in shape)
+        except (TypeError, ValueError):
+            raise ContractError(
+                f"device {self.rank}: recv(src={src}, shape={shape!r}) takes a shape of whole numbers, e.g. shape=(2, 3)"
+            ) from None
         if dtype is not None and not isinstance(dtype, np.dtype):
-            dtype = np.dtype(dtype)
+            try:
+                dtype = np.dtype(dtype)
+            except TypeError:
+                raise ContractError(
+                    f"device {self.rank}: recv(src={src}, dtype={dtype!r}): not a NumPy dtype; e.g. dtype=np.float64 "
+                    "or dtype='float32'"
+                ) from None
         if required and (shape is None or dtype is None):
             raise ContractError(
                 f"{required}: device {self.rank} posts recv(src={src}, tag={tag}) without a contract; "

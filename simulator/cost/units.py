@@ -39,6 +39,9 @@ def binary_size(nbytes: float) -> str:
 
 def inline(value: Any, precision: int | None = None) -> str:
     """A small array on one line, e.g. ``[[0, 1], [2, 3]]``: text views stay aligned, one row each."""
-    text = np.array2string(np.asarray(value), separator=", ", precision=precision, max_line_width=1 << 30)
+    a = np.asarray(value)
+    if a.ndim == 0 and a.dtype.kind == "f":  # a lone 7.0, not NumPy's "7.", which a sentence's full stop doubles
+        return repr(float(a)) if precision is None else f"{float(a):.{precision}g}"
+    text = np.array2string(a, separator=", ", precision=precision, max_line_width=1 << 30)
     text = " ".join(text.split())  # numpy pads columns to align them across rows: not needed on one line
     return text.replace(" ,", ",").replace("[ ", "[").replace(" ]", "]")
