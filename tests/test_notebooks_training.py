@@ -28,5 +28,7 @@ def test_data_parallel_notebook_executes():
     text = outputs_text(nb)
     assert "check passed" in text
     assert "carries bucket(dW2,db2).replica[0]" in outputs_words(nb)
+    # the markdown names the sum an all-gather step carries: the table shows that message too
+    assert "carries bucket(dW2,db2).replica[1]+bucket(dW2,db2).replica[0]" in outputs_words(nb)
     assert "is dW4.sum (the replicas' gradients of W4 summed but not divided by 2)" in outputs_words(nb)
     assert re.search(r"\n\s+3\s+108\s+108\s+648\s+864\s+864\n", text)
