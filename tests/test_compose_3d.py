@@ -70,3 +70,13 @@ def test_the_bubble_formula_holds_with_tensor_parallel_stages():
         # the tensor all-reduces add only their reductions' FLOPs (1e-14 s): the step is (m + p - 1)(F + B)
         assert result.time == pytest.approx(2 * (m + 1), rel=1e-9)
         assert bubble(result.trace).fraction == pytest.approx([1 / (m + 1)] * 4, rel=1e-9)
+
+
+def test_each_parameter_says_whose_part_it_is_by_world_rank():
+    # device 7 is the second of its tensor-parallel pair (6, 7): its docs name device 7, not "device 1", and
+    # a row layer's bias, whole on both devices of the pair, is not called a part
+    result = Parallel3D(MLP4, MESH, "1f1b", microbatches=2).run(PARAMS, X, T)
+    docs = {rec.name: rec.doc for kind, rec in result.trace.events if kind == "hold" and rec.rank == 7}
+    assert docs["W3"] == "device 7's part of W3"
+    assert docs["W4"] == "device 7's part of W4"
+    assert docs["b4"] == "all of b4, held whole by devices 6, 7"

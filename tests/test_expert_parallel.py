@@ -120,6 +120,9 @@ def test_swapped_split_sizes_are_caught_at_the_first_row_returned_wrong():
     report = get("ep-bug-swapped-splits").run().report
     assert report.verdict == "FAILED"
     assert (report.first.where, report.first.name) == ("output", "E0.out")
+    # device 2 computes rows 2:4 of E0.out: the report compares them with those rows, and says so (E0.out
+    # on one device has four rows, not the two it shows)
+    assert "but the block [2:4] of E0.out is [[0.00246077" in report.first.explain()
 
 
 def test_rows_combined_in_arrival_order_are_caught_at_the_output():

@@ -125,3 +125,20 @@ def test_outside_a_kernel_nothing_is_remembered(monkeypatch):
     monkeypatch.setattr("IPython.get_ipython", lambda: None)
     fig = plot_timeline(get("split").run().result)
     assert jupyter.remember(fig) is fig and not fig._shown
+
+
+@pytest.mark.parametrize("stacked", [False, True])
+def test_a_long_legend_stays_over_its_axes_on_a_slide(stacked):
+    # seven entries in one row are wider than a slide's axes: the legend ran into the "busy" column
+    from simulator.parallel.experts.parallel import op_region
+
+    run = get("ep-dispatch-combine").run().result
+    kwargs = {"color_key": op_region, "arrows": False, "style": "slide"}
+    fig = plot_timelines([run, run], ["a", "b"], **kwargs) if stacked else plot_timeline(run, title="a", **kwargs)
+    fig.canvas.draw()
+    (ax,) = [a for a in fig.axes if a.get_legend()]
+    legend, axes = ax.get_legend().get_window_extent(), ax.get_window_extent()
+    assert len(legend_labels(fig)) == 7
+    assert legend.x1 <= axes.x1 + 1
+    title = ax.title.get_window_extent()
+    assert title.y0 >= legend.y1 - 1  # the rows the legend takes are left free under the title

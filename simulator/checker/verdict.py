@@ -45,7 +45,8 @@ class Divergence:
             exp = "an array of that shape with other values"
         what = self.reference.describe(self.name)
         rec = self.record
-        if self.where == "message" and isinstance(getattr(rec, "index", None), (FlatSlice, tuple, slice)):
+        # a shard (a ring step's chunk, or an op's block) is compared with its part of the value, not the whole
+        if self.where in ("message", "output") and isinstance(getattr(rec, "index", None), (FlatSlice, tuple, slice)):
             part = part_text(rec.index)  # a chunk of the value (a ring step's), not the whole of it
             what = f"{part} of {what}" if part.startswith("element") else f"the block {part} of {what}"
         if self.where == "message":

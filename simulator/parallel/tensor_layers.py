@@ -92,7 +92,14 @@ class TensorParallelLayers:
         for p in ("W", "b"):
             index = self.index(f"{p}{k}")
             value = params[f"{p}{k}"] if index is None else np.asarray(params[f"{p}{k}"])[index]
-            self.params[f"{p}{k}"] = dev.hold(f"{p}{k}", value, index=index, doc=f"device {self.j}'s part of {p}{k}")
+            # the doc names the device by its rank in the world (j is only its place in the group), and a
+            # row layer's bias is whole on every device of the group, not a part
+            doc = (
+                f"device {dev.rank}'s part of {p}{k}"
+                if index is not None
+                else f"all of {p}{k}, held whole by devices {', '.join(map(str, self.group))}"
+            )
+            self.params[f"{p}{k}"] = dev.hold(f"{p}{k}", value, index=index, doc=doc)
 
     def forward(self, dev: Device, k: int, h: np.ndarray, g: int, seconds: float | None) -> np.ndarray:
         W, b = self.params[f"W{k}"], self.params[f"b{k}"]

@@ -7,8 +7,10 @@ the message arrow if arrows are drawn; stacked panels share one legend listing w
 from __future__ import annotations
 
 from matplotlib.axes import Axes
+from matplotlib.font_manager import FontProperties
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
+from matplotlib.textpath import TextToPath
 
 from ..activity import Activity
 from .style import ARROW_COLOR, IDLE_COLOR, IDLE_HATCH_COLOR, RECV_COLOR, SEND_COLOR, span_colors
@@ -16,9 +18,41 @@ from .style import ARROW_COLOR, IDLE_COLOR, IDLE_HATCH_COLOR, RECV_COLOR, SEND_C
 LEGEND_COLUMNS = 7
 
 
-def legend_rows(act: Activity, color_key, arrows: bool = True) -> int:
+LEGEND_FONT = 8  # points
+# the legend's spacings, in units of its font size (as matplotlib measures them)
+HANDLE, HANDLE_PAD, COLUMN_GAP = 1.6, 0.8, 1.2
+
+
+def legend_columns(handles: list, width_in: float | None = None) -> int:
+    """How many columns the legend gets: at most LEGEND_COLUMNS, and no more than fit ``width_in`` inches
+    (the axes' width; to their right is the "busy" column), the labels measured in the legend's font."""
+    n = max(min(len(handles), LEGEND_COLUMNS), 1)
+    if width_in is None:
+        return n
+    em = LEGEND_FONT / 72
+    font = FontProperties(size=LEGEND_FONT)
+    text = TextToPath()
+    entries = [
+        (HANDLE + HANDLE_PAD) * em + text.get_text_width_height_descent(h.get_label(), font, ismath=False)[0] / 72
+        for h in handles
+    ]
+    for cols in range(n, 1, -1):
+        rows = -(-len(entries) // cols)  # matplotlib fills the columns top to bottom
+        widths = [max(entries[c * rows : (c + 1) * rows], default=0.0) for c in range(cols)]
+        if sum(widths) + COLUMN_GAP * em * (cols - 1) <= width_in:
+            return cols
+    return 1
+
+
+def legend_rows(act: Activity, color_key, arrows: bool = True, width_in: float | None = None) -> int:
     """How many rows the legend above the axes takes (the title and layout leave room for them)."""
-    return -(-len(legend_handles(act, color_key, arrows)) // LEGEND_COLUMNS)
+    handles = legend_handles(act, color_key, arrows)
+    return -(-len(handles) // legend_columns(handles, width_in))
+
+
+def axes_width(ax: Axes) -> float:
+    """The axes' width in inches."""
+    return ax.get_position().width * ax.figure.get_figwidth()
 
 
 def draw_legend(ax: Axes, act: Activity, color_key, arrows: bool = True) -> None:
@@ -29,11 +63,12 @@ def draw_legend(ax: Axes, act: Activity, color_key, arrows: bool = True) -> None
         handles=handles,
         loc="lower left",
         bbox_to_anchor=(0.0, 1.0),
-        ncol=min(len(handles), LEGEND_COLUMNS),
+        ncol=legend_columns(handles, axes_width(ax)),
         frameon=False,
-        fontsize=8,
-        handlelength=1.6,
-        columnspacing=1.2,
+        fontsize=LEGEND_FONT,
+        handlelength=HANDLE,
+        handletextpad=HANDLE_PAD,
+        columnspacing=COLUMN_GAP,
         borderaxespad=0.2,
     )
 

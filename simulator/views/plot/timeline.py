@@ -31,7 +31,7 @@ from matplotlib.patches import FancyArrowPatch
 from ...core.trace import Message, Trace
 from ...parallel.schedules.labels import blocks, op_tag
 from ..activity import Activity, activity, unpack
-from .legend import draw_legend, legend_rows
+from .legend import axes_width, draw_legend, legend_rows
 from .style import (
     ARROW_COLOR,
     CAPTION_COLOR,
@@ -118,9 +118,9 @@ def plot_timeline(
     act = activity(run, cost)
     n = act.world_size
     st = figure_style(style)
-    rows = legend_rows(act, color_key, arrows) if legend else 0
     if ax is None:
         fig_w = width or st.width
+        rows = legend_rows(act, color_key, arrows, 0.84 * fig_w) if legend else 0
         title = wrap_text(title, 0.84 * fig_w, TITLE_FONT) if title else title
         caption = wrap_text(caption_text(caption, cost), 0.98 * fig_w, CAPTION_FONT) if caption else caption
         extra = 0.3 * max(rows - 1, 0) + TITLE_LINE * extra_lines(title, 1) + CAPTION_LINE * extra_lines(caption, 1)
@@ -130,6 +130,7 @@ def plot_timeline(
         ax = fig.add_axes(_axes_box(fig, title, rows, caption))
     else:
         fig = ax.figure
+        rows = legend_rows(act, color_key, arrows, axes_width(ax)) if legend else 0
     t_end = t_max if t_max is not None else (act.end_time or 1e-9)
     draw_timeline(
         ax,
@@ -185,7 +186,7 @@ def plot_timelines(
     titles = [wrap_text(t, 0.84 * fig_w, TITLE_FONT) for t in titles]
     suptitle = wrap_text(suptitle, 0.98 * fig_w, 12, bold=True) if suptitle else suptitle
     text = wrap_text(caption_text(caption, unpack(runs[0])[1]), 0.98 * fig_w, CAPTION_FONT)
-    legend_h = 0.3 * legend_rows(both, color_key, arrows)
+    legend_h = 0.3 * legend_rows(both, color_key, arrows, 0.84 * fig_w)
     above = [0.35 + TITLE_LINE * extra_lines(t, 1) + (legend_h if k == 0 else 0) for k, t in enumerate(titles)]
     below = [0.5] * len(acts)  # tick labels and axis label
     head = 0.15 + (0.4 + 0.22 * extra_lines(suptitle, 1)) * bool(suptitle)
@@ -210,7 +211,7 @@ def plot_timelines(
             ax.set_xlabel("")
         if k == 0:
             draw_legend(ax, both, color_key, arrows)
-            ax.set_title(title, loc="left", pad=6 + 18 * legend_rows(both, color_key, arrows))
+            ax.set_title(title, loc="left", pad=6 + 18 * legend_rows(both, color_key, arrows, axes_width(ax)))
         y -= below[k]
     if suptitle:
         fig.text(0.01, 1 - 0.1 / height, suptitle, ha="left", va="top", fontweight="bold", fontsize=12)
