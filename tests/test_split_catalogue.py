@@ -125,8 +125,7 @@ def test_a_result_written_into_the_program_breaks_the_split():
     assert "device 1 computed B from no inputs, but the model computes it from A" in words(report.text())
     assert "and A never reached device 1: a value written into the program" in words(report.text())
 
-    def replicas_hard_coded(dev, x):  # each replica holds x, but A comes from nowhere, with nothing received
-        dev.hold("x", x)
+    def replicas_hard_coded(dev, x):  # A comes from nowhere: the replica holds nothing and received nothing
         return dev.compute("B", seeds.stage_b, dev.compute("A", lambda: np.array([7.0])))
 
     report = check(World(2).run(replicas_hard_coded, X3), Reference.of(seeds.model, X3), split=seeds.REPLICATED_SPLIT)
@@ -135,6 +134,21 @@ def test_a_result_written_into_the_program_breaks_the_split():
         "device 0 computed A from no inputs, but the model computes it from x, and nothing had reached device 0 yet"
         in (words(report.text()))
     )
+
+
+def test_a_closure_over_what_the_device_holds_keeps_the_split():
+    """dev.compute("A", lambda: 2 * x + 1) is a student's way to write an op: its inputs are on the device."""
+
+    def closures(dev, x):
+        if dev.rank == 0:
+            x = dev.hold("x", x)
+            dev.send(dev.compute("A", lambda: 2 * x + 1), dst=1)
+            return None
+        a = dev.recv(src=0)
+        return dev.compute("B", lambda: a**2)
+
+    report = check(World(2).run(closures, X3), Reference.of(seeds.model, X3), split=seeds.SEED_SPLIT)
+    assert report.ok, report.text()
 
 
 def test_crosses_names_what_crossed_and_what_may():
@@ -285,3 +299,34 @@ def test_the_guide_quotes_the_seed_split_and_its_verdict_as_the_checker_words_th
     )
     quoted = re.search(r'The second check says: "(.*?)", and', (docs / "checker.md").read_text(), re.S).group(1)
     assert words(quoted) in printed
+
+
+def test_a_value_written_into_the_program_after_a_harmless_collective_breaks_the_split():
+    """A collective the split allows (here an all-reduce of zeros) lets something reach every device; the value
+    then written into the program still comes from nothing the device ever had."""
+    x, w = np.arange(8.0).reshape(2, 4), np.arange(12.0).reshape(4, 3) / 4
+
+    def model(dev, x, w):
+        return dev.compute("Y", np.matmul, dev.hold("X", x), dev.hold("W", w))
+
+    def written_in(dev, x_part, w_part):
+        dev.all_reduce(np.zeros(3))
+        return dev.compute("Y", lambda: x @ w)  # the whole product, read from this test's variables
+
+    def honest(dev, x_part, w_part):
+        cols = np.s_[:, 2 * dev.rank : 2 * dev.rank + 2]
+        rows = np.s_[2 * dev.rank : 2 * dev.rank + 2, :]
+        a, b = dev.hold("X", x_part, index=cols), dev.hold("W", w_part, index=rows)
+        term = dev.compute("Y", lambda: a @ b, partial=True)  # a closure over what it holds: fine
+        return dev.all_reduce(term, name="Y")
+
+    split = Split(
+        given={"X": {0: np.s_[:, 0:2], 1: np.s_[:, 2:4]}, "W": {0: np.s_[0:2, :], 1: np.s_[2:4, :]}},
+        collectives=("all_reduce",),
+    )
+    parts = (PerDevice([x[:, :2], x[:, 2:]]), PerDevice([w[:2], w[2:]]))
+    ref = Reference.of(model, x, w)
+    report = check(World(2).run(written_in, *parts), ref, split=split)
+    assert not report.ok and "computed Y from no inputs" in words(str(report)), str(report)
+    assert "none of X and W, nor a part of one, was ever on device 0" in words(str(report))
+    assert check(World(2).run(honest, *parts), ref, split=split).ok

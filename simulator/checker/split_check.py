@@ -12,8 +12,8 @@ words and at the event where it happened (the checker orders them with the value
 - an op's input, or a returned value, that is a value the split gives to other devices and that never
   reached this one (read through an object the devices share): "device 1 computed B from A, which belongs
   to device 0 and never arrived in a message";
-- an op given no inputs (its value written into the program) where the model computes it from an input
-  that never reached the device, or before anything reached the device at all;
+- an op given no inputs (its value written into the program) where none of the model's inputs to it, nor a
+  part of one, was ever on the device;
 - a program's own message carrying a value that may not cross that boundary, named by what it is;
 - a collective the split does not allow (its messages' labels say which, or a native call's op);
 - a device that sends more bytes or messages than the budget: "device 2 sent 192 bytes, 2x the 96 bytes
@@ -57,6 +57,7 @@ class _SplitWalk:
         self.said: set[tuple] = set()
         self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
         self.collected: list[list[Any]] = [[] for _ in range(n)]  # per device, what its collectives' ops made
+        self.own: list[list[tuple[str, Any]]] = [[] for _ in range(n)]  # per device, (name, value) it held or computed
         self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
         self.sent_bytes, self.sent_messages = [0] * n, [0] * n
         self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
@@ -175,6 +176,7 @@ class _SplitWalk:
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)
+        self.own[rec.rank].append((rec.name, rec.output))
         if kind == "op" and rec.inputs:
             self._inputs(i, rec)
             for x in rec.inputs:
@@ -282,27 +284,56 @@ class _SplitWalk:
     def _from_nothing(self, i: int, rec: Op) -> None:
         """An op given no inputs whose value the model computes from inputs: a result written into the program
         (``dev.compute("B", lambda: np.array([49.0]))``), or read through a variable the devices share. It breaks
-        the split where one of those inputs never reached the device, or where nothing has reached the device
-        yet (a collective's result named after it arrives is an op of no inputs too, which is fine)."""
+        the split where none of those inputs, nor a part of one, was ever on the device. Fine: a closure over
+        what the device holds (``lambda: a @ b``), and a collective's result named after it arrived."""
         rank, ref = rec.rank, self.ref_of(rec.rank)
         wanted = ref.inputs.get(rec.name)
         if not wanted or any(structured(w) for w in wanted):
             return
-        names = [ref.identify(w, rtol=self.rtol, atol=self.atol) for w in wanted]
-        missing = [ns[0] for ns in names if ns and all(self._never_had(rank, n) for n in ns)]
-        if not missing and (self.received[rank] or self.collected[rank]):
-            return
-        model = f"the model computes it from {_listed(ns[0] for ns in names if ns) or 'its inputs'}"
+        names = [ns for ns in (ref.identify(w, rtol=self.rtol, atol=self.atol) for w in wanted) if ns]
+        if self._brought(rank, rec.name) or any(self._present(rank, n) for ns in names for n in ns):
+            return  # a collective's result named after it arrived, or a closure over what the device holds
+        missing = [ns[0] for ns in names if all(self._never_had(rank, n) for n in ns)]
+        model = f"the model computes it from {_listed(ns[0] for ns in names) or 'its inputs'}"
         if missing:
             why = f"{missing[0]} never reached device {rank}"
-        else:
+        elif not (self.received[rank] or self.collected[rank]):
             why = f"nothing had reached device {rank} yet"
+        else:
+            why = f"none of {_listed(ns[0] for ns in names)}, nor a part of one, was ever on device {rank}"
         text = (
             f"device {rank} computed {rec.name} from no inputs, but {model}, and {why}: a value written into the "
             "program, or read through a variable the devices share, shows nothing of where it was computed (pass "
             f"the op what it computes from: dev.compute({rec.name!r}, fn, *inputs))"
         )
         self._add(("from nothing", rank, rec.name), "compute", rank, i, text, rec)
+
+    def _brought(self, rank: int, name: str) -> bool:
+        """Whether ``name``, or a block of it, reached device ``rank`` in a message or a collective."""
+        if self._arrived(rank, name):
+            return True
+        whole = self.ref_of(rank).values.get(name)
+        return whole is None or any(
+            v is not None and not structured(v) and (_is_block(v, whole) or same(v, whole, self.rtol, self.atol))
+            for v in self.collected[rank]
+            if np.shape(v) == np.shape(whole) or _is_block(v, whole)
+        )
+
+    def _present(self, rank: int, name: str) -> bool:
+        """Whether ``name``, or a block of it, was ever on device ``rank``: held or computed there under any name,
+        received, or brought by a collective."""
+        if self._arrived(rank, name):
+            return True
+        whole = self.ref_of(rank).values.get(name)
+        if whole is None or structured(whole):
+            return True  # nothing to look for: assume it was
+        values = [v for n, v in self.own[rank] if n == name] or [v for _, v in self.own[rank]]
+        for v in [*values, *self.collected[rank]]:
+            if v is None or structured(v):
+                continue
+            if (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)) or _is_block(v, whole):
+                return True
+        return any(n == name for n, _ in self.own[rank])
 
     def _never_had(self, rank: int, name: str) -> bool:
         """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
