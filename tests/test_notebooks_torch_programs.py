@@ -14,6 +14,7 @@ def test_torch_programs_notebook_executes():
     nb = execute_notebook("12_torch_programs.ipynb")
     text, said = outputs_text(nb), outputs_words(nb)
     assert "rank 1 returned [49.]" in text
+    assert "device 0: fc1: addmm, 512 FLOPs" in text and "fc1's shard: 2 m n k = 512" in text
     assert "carried [3.], but device 1 should have received b:in0" in said
     for n in (2, 4, 8):
         assert f"{n} ranks: check passed" in text
