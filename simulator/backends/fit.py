@@ -25,6 +25,10 @@ from dataclasses import dataclass
 import numpy as np
 
 
+class NoisyMeasurement(ValueError):
+    """Times that do not grow with the work: noise (a busy machine) hid the trend; measuring again may do."""
+
+
 @dataclass(frozen=True)
 class Line:
     """``t = intercept + slope * x``, fitted over sizes ``lo`` .. ``hi`` (inclusive)."""
@@ -54,7 +58,7 @@ def fit_line(x: Sequence[float], t: Sequence[float], what: str = "the measured t
     if a < 0:
         a, b = 0.0, float(np.sum(xs * ts * w**2) / np.sum((xs * w) ** 2))
     if b <= 0:
-        raise ValueError(
+        raise NoisyMeasurement(
             f"{what} do not grow with the size: {dict(zip(xs.tolist(), ts.tolist()))}. Measured on a busy machine, "
             "small messages wait for the scheduler as long as large ones take: measure again with more repeats "
             "(--repeats), or when the machine is quieter"
@@ -98,7 +102,7 @@ def fit_ops(flops: Sequence[float], nbytes: Sequence[float], t: Sequence[float],
             if best is None or err < best[1]:
                 best = (full, err)
     if best is None:
-        raise ValueError(
+        raise NoisyMeasurement(
             f"{what} do not grow with their FLOPs and bytes (ops of more work took less time: "
             f"{_rms(ts / ts.mean() - 1):.0%} spread around {ts.mean() * 1e6:.3g} us); was the machine busy? "
             "Calibrate again on a quiet machine"
