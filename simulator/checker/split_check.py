@@ -310,30 +310,27 @@ class _SplitWalk:
 
     def _brought(self, rank: int, name: str) -> bool:
         """Whether ``name``, or a block of it, reached device ``rank`` in a message or a collective."""
-        if self._arrived(rank, name):
-            return True
-        whole = self.ref_of(rank).values.get(name)
-        return whole is None or any(
-            v is not None and not structured(v) and (_is_block(v, whole) or same(v, whole, self.rtol, self.atol))
-            for v in self.collected[rank]
-            if np.shape(v) == np.shape(whole) or _is_block(v, whole)
-        )
+        return self._arrived(rank, name) or self._among(self.collected[rank], name, rank)
 
     def _present(self, rank: int, name: str) -> bool:
         """Whether ``name``, or a block of it, was ever on device ``rank``: held or computed there under any name,
         received, or brought by a collective."""
-        if self._arrived(rank, name):
+        if any(n == name for n, _ in self.own[rank]) or self._brought(rank, name):
             return True
+        return self._among([v for _, v in self.own[rank]], name, rank)
+
+    def _among(self, values: list, name: str, rank: int) -> bool:
+        """Whether one of ``values`` is the model's ``name`` or a block of it (True when there is nothing to
+        compare with)."""
         whole = self.ref_of(rank).values.get(name)
         if whole is None or structured(whole):
-            return True  # nothing to look for: assume it was
-        values = [v for n, v in self.own[rank] if n == name] or [v for _, v in self.own[rank]]
-        for v in [*values, *self.collected[rank]]:
+            return True
+        for v in values:
             if v is None or structured(v):
                 continue
-            if (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)) or _is_block(v, whole):
+            if _is_block(v, whole) or (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)):
                 return True
-        return any(n == name for n, _ in self.own[rank])
+        return False
 
     def _never_had(self, rank: int, name: str) -> bool:
         """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
