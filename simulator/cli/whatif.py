@@ -54,6 +54,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
 def cmd_validate(args: argparse.Namespace) -> int:
     """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Table 5; print published,
     predicted and their ratio (exit status 1 if any ratio is outside 0.85-1.15)."""
+    from ..parallel.whatif.tables import KORTHIKANTI_FIGURE_1
     from ..parallel.whatif.validate import activation_checks, table, validate
 
     checked = validate()
@@ -64,7 +65,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
             for c in checked
         ]  # fmt: skip
         rows += [
-            {"table": "Korthikanti et al. 2022, Figure 1", "row": label, "metric": "activation_gib",
+            {"table": KORTHIKANTI_FIGURE_1, "row": label, "metric": "activation_gib",
              "published": published, "predicted": predicted, "ratio": predicted / published}
             for label, published, predicted in activation_checks()
         ]  # fmt: skip

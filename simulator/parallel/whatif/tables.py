@@ -32,6 +32,7 @@ from .model import Transformer, named_model
 
 NARAYANAN = "Narayanan et al. 2021, Table 1"
 KORTHIKANTI = "Korthikanti et al. 2022, Table 5"
+KORTHIKANTI_FIGURE_1 = "Korthikanti et al. 2022, Figure 1"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from .memory import GIB, chunk_activations, peak_activations
 from .report import Report
 from .run import whatif
 from .step import schedule_for
-from .tables import FIGURE_1, KORTHIKANTI, Row, published_rows
+from .tables import FIGURE_1, KORTHIKANTI, KORTHIKANTI_FIGURE_1, Row, published_rows
 
 BAND = (0.85, 1.15)
 
@@ -76,7 +76,7 @@ def table(checked: list[Checked]) -> str:
             lines.append(f"  {'row':<34} {'published':>10} {'predicted':>10} {'ratio':>7}")
         mark = "" if c.within else "   outside 0.85-1.15"
         lines.append(f"  {c.row.label:<34} {c.row.published:>10.4g} {c.predicted:>10.4g} {c.ratio:>7.2f}{mark}")
-    lines += ["", "Korthikanti et al. 2022, Figure 1 (activation memory of the first pipeline rank, GiB)"]
+    lines += ["", f"{KORTHIKANTI_FIGURE_1} (activation memory of the first pipeline rank, GiB)"]
     for label, published, predicted in activation_checks():
         lines.append(f"  {label:<34} {published:>10.4g} {predicted:>10.4g} {predicted / published:>7.2f}")
     inside = sum(c.within for c in checked)
