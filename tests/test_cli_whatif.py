@@ -70,18 +70,24 @@ def test_help_explains_the_flags(capsys):
 
 
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
-    two = [published_rows()[0], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
+    two = [published_rows()[1], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
     monkeypatch.setattr(validate_module, "published_rows", lambda: two)
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "published  predicted   ratio" in out and "1.7B (t1 p1 d32)" in out and "22B seq. par. + selective" in out
+    assert "published  predicted   ratio" in out and "3.6B (t2 p1 d32)" in out and "22B seq. par. + selective" in out
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["row"] for r in data] == [
-        "1.7B (t1 p1 d32)",
+        "3.6B (t2 p1 d32)",
         "22B seq. par. + selective",
         "22B none",
         "22B seq. par. + selective",
     ]
     assert data[2]["metric"] == "activation_gib" and data[2]["published"] == 59.25  # the text's Figure 1 rows too
     assert all(0.85 <= r["ratio"] <= 1.15 for r in data)
+
+
+def test_validate_fails_and_marks_a_row_outside_the_band(capsys, monkeypatch):
+    monkeypatch.setattr(validate_module, "published_rows", lambda: [published_rows()[0]])  # 1.7B: 1.16 today
+    assert main(["validate"]) == 1
+    assert "1.7B (t1 p1 d32)" in (out := capsys.readouterr().out) and "outside 0.85-1.15" in out
