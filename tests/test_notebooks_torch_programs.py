@@ -23,4 +23,8 @@ def test_torch_programs_notebook_executes():
     assert "8 ranks, mesh (2, 4): check passed" in text
     assert "That is device 0's partial sum of fc2" in said
     assert "It is the block [8:16, :] of fc1.weight" in said
-    assert text.count("gloo and the simulation give the same outputs: True") == 4
+    assert text.count("same outputs: True") == 5
+    for name, verdict in [("seed split", "passed"), ("seed split, raw input", "FAILED"),
+                          ("tensor-parallel MLP by hand", "passed"), ("parallelize_module MLP", "passed"),
+                          ("missing all-reduce", "FAILED")]:  # fmt: skip
+        assert f"{name:<28} same outputs: True   verdict on gloo: {verdict:<7} simulated: {verdict}" in text

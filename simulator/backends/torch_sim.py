@@ -1,5 +1,5 @@
 """``simulate_torch``: a torch.distributed program, unchanged, on simulated ranks; ``run_real``: the same program
-on the real ranks of a ``TorchWorld`` (gloo), for comparison.
+on the real ranks of a ``TorchWorld`` (gloo), recorded the same way, so that ``check`` gives both one verdict.
 
     run = simulate_torch(program, 4, x)        # program(x) on 4 simulated ranks, like World(4).run
     run.outputs, run.trace                      # what each rank returned (as NumPy), every message and op
@@ -21,10 +21,10 @@ import copy
 import inspect
 import itertools
 import pickle
+import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
-import numpy as np
 import torch
 import torch.distributed as dist
 
@@ -126,31 +126,32 @@ def _name_torch_calls(exc: SimulationError, threads: dict[int, RankThread]) -> N
 
 
 def run_real(torch_world: Any, program: Callable[..., Any], *args: Any) -> Any:
-    """Run ``program(*args)`` on the real ranks of a ``TorchWorld`` (torch.distributed is initialised there), each
-    rank's result as NumPy as ``simulate_torch`` gives it; returns the ``TorchRunResult``. The program must be a
-    module-level function of an importable module (it travels to the rank processes by name)."""
-    return torch_world.run(real_rank, program, pickle.dumps(args))
+    """Run ``program(*args)`` on the real ranks of a ``TorchWorld``, recorded as ``simulate_torch`` records it, so
+    that ``check`` gives the verdict a simulation gets; returns the ``TorchRunResult`` (each rank's result as
+    NumPy, and the merged trace). The program must be a module-level function of an importable module (it
+    travels to the rank processes by name).
+
+    On each rank the program runs as on a simulated rank (``torch_ranks.RankThread``: its modules, priced ops
+    and torch.distributed calls recorded, ``init_process_group`` done for it on the "simulator" backend), but
+    the device that carries out its calls is the rank's ``TorchDevice``: every collective and message goes
+    over the real process group (gloo, or NCCL), with measured times. Sends wait for their receiver, as gloo's
+    ``dist.send`` does (and as ``simulate_torch``'s do by default): two ranks that both send first time out."""
+    rules = World(torch_world.size, send_mode="rendezvous")  # as simulate_torch's: dist.send waits for its receiver
+    return torch_world.run_like(rules, real_rank, program, pickle.dumps(args), uuid.uuid4().hex)
 
 
-def real_rank(dev: Any, program: Callable[..., Any], packed: bytes) -> Any:
-    """The rank program ``run_real`` sends: ``program(*args)`` with the arguments unpacked (tensors travel as plain
-    pickles: the launcher's pickler would hand them over as shared memory, which reaches one process only)."""
-    return _as_numpy(program(*pickle.loads(packed)))
+def real_rank(dev: Any, program: Callable[..., Any], packed: bytes, run: str) -> Any:
+    """The rank program ``run_real`` sends: ``program(*args)`` on this rank's thread, its requests done on ``dev``.
 
-
-def _as_numpy(out: Any) -> Any:
-    from torch.distributed.tensor import DTensor
-
-    if isinstance(out, DTensor):
-        out = out.to_local()
-    if isinstance(out, torch.Tensor):
-        if hasattr(out, "wait"):
-            out = out.wait()
-        return out.detach().cpu().numpy()
-    if isinstance(out, dict):
-        return {k: _as_numpy(v) for k, v in out.items()}
-    if isinstance(out, (list, tuple)):
-        return type(out)(_as_numpy(v) for v in out)
-    if isinstance(out, torch.nn.Module):
-        return None
-    return np.asarray(out) if isinstance(out, np.generic) else out
+    packed: the arguments, pickled (tensors travel as plain pickles: the launcher's pickler would hand them over
+    as shared memory, which reaches one process only); run: a name common to the run's ranks, under which
+    their "simulator" process groups meet in the real group's store."""
+    install()
+    store = dist.PrefixStore(f"recorded-{run}", dist.distributed_c10d._get_default_store())
+    ctx = RankContext(dev.rank, dev.world_size, None, group_tag=f"real-{run}.r{dev.rank}")
+    thread = RankThread(ctx, program, pickle.loads(packed), store)
+    try:
+        return thread.run(dev)
+    except SimulationError as exc:
+        _name_torch_calls(exc, {dev.rank: thread})
+        raise

@@ -10,6 +10,7 @@ import numpy as np
 
 from ..core.trace import Message, Op
 from . import diagnose
+from .causal import native_call
 from .comm_summary import message_kind
 from .compare import same, structured
 from .terms import unsummed_terms
@@ -56,7 +57,8 @@ class _Explanations:
         if d.where == "input":
             p = self._partial_of(rec.rank, d.found)
             return _partial_words(p, f"fed to op {rec.name}") if p else None
-        if d.where == "output" and rec.inputs:
+        if d.where == "output" and rec.inputs and not native_call(getattr(rec, "label", None)):
+            # (a native all-reduce's op takes the partial sums as its inputs: that is what it is for)
             for pos, x in enumerate(rec.inputs):
                 p = self._partial_of(rec.rank, x)
                 if p is not None:

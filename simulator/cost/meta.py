@@ -41,6 +41,10 @@ class MetaArray(NDArrayOperatorsMixin):
     def __setattr__(self, name: str, value: Any) -> None:
         raise AttributeError("a MetaArray cannot be changed")
 
+    def __reduce__(self) -> tuple[type, tuple[tuple[int, ...], np.dtype]]:
+        # pickled as its constructor's arguments (a real rank's record travels to the launcher)
+        return MetaArray, (self.shape, self.dtype)
+
     @classmethod
     def like(cls, value: Any) -> MetaArray:
         """The MetaArray of an array (or of anything ``np.asarray`` takes)."""

@@ -1,0 +1,112 @@
+"""One verdict for a torch program, simulated or real: ``run_real`` records the program on gloo processes as
+``simulate_torch`` records it on simulated ranks, so ``check`` says passed or FAILED alike. With the simulator's
+collectives over gloo (``collectives="messages"``) the first divergence is the same event; with gloo's own
+(native, whose messages nobody sees) it is the same value, where the run first shows it. Every torch twin of
+the checker's catalogue (tests/test_torch_catalogue.py), and the hand-written and ``parallelize_module`` MLPs,
+the sequence-parallel block and the pipeline with their classic bugs. One TorchWorld per world size and kind
+of collectives (gloo starts in seconds)."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+
+from simulator import Reference, check, simulate_torch  # noqa: E402
+from simulator.backends import torch_programs as tp  # noqa: E402
+from simulator.backends.errors import RemoteRankError  # noqa: E402
+from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.backends.torch_sim import run_real  # noqa: E402
+from simulator.core.errors import DeadlockError  # noqa: E402
+from tests.test_torch_catalogue import TWINS  # noqa: E402
+
+pytestmark = [pytest.mark.slow, pytest.mark.gloo]
+
+MODEL = tp.mlp(0)
+STATE, X = MODEL.state_dict(), tp.batch(1)
+XP = torch.arange(1.0, 17.0).reshape(16, 1)
+BLOCK = tp.Block()
+XS = torch.randn(2, 4, 8, generator=torch.Generator().manual_seed(3))
+
+
+def mlp_ref():
+    return Reference.of_torch(MODEL, X)
+
+
+def step_ref():
+    return Reference.of_torch(tp.mlp_step, MODEL, X)
+
+
+PROGRAMS = {  # name -> (world size, program, its arguments, the reference)
+    **{f"tp_mlp, {bug}": (n, tp.tp_mlp, (STATE, X, bug), mlp_ref)
+       for n in (2, 4) for bug in (None, "missing all-reduce", "wrong shard", "bias on every rank", "barrier first")},
+    **{f"dtensor_mlp, {bug}": (2, tp.dtensor_mlp, (STATE, X, None, bug), step_ref)
+       for bug in (None, "missing all-reduce", "wrong shard")},
+    "dtensor_mlp on a 2 x 2 mesh": (4, tp.dtensor_mlp, (STATE, X, (2, 2)), step_ref),
+    "sequence-parallel block": (2, tp.sequence_parallel_block, (BLOCK.state_dict(), XS),
+                                lambda: Reference.of_torch(tp.mlp_step, BLOCK, XS)),
+    **{f"pipeline, {bug}": (4, tp.pipeline, (XP, 2, bug), lambda: tp.pipeline_references(XP, 4, 2))
+       for bug in (None, "raw input", "wrong order")},
+}  # fmt: skip
+CASES = {**{f"twin: {k}": v for k, v in TWINS.items()}, **PROGRAMS}
+
+
+@pytest.fixture(scope="module")
+def worlds():
+    opened: dict[tuple[int, str], TorchWorld] = {}
+
+    def world(n: int, collectives: str = "native") -> TorchWorld:
+        if (n, collectives) not in opened:
+            opened[n, collectives] = TorchWorld(n, timeout=60, collectives=collectives).__enter__()
+        return opened[n, collectives]
+
+    yield world
+    for w in opened.values():
+        w.__exit__(None, None, None)
+
+
+def first(report):
+    d = report.first
+    return None if d is None else (d.where, d.name, d.rank, d.path)
+
+
+@pytest.mark.parametrize("name", sorted(CASES, key=lambda k: (CASES[k][0], k)))
+def test_a_torch_program_gets_one_verdict_simulated_and_real(name, worlds):
+    size, program, args, reference = CASES[name]
+    simulated = check(simulate_torch(program, size, *args), reference())
+    for collectives in ("messages", "native"):
+        real = check(run_real(worlds(size, collectives), program, *args), reference())
+        why = f"{name}, {collectives} collectives\nreal: {real}\nsimulated: {simulated}"
+        assert real.verdict == simulated.verdict, why
+        assert [u.kind for u in real.unchecked] == [u.kind for u in simulated.unchecked], why
+        if collectives == "messages":
+            assert first(real) == first(simulated), why
+        elif simulated.first is not None:
+            assert real.first.name == simulated.first.name, why
+
+
+def test_a_correct_program_passes_on_real_ranks_module_by_module(worlds):
+    """What was "not verified" when real ranks were unrecorded: each module's value is compared there now."""
+    run = run_real(worlds(2), tp.tp_mlp, STATE, X)
+    report = check(run, mlp_ref())
+    assert report.ok, str(report)
+    assert {op.name for op in run.trace.ops} >= {"fc1", "fc2"}
+    fc2 = [op.partial for op in run.trace.ops if op.name == "fc2"]
+    assert fc2.count((0, 1)) == 2  # each rank's term of the sum, named by its all-reduce, as simulated
+
+
+def both_send_first(x):
+    """Each rank sends before it receives: gloo's ``dist.send`` waits for the receiver, so this hangs."""
+    rank = dist.get_rank()
+    dist.send(x, dst=1 - rank)
+    y = torch.empty_like(x)
+    dist.recv(y, src=1 - rank)
+    return y
+
+
+def test_ranks_that_both_send_first_are_a_deadlock_simulated_and_a_named_hang_real():
+    with pytest.raises(DeadlockError, match="wait-for cycle"):
+        simulate_torch(both_send_first, 2, torch.ones(2))
+    with TorchWorld(2, timeout=3) as world, pytest.raises(RemoteRankError) as err:
+        run_real(world, both_send_first, torch.ones(2))
+    text = str(err.value)
+    assert "never posted the matching recv" in text and "dist.send(x, dst=1 - rank)" in text
