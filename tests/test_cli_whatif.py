@@ -7,6 +7,7 @@ import pytest
 import simulator.parallel.whatif.validate as validate_module
 from simulator.cli.main import main
 from simulator.parallel.whatif.tables import published_rows
+from simulator.parallel.whatif.validate import layer_checks
 
 TINY = ["--layers", "4", "--hidden", "512", "--heads", "8", "--seq-len", "512", "--vocab", "1024"]
 
@@ -80,10 +81,12 @@ def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
     assert [r["row"] for r in data] == [
         "3.6B (t2 p1 d32)",
         "22B seq. par. + selective",
+        *[label for label, _, _ in layer_checks()],
         "22B none",
         "22B seq. par. + selective",
     ]
-    assert data[2]["metric"] == "activation_gib" and data[2]["published"] == 59.25  # the text's Figure 1 rows too
+    assert data[2]["metric"] == "layer_ms" and data[2]["published"] == 7.7  # Table 4's rows, as in the text
+    assert data[12]["metric"] == "activation_gib" and data[12]["published"] == 59.25  # and Figure 1's
     assert all(0.85 <= r["ratio"] <= 1.15 for r in data)
 
 

@@ -35,6 +35,7 @@ from .model import Transformer, named_model
 NARAYANAN = "Narayanan et al. 2021, Table 1"
 KORTHIKANTI = "Korthikanti et al. 2022, Table 5"
 KORTHIKANTI_FIGURE_1 = "Korthikanti et al. 2022, Figure 1"
+KORTHIKANTI_TABLE_4 = "Korthikanti et al. 2022, Table 4"
 
 
 @dataclass(frozen=True)
@@ -114,6 +115,23 @@ def _korthikanti() -> list[Row]:
 # the figure (calculon/llm/validation.py, seqsel_fig1), for the Table 5 layouts
 FIGURE_1 = {"22B": (59.25, 9.5625), "175B": (66.84375, 12.3515625), "530B": (114.0234375, 23.076171875),
             "1T": (131.25, 26.5625)}  # fmt: skip
+
+
+# Korthikanti et al. 2022, Table 4: milliseconds for the forward and the backward pass of one transformer layer
+# of the 22B model (Table 5's layout: tensor parallelism 8, microbatches of 4), per experiment: (recompute,
+# sequence parallelism, forward, backward). Measured, like Table 5, on Selene.
+TABLE_4 = [
+    ("none", False, 7.7, 11.9),
+    ("none", True, 7.2, 11.8),
+    ("full", False, 7.7, 19.5),
+    ("selective", False, 7.7, 13.2),
+    ("selective", True, 7.2, 13.1),
+]
+
+
+def table_4_row() -> Row:
+    """The row whose model and layout Table 4 measured a layer of: Table 5's 22B with full recomputation."""
+    return _korthikanti()[0]
 
 
 def published_rows() -> list[Row]:
