@@ -213,5 +213,11 @@ def test_export_command(tmp_path, capsys):
     assert f"wrote {out}" in capsys.readouterr().out
     doc = json.loads(out.read_text())
     assert check_valid(doc)["s"] == 1
-    assert main(["export", "send-send-deadlock", "--out", str(tmp_path / "x.json")]) == 2
-    assert "stops with DeadlockError" in capsys.readouterr().err
+    # a deadlock: the run up to it, with the reason on stderr
+    assert main(["export", "1f1b-blocking-deadlock", "--out", str(tmp_path / "x.json")]) == 0
+    said = capsys.readouterr()
+    assert "stops with DeadlockError; showing the run up to there" in said.err and "wait-for cycle" in said.err
+    doc = json.loads((tmp_path / "x.json").read_text())
+    names = {e["name"] for e in check_valid(doc) and doc["traceEvents"] if e.get("ph") == "X"}
+    # device 0 ran both forwards and device 1 microbatch 0's backward, then each blocked in its send
+    assert {"h1.mb0", "h1.mb1", "h2.mb0", "dW2.mb0"} <= names and "h2.mb1" not in names

@@ -155,3 +155,29 @@ def test_an_unreceived_collective_message_is_named_by_its_call_and_the_fix_says_
     text = str(rec[0].message)
     assert "message #0 from device 0 to device 1 (broadcast#0 tree step 0 chunk all)" in text
     assert "the destination never called broadcast#0" in text and "tag 1073741824" not in text
+
+
+def test_a_deadlock_keeps_the_run_up_to_it():
+    """What each device did before it blocked: the trace so far, a None output for each unfinished device."""
+
+    def compute_then_send_first(dev):
+        x = dev.compute("A", lambda: np.full(2, dev.rank + 1.0))
+        dev.send(x, dst=1 - dev.rank)
+        return dev.recv(src=1 - dev.rank)
+
+    with pytest.raises(DeadlockError) as err:
+        World(2, send_mode="rendezvous").run(compute_then_send_first)
+    partial = err.value.partial
+    assert partial.outputs == [None, None]
+    assert [(op.rank, op.name) for op in partial.trace.ops] == [(0, "A"), (1, "A")]
+    np.testing.assert_array_equal(partial.trace.ops[1].output, [2.0, 2.0])
+    assert [(m.src, m.dst) for m in partial.trace.messages] == [(0, 1), (1, 0)]  # posted, never taken
+
+
+def test_the_timeline_of_a_deadlocked_scenario_shows_the_run_up_to_it(capsys):
+    from simulator.cli.main import main
+
+    assert main(["timeline", "1f1b-blocking-deadlock", "--columns", "100"]) == 0
+    said = capsys.readouterr()
+    assert "device 0  F0" in said.out and "B0" in said.out
+    assert "showing the run up to there" in said.err and "wait-for cycle: device 0 -> device 1" in said.err

@@ -108,7 +108,7 @@ def test_a_scenario_run_passed_to_a_plot_is_told_where_its_run_is():
 
     with pytest.raises(TypeError, match=r"pass its \.result"):
         activity(scenario("split").run())
-    with pytest.raises(TypeError, match="stopped with DeadlockError"):
+    with pytest.raises(TypeError, match=r"stopped with DeadlockError; pass \.error\.partial"):
         activity(scenario("send-send-deadlock").run())
 
 

@@ -253,6 +253,11 @@ def _result(name: str):
         print(exc.args[0], file=sys.stderr)
         return None
     if run.result is None:
+        partial = getattr(run.error, "partial", None)
+        if partial is not None:  # a deadlock: what happened before it is worth seeing
+            print(f"scenario {name!r} stops with {type(run.error).__name__}; showing the run up to there:\n"
+                  f"{run.error}", file=sys.stderr)  # fmt: skip
+            return partial
         print(f"scenario {name!r} stops with {type(run.error).__name__}, so there is no run to show", file=sys.stderr)
     return run.result
 

@@ -363,6 +363,10 @@ class Engine:
             raise_deadlock(self)
         self.trace.finish()
         report_leftovers(self)
+        return self.result()
+
+    def result(self) -> RunResult:
+        """The run as it stands: each device's return value (None for one that has not returned) and the trace."""
         return RunResult(self.outputs, self.trace, self.world)
 
     def close(self) -> None:

@@ -16,12 +16,16 @@ class ContractError(SimulationError):
 
 
 class DeadlockError(SimulationError):
-    """Every unfinished device is blocked: nothing can ever happen again."""
+    """Every unfinished device is blocked: nothing can ever happen again.
+
+    ``partial`` is the run up to there (a ``RunResult`` whose unfinished devices returned None): what each device
+    did before it blocked, to look at in a timeline or a trace export."""
 
     def __init__(self, message: str, blocked: dict[int, str], cycle: list[int] | None) -> None:
         super().__init__(message)
         self.blocked = blocked
         self.cycle = cycle
+        self.partial: Any = None
 
 
 class RankError(SimulationError):

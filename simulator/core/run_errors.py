@@ -64,7 +64,10 @@ def raise_deadlock(eng: Any) -> None:
     lines += tag_hints(eng)
     eng.close()
     eng._settle()
-    raise DeadlockError("\n".join(lines), blocked, cycle)
+    exc = DeadlockError("\n".join(lines), blocked, cycle)
+    eng.trace.finish()
+    exc.partial = eng.result()  # the run up to the deadlock
+    raise exc
 
 
 def _blocked_in(eng: Any, dev: Device, req: Request) -> str:

@@ -90,6 +90,8 @@ def _hint(run: Any) -> str:
     if not hasattr(run, "scenario") or not hasattr(run, "result"):
         return ""
     if run.result is None:
+        if getattr(run.error, "partial", None) is not None:
+            return f": the scenario stopped with {type(run.error).__name__}; pass .error.partial, the run up to there"
         return f": the scenario stopped with {type(run.error).__name__}, so there is no run to draw"
     return ": pass its .result (the RunResult)"
 
