@@ -180,4 +180,6 @@ def test_the_timeline_of_a_deadlocked_scenario_shows_the_run_up_to_it(capsys):
     assert main(["timeline", "1f1b-blocking-deadlock", "--columns", "100"]) == 0
     said = capsys.readouterr()
     assert "device 0  F0" in said.out and "B0" in said.out
+    row0 = next(line for line in said.out.splitlines() if line.startswith("device 0"))
+    assert row0.endswith(">>>>")  # device 0 blocked in its send from then to the end, drawn as sending
     assert "showing the run up to there" in said.err and "wait-for cycle: device 0 -> device 1" in said.err

@@ -7,6 +7,9 @@ From a run's trace this builds, per device, three kinds of span:
   link is busy);
 - ``recv``: the bytes of a message arriving, ``[t_arrive - n / B, t_arrive]``.
 
+A rendezvous send never matched (a run that deadlocked) is a ``send`` span from its post to the end: its
+sender waited there.
+
 n / B comes from the run's cost model (``CostModel.wire_time``), so the spans are exactly the link
 occupation the engine booked. Without a cost model (a bare ``Trace``) a message's spans cover its
 whole flight, ``[t_start, t_arrive]``, on both sides. A zero-byte message occupies no link, so its
@@ -117,6 +120,10 @@ def activity(run: RunResult | Trace, cost: CostModel | None = None) -> Activity:
         what = m.name or m.label or f"msg {m.id}"
         raw.append((m.src, "send", s0, s1, f"{what} -> {m.dst}", m))
         raw.append((m.dst, "recv", r0, r1, f"{what} <- {m.src}", m))
+    for m in trace.messages:  # a rendezvous send never matched (a deadlock): its sender waits from its post on
+        if m.t_arrive is None and m.t_send is not None and m.t_send <= trace.end_time:
+            what = m.name or m.label or f"msg {m.id}"
+            raw.append((m.src, "send", m.t_send, trace.end_time, f"{what} -> {m.dst}, never received", m))
     raw.sort(key=lambda r: (r[0], TRACKS.index(r[1]), r[2], r[3], _rid(r[5])))
     spans: list[Span] = []
     lanes: dict[tuple[int, str], int] = {}
