@@ -71,15 +71,15 @@ def test_help_explains_the_flags(capsys):
 
 
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
-    two = [published_rows()[1], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
+    two = [published_rows()[4], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
     monkeypatch.setattr(validate_module, "published_rows", lambda: two)
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
-    assert "published  predicted   ratio" in out and "3.6B (t2 p1 d32)" in out and "22B seq. par. + selective" in out
+    assert "published  predicted   ratio" in out and "39B (t8 p2 d32)" in out and "22B seq. par. + selective" in out
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert [r["row"] for r in data] == [
-        "3.6B (t2 p1 d32)",
+        "39B (t8 p2 d32)",
         "22B seq. par. + selective",
         *[label for label, _, _ in layer_checks()],
         "22B none",

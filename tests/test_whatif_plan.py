@@ -11,6 +11,7 @@ from simulator.parallel.whatif.memory import layer_activations
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
 
 GPT = Transformer(layers=8, hidden=1024, heads=16, seq=1024, vocab=51200, name="tiny-gpt")
+GQA = Transformer(layers=8, hidden=1536, heads=24, kv_heads=8, seq=1024, vocab=51200, name="tiny-gqa")
 S, H, A = GPT.seq, GPT.hidden, GPT.heads
 BALANCED = replace(GPT, vocab=128)  # an output layer too small to make the last stage the slowest
 
@@ -187,6 +188,9 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
         (GPT, Layout(cp=2, attention="unfused"), "attention='flash'"),
         (GPT, Layout(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
         (GPT, Layout(pp=2, schedule="zbv", virtual_stages=4), "holds two stages per rank"),  # else ignored
+        (GQA, Layout(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads
+        (GPT, Layout(schedule="interleaved-1f1b", virtual_stages=2), "needs pp > 1"),
+        (GPT, Layout(pp=4, schedule="interleaved-1f1b", virtual_stages=2, global_batch=6), "6 microbatches do not"),
     ],
 )
 def test_layouts_that_cannot_run_say_why(model, layout, words):
@@ -201,6 +205,7 @@ def test_groups_sit_on_nodes_in_megatrons_rank_order():
     assert lay.per_node(lay.tp, lay.dp * lay.cp) == 4  # 16 data/context ranks, 4 on each node
     assert not lay.pp_same_node and Layout(tp=2, pp=4).pp_same_node
     assert Layout(tp=8, dp=4).per_node(8, 4) == 1  # one replica per node: every port used
+    assert Layout(tp=12).per_node(1, 12) == 4  # 12 ranks on nodes of 8: one node holds 4, and its 4 ports
 
 
 def test_bad_sizes_are_refused_at_once():

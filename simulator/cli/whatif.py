@@ -62,14 +62,15 @@ def cmd_validate(args: argparse.Namespace) -> int:
     if args.json:
         rows = [
             {"table": c.row.table, "row": c.row.label, "metric": c.row.metric, "published": c.row.published,
-             "predicted": c.predicted, "ratio": c.ratio}
+             "predicted": c.predicted, "ratio": c.ratio, "within": c.within}
             for c in checked
         ]  # fmt: skip
         for name, metric, extra in ((KORTHIKANTI_TABLE_4, "layer_ms", layers),
                                     (KORTHIKANTI_FIGURE_1, "activation_gib", activation_checks())):  # fmt: skip
             rows += [
                 {"table": name, "row": label, "metric": metric, "published": published, "predicted": predicted,
-                 "ratio": predicted / published}
+                 "ratio": predicted / published,
+                 "within": BAND[0] <= predicted / published <= BAND[1] if metric == "layer_ms" else None}
                 for label, published, predicted in extra
             ]  # fmt: skip
         print(json.dumps(rows, indent=2))

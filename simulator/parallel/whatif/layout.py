@@ -114,10 +114,12 @@ class Layout:
 
     # ---- where groups sit (ranks in order tp, cp, ep/dp, pp) ------------------------------------
     def per_node(self, stride: int, size: int) -> int:
-        """Members of a group of ``size`` ranks ``stride`` apart that share one node."""
+        """Members of a group of ``size`` ranks ``stride`` apart that share one node: the fewest on any of its
+        nodes (a group of 12 on nodes of 8 has 4 on one: that node's ports carry its traffic between nodes)."""
         if stride >= self.node_size:
             return 1
-        return max(1, min(size, self.node_size // stride))
+        full = max(1, min(size, self.node_size // stride))
+        return size % full or full
 
     @property
     def pp_same_node(self) -> bool:
@@ -127,15 +129,27 @@ class Layout:
     def check(self, model: Transformer) -> None:
         """Raise ``LayoutError`` if this layout cannot run ``model``, saying what to change."""
         t = self.tp
-        if model.heads % t or model.kv % t and t % model.kv:
+        if model.heads % t:
             raise LayoutError(
-                f"tp={t} does not split {model.heads} attention heads ({model.kv} key/value heads): "
-                f"choose a tp that divides {model.heads}"
+                f"tp={t} does not split {model.heads} attention heads: choose a tp that divides {model.heads}"
+            )
+        if model.kv % t and t % model.kv:
+            raise LayoutError(
+                f"tp={t} does not split {model.kv} key/value heads (nor is it a multiple of {model.kv}, which would "
+                f"copy each to tp / {model.kv} ranks): choose a tp that divides {model.kv} or is a multiple of it"
             )
         if model.inner % t:
             raise LayoutError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
         # a looped schedule of one chunk per rank is plain 1F1B, and a V always holds two: refuse rather than
         # report a schedule that did not run
+        if self.schedule in LOOPED and self.pp < 2:
+            raise LayoutError(f"schedule {self.schedule} interleaves model chunks over pipeline ranks: it needs pp > 1")
+        if self.schedule == "interleaved-1f1b" and self.microbatches % self.pp:
+            raise LayoutError(
+                f"schedule {self.schedule} runs microbatches in groups of pp: {self.microbatches} microbatches do not "
+                f"divide by pp={self.pp} (Megatron-LM refuses them too); choose --global-batch, --microbatch and --dp "
+                "so that they do"
+            )
         if self.schedule in LOOPED and self.virtual_stages < 2:
             raise LayoutError(f"schedule {self.schedule} needs --virtual-stages 2 or more (virtual_stages, model "
                               "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip

@@ -127,20 +127,23 @@ class Report:
             f"{m.name or 'model'}: {m.layers} layers, hidden {m.hidden}, {m.heads} heads, {m.seq} tokens, "
             f"{m.params / 1e9:.1f} B parameters on {self.devices:,} {self.system} GPUs "
             f"(tp {lay.tp} x cp {lay.cp} x pp {lay.pp} x dp {lay.dp}{f' x ep {lay.ep}' if lay.ep > 1 else ''}; "
-            f"{lay.microbatches} microbatches of {lay.microbatch}, schedule {lay.schedule}"
+            f"{lay.microbatches} microbatch{'es' if lay.microbatches != 1 else ''} of {lay.microbatch}, "
+            f"schedule {lay.schedule}"
             f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
             f"{lay.recompute}{', sequence parallel' if lay.sequence_parallel else ''}"
             f"{f', ZeRO-{lay.zero}' if lay.zero else ''})",
             f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} "
             f"({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting recomputation)",
             "",
-            "where the time goes (seconds per device; step = average over pipeline ranks, then the first and last rank):",
+            "where the time goes (seconds per device; average over the pipeline ranks, its share of the step, and the "
+            "first and the last pipeline rank's):",
+            f"  {'':<34} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
         ]
         first, last = self.stages[0], self.stages[-1]
         for k, v in self.breakdown.items():
             if v > 0 or first.get(k, 0) > 0 or last.get(k, 0) > 0:
                 lines.append(f"  {LABELS[k]:<34} {v:9.3f}  {v / self.step_seconds:6.1%}   "
-                             f"{first.get(k, 0):9.3f} {last.get(k, 0):9.3f}")  # fmt: skip
+                             f"{first.get(k, 0):10.3f} {last.get(k, 0):9.3f}")  # fmt: skip
         lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations = total of capacity"]
         fullest = max(range(len(self.memory)), key=lambda r: self.memory[r].total)
         for r in sorted({0, fullest, len(self.memory) - 1}):

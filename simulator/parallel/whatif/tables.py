@@ -11,7 +11,7 @@ size 8 was used" (README, commit 2e90a342f5) and the paper's table; attention he
 Vocabulary 51,200 and 2,048 tokens (README). Not in the table but in the paper's artifact, NVIDIA/Megatron-LM
 examples/sc21/run_table_1.sh (commit 79a3bb6bf2): each row's microbatch size (16 for 1.7 B to 7.5 B, 8, 4, 2,
 2, then 1) and the interleaved schedule's layers per model chunk for 76 B to 530 B (3, 2, 2 and 3 chunks per
-rank; the 1 T row runs plain 1F1B).
+rank; the 1 T row runs plain 1F1B), and which data-parallel implementation each row used (``DDP``).
 
 Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models" (arXiv:2205.05198),
 Table 5: iteration time of 22 B to 1 T models on Selene, with full recomputation and with sequence
@@ -21,7 +21,8 @@ validation/seqsel/tab5/*.json (Isaev et al. 2023, who validated their model on t
 
 Software settings each row runs under are what Megatron-LM did at the time (see ``layout.py`` for the commits):
 the 2021 runs fp16, full recomputation, unfused attention, no overlap of tensor-parallel communication, no
-fused gradient accumulation, data-parallel all-reduce after the backward; the 2022 runs add gradient
+fused gradient accumulation, the data-parallel all-reduce after the backward (overlapped with it where the
+script chose PyTorch's DDP); the 2022 runs add gradient
 accumulation fusion and the backward's asynchronous tensor-parallel collectives.
 """
 
@@ -58,18 +59,20 @@ KORTHIKANTI_2022 = dict(
     attention="unfused", tp_overlap="backward", dp_overlap=False, grad_fusion=True, precision="bf16"
 )
 
-# name, tp, pp, GPUs, batch, microbatch, model chunks per rank, published TFLOP/s per GPU
+# name, tp, pp, GPUs, batch, microbatch, model chunks per rank, data-parallel implementation, published TFLOP/s
+# per GPU. The scripts ran PyTorch's DistributedDataParallel (``--DDP-impl torch``: gradients reduced in buckets
+# during the backward) up to 18B and Megatron-LM's own (``local``: reduced after the backward) from 39B.
 _TABLE_1 = [
-    ("megatron-1.7b", 1, 1, 32, 512, 16, 1, 137),
-    ("megatron-3.6b", 2, 1, 64, 512, 16, 1, 138),
-    ("megatron-7.5b", 4, 1, 128, 512, 16, 1, 142),
-    ("megatron-18b", 8, 1, 256, 1024, 8, 1, 135),
-    ("megatron-39b", 8, 2, 512, 1536, 4, 1, 138),
-    ("megatron-76b", 8, 4, 1024, 1792, 2, 3, 140),
-    ("megatron-145b", 8, 8, 1536, 2304, 2, 2, 148),
-    ("megatron-310b", 8, 16, 1920, 2160, 1, 2, 155),
-    ("megatron-530b", 8, 35, 2520, 2520, 1, 3, 163),
-    ("megatron-1t", 8, 64, 3072, 3072, 1, 1, 163),
+    ("megatron-1.7b", 1, 1, 32, 512, 16, 1, "torch", 137),
+    ("megatron-3.6b", 2, 1, 64, 512, 16, 1, "torch", 138),
+    ("megatron-7.5b", 4, 1, 128, 512, 16, 1, "torch", 142),
+    ("megatron-18b", 8, 1, 256, 1024, 8, 1, "torch", 135),
+    ("megatron-39b", 8, 2, 512, 1536, 4, 1, "local", 138),
+    ("megatron-76b", 8, 4, 1024, 1792, 2, 3, "local", 140),
+    ("megatron-145b", 8, 8, 1536, 2304, 2, 2, "local", 148),
+    ("megatron-310b", 8, 16, 1920, 2160, 1, 2, "local", 155),
+    ("megatron-530b", 8, 35, 2520, 2520, 1, 3, "local", 163),
+    ("megatron-1t", 8, 64, 3072, 3072, 1, 1, "local", 163),
 ]
 
 # name, tp, pp, GPUs, batch, microbatch, model chunks per rank, seconds (full recomputation, sequence
@@ -84,11 +87,10 @@ _TABLE_5 = [
 
 def _narayanan() -> list[Row]:
     rows = []
-    for name, tp, pp, gpus, batch, mb, chunks, tflops in _TABLE_1:
+    for name, tp, pp, gpus, batch, mb, chunks, ddp, tflops in _TABLE_1:
         looped = dict(schedule="interleaved-1f1b", virtual_stages=chunks) if chunks > 1 else {}
-        layout = Layout(
-            tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, microbatch=mb, **looped, **NARAYANAN_2021
-        )
+        settings = dict(NARAYANAN_2021, dp_overlap=ddp == "torch")
+        layout = Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, microbatch=mb, **looped, **settings)
         rows.append(Row(NARAYANAN, f"{name[9:].upper()} (t{tp} p{pp} d{layout.dp})", named_model(name), layout, tflops,
                         "tflops_per_gpu"))  # fmt: skip
     return rows
