@@ -6,6 +6,7 @@ the checker's catalogue (tests/test_torch_catalogue.py), and the hand-written an
 the sequence-parallel block and the pipeline with their classic bugs. One TorchWorld per world size and kind
 of collectives (gloo starts in seconds)."""
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -110,3 +111,35 @@ def test_ranks_that_both_send_first_are_a_deadlock_simulated_and_a_named_hang_re
         run_real(world, both_send_first, torch.ones(2))
     text = str(err.value)
     assert "never posted the matching recv" in text and "dist.send(x, dst=1 - rank)" in text
+
+
+def exchange(x, order):
+    """Each rank isends to the other and irecvs from it, then waits: the halo exchange of every ring."""
+    rank = dist.get_rank()
+    got = torch.empty_like(x)
+    if order == "send first":
+        s, r = dist.isend(x + rank, dst=1 - rank), dist.irecv(got, src=1 - rank)
+        s.wait()
+        r.wait()
+    elif order == "recv first":
+        r, s = dist.irecv(got, src=1 - rank), dist.isend(x + rank, dst=1 - rank)
+        s.wait()
+        r.wait()
+    else:
+        for work in dist.batch_isend_irecv(
+            [dist.P2POp(dist.isend, x + rank, 1 - rank), dist.P2POp(dist.irecv, got, 1 - rank)]
+        ):
+            work.wait()
+    return got
+
+
+@pytest.mark.parametrize("order", ["send first", "recv first", "batch_isend_irecv"])
+def test_an_exchange_of_isends_and_irecvs_completes_simulated_and_real(order, worlds):
+    """Sends wait for their receivers on real ranks, as gloo's do; a posted irecv is a receiver already there."""
+    x = torch.ones(3)
+    simulated = simulate_torch(exchange, 2, x, order).outputs
+    for collectives in ("messages", "native"):
+        real = run_real(worlds(2, collectives), exchange, x, order).outputs
+        for rank in (0, 1):
+            np.testing.assert_array_equal(real[rank], simulated[rank])
+            np.testing.assert_array_equal(real[rank], np.full(3, 2.0 - rank))  # the other rank's x + rank

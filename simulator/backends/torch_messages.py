@@ -69,7 +69,7 @@ class TorchRequest(WaitedByItsDevice):
         self.header = None  # recv: the header buffer while its payload recv is not yet posted
         self.buffer = None  # recv: the payload buffer
         self.into: np.ndarray | None = None  # recv: the caller's array to receive into (``recv_into``)
-        self.state = "posted"  # -> "payload-posted" (recv) -> "done"
+        self.state = "posted"  # -> "payload-posted" (recv), or "early" (both posted at once) -> "done"
         self.t_done: float | None = None
 
     @property
@@ -142,10 +142,19 @@ class TorchMessaging(PointToPoint):
         try:
             if self.headers:
                 req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
-                req.works.append(dist.irecv(req.header, src, group=self._header_group, tag=tag))
-                self._unheaded.setdefault((src, tag), deque()).append(req)
-                if self.ordered_headers:
-                    self._read_headers(src, tag, upto=req)
+                head = dist.irecv(req.header, src, group=self._header_group, tag=tag)
+                unheaded = self._unheaded.setdefault((src, tag), deque())
+                if shape is not None and dtype is not None and not unheaded and not self.ordered_headers:
+                    # declared, and next on its channel: its payload recv is posted now, as torch's irecv is, so
+                    # a sender that waits for its receiver (rendezvous) is not held up until this one is waited on
+                    self._post_payload(req, shape, dtype)
+                    req.works.insert(0, head)
+                    req.state = "early"
+                else:
+                    req.works.append(head)
+                    unheaded.append(req)
+                    if self.ordered_headers:
+                        self._read_headers(src, tag, upto=req)
             else:
                 self._post_payload(req, shape, dtype)
         except RuntimeError as exc:
@@ -171,6 +180,10 @@ class TorchMessaging(PointToPoint):
             raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
         if req.state == "posted":  # its header (and those before it on the channel) must be read first
             self._read_headers(req.peer, req.tag, upto=req)
+        elif req.state == "early":  # payload recv posted with the header: the header is checked first
+            self._finish_works(req, only=1)
+            self._check_contract(req, *decode_header(self._from_device(req.header)))
+            req.header = None
         self._finish_works(req)
         payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
         if req.into is not None and not np.shares_memory(payload, req.into):  # received on a GPU: copy it over
@@ -225,13 +238,15 @@ class TorchMessaging(PointToPoint):
         req.works = [dist.irecv(req.buffer, req.peer, tag=req.tag)] if req.buffer.numel() else []
         req.state = "payload-posted"
 
-    def _finish_works(self, req: TorchRequest) -> None:
+    def _finish_works(self, req: TorchRequest, only: int | None = None) -> None:
+        """Wait for the request's transfers (the first ``only`` of them, if given), each within the timeout."""
+        n = len(req.works) if only is None else only
         try:
-            for work in req.works:
+            for work in req.works[:n]:
                 work.wait(self.wait_timeout)
         except RuntimeError as exc:
             raise self._comm_error(exc, req) from exc
-        req.works = []
+        del req.works[:n]
 
     def _comm_error(self, exc: RuntimeError, req: TorchRequest) -> SimulationError:
         waits_for = "never sent a matching message" if req.kind == "recv" else "never posted the matching recv"
