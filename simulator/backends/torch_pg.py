@@ -56,9 +56,12 @@ def _done(result: Any) -> Any:
 class SimWork(dist.Work):
     """A point-to-point call in flight: ``wait`` waits on the simulated device's request."""
 
-    def __init__(self, pg: SimProcessGroup, req: Any, what: str, site: str, tensor: torch.Tensor | None = None) -> None:
+    def __init__(
+        self, pg: SimProcessGroup, req: Any, what: str, site: str, tensor: torch.Tensor | None = None, sent: Any = None
+    ) -> None:
         super().__init__()
         self._pg, self._req, self._what, self._site, self._tensor = pg, req, what, site, tensor
+        self._sent = sent  # a send: (the program's tensor, the values it had when sent)
         self._done = False
 
     def wait(self, timeout: Any = None) -> bool:
@@ -68,11 +71,26 @@ class SimWork(dist.Work):
         waits = _what(f"{self._what}, waiting for it", call_site() or self._site)
         payload = ctx.request(lambda dev: dev.wait(req), waits)
         self._done = True
+        if self._sent is not None:
+            self._unchanged_until_sent(*self._sent)
         if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
             with internal(ctx):
                 write_into(self._tensor, payload)
             ctx.sink.received(self._tensor, req)
         return True
+
+    def _unchanged_until_sent(self, t: torch.Tensor, values: np.ndarray) -> None:
+        """A tensor changed between its isend and the wait: on real ranks the peer may get the new values."""
+        ctx = self._pg._ctx
+        with internal(ctx):
+            now = to_numpy(t, ctx.rank, "send")
+        if now.shape == values.shape and np.array_equal(now, values, equal_nan=now.dtype.kind in "fc"):
+            return
+        raise ValueError(
+            f"rank {ctx.rank} changed the tensor of its {self._what} ({self._site}) before the send completed: a real "
+            "process may send the changed values (torch sends from the tensor itself; the simulation took them at the "
+            "isend). Wait on the send before changing the tensor, or send a copy (x.clone())"
+        )
 
     def is_completed(self) -> bool:
         if self._done:
@@ -188,7 +206,13 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter"), self.ranks, self._algorithm("reduce_scatter")
-        for o, blocks in zip(outputs, inputs):  # (a list of blocks: no module's output to name)
+        for o, blocks in zip(outputs, inputs):
+            whole = _rows_of_one_tensor(blocks)
+            if whole is not None and self._ctx.sink.recorded(whole):  # a module's output, cut in rows
+                if len(blocks) == len(group) and len({b.shape[0] for b in blocks}) == 1:  # the tensor form: named
+                    self._reduce_scatter_base(o, whole, opts)
+                    continue
+                self._ctx.sink.reduced(whole, group, op)  # unequal: the output was a term of a sum all the same
             xs = [self._np(b, "reduce_scatter") for b in blocks]
             mine = self._run("reduce_scatter", lambda dev, xs=xs: dev.reduce_scatter(xs, op, group, alg))
             self._write(o, mine)
@@ -293,7 +317,7 @@ class SimProcessGroup(dist.ProcessGroup):
         x = self._np(tensors[0], "send")
         what, site = f"send to rank {peer}", call_site()
         req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), _what(what, site))
-        return SimWork(self, req, what, site)
+        return SimWork(self, req, what, site, sent=(tensors[0], x))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self.ranks[src], tensors[0]
@@ -328,3 +352,16 @@ def _splits(sizes: Any, n: int, p: int) -> list[int]:
             raise ValueError(f"all_to_all_single without split sizes needs dim 0 ({n}) divisible by the group ({p})")
         return [n // p] * p
     return [int(s) for s in sizes]
+
+
+def _rows_of_one_tensor(blocks: list[torch.Tensor]) -> torch.Tensor | None:
+    """The tensor ``blocks`` are the consecutive row blocks of, all of it (``list(y.chunk(p))``), or None."""
+    base = blocks[0]._base if blocks else None
+    if base is None or base.dim() == 0 or not base.is_contiguous() or any(b._base is not base for b in blocks):
+        return None
+    at = base.storage_offset()
+    for b in blocks:
+        if b.dim() != base.dim() or tuple(b.shape[1:]) != tuple(base.shape[1:]) or b.storage_offset() != at:
+            return None
+        at += b.shape[0] * base.stride(0)
+    return base if at == base.storage_offset() + base.shape[0] * base.stride(0) else None

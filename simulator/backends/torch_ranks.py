@@ -139,7 +139,7 @@ class RankSink(ModuleRecorder):
             spec = self.ctx.world.spec_of(t)
         if spec is not None:
             return placement_of(spec)
-        return LocalPart(tuple(t.shape), self.ctx.rank), None, None
+        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size), None, None
 
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]
@@ -260,7 +260,7 @@ class RankThread:
         except BaseException as exc:  # the program's own error: the device raises it, naming the rank
             if "default process group twice" in str(exc) and exc.args:
                 exc.args = (
-                    f"{exc.args[0]}: simulate_torch initialises torch.distributed on each rank; leave "
+                    f"{exc.args[0]}: simulate_torch and run_real initialise torch.distributed on each rank; leave "
                     "init_process_group out of the program (a script that runs it under torchrun calls it first)",
                     *exc.args[1:],
                 )

@@ -8,9 +8,11 @@
 - ``LocalPart``: the part a plain tensor is, known by its shape alone: the model's value where the shapes
   agree, else the block a rank holds along the one axis where they differ, split the ``torch.chunk`` way
   among ``p`` ranks (p = how many such blocks make the axis), rank r holding block ``r % p`` (the rank's
-  place in a tensor-parallel group whose ranks are consecutive); an even split is preferred (16 rows in
-  blocks of 4 are 4 blocks, not 3 with a short last one). The whole shape is known only once the
-  checker compares with the single-device run, so the index is a function of the whole value.
+  place in a tensor-parallel group whose ranks are consecutive). A p that divides the world size is
+  preferred (a group of ranks is a part of the world: 3 columns on 2 ranks are blocks of 2 and 1, not 3 of
+  1), then an even split (16 rows in blocks of 4 are 4 blocks, not 3 with a short last one). The whole
+  shape is known only once the checker compares with the single-device run, so the index is a function of
+  the whole value.
 """
 
 from __future__ import annotations
@@ -104,6 +106,7 @@ class LocalPart:
 
     shape: tuple[int, ...]
     rank: int
+    world: int = 0  # ranks in the run (0: not known)
 
     def resolve(self, whole: tuple[int, ...]) -> tuple[slice, ...] | None:
         """The block as an index into a value of shape ``whole`` (None: the whole value, or no block fits)."""
@@ -115,8 +118,12 @@ class LocalPart:
             return None
         axis = differ[0]
         n, m = whole[axis], self.shape[axis]
-        fits = [p for p in range(2, n + 1) if m > 0 and _chunk(n, p, self.rank % p) == (m, True)]
-        fits = fits or [p for p in range(2, n + 1) if m > 0 and _chunk(n, p, self.rank % p)[0] == m]
+        fits: list[int] = []
+        for allowed in ([p for p in range(2, n + 1) if self.world % p == 0], range(2, n + 1)):
+            fits = [p for p in allowed if m > 0 and _chunk(n, p, self.rank % p) == (m, True)]
+            fits = fits or [p for p in allowed if m > 0 and _chunk(n, p, self.rank % p)[0] == m]
+            if fits:
+                break
         if not fits:
             return None
         bounds, at = chunk_bounds(n, fits[0]), self.rank % fits[0]
