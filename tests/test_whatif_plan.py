@@ -167,6 +167,7 @@ def test_the_json_report_has_the_keys_the_issue_names():
 def test_experts_and_context_parallelism_communicate_as_their_kinds():
     moe = named_model("mixtral-8x7b")
     report = whatif(moe, Layout(tp=2, dp=8, ep=8, global_batch=16), "dgx-h100")
+    assert "on 16 DGX H100 GPUs (tp 2 x cp 1 x pp 1 x dp 8, experts over ep 8 of the dp ranks;" in report.text()
     assert report.breakdown["ep"] > 0
     dense = whatif(moe, Layout(tp=2, dp=8, ep=1, global_batch=16), "dgx-h100")
     assert report.memory[0].params < dense.memory[0].params / 3  # the experts' weights split 8 ways

@@ -126,7 +126,7 @@ class Report:
         lines = [
             f"{m.name or 'model'}: {m.layers} layers, hidden {m.hidden}, {m.heads} heads, {m.seq} tokens, "
             f"{m.params / 1e9:.1f} B parameters on {self.devices:,} {self.system} GPUs "
-            f"(tp {lay.tp} x cp {lay.cp} x pp {lay.pp} x dp {lay.dp}{f' x ep {lay.ep}' if lay.ep > 1 else ''}; "
+            f"(tp {lay.tp} x cp {lay.cp} x pp {lay.pp} x dp {lay.dp}{f', experts over ep {lay.ep} of the dp ranks' if lay.ep > 1 else ''}; "
             f"{lay.microbatches} microbatch{'es' if lay.microbatches != 1 else ''} of {lay.microbatch}, "
             f"schedule {lay.schedule}"
             f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
