@@ -143,3 +143,20 @@ def test_an_exchange_of_isends_and_irecvs_completes_simulated_and_real(order, wo
         for rank in (0, 1):
             np.testing.assert_array_equal(real[rank], simulated[rank])
             np.testing.assert_array_equal(real[rank], np.full(3, 2.0 - rank))  # the other rank's x + rank
+
+
+def different_collectives(x):
+    """Rank 0 all-reduces while rank 1 broadcasts: a classic mismatch."""
+    if dist.get_rank() == 0:
+        dist.all_reduce(x)
+    else:
+        dist.broadcast(x, src=0)
+    return x
+
+
+def test_ranks_in_different_collectives_are_told_so_simulated_and_real(worlds):
+    with pytest.raises(Exception, match="made different collective calls"):
+        simulate_torch(different_collectives, 2, torch.ones(3))
+    with pytest.raises(RemoteRankError) as err:
+        run_real(worlds(2, "messages"), different_collectives, torch.ones(3))
+    assert "in different collective calls" in " ".join(str(err.value).split())

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from .errors import ContractError, SimulationError
-from .tags import user_tag
+from .tags import TAG_BASE, user_tag
 
 
 def describe_request(kind: str, peer: int, tag: int) -> str:
@@ -33,12 +33,19 @@ def contract_violation(
     """The error for a message that breaks its receive's contract, naming both ends, the tag and both
     signatures. message: how the message is known (``message #3``); declared, sent: (shape, dtype) pairs."""
     shape, dtype = sent
-    fix = (
-        f"The message belongs to {collective}: every member of a collective must pass an array of the same "
-        "shape and dtype."
-        if collective
-        else "Make the sender send what the receiver declares, or fix the declaration."
-    )
+    if collective:
+        fix = (
+            f"The message belongs to {collective}: every member of a collective must pass an array of the same "
+            "shape and dtype."
+        )
+    elif int(tag) >= TAG_BASE:  # a collective's own message, on a real rank (which knows its tag as a number)
+        fix = (
+            "The message is a step inside a collective: the two devices are in different collective calls, or in "
+            "the same with arrays of other shapes. Every member of a group must make the same collective calls, in "
+            "the same order, with the same shapes."
+        )
+    else:
+        fix = "Make the sender send what the receiver declares, or fix the declaration."
     return ContractError(
         f"contract violated on {message} from device {src} to device {dst} (tag {tag}): device {dst} declared "
         f"{contract_text(*declared)}, device {src} sent {shape} {np.dtype(dtype).name}. {fix}"
