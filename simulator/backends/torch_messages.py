@@ -69,7 +69,7 @@ class TorchRequest(WaitedByItsDevice):
         self.header = None  # recv: the header buffer while its payload recv is not yet posted
         self.buffer = None  # recv: the payload buffer
         self.into: np.ndarray | None = None  # recv: the caller's array to receive into (``recv_into``)
-        self.state = "posted"  # -> "payload-posted" (recv), or "early" (both posted at once) -> "done"
+        self.state = "posted"  # -> "payload-posted" (recv) -> "done"
         self.t_done: float | None = None
 
     @property
@@ -142,19 +142,10 @@ class TorchMessaging(PointToPoint):
         try:
             if self.headers:
                 req.header = torch.empty(HEADER_LEN, dtype=torch.int64, device=self.device)
-                head = dist.irecv(req.header, src, group=self._header_group, tag=tag)
-                unheaded = self._unheaded.setdefault((src, tag), deque())
-                if shape is not None and dtype is not None and not unheaded and not self.ordered_headers:
-                    # declared, and next on its channel: its payload recv is posted now, as torch's irecv is, so
-                    # a sender that waits for its receiver (rendezvous) is not held up until this one is waited on
-                    self._post_payload(req, shape, dtype)
-                    req.works.insert(0, head)
-                    req.state = "early"
-                else:
-                    req.works.append(head)
-                    unheaded.append(req)
-                    if self.ordered_headers:
-                        self._read_headers(src, tag, upto=req)
+                req.works.append(dist.irecv(req.header, src, group=self._header_group, tag=tag))
+                self._unheaded.setdefault((src, tag), deque()).append(req)
+                if self.ordered_headers:
+                    self._read_headers(src, tag, upto=req)
             else:
                 self._post_payload(req, shape, dtype)
         except RuntimeError as exc:
@@ -172,7 +163,14 @@ class TorchMessaging(PointToPoint):
         self._own(req)
         if req.kind == "send":
             if self.send_mode == "rendezvous" and req.state != "done":
-                self._finish_works(req)
+                # done once the receiver has posted its receive, which its header's transfer shows; the
+                # payload's completes when the receiver takes it (waiting for that here would deadlock two
+                # ranks that each isend, irecv, then wait on the send first, which gloo completes)
+                if self.headers and len(req.works) > 1:
+                    self._finish_works(req, only=1)
+                    self._in_flight.append(req)
+                else:
+                    self._finish_works(req)
                 req.state = "done"
                 req.t_done = self.clock
             return None  # eager: already complete for the program (see isend)
@@ -180,10 +178,6 @@ class TorchMessaging(PointToPoint):
             raise SimulationError(f"device {self.rank} waited twice on the receive {req.describe()} #{req.seq}")
         if req.state == "posted":  # its header (and those before it on the channel) must be read first
             self._read_headers(req.peer, req.tag, upto=req)
-        elif req.state == "early":  # payload recv posted with the header: the header is checked first
-            self._finish_works(req, only=1)
-            self._check_contract(req, *decode_header(self._from_device(req.header)))
-            req.header = None
         self._finish_works(req)
         payload = from_bytes(self._from_device(req.buffer), req.shape, req.dtype)
         if req.into is not None and not np.shares_memory(payload, req.into):  # received on a GPU: copy it over
