@@ -69,7 +69,8 @@ def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, cap
     spread_out = tmp_path / "spread.json"
     assert main(["calibrate", "--ranks", "2", "--repeats", "3", "--spread", "--out", str(spread_out)]) == 0
     spread = load_cost(spread_out).spread
-    assert spread.sizes == SIZES and all(len(row) == 3 for row in spread.extra)
+    # 3 repeats, or 6 or 12 where a busy machine's noise made calibrate measure again with twice the repeats
+    assert spread.sizes == SIZES and len({len(row) for row in spread.extra}) == 1 and len(spread.extra[0]) in (3, 6, 12)
     assert "message times drawn from" in capsys.readouterr().out
 
 
