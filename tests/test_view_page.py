@@ -92,8 +92,8 @@ def test_html_command_writes_the_page(tmp_path, capsys):
 def test_html_command_errors(tmp_path, capsys):
     assert main(["html", "wrong_input"]) == 2
     assert "did you mean 'wrong-input'?" in capsys.readouterr().err
-    assert main(["html", "send-send-deadlock", "-o", str(tmp_path / "d.html")]) == 2
-    assert "stops with DeadlockError, so there is no run to show" in capsys.readouterr().err
+    assert main(["html", "wrong-shape", "-o", str(tmp_path / "d.html")]) == 2
+    assert "stops with ContractError, so there is no run to show" in capsys.readouterr().err
     assert main(["html", "split", "-o", str(tmp_path / "s.html"), "--step", "9"]) == 2
     assert "this run has steps 0 to 5" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
@@ -125,3 +125,13 @@ def test_an_installed_package_has_the_module_and_styles(tmp_path):
     (wheel,) = tmp_path.glob("*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     assert {f"simulator/views/web/{name}" for name in (*VIEW, "explorer.js", "view.css")} <= set(names)
+
+
+def test_the_page_of_a_deadlocked_scenario_steps_through_the_run_up_to_it(tmp_path, capsys):
+    out = tmp_path / "deadlock.html"
+    assert main(["html", "1f1b-blocking-deadlock", "-o", str(out)]) == 0
+    assert "the page shows the run up to there" in capsys.readouterr().err
+    doc = embedded_document(out.read_text())
+    assert "It stops here, with deadlock" in doc["story"] and "wait-for cycle: device 0 -> device 1" in doc["story"]
+    sends = [e for e in doc["events"] if e["k"] == "send"]
+    assert doc["events"][-1]["k"] == "send" and len(sends) == 3  # the last two, each waiting for its receiver

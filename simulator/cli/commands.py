@@ -119,12 +119,15 @@ def cmd_html(args: argparse.Namespace) -> int:
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
         return 2
-    if run.result is None:
+    if run.result is None and getattr(run.error, "partial", None) is None:
         print(
             f"scenario {args.scenario!r} stops with {type(run.error).__name__}, so there is no run to show",
             file=sys.stderr,
         )
         return 2
+    if run.result is None:  # a deadlock: the page steps through the run up to it
+        print(f"scenario {args.scenario!r} stops with {type(run.error).__name__}; the page shows the run up to there",
+              file=sys.stderr)  # fmt: skip
     try:
         doc = build_document(run, max_events=args.max_events, first_event=args.first_event)
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)

@@ -102,10 +102,15 @@ class ScenarioRun:
         """(trace, report, title, story): what the step-through view shows (``simulator.views.web``)."""
         s = self.scenario
         if self.result is None:
-            raise ValueError(
-                f"scenario {s.name!r} stops with {type(self.error).__name__}, so there is no finished run to show: "
-                f"{self.error}"
-            )
+            partial = getattr(self.error, "partial", None)
+            if partial is None:
+                raise ValueError(
+                    f"scenario {s.name!r} stops with {type(self.error).__name__}, so there is no finished run to "
+                    f"show: {self.error}"
+                )
+            said = [line.strip() for line in str(self.error).splitlines()]  # a deadlock: the run up to it
+            why = " ".join(line for line in said if line.startswith(("deadlock", "wait-for cycle")))
+            return partial.trace, None, f"{s.name}: {s.title}", f"{s.story} It stops here, with {why}"
         return self.result.trace, self.report, f"{s.name}: {s.title}", s.story
 
     def summary(self) -> str:
