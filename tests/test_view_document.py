@@ -193,8 +193,9 @@ def test_a_thinned_window_holds_the_first_divergence():
 
 
 def test_bad_requests_say_what_is_wrong():
-    with pytest.raises(ValueError, match="stops with DeadlockError, so there is no finished run"):
-        build_document("send-send-deadlock")
+    with pytest.raises(ValueError, match="stops with ContractError, so there is no finished run"):
+        build_document("wrong-shape")
+    assert "It stops here, with deadlock" in build_document("send-send-deadlock")["story"]  # the run up to it
     with pytest.raises(TypeError, match="give a run"):
         build_document(42)
     with pytest.raises(KeyError, match="did you mean 'wrong-input'"):
