@@ -55,7 +55,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Tables 4 and 5; print
     published, predicted and their ratio (exit status 1 if any ratio is outside 0.85-1.15)."""
     from ..parallel.whatif.tables import KORTHIKANTI_FIGURE_1, KORTHIKANTI_TABLE_4
-    from ..parallel.whatif.validate import BAND, activation_checks, layer_checks, table, validate
+    from ..parallel.whatif.validate import activation_checks, layer_checks, rated, table, validate, within
 
     checked = validate()
     layers = layer_checks()
@@ -70,14 +70,13 @@ def cmd_validate(args: argparse.Namespace) -> int:
             rows += [
                 {"table": name, "row": label, "metric": metric, "published": published, "predicted": predicted,
                  "ratio": predicted / published,
-                 "within": BAND[0] <= predicted / published <= BAND[1] if metric == "layer_ms" else None}
+                 "within": within(predicted / published) if metric == "layer_ms" else None}
                 for label, published, predicted in extra
             ]  # fmt: skip
         print(json.dumps(rows, indent=2))
     else:
-        print(table(checked))
-    ratios = [c.ratio for c in checked] + [predicted / published for _, published, predicted in layers]
-    return 0 if all(BAND[0] <= r <= BAND[1] for r in ratios) else 1
+        print(table(checked, layers))
+    return 0 if all(within(r) for _, r in rated(checked, layers)) else 1
 
 
 def build_model(args: argparse.Namespace) -> Transformer:

@@ -30,6 +30,11 @@ from .tables import (
 BAND = (0.85, 1.15)
 
 
+def within(ratio: float) -> bool:
+    """Whether a predicted / published ratio is inside the project's band."""
+    return BAND[0] <= ratio <= BAND[1]
+
+
 @dataclass(frozen=True)
 class Checked:
     """A row with its prediction."""
@@ -49,7 +54,7 @@ class Checked:
 
     @property
     def within(self) -> bool:
-        return BAND[0] <= self.ratio <= BAND[1]
+        return within(self.ratio)
 
 
 def validate(rows: list[Row] | None = None) -> list[Checked]:
@@ -96,8 +101,13 @@ def layer_checks() -> list[tuple[str, float, float]]:
     return out
 
 
-def table(checked: list[Checked]) -> str:
-    """The comparison as text, one line per row, grouped by table."""
+def rated(checked: list[Checked], layers: list[tuple[str, float, float]]) -> list[tuple[str, float]]:
+    """(row, predicted / published) of every row the band applies to: Tables 1 and 5, and Table 4's layers."""
+    return [(c.row.label, c.ratio) for c in checked] + [(label, p / q) for label, q, p in layers]
+
+
+def table(checked: list[Checked], layers: list[tuple[str, float, float]] | None = None) -> str:
+    """The comparison as text, one line per row, grouped by table (``layers``: ``layer_checks()``, if made)."""
     lines = []
     current = None
     for c in checked:
@@ -109,20 +119,20 @@ def table(checked: list[Checked]) -> str:
         mark = "" if c.within else "   outside 0.85-1.15"
         lines.append(f"  {c.row.label:<34} {c.row.published:>10.4g} {c.predicted:>10.4g} {c.ratio:>7.2f}{mark}")
     lines += ["", f"{KORTHIKANTI_TABLE_4} (one layer of the 22B model, milliseconds)"]
-    layers = layer_checks()
+    layers = layer_checks() if layers is None else layers
     for label, published, predicted in layers:
         ratio = predicted / published
-        mark = "" if BAND[0] <= ratio <= BAND[1] else "   outside 0.85-1.15"
+        mark = "" if within(ratio) else "   outside 0.85-1.15"
         lines.append(f"  {label:<34} {published:>10.4g} {predicted:>10.4g} {ratio:>7.2f}{mark}")
     lines += ["", f"{KORTHIKANTI_FIGURE_1} (activation memory of the first pipeline rank, GiB)"]
     for label, published, predicted in activation_checks():
         lines.append(f"  {label:<34} {published:>10.4g} {predicted:>10.4g} {predicted / published:>7.2f}")
-    rated = [(c.row.label, c.ratio) for c in checked] + [(label, p / q) for label, q, p in layers]
-    ratios = [r for _, r in rated]
-    outside = [label for label, r in rated if not BAND[0] <= r <= BAND[1]]
+    rows = rated(checked, layers)
+    ratios = [r for _, r in rows]
+    outside = [label for label, r in rows if not within(r)]
     lines += [
         "",
-        f"{len(rated) - len(outside)} of {len(rated)} rows of Tables 1, 4 and 5 within {BAND[0]}-{BAND[1]}; ratios "
+        f"{len(rows) - len(outside)} of {len(rows)} rows of Tables 1, 4 and 5 within {BAND[0]}-{BAND[1]}; ratios "
         f"{min(ratios):.2f} to {max(ratios):.2f}" + (f"; outside: {', '.join(outside)}" if outside else ""),
         "(Figure 1's rows check the activation arithmetic against the paper's figure; they are not counted above)",
     ]
