@@ -1,6 +1,7 @@
 """``python -m simulator whatif`` and ``validate``: a step planned from flags, and the planner checked."""
 
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -91,6 +92,7 @@ def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
 
 
 def test_validate_fails_and_marks_a_row_outside_the_band(capsys, monkeypatch):
-    monkeypatch.setattr(validate_module, "published_rows", lambda: [published_rows()[0]])  # 1.7B: 1.16 today
+    far = replace(published_rows()[0], published=100)  # 1.7B as if it had measured 100 TFLOP/s: ratio above 1.5
+    monkeypatch.setattr(validate_module, "published_rows", lambda: [far])
     assert main(["validate"]) == 1
     assert "1.7B (t1 p1 d32)" in (out := capsys.readouterr().out) and "outside 0.85-1.15" in out

@@ -6,9 +6,10 @@ from dataclasses import replace
 import pytest
 
 from simulator.parallel.whatif import Layout, LayoutError, Transformer, named_model, whatif
-from simulator.parallel.whatif.layer import layer_ops
+from simulator.parallel.whatif.layer import head_ops, layer_ops
 from simulator.parallel.whatif.memory import layer_activations
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
+from simulator.parallel.whatif.step import optimizer_bytes
 
 GPT = Transformer(layers=8, hidden=1024, heads=16, seq=1024, vocab=51200, name="tiny-gpt")
 GQA = Transformer(layers=8, hidden=1536, heads=24, kv_heads=8, seq=1024, vocab=51200, name="tiny-gqa")
@@ -37,6 +38,20 @@ def test_grouped_query_attention_and_swiglu_change_the_products():
     assert ops["qkv"].shape[:3] == (4096, (64 + 2 * 8) * d / 8, 8192)
     assert ops["fc1"].shape[:3] == (4096, 2 * 28672 / 8, 8192)  # gate and up in one product
     assert llama.layer_params == 8192 * 80 * 128 + 8192 * 8192 + 3 * 8192 * 28672 + 2 * 8192
+
+
+def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
+    layout = Layout(tp=2, attention="unfused")
+    ops = {op.name: op for op in layer_ops(GPT, layout)}
+    tokens, v = S, GPT.padded_vocab(2) / 2
+    assert ops["context copy"].nbytes == tokens * H / 2 * 4 and ops["context copy"].core  # permute().contiguous()
+    assert ops["qkv grad concat"].nbytes == tokens * 3 * H / 2 * 4  # autograd's cat of the split's gradients
+    head = {op.name: op for op in head_ops(GPT, layout)}
+    assert head["cross-entropy"].nbytes == tokens * v * 38  # cast to fp32, max, subtract, exp, sum, divide
+    assert head["cross-entropy back"].nbytes == tokens * v * 14  # multiply, cast back
+    # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
+    assert optimizer_bytes(Layout(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
+    assert optimizer_bytes(Layout(precision="bf16")) == 4 + 28 + 6 + 4
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,10 @@ d the head dimension, f the MLP width / tp, and T' = T / tp under sequence paral
 Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward 2 + 2 + 2, and the
 residual's gradient added in 2 + 2 + 2); bias-dropout-residual reads two inputs and writes the output and a
 1-byte mask (its backward 2 + 1 + 2); the scaled-masked softmax 2 + 2 and its backward 2 + 2 + 2; GeLU 2 + 2
-(backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4).
+(backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4). Copies Megatron-LM's code makes (megatron/model/
+transformer.py and gpt_model.py, April 2021 and June 2022 alike): the attention context permuted to [s, b, h]
+(``.permute(2, 0, 1, 3).contiguous()``: 2 + 2); in the backward, autograd's concatenation of the query, key and
+value gradients, which ``torch.split`` made views of (2 + 2); the cross-entropy on fp32 logits (``CROSS_ENTROPY``).
 """
 
 from __future__ import annotations
@@ -79,6 +82,12 @@ class PerRank(NamedTuple):
         )  # fmt: skip
 
 
+# Bytes per logit of Megatron-LM's vocabulary-parallel cross-entropy (megatron/mpu/cross_entropy.py) on fp32
+# logits (``output.float()``, gpt_model.py): forward the cast 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4,
+# divide 4 + 4; backward the multiply by the loss gradient 4 + 4 and the cast back 4 + 2.
+CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
+
+
 def tp_collective(layout: Layout, name: str, phase: str, collective: str, nbytes: float, hide: str, overlap: str):
     """A tensor-parallel collective: an all-reduce is "tp", sequence parallelism's gathers and scatters "sp_cp"."""
     kind = "tp" if collective == "all_reduce" else "sp_cp"
@@ -134,6 +143,7 @@ def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
     gather("gather proj output grad", "I", "proj dgrad", "full")
     ops.append(matmul("proj dgrad", "I", T, z.A * z.d, h))
     ops += attention_ops(model, layout, z, "I")
+    ops.append(memory("qkv grad concat", "I", T * qkv_n * 4))  # the split's backward: one tensor again
     ops.append(matmul("qkv dgrad", "I", T, h, qkv_n))
     gather("re-gather qkv input", "I", "qkv dgrad", "backward")
     reduce("reduce qkv input grad", "I", "qkv wgrad", "backward")
@@ -208,6 +218,7 @@ def attention_ops(model: Transformer, layout: Layout, z: PerRank, phase: str) ->
             memory("softmax", "F", scores * 4, core=True),
             memory("attention dropout", "F", scores * 5 if model.dropout else 0, core=True),
             matmul("context", "F", s, d, s, b * A, core=True),
+            memory("context copy", "F", z.T * A * d * 4, core=True),  # [b, heads, s, d] -> [s, b, heads * d]
         ]
     return [
         matmul("context dgrad", "I", s, s, d, b * A, core=True),
@@ -234,8 +245,8 @@ def head_ops(model: Transformer, layout: Layout) -> list[Op]:
     ops = [memory("final norm", "F", Tn * h * 4)]
     if layout.sequence_parallel:
         ops.append(tp_collective(layout, "gather head input", "F", "all_gather", full, "logits", "full"))
-    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * (2 + 4 + 4))]
-    ops += [memory("cross-entropy back", "I", T * v * (4 + 2)), matmul("logits dgrad", "I", T, h, v)]
+    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * CROSS_ENTROPY[0])]
+    ops += [memory("cross-entropy back", "I", T * v * CROSS_ENTROPY[1]), matmul("logits dgrad", "I", T, h, v)]
     if layout.tp > 1:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))

@@ -19,7 +19,8 @@ sent (``price.py``). What each device does:
   the next step's first forward with ``dp_overlap``); ZeRO-2 reduce-scatters every microbatch, ZeRO-3 also
   gathers each layer's weights for every forward and backward (its stream's excess over the compute shows);
 - tied embeddings (``pp > 1``): the first and last stages all-reduce the embedding's gradient;
-- the optimizer step reads and writes its shard of the state once at the achieved memory bandwidth.
+- the optimizer step makes the passes over its shard that Megatron-LM's mixed-precision optimizer makes
+  (``optimizer_bytes``), at the achieved memory bandwidth.
 """
 
 from __future__ import annotations
@@ -45,6 +46,18 @@ from .price import CATEGORIES, action_costs, total
 
 RECV, SEND, COMPUTE = 0, 1, 2
 BUCKET = 40_000_000  # elements: Megatron-LM's default gradient bucket (--ddp-bucket-size)
+
+
+def optimizer_bytes(layout: Layout) -> int:
+    """Bytes a parameter that one optimizer step moves, pass by pass as Megatron-LM's mixed-precision optimizer
+    makes them (megatron/optimizer/optimizer.py, 2021-2022, with apex's FusedAdam and ``--clip-grad 1.0``):
+    fp32 main gradients cast from 2-byte ones (2 + 4), fp16's unscaling with its check for inf (4 + 4), the
+    gradient norm (4), Adam (parameter, gradient, m and v read, 16; parameter, m and v written, 12), the
+    updated parameters copied to the model's 16-bit ones (4 + 2), and the gradients zeroed."""
+    _, gb, _ = layout.bytes_per_param
+    cast = gb + 4 if gb < 4 else 0
+    unscale = 4 + 4 if layout.precision == "fp16" else 0
+    return cast + unscale + 4 + (16 + 12) + (4 + 2) + gb
 
 
 @dataclass
@@ -186,7 +199,7 @@ class StageProgram:
             dev.compute("data-parallel", _same, self.message, seconds=exposed, keep=False)
         time.seconds["dp"] += exposed
         shard = params / (ranks if layout.zero >= 1 else 1)
-        optimizer = achieved.memory_time(shard * (3 * gb + ob * 2 + 2))
+        optimizer = achieved.memory_time(shard * optimizer_bytes(layout))
         dev.compute("optimizer", _same, self.message, seconds=optimizer, keep=False)
         time.seconds["optimizer"] += optimizer
 
@@ -207,4 +220,4 @@ def _same(x):
     return x
 
 
-__all__ = ["RankTime", "StageProgram", "schedule_for", "simulate"]
+__all__ = ["RankTime", "StageProgram", "optimizer_bytes", "schedule_for", "simulate"]
