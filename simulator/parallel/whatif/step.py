@@ -153,7 +153,7 @@ class StageProgram:
         layout, model, achieved = self.layout, self.model, self.system.achieved
         dense, experts = rank_params(model, layout, dev.rank, self.schedule.placement)
         params = dense + experts
-        _, gb, ob = layout.bytes_per_param
+        _, gb, _ = layout.bytes_per_param
         ranks = layout.dp * layout.cp
         expert_ranks = max(1, ranks // layout.ep)  # an expert's replicas: the data-parallel ranks of its ep rank
 
