@@ -55,6 +55,7 @@ notebooks: $(BIN)/.installed
 bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/floor.py
 	$(BIN)/python benchmarks/engine_throughput.py
+	$(BIN)/python benchmarks/pingpong_ceiling.py
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
 	$(BIN)/python benchmarks/checker_cost.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
