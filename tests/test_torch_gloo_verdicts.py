@@ -40,6 +40,7 @@ def step_ref():
 PROGRAMS = {  # name -> (world size, program, its arguments, the reference)
     **{f"tp_mlp, {bug}": (n, tp.tp_mlp, (STATE, X, bug), mlp_ref)
        for n in (2, 4) for bug in (None, "missing all-reduce", "wrong shard", "bias on every rank", "barrier first")},
+    **{f"tp_mlp, {bug}": (2, tp.tp_mlp, (STATE, X, bug), mlp_ref) for bug in ("async all-reduce", "read before wait")},
     **{f"dtensor_mlp, {bug}": (2, tp.dtensor_mlp, (STATE, X, None, bug), step_ref)
        for bug in (None, "missing all-reduce", "wrong shard")},
     "dtensor_mlp on a 2 x 2 mesh": (4, tp.dtensor_mlp, (STATE, X, (2, 2)), step_ref),
@@ -160,3 +161,14 @@ def test_ranks_in_different_collectives_are_told_so_simulated_and_real(worlds):
     with pytest.raises(RemoteRankError) as err:
         run_real(worlds(2, "messages"), different_collectives, torch.ones(3))
     assert "in different collective calls" in " ".join(str(err.value).split())
+
+
+def test_a_program_that_never_waits_on_an_async_collective_is_told_so_simulated_and_real(worlds):
+    expected = "never waited on 1 collective(s) it called with async_op=True"
+    with pytest.raises(Exception) as simulated:
+        simulate_torch(tp.tp_mlp, 2, STATE, X, "never waited")
+    with pytest.raises(RemoteRankError) as real:
+        run_real(worlds(2), tp.tp_mlp, STATE, X, "never waited")
+    for err in (simulated, real):
+        text = " ".join(str(err.value).split())
+        assert expected in text and "all_reduce on ranks [0, 1], at torch_programs.py" in text, text

@@ -56,6 +56,7 @@ class RankContext:
     algorithms: dict[str, str] = field(default_factory=dict)
     internal: int = 0  # > 0 while the backend itself computes with torch (not the program: not priced)
     group_tag: str = ""  # makes this rank's process-group names unique in the process (see torch_c10d)
+    unwaited: list = field(default_factory=list)  # collectives called with async_op=True, not waited on yet
 
 
 def current() -> RankContext | None:

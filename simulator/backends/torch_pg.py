@@ -6,19 +6,23 @@ each method turns its tensors into NumPy arrays and asks the rank's simulated de
 ``torch_context.RankContext.request``) to run the simulator's own collective, message by message, with the
 algorithm the simulation chose; then it writes the result into the tensors torch gave it.
 
-Collectives complete within the call (an ``async_op=True`` call returns a completed work: the simulated
-time of the collective is where it was called, with no overlap of its messages with later compute).
+Collectives run to their end within the call (the simulated time of the collective is where it was called,
+with no overlap of its messages with later compute). One called with ``async_op=True`` returns a work whose
+results reach the program's tensors only when the program waits on it (``AsyncCollective``): on real ranks a
+tensor read before the wait may not hold them, so here it never does, and the checker shows the stale value.
 Point-to-point calls are truly asynchronous: ``isend``/``irecv`` post a request on the device and the work's
 ``wait`` waits for it, so a program may post both directions before waiting, as it must with torch.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import numpy as np
 import torch
 import torch.distributed as dist
+import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
@@ -51,6 +55,67 @@ def _done(result: Any) -> Any:
     fut = Future()
     fut.set_result(result)
     return _create_work_from_future(fut)
+
+
+class AsyncCollective(dist.Work):
+    """A collective the program called with ``async_op=True``. The simulation ran it within the call; its results
+    go into the program's tensors when the program waits: ``work.wait()``, ``is_completed()`` (which says True),
+    ``get_future()`` or ``result()``. A program that reads a tensor before gets the values it had, as a real rank
+    may; one that never waits is told so when it ends (``unwaited_error``)."""
+
+    def __init__(self, pg: SimProcessGroup, what: str, writes: list, result: Any) -> None:
+        super().__init__()
+        self._pg, self._what, self._writes, self._result = pg, what, writes, result
+        pg._ctx.unwaited.append(self)
+
+    def _complete(self) -> None:
+        if self._writes is None:
+            return
+        ctx = self._pg._ctx
+        with internal(ctx):
+            for tensor, value in self._writes:
+                write_into(tensor, value)
+        self._writes = None
+        ctx.unwaited.remove(self)
+
+    def wait(self, timeout: Any = None) -> bool:
+        self._complete()
+        return True
+
+    def is_completed(self) -> bool:
+        self._complete()
+        return True
+
+    is_success = is_completed
+
+    def exception(self) -> Any:
+        return None
+
+    def result(self) -> Any:
+        self._complete()
+        return self._result
+
+    def get_future(self) -> Future:
+        self._complete()
+        fut = Future()
+        fut.set_result(self._result)
+        return fut
+
+    def synchronize(self) -> None:
+        self._complete()
+
+
+def unwaited_error(ctx: RankContext) -> ValueError | None:
+    """The error for a rank whose program ended with collectives it called with ``async_op=True`` and never
+    waited on, or None."""
+    if not ctx.unwaited:
+        return None
+    calls = "\n".join(f"  {work._what}" for work in ctx.unwaited)
+    return ValueError(
+        f"rank {ctx.rank} never waited on {len(ctx.unwaited)} collective(s) it called with async_op=True:\n{calls}\n"
+        "  a collective's result is in its tensors only once the program waits on the work it returned; on real "
+        "ranks the tensor may be read, or returned, before the result arrives. Call work.wait() before using it"
+    )
 
 
 class SimWork(dist.Work):
@@ -117,6 +182,7 @@ class SimProcessGroup(dist.ProcessGroup):
         self._ctx = ctx
         self._group_rank, self._size = group_rank, group_size
         self._ranks: tuple[int, ...] | None = None
+        self._deferred: list | None = None  # the writes of the call in progress, when the program asked async_op
 
     def __repr__(self) -> str:
         return f"<SimProcessGroup rank {self._group_rank} of {self._size} (simulated rank {self._ctx.rank})>"
@@ -150,9 +216,27 @@ class SimProcessGroup(dist.ProcessGroup):
         with internal(self._ctx):
             return to_numpy(t, self._ctx.rank, api)
 
+    def _start(self, opts: Any) -> None:
+        """A collective call begins. Its results wait for the program's ``work.wait()`` when the program asked
+        ``dist.<collective>(..., async_op=True)``: torch's own functions set ``opts.asyncOp`` from it. (C++ makes it
+        True by default, and the functional collectives DTensor uses keep that: they are not called from torch's
+        ``distributed_c10d``, and complete within the call, as they always have here.)"""
+        asked = getattr(opts, "asyncOp", False) and sys._getframe(2).f_code.co_filename == c10d.__file__
+        self._deferred = [] if asked else None
+
     def _write(self, t: torch.Tensor, value: Any) -> None:
+        if self._deferred is not None:
+            self._deferred.append((t, value))
+            return
         with internal(self._ctx):
             write_into(t, value)
+
+    def _finish(self, api: str, result: Any) -> Any:
+        """The call's work: completed, or the program's to wait on (``AsyncCollective``)."""
+        writes, self._deferred = self._deferred, None
+        if writes is None:
+            return _done(result)
+        return AsyncCollective(self, _what(f"{api} on ranks {list(self.ranks)}", call_site()), writes, result)
 
     def _algorithm(self, kind: str) -> str:
         return self._ctx.algorithms.get(kind, DEFAULT_ALGORITHMS[kind])
@@ -167,6 +251,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     # ---- collectives --------------------------------------------------------------------------
     def allreduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         op = self._op(opts.reduceOp if opts is not None else dist.ReduceOp.SUM, "all_reduce")
         group, alg = self.ranks, self._algorithm("all_reduce")
         for t in tensors:
@@ -174,26 +259,28 @@ class SimProcessGroup(dist.ProcessGroup):
             name = self._ctx.sink.reduced(t, group, op)  # a module's output, all-reduced: it was a partial sum
             out = self._run("all_reduce", lambda dev, x=x, n=name: dev.all_reduce(x, op, group, alg, name=n))
             self._write(t, out)
-        return _done(tensors)
+        return self._finish("all_reduce", tensors)
 
     allreduce_coalesced = allreduce
 
     def allgather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("all_gather")
         for outs, t in zip(outputs, inputs):
             x, shapes = self._np(t, "all_gather"), [tuple(o.shape) for o in outs]
             pieces = self._run("all_gather", lambda dev, x=x, s=shapes: dev.all_gather(x, group, alg, shapes=s))
             for o, piece in zip(outs, pieces):
                 self._write(o, piece)
-        return _done(outputs)
+        return self._finish("all_gather", outputs)
 
     def _allgather_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("all_gather")
         self._size_check("all_gather_into_tensor", output, input, len(group))
         x = self._np(input, "all_gather_into_tensor")
         whole = self._run("all_gather_into_tensor", lambda dev: dev.all_gather(x, group, alg, axis=0))
         self._write(output, whole)
-        return _done([output])
+        return self._finish("all_gather_into_tensor", [output])
 
     all_gather_single = _allgather_base  # (torch 2.13's name; both are called, by Python and by C++)
 
@@ -205,27 +292,32 @@ class SimProcessGroup(dist.ProcessGroup):
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
     def reduce_scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        self._start(opts)
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter"), self.ranks, self._algorithm("reduce_scatter")
         for o, blocks in zip(outputs, inputs):
             whole = _rows_of_one_tensor(blocks)
             if whole is not None and self._ctx.sink.recorded(whole):  # a module's output, cut in rows
                 if len(blocks) == len(group) and len({b.shape[0] for b in blocks}) == 1:  # the tensor form: named
-                    self._reduce_scatter_base(o, whole, opts)
+                    self._reduce_scatter_rows(o, whole, opts)
                     continue
                 self._ctx.sink.reduced(whole, group, op)  # unequal: the output was a term of a sum all the same
             xs = [self._np(b, "reduce_scatter") for b in blocks]
             mine = self._run("reduce_scatter", lambda dev, xs=xs: dev.reduce_scatter(xs, op, group, alg))
             self._write(o, mine)
-        return _done(outputs)
+        return self._finish("reduce_scatter", outputs)
 
     def _reduce_scatter_base(self, output: torch.Tensor, input: torch.Tensor, opts: Any = None) -> Any:
+        self._start(opts)
+        self._reduce_scatter_rows(output, input, opts)
+        return self._finish("reduce_scatter_tensor", [output])
+
+    def _reduce_scatter_rows(self, output: torch.Tensor, input: torch.Tensor, opts: Any) -> None:
         op, group, alg = self._op(opts.reduceOp, "reduce_scatter_tensor"), self.ranks, self._algorithm("reduce_scatter")
         self._size_check("reduce_scatter_tensor", input, output, len(group))
         x = self._np(input, "reduce_scatter_tensor")
         name = self._ctx.sink.reduced(input, group, op)
         mine = self._run("reduce_scatter_tensor", lambda dev: dev.reduce_scatter(x, op, group, alg, axis=0, name=name))
         self._write(output, mine)
-        return _done([output])
 
     reduce_scatter_single = _reduce_scatter_base
 
@@ -237,6 +329,7 @@ class SimProcessGroup(dist.ProcessGroup):
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("broadcast")
         root = group[opts.rootRank]
         for t in tensors:
@@ -247,9 +340,10 @@ class SimProcessGroup(dist.ProcessGroup):
             )
             if self._ctx.rank != root:
                 self._write(t, got)
-        return _done(tensors)
+        return self._finish("broadcast", tensors)
 
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         op, group, alg = self._op(opts.reduceOp, "reduce"), self.ranks, self._algorithm("reduce")
         root = group[opts.rootRank]
         for t in tensors:
@@ -258,9 +352,10 @@ class SimProcessGroup(dist.ProcessGroup):
             out = self._run("reduce", lambda dev, x=x, n=name: dev.reduce(x, root, op, group, alg, name=n))
             if out is not None:
                 self._write(t, out)
-        return _done(tensors)
+        return self._finish("reduce", tensors)
 
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("gather")
         root = group[opts.rootRank]
         x = self._np(inputs[0], "gather")
@@ -269,20 +364,22 @@ class SimProcessGroup(dist.ProcessGroup):
         if pieces is not None:
             for o, piece in zip(outputs[0], pieces):
                 self._write(o, piece)
-        return _done(outputs)
+        return self._finish("gather", outputs)
 
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("scatter")
         root, out = group[opts.rootRank], outputs[0]
         chunks = [self._np(t, "scatter") for t in inputs[0]] if self._ctx.rank == root else None
         shape, dtype = tuple(out.shape), numpy_dtype(out.dtype)
         mine = self._run("scatter", lambda dev: dev.scatter(chunks, root, group, alg, shape=shape, dtype=dtype))
         self._write(out, mine)
-        return _done(outputs)
+        return self._finish("scatter", outputs)
 
     def alltoall_base(
         self, output: torch.Tensor, input: torch.Tensor, output_splits: list, input_splits: list, opts: Any = None
     ) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("all_to_all")
         p = len(group)
         x = self._np(input, "all_to_all_single")
@@ -293,23 +390,25 @@ class SimProcessGroup(dist.ProcessGroup):
         shapes = [(n, *output.shape[1:]) for n in recv]
         got = self._run("all_to_all_single", lambda dev: dev.all_to_all(chunks, group, alg, shapes=shapes))
         self._write(output, np.concatenate(got, axis=0) if got else np.zeros(output.shape))
-        return _done([output])
+        return self._finish("all_to_all_single", [output])
 
     all_to_all_single = alltoall_base
 
     def alltoall(self, outputs: list[torch.Tensor], inputs: list[torch.Tensor], opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("all_to_all")
         chunks = [self._np(t, "all_to_all") for t in inputs]
         shapes = [tuple(o.shape) for o in outputs]
         got = self._run("all_to_all", lambda dev: dev.all_to_all(chunks, group, alg, shapes=shapes))
         for o, piece in zip(outputs, got):
             self._write(o, piece)
-        return _done(outputs)
+        return self._finish("all_to_all", outputs)
 
     def barrier(self, opts: Any = None) -> Any:
+        self._start(opts)
         group, alg = self.ranks, self._algorithm("barrier")
         self._run("barrier", lambda dev: dev.barrier(group, alg))
-        return _done([])
+        return self._finish("barrier", [])
 
     # ---- point to point -----------------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:

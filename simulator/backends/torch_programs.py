@@ -18,8 +18,9 @@ Programs (``bug=`` picks a classic mistake; ``None`` is the correct program):
 - ``tp_mlp(state, x)``: Megatron's MLP by hand on every rank: fc1 split by columns (rank r keeps rows
   r of its weight), fc2 by rows, its partial sums added by ``dist.all_reduce``; fc2's bias added on rank 0
   only, so the partial sums add up to the whole. bugs "missing all-reduce", "wrong shard" (every rank takes
-  the next rank's block of fc1), "bias on every rank"; "barrier first" is no bug (a barrier between fc2 and
-  its all-reduce).
+  the next rank's block of fc1), "bias on every rank", "read before wait" (the all-reduce called with
+  ``async_op=True`` and its tensor read before ``work.wait()``), "never waited" (nor read after it); "barrier first" (a barrier between fc2 and its
+  all-reduce) and "async all-reduce" (waited on before the tensor is read) are no bugs.
 - ``dtensor_mlp(state, x, mesh_shape)``: the same MLP through ``parallelize_module`` (``ColwiseParallel``
   for fc1, ``RowwiseParallel`` for fc2) on a 1-D mesh, or on the second dimension of a 2-D mesh, with a
   backward pass. bugs "missing all-reduce" (fc2's output left ``Partial``), "wrong shard" (every rank
@@ -118,6 +119,14 @@ def tp_mlp(state: dict[str, torch.Tensor], x: torch.Tensor, bug: str | None = No
     y = model(x)
     if bug == "barrier first":  # not a bug: fc2's output is on the device before its all-reduce says it is partial
         dist.barrier()
+    if bug == "never waited":
+        dist.all_reduce(y, async_op=True)
+        return y
+    if bug in ("async all-reduce", "read before wait"):  # the all-reduce in flight while the rank goes on
+        work = dist.all_reduce(y, async_op=True)
+        out = y.clone() if bug == "read before wait" else None  # read before the result has come
+        work.wait()
+        return y if out is None else out
     if bug != "missing all-reduce":
         dist.all_reduce(y)  # the partial sums of fc2, added up: Megatron's g
     return y

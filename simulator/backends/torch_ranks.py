@@ -30,6 +30,7 @@ from torch import nn
 from .torch_c10d import RankWorld, install
 from .torch_context import RankAborted, RankContext, enter, internal
 from .torch_names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .torch_pg import unwaited_error
 from .torch_pricing import Pricing
 from .torch_values import LocalPart, placement_of, to_numpy
 
@@ -250,6 +251,9 @@ class RankThread:
                 dist.init_process_group("simulator", rank=ctx.rank, world_size=ctx.world_size, store=self.store)
                 sys.excepthook = hook
                 out = self.program(*self.args)
+                unwaited = unwaited_error(ctx)
+                if unwaited is not None:
+                    raise unwaited
                 grads = Gradients.of(ctx.sink)
                 for name, g in grads.items:
                     ctx.sink.value("hold", name, g, (), "a gradient")
