@@ -163,6 +163,16 @@ def test_ranks_in_different_collectives_are_told_so_simulated_and_real(worlds):
     assert "in different collective calls" in " ".join(str(err.value).split())
 
 
+def test_ranks_in_different_native_collectives_time_out_and_are_told_where_each_waited():
+    """gloo's own collectives cannot see the mismatch: they hang until the timeout, then the error says it."""
+    with TorchWorld(2, timeout=3, collectives="native") as world, pytest.raises(RemoteRankError) as err:
+        run_real(world, different_collectives, torch.ones(3))
+    text = str(err.value)
+    assert "device 0: all_reduce on ranks [0, 1], at test_torch_gloo_verdicts.py" in text, text
+    assert "device 1: broadcast on ranks [0, 1], at test_torch_gloo_verdicts.py" in text, text
+    assert "they wait in different collectives (all_reduce, broadcast): the devices made different" in text, text
+
+
 def test_a_program_that_never_waits_on_an_async_collective_is_told_so_simulated_and_real(worlds):
     expected = "never waited on 1 collective(s) it called with async_op=True"
     with pytest.raises(Exception) as simulated:

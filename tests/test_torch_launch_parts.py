@@ -11,8 +11,9 @@ pytest.importorskip("torch.distributed")
 
 from simulator.backends.launch import TorchWorld  # noqa: E402
 from simulator.backends.rankproc import RankProcess  # noqa: E402
-from simulator.backends.replies import Awaited, collect  # noqa: E402
+from simulator.backends.replies import Awaited, collect, where_they_waited  # noqa: E402
 from simulator.backends.stderr_tail import StderrTail  # noqa: E402
+from simulator.backends.worker import ErrorReport  # noqa: E402
 
 
 class IdleProcess:
@@ -105,3 +106,31 @@ def test_each_world_has_its_own_private_store():
         a.close()
         b.close()
     assert not a.folder.exists()
+
+
+def timed_out(rank, waiting, collective, message=""):
+    return ErrorReport(
+        rank,
+        "CommTimeoutError",
+        message or f"device {rank}: {waiting} did not complete",
+        "",
+        1,
+        True,
+        0.0,
+        None,
+        waiting,
+        collective,
+    )
+
+
+def test_the_timeout_report_says_where_each_device_waited_and_names_different_collectives():
+    assert where_they_waited([timed_out(0, "all_reduce", True)]) == ""  # one device: its own message says it
+    text = where_they_waited(
+        [timed_out(1, "broadcast", True), timed_out(0, "all_reduce", True, "x\n  rank 0: all_reduce at p.py:3")]
+    )
+    assert text.splitlines()[2:4] == ["  device 0: all_reduce at p.py:3", "  device 1: broadcast"]
+    assert "they wait in different collectives (all_reduce, broadcast)" in text
+    same = where_they_waited([timed_out(0, "all_reduce", True), timed_out(1, "all_reduce", True)])
+    assert "device 1: all_reduce" in same and "different" not in same  # the same call: a member missing elsewhere
+    p2p = where_they_waited([timed_out(0, "send(dst=1, tag=0)", False), timed_out(1, "send(dst=0, tag=0)", False)])
+    assert "device 1: send(dst=0, tag=0)" in p2p and "different" not in p2p

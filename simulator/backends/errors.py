@@ -20,7 +20,13 @@ class CommError(SimulationError):
 
 
 class CommTimeoutError(SimulationError, TimeoutError):
-    """A communication on this rank did not complete in time: a hang, turned into an error."""
+    """A communication on this rank did not complete in time: a hang, turned into an error.
+
+    ``waiting``: the call it waited in (``all_reduce``, ``send(dst=1, tag=0)``); ``collective``: whether that is a
+    collective (the launcher compares the calls the ranks that timed out waited in)."""
+
+    waiting: str = ""
+    collective: bool = False
 
 
 class RemoteRankError(RankError):

@@ -90,6 +90,26 @@ def progress(replies: dict[int, tuple], size: int) -> str:
     return f"device(s) {', '.join(map(str, done))} had finished; {size - len(done)} had not"
 
 
+def where_they_waited(reports: list[ErrorReport]) -> str:
+    """Where each device that timed out waited, when several did; devices waiting in different collectives made
+    different collective calls (the simulation names those before they run; gloo's own collectives just hang)."""
+    waits = {rep.rank: rep for rep in reports if rep.timeout and rep.waiting}
+    if len(waits) < 2:
+        return ""
+    lines = []
+    for rank, rep in sorted(waits.items()):
+        call = next((line.strip() for line in rep.message.splitlines() if line.startswith(f"  rank {rank}: ")), "")
+        lines.append(f"  device {rank}: {call.split(': ', 1)[1] if call else rep.waiting}")
+    text = "\nwhere the devices that timed out waited:\n" + "\n".join(lines)
+    collectives = {rep.waiting for rep in waits.values() if rep.collective}
+    if len(collectives) > 1:
+        text += (
+            f"\n  they wait in different collectives ({', '.join(sorted(collectives))}): the devices made different "
+            "collective calls. Every member of a group must make the same collective calls, in the same order"
+        )
+    return text
+
+
 def _fail_timeout(ranks: list[RankProcess], a: Awaited, replies: dict[int, tuple], stop: Callable[[], None]) -> None:
     missing = [r.rank for r in ranks if r.rank not in replies]
     stop()
@@ -113,7 +133,8 @@ def _fail(
     errors that follow it are echoes, and rank below it (see ``worker.PRIORITY``).
     """
     reports = [first]
-    deadline = time.monotonic() + 0.2
+    # the peers of a hang time out about when it does: wait longer for them, to say where each one waited
+    deadline = time.monotonic() + (2.0 if first.timeout else 0.2)
     for r in ranks:
         while r.conn.poll(max(0.0, deadline - time.monotonic())):
             try:
@@ -132,5 +153,7 @@ def _fail(
     note = progress(replies, len(ranks))
     if others:
         note += f"; device(s) {', '.join(map(str, others))} failed after it"
+    if root.timeout:
+        note += where_they_waited(reports)
     cls = RankTimeoutError if root.timeout else RemoteRankError
     raise cls(root.rank, root.exc_type, root.message, root.traceback, note) from root.exception()

@@ -271,7 +271,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         try:
             return call()
         except RuntimeError as exc:
-            raise self.comm_error(exc, what, "some member never joined it", "another member") from exc
+            raise self.comm_error(exc, what, "some member never joined it", "another member", collective=True) from exc
 
     def record_collective(
         self, kind: str, name: str | None, inputs: tuple, output: Any, t0: float, index: Any = None, group=None
@@ -311,15 +311,20 @@ class TorchDevice(DeviceMemory, TorchMessaging):
             )
 
     # ---- internals ----------------------------------------------------------------------------
-    def comm_error(self, exc: RuntimeError, what: str, hang: str, peers: str) -> SimulationError:
-        """The simulator's error for a failed torch.distributed call: a timeout (a hang) or a failure."""
+    def comm_error(
+        self, exc: RuntimeError, what: str, hang: str, peers: str, collective: bool = False
+    ) -> SimulationError:
+        """The simulator's error for a failed torch.distributed call (``what``, a collective or not): a timeout (a
+        hang) or a failure."""
         text = str(exc)
         first = text.splitlines()[0] if text else type(exc).__name__
         if "timed out" in text.lower() or "timeout" in text.lower():
-            return CommTimeoutError(
+            err = CommTimeoutError(
                 f"device {self.rank}: {what} did not complete within {self.timeout:g} s: {hang} (a hang). "
                 f"torch.distributed said: {first}"
             )
+            err.waiting, err.collective = what, collective  # (kept when pickled: the launcher compares them)
+            return err
         return CommError(
             f"device {self.rank}: {what} failed; {peers} may have failed or exited first. torch.distributed said: {first}"
         )

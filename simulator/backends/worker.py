@@ -77,6 +77,8 @@ class ErrorReport:
     timeout: bool
     t: float  # time.time() of the failure, to order reports from different processes
     pickled: bytes | None  # the exception itself, when it pickles (to chain it as the cause)
+    waiting: str = ""  # a timeout's: the call the device waited in (CommTimeoutError.waiting) ...
+    collective: bool = False  # ... and whether it is a collective
 
     def exception(self) -> BaseException | None:
         """The original exception, rebuilt in this process (None if it cannot be)."""
@@ -99,6 +101,8 @@ def report_of(rank: int, exc: BaseException) -> ErrorReport:
         isinstance(exc, TimeoutError),
         time.time(),
         _pickled(exc),
+        getattr(exc, "waiting", ""),
+        getattr(exc, "collective", False),
     )
 
 
