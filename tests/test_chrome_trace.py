@@ -221,3 +221,8 @@ def test_export_command(tmp_path, capsys):
     names = {e["name"] for e in check_valid(doc) and doc["traceEvents"] if e.get("ph") == "X"}
     # device 0 ran both forwards and device 1 microbatch 0's backward, then each blocked in its send
     assert {"h1.mb0", "h1.mb1", "h2.mb0", "dW2.mb0"} <= names and "h2.mb1" not in names
+    # ... and each one's send that nobody received is a slice from its post to the end, as the timeline draws it
+    waiting = [e for e in doc["traceEvents"] if e.get("ph") == "X" and e["name"].endswith("never received")]
+    assert sorted(e["pid"] for e in waiting) == [0, 1], waiting
+    end = max(e["ts"] + e["dur"] for e in doc["traceEvents"] if e.get("ph") == "X")
+    assert all(e["ts"] + e["dur"] == pytest.approx(end) for e in waiting)  # (device 1 posted its send at the end)

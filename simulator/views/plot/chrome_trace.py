@@ -126,11 +126,12 @@ def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], E
         other["collapsed"] = note
         return events, ExportInfo(0, estimate + counters, True, note), other
     msgs = [m for m in trace.messages if m.t_arrive is not None]
+    waiting = _waiting_sends(trace)
     mem = memory_timeline(trace) if memory else None
     counters = sum(len(t) for t in mem.times) if mem else 0
-    full = len(trace.ops) + 4 * len(msgs) + counters + fixed
+    full = len(trace.ops) + 4 * len(msgs) + len(waiting) + counters + fixed
     if full <= max_events:
-        slices = _op_slices(trace.ops) + _message_slices(msgs, cost)
+        slices = _op_slices(trace.ops) + _message_slices(msgs, cost) + waiting
         return (
             _events(trace.world_size, slices, mem, ExportInfo(full, full, False, "")),
             ExportInfo(full, full, False, ""),
@@ -166,6 +167,21 @@ def _message_slices(msgs, cost) -> list[Slice]:
         }
         out.append(Slice(m.src, "send", s0, s1, f"{what} -> {m.dst}", "comm", args, flow_out=m.id))
         out.append(Slice(m.dst, "recv", r0, r1, f"{what} <- {m.src}", "comm", args, flow_in=m.id))
+    return out
+
+
+def _waiting_sends(trace: Trace) -> list[Slice]:
+    """Rendezvous sends never matched (a run that deadlocked): the sender waited from the post to the end, as the
+    activity view draws them (``simulator.views.activity``); no flow, since nothing arrived."""
+    out = []
+    for m in trace.messages:
+        if m.t_arrive is None and m.t_send is not None and m.t_send <= trace.end_time:
+            what = m.name or m.label or f"msg {m.id}"
+            args = {"message": m.id, "src": m.src, "dst": m.dst, "tag": str(m.tag), "bytes": m.nbytes}
+            args["never_received"] = f"device {m.dst} never posted the matching recv"
+            out.append(
+                Slice(m.src, "send", m.t_send, trace.end_time, f"{what} -> {m.dst}, never received", "comm", args)
+            )
     return out
 
 
