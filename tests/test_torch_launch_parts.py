@@ -4,6 +4,7 @@ import io
 import multiprocessing
 import os
 import sys
+from dataclasses import replace
 
 import pytest
 
@@ -134,3 +135,8 @@ def test_the_timeout_report_says_where_each_device_waited_and_names_different_co
     assert "device 1: all_reduce" in same and "different" not in same  # the same call: a member missing elsewhere
     p2p = where_they_waited([timed_out(0, "send(dst=1, tag=0)", False), timed_out(1, "send(dst=0, tag=0)", False)])
     assert "device 1: send(dst=0, tag=0)" in p2p and "different" not in p2p
+    # a peer whose collective failed (not timed out) when the first gave up waited somewhere too
+    echo = replace(timed_out(1, "broadcast", True), exc_type="CommError", priority=0, timeout=False)
+    assert "they wait in different collectives (all_reduce, broadcast)" in where_they_waited(
+        [timed_out(0, "all_reduce", True), echo]
+    )

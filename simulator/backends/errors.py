@@ -15,18 +15,21 @@ from __future__ import annotations
 from ..core.errors import RankError, SimulationError
 
 
-class CommError(SimulationError):
-    """A torch.distributed communication failed on this rank (its peer may have failed first)."""
-
-
-class CommTimeoutError(SimulationError, TimeoutError):
-    """A communication on this rank did not complete in time: a hang, turned into an error.
-
-    ``waiting``: the call it waited in (``all_reduce``, ``send(dst=1, tag=0)``); ``collective``: whether that is a
-    collective (the launcher compares the calls the ranks that timed out waited in)."""
+class CommFailure(SimulationError):
+    """A torch.distributed communication on this rank failed or timed out. ``waiting``: the call it was in
+    (``all_reduce``, ``send(dst=1, tag=0)``); ``collective``: whether that is a collective (the launcher compares
+    the calls of the ranks that failed)."""
 
     waiting: str = ""
     collective: bool = False
+
+
+class CommError(CommFailure):
+    """A torch.distributed communication failed on this rank (its peer may have failed first)."""
+
+
+class CommTimeoutError(CommFailure, TimeoutError):
+    """A communication on this rank did not complete in time: a hang, turned into an error."""
 
 
 class RemoteRankError(RankError):

@@ -91,16 +91,17 @@ def progress(replies: dict[int, tuple], size: int) -> str:
 
 
 def where_they_waited(reports: list[ErrorReport]) -> str:
-    """Where each device that timed out waited, when several did; devices waiting in different collectives made
-    different collective calls (the simulation names those before they run; gloo's own collectives just hang)."""
-    waits = {rep.rank: rep for rep in reports if rep.timeout and rep.waiting}
+    """Where each device whose communication failed waited (timed out, or failed when a peer that timed out gave
+    up), when several did; devices waiting in different collectives made different collective calls (the
+    simulation names those before they run; gloo's own collectives just hang)."""
+    waits = {rep.rank: rep for rep in reports if rep.waiting}
     if len(waits) < 2:
         return ""
     lines = []
     for rank, rep in sorted(waits.items()):
         call = next((line.strip() for line in rep.message.splitlines() if line.startswith(f"  rank {rank}: ")), "")
         lines.append(f"  device {rank}: {call.split(': ', 1)[1] if call else rep.waiting}")
-    text = "\nwhere the devices that timed out waited:\n" + "\n".join(lines)
+    text = "\nwhere the devices waited when their communication failed:\n" + "\n".join(lines)
     collectives = {rep.waiting for rep in waits.values() if rep.collective}
     if len(collectives) > 1:
         text += (

@@ -323,11 +323,13 @@ class TorchDevice(DeviceMemory, TorchMessaging):
                 f"device {self.rank}: {what} did not complete within {self.timeout:g} s: {hang} (a hang). "
                 f"torch.distributed said: {first}"
             )
-            err.waiting, err.collective = what, collective  # (kept when pickled: the launcher compares them)
-            return err
-        return CommError(
-            f"device {self.rank}: {what} failed; {peers} may have failed or exited first. torch.distributed said: {first}"
-        )
+        else:
+            err = CommError(
+                f"device {self.rank}: {what} failed; {peers} may have failed or exited first. torch.distributed said: "
+                f"{first}"
+            )
+        err.waiting, err.collective = what, collective  # (kept when pickled: the launcher compares them)
+        return err
 
     def _to_device(self, t: torch.Tensor) -> torch.Tensor:
         return t if self.device.type == "cpu" else t.to(self.device)

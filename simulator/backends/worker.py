@@ -77,7 +77,7 @@ class ErrorReport:
     timeout: bool
     t: float  # time.time() of the failure, to order reports from different processes
     pickled: bytes | None  # the exception itself, when it pickles (to chain it as the cause)
-    waiting: str = ""  # a timeout's: the call the device waited in (CommTimeoutError.waiting) ...
+    waiting: str = ""  # a failed communication's: the call the device was in (CommError.waiting) ...
     collective: bool = False  # ... and whether it is a collective
 
     def exception(self) -> BaseException | None:
