@@ -125,3 +125,26 @@ def test_the_functional_collectives_dtensor_calls_are_not_async_calls_of_the_pro
     """C++ leaves asyncOp True on the functional collectives' options: they still complete in the call."""
     run = simulate_torch(dtensor_step, 2, STATE, X)
     assert check(run, Reference.of_torch(tp.mlp_step, MODEL, X)).ok
+
+
+def unwaited(kind):
+    """Call the list form of ``kind`` (or a barrier) with async_op=True and never wait on it."""
+    rank, x = dist.get_rank(), torch.arange(2.0)
+    if kind == "all_gather":
+        dist.all_gather([torch.zeros(2), torch.zeros(2)], x, async_op=True)
+    elif kind == "reduce_scatter":
+        dist.reduce_scatter(torch.zeros(2), [x, x], async_op=True)
+    elif kind == "all_to_all":
+        dist.all_to_all([torch.zeros(2), torch.zeros(2)], [x, x + 1], async_op=True)
+    elif kind == "gather":
+        dist.gather(x, [torch.zeros(2), torch.zeros(2)] if rank == 0 else None, dst=0, async_op=True)
+    elif kind == "scatter":
+        dist.scatter(torch.zeros(2), [x, x + 1] if rank == 0 else None, src=0, async_op=True)
+    else:
+        dist.barrier(async_op=True)
+
+
+@pytest.mark.parametrize("kind", ["all_gather", "reduce_scatter", "all_to_all", "gather", "scatter", "barrier"])
+def test_every_collective_called_async_and_never_waited_on_is_named(kind):
+    with pytest.raises(RankError, match=rf"never waited on 1 collective\(s\).*\n  {kind} on ranks \[0, 1\], at "):
+        simulate_torch(unwaited, 2, kind)
