@@ -186,3 +186,22 @@ def test_differences_against_infinite_expected_values_are_said_plainly():
         text = difference(found, expected)
     assert "1 of 32 elements differ (largest difference inf, largest relative difference inf" in text
     assert "the first is at [0, 3]" in text
+
+
+def test_a_held_term_after_an_all_reduce_was_taken_before_the_sum_came():
+    """The array given to dev.all_reduce (not the one it returns) held as the total: a term, read too early."""
+    x = np.arange(6.0).reshape(2, 3)
+
+    def model(dev):
+        return dev.hold("total", x * 3)  # the terms x * 1 and x * 2, added
+
+    def program(dev):
+        term = dev.compute("term", lambda a: a * (dev.rank + 1), x, partial=True)
+        dev.all_reduce(term)  # BUG: the sum it returns is dropped
+        return dev.hold("total", term)
+
+    report = check(World(2).run(program), Reference.of(model))
+    assert report.first.where == "held value" and report.first.name == "total", str(report)
+    text = words(str(report))
+    assert "the values of total on devices 0, 1 add up to total" in text
+    assert "Device 0 did call all_reduce: was this value taken before the sum came?" in text

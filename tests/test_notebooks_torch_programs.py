@@ -23,6 +23,9 @@ def test_torch_programs_notebook_executes():
     assert "8 ranks, mesh (2, 4): check passed" in text
     assert "That is device 0's partial sum of fc2" in said
     assert "It is the block [8:16, :] of fc1.weight" in said
+    # the overlapped all-reduce: waited on, it passes; read before its wait, the check says so; never waited, named
+    assert "Device 0 did call all_reduce: was this value taken before the sum came?" in said
+    assert "never waited on 1 collective(s) it called with async_op=True" in said
     assert text.count("same outputs: True") == 5
     for name, verdict in [("seed split", "passed"), ("seed split, raw input", "FAILED"),
                           ("tensor-parallel MLP by hand", "passed"), ("parallelize_module MLP", "passed"),

@@ -101,6 +101,9 @@ def test_a_tensor_read_before_its_async_all_reduce_completes_fails_at_that_value
     run = simulate_torch(tp.tp_mlp, 2, STATE, X, "read before wait")
     report = check(run, Reference.of_torch(MODEL, X))
     assert report.verdict == "FAILED" and report.first.name == "output", str(report)
+    text = " ".join(str(report).split())
+    assert "the values of output on devices 0, 1 add up to output" in text
+    assert "was this value taken before the sum came? (a tensor read before work.wait()" in text
     assert "fc2" in str(report)
     # what each rank returned is its own partial sum, as a real rank may return it
     with torch.no_grad():

@@ -200,7 +200,12 @@ class _Explanations:
                 at = diagnose.show_index(block)
                 how = f"dev.hold({d.name!r}, ..., index=np.s_{at})" if d.where == "held value" else f"index=np.s_{at}"
                 return f"It is the block {at} of {d.name}: say which block a device holds with {how}."
-        terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol) if d.where == "output" else None
+        terms = None
+        if d.where == "output":
+            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol)
+        elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
+            taken_early = self._called(d.rank, "all_reduce")
+            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
         return terms or self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
 
     def _group_sizes(self, d: Divergence) -> list[int]:

@@ -16,14 +16,25 @@ import numpy as np
 from .compare import same, structured
 
 
-def unsummed_terms(trace: Any, record: Any, expected: Any, rtol: float | None, atol: float | None) -> str | None:
-    """Words for a value that, added to the same value on other devices, gives the expected one; else None."""
+def unsummed_terms(
+    trace: Any,
+    record: Any,
+    expected: Any,
+    rtol: float | None,
+    atol: float | None,
+    kind: str = "op",
+    reduced: bool = False,
+) -> str | None:
+    """Words for a value that, added to the same value on other devices, gives the expected one; else None.
+    record: an op's output (kind "op"), or a held value (kind "hold"), compared with the k-th of its name elsewhere;
+    reduced: the device did all-reduce (so the term was taken before the sum came, rather than never summed)."""
     if structured(record.output) or structured(expected) or getattr(record, "partial", None) is not None:
         return None
     found = np.asarray(record.output)
     if found.dtype.kind not in "biufc" or found.shape != np.shape(expected) or not np.any(found):
         return None
-    mine = [op for op in trace.ops if op.rank == record.rank and op.name == record.name and op.label is None]
+    pool = trace.ops if kind == "op" else [rec for k, rec in trace.events if k == kind]
+    mine = [op for op in pool if op.rank == record.rank and op.name == record.name and op.label is None]
     k = next((i for i, op in enumerate(mine) if op.id == record.id), None)
     if k is None:
         return None
@@ -31,7 +42,7 @@ def unsummed_terms(trace: Any, record: Any, expected: Any, rtol: float | None, a
     for rank in range(trace.world_size):
         if rank == record.rank:
             continue
-        theirs = [op for op in trace.ops if op.rank == rank and op.name == record.name and op.label is None]
+        theirs = [op for op in pool if op.rank == rank and op.name == record.name and op.label is None]
         if len(theirs) > k and not structured(theirs[k].output) and np.shape(theirs[k].output) == found.shape:
             terms[rank] = np.asarray(theirs[k].output)
     if len(terms) < 2:
@@ -41,8 +52,14 @@ def unsummed_terms(trace: Any, record: Any, expected: Any, rtol: float | None, a
     if not same(total, expected, rtol, atol):
         return None
     group = ", ".join(map(str, ranks))
-    return (
+    head = (
         f"It is device {record.rank}'s term of a sum: the values of {record.name} on devices {group} add up to "
-        f"{record.name}, so each holds a partial sum used as if it were the complete value. The all-reduce that "
-        "adds them (after a row-parallel layer) is missing? (If one follows, say so with partial=True.)"
+        f"{record.name}, so each holds a partial sum used as if it were the complete value."
     )
+    if reduced:
+        return (
+            f"{head} Device {record.rank} did call all_reduce: was this value taken before the sum came? (a tensor read "
+            "before work.wait() of an all_reduce called with async_op=True, or the array given to dev.all_reduce "
+            "rather than the one it returns)"
+        )
+    return f"{head} The all-reduce that adds them (after a row-parallel layer) is missing? (If one follows, say so with partial=True.)"
