@@ -151,3 +151,28 @@ def unwaited(kind):
 def test_every_collective_called_async_and_never_waited_on_is_named(kind):
     with pytest.raises(RankError, match=rf"never waited on 1 collective\(s\).*\n  {kind} on ranks \[0, 1\], at "):
         simulate_torch(unwaited, 2, kind)
+
+
+def changed_before_wait(x, which):
+    """An async collective whose tensor the program changes before waiting: the all-reduce's own tensor (a bias
+    added in place while the sum is in flight), or the input of an all-gather."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    if which == "all_reduce":
+        y = x + rank
+        work = dist.all_reduce(y, async_op=True)
+        y += 1  # racing the all-reduce: a real rank may send y + 1, or overwrite it with the sum
+    else:
+        y, mine = torch.zeros(p * len(x)), x + rank
+        work = dist.all_gather_into_tensor(y, mine, async_op=True)
+        mine.zero_()  # gloo may still be reading it
+    work.wait()
+    return y
+
+
+@pytest.mark.parametrize("which", ["all_reduce", "all_gather_into_tensor"])
+def test_a_tensor_changed_before_its_async_collective_is_waited_on_is_refused(which):
+    with pytest.raises(RankError) as err:
+        simulate_torch(changed_before_wait, 2, torch.arange(4.0), which)
+    text = " ".join(str(err.value).split())
+    assert "changed a tensor of a collective it called with async_op=True before waiting on it" in text, text
+    assert f"({which} on ranks [0, 1], at test_torch_async.py" in text and "x.clone()" in text, text

@@ -182,3 +182,16 @@ def test_a_program_that_never_waits_on_an_async_collective_is_told_so_simulated_
     for err in (simulated, real):
         text = " ".join(str(err.value).split())
         assert expected in text and "all_reduce on ranks [0, 1], at torch_programs.py" in text, text
+
+
+def test_a_tensor_changed_before_its_async_all_reduce_is_waited_on_is_refused_simulated_and_real(worlds):
+    from tests.test_torch_async import changed_before_wait
+
+    expected = "changed a tensor of a collective it called with async_op=True before waiting on it"
+    with pytest.raises(Exception) as simulated:
+        simulate_torch(changed_before_wait, 2, torch.arange(4.0), "all_reduce")
+    with pytest.raises(RemoteRankError) as real:
+        run_real(worlds(2), changed_before_wait, torch.arange(4.0), "all_reduce")
+    for err in (simulated, real):
+        text = " ".join(str(err.value).split())
+        assert expected in text and "(all_reduce on ranks [0, 1], at test_torch_async.py" in text, text

@@ -61,11 +61,13 @@ class AsyncCollective(dist.Work):
     """A collective the program called with ``async_op=True``. The simulation ran it within the call; its results
     go into the program's tensors when the program waits: ``work.wait()``, ``is_completed()`` (which says True),
     ``get_future()`` or ``result()``. A program that reads a tensor before gets the values it had, as a real rank
-    may; one that never waits is told so when it ends (``unwaited_error``)."""
+    may; one that never waits is told so when it ends (``unwaited_error``). A program that changes one of the
+    call's tensors before it waits is refused at the wait: a real collective may read the new values or overwrite
+    them, so no one result is right."""
 
-    def __init__(self, pg: SimProcessGroup, what: str, writes: list, result: Any) -> None:
+    def __init__(self, pg: SimProcessGroup, what: str, writes: list, held: list, result: Any) -> None:
         super().__init__()
-        self._pg, self._what, self._writes, self._result = pg, what, writes, result
+        self._pg, self._what, self._writes, self._held, self._result = pg, what, writes, held, result
         pg._ctx.unwaited.append(self)
 
     def _complete(self) -> None:
@@ -73,6 +75,16 @@ class AsyncCollective(dist.Work):
             return
         ctx = self._pg._ctx
         with internal(ctx):
+            for tensor, before in self._held:
+                if to_numpy(tensor, ctx.rank, self._what).tobytes() != before:
+                    self._writes = None
+                    ctx.unwaited.remove(self)
+                    raise ValueError(
+                        f"rank {ctx.rank} changed a tensor of a collective it called with async_op=True before waiting "
+                        f"on it ({self._what}): on real ranks the collective reads and writes its tensors while the "
+                        "program goes on, so it may take the changed values or overwrite them. Change the tensor "
+                        "after work.wait(), or give the collective a copy (x.clone())"
+                    )
             for tensor, value in self._writes:
                 write_into(tensor, value)
         self._writes = None
@@ -183,6 +195,7 @@ class SimProcessGroup(dist.ProcessGroup):
         self._group_rank, self._size = group_rank, group_size
         self._ranks: tuple[int, ...] | None = None
         self._deferred: list | None = None  # the writes of the call in progress, when the program asked async_op
+        self._held: list = []  # (tensor, its bytes) of each tensor that call reads or writes, checked at the wait
 
     def __repr__(self) -> str:
         return f"<SimProcessGroup rank {self._group_rank} of {self._size} (simulated rank {self._ctx.rank})>"
@@ -214,7 +227,10 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def _np(self, t: torch.Tensor, api: str) -> np.ndarray:
         with internal(self._ctx):
-            return to_numpy(t, self._ctx.rank, api)
+            x = to_numpy(t, self._ctx.rank, api)
+        if self._deferred is not None:
+            self._held.append((t, x.tobytes()))
+        return x
 
     def _start(self, opts: Any) -> None:
         """A collective call begins. Its results wait for the program's ``work.wait()`` when the program asked
@@ -223,9 +239,11 @@ class SimProcessGroup(dist.ProcessGroup):
         ``distributed_c10d``, and complete within the call, as they always have here.)"""
         asked = getattr(opts, "asyncOp", False) and sys._getframe(2).f_code.co_filename == c10d.__file__
         self._deferred = [] if asked else None
+        self._held = []
 
     def _write(self, t: torch.Tensor, value: Any) -> None:
         if self._deferred is not None:
+            self._np(t, "the output")  # what it holds until the wait: the program must leave it so
             self._deferred.append((t, value))
             return
         with internal(self._ctx):
@@ -233,10 +251,10 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def _finish(self, api: str, result: Any) -> Any:
         """The call's work: completed, or the program's to wait on (``AsyncCollective``)."""
-        writes, self._deferred = self._deferred, None
+        writes, held, self._deferred, self._held = self._deferred, self._held, None, []
         if writes is None:
             return _done(result)
-        return AsyncCollective(self, _what(f"{api} on ranks {list(self.ranks)}", call_site()), writes, result)
+        return AsyncCollective(self, _what(f"{api} on ranks {list(self.ranks)}", call_site()), writes, held, result)
 
     def _algorithm(self, kind: str) -> str:
         return self._ctx.algorithms.get(kind, DEFAULT_ALGORITHMS[kind])
