@@ -176,3 +176,46 @@ def test_a_tensor_changed_before_its_async_collective_is_waited_on_is_refused(wh
     text = " ".join(str(err.value).split())
     assert "changed a tensor of a collective it called with async_op=True before waiting on it" in text, text
     assert f"({which} on ranks [0, 1], at test_torch_async.py" in text and "x.clone()" in text, text
+
+
+def polled_receive(x):
+    """Stage b receives a's output with irecv, computing while it polls ``is_completed()``, then reads the tensor
+    without a ``wait``: on a real rank a receive that says it completed has its values in the tensor."""
+    model = tp.TwoStage()
+    if dist.get_rank() == 0:
+        dist.send(model.a(x), dst=1)
+        return None
+    h = torch.zeros_like(x)
+    work = dist.irecv(h, src=0)
+    busy = torch.ones(8, 8)
+    while not work.is_completed():
+        busy = busy @ busy / 8  # overlapped compute, so simulated time passes between the polls
+    return model.b(h)
+
+
+def test_a_receive_that_says_it_completed_has_its_values_in_the_tensor():
+    x = torch.tensor([3.0])
+    run = simulate_torch(polled_receive, 2, x)
+    assert run.outputs[1].tolist() == [49.0]
+    assert check(run, Reference.of_torch(tp.TwoStage(), x)).ok
+
+
+def written_before_received(x):
+    """Stage b fills the tensor of its irecv before waiting: a real rank's message may land before or after."""
+    model = tp.TwoStage()
+    if dist.get_rank() == 0:
+        dist.send(model.a(x), dst=1)
+        return None
+    h = torch.zeros_like(x)
+    work = dist.irecv(h, src=0)
+    h.fill_(5.0)
+    work.wait()
+    return model.b(h)
+
+
+def test_a_tensor_written_before_its_receive_completes_is_refused():
+    with pytest.raises(RankError) as err:
+        simulate_torch(written_before_received, 2, torch.tensor([3.0]))
+    text = " ".join(str(err.value).split())
+    assert "rank 1 wrote into the tensor of its recv from rank 0 (test_torch_async.py" in text, text
+    assert "before the receive completed" in text, text

@@ -195,3 +195,13 @@ def test_a_tensor_changed_before_its_async_all_reduce_is_waited_on_is_refused_si
     for err in (simulated, real):
         text = " ".join(str(err.value).split())
         assert expected in text and "(all_reduce on ranks [0, 1], at test_torch_async.py" in text, text
+
+
+def test_a_receive_written_before_it_completes_is_refused_simulated_and_real(worlds):
+    from tests.test_torch_async import written_before_received
+
+    for run in (lambda: simulate_torch(written_before_received, 2, torch.tensor([3.0])),
+                lambda: run_real(worlds(2), written_before_received, torch.tensor([3.0]))):  # fmt: skip
+        with pytest.raises(Exception) as err:
+            run()
+        assert "wrote into the tensor of its recv from rank 0" in " ".join(str(err.value).split())

@@ -139,6 +139,7 @@ class SimWork(dist.Work):
         super().__init__()
         self._pg, self._req, self._what, self._site, self._tensor = pg, req, what, site, tensor
         self._sent = sent  # a send: (the program's tensor, the values it had when sent)
+        self._posted = _bytes_of(pg._ctx, tensor) if tensor is not None else None  # a receive's tensor when posted
         self._done = False
 
     def wait(self, timeout: Any = None) -> bool:
@@ -151,6 +152,12 @@ class SimWork(dist.Work):
         if self._sent is not None:
             self._unchanged_until_sent(*self._sent)
         if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
+            if _bytes_of(ctx, self._tensor) != self._posted:
+                raise ValueError(
+                    f"rank {ctx.rank} wrote into the tensor of its {self._what} ({self._site}) before the receive "
+                    "completed: on a real rank the message may land before the write or after it. Wait on the "
+                    "receive before writing into its tensor, or receive into another tensor"
+                )
             with internal(ctx):
                 write_into(self._tensor, payload)
             ctx.sink.received(self._tensor, req)
@@ -174,7 +181,9 @@ class SimWork(dist.Work):
             return True
         req = self._req
         asks = _what(f"{self._what}, asking if it completed", call_site() or self._site)
-        return bool(self._pg._ctx.request(lambda dev: dev.test(req), asks))
+        if not self._pg._ctx.request(lambda dev: dev.test(req), asks):
+            return False
+        return self.wait()  # completed: a receive's values are in its tensor now, as on a real rank
 
     def is_success(self) -> bool:
         return self.is_completed()
@@ -455,6 +464,12 @@ class SimProcessGroup(dist.ProcessGroup):
                 f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
                 f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
             )
+
+
+def _bytes_of(ctx: RankContext, t: torch.Tensor) -> bytes:
+    """A tensor's values as bytes, exact (NaN and -0.0 included), to tell whether the program changed it."""
+    with internal(ctx):
+        return to_numpy(t, ctx.rank, "a receive").tobytes()
 
 
 def _what(call: str, site: str) -> str:
