@@ -37,6 +37,7 @@ a thread that runs only while its simulated device runs; see docs/torch.md):
     torch_names.py      modules named by their path, through torch's global module hooks
     torch_pricing.py    the aten ops a rank runs, priced by the cost model
     torch_pg.py         SimProcessGroup: each c10d call as the simulator's collectives and messages
+    torch_works.py      the works it returns: completed, an async_op collective's (results at the wait), a message's
     torch_context.py    which simulated rank a thread is; the user's line behind a torch call
     torch_values.py     tensors as NumPy; which part of the model's value a DTensor or a plain tensor is
 

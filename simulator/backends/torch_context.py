@@ -25,7 +25,16 @@ _local = threading.local()
 _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN = {
     os.path.join(os.path.dirname(__file__), f"{name}.py")
-    for name in ("torch_context", "torch_pg", "torch_c10d", "torch_names", "torch_pricing", "torch_ranks", "torch_sim")
+    for name in (
+        "torch_context",
+        "torch_pg",
+        "torch_works",
+        "torch_c10d",
+        "torch_names",
+        "torch_pricing",
+        "torch_ranks",
+        "torch_sim",
+    )  # fmt: skip
 }
 _LIBRARY = (_TORCH_DIR, os.path.dirname(threading.__file__))
 _OWN.add(typing_extensions.__file__)  # torch's deprecated calls (all_gather_into_tensor) go through its wrapper

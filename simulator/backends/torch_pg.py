@@ -23,11 +23,10 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
-from torch._C._distributed_c10d import _create_work_from_future
-from torch.futures import Future
 
 from .torch_context import RankContext, call_site, internal
 from .torch_values import numpy_dtype, to_numpy, write_into
+from .torch_works import AsyncCollective, SimWork, done, what_call
 
 REDUCE_OPS = {
     dist.ReduceOp.SUM: "sum",
@@ -48,151 +47,6 @@ DEFAULT_ALGORITHMS = {
     "all_to_all": "direct",
     "barrier": "dissemination",
 }
-
-
-def _done(result: Any) -> Any:
-    """A work that has completed (a collective runs to its end within the call)."""
-    fut = Future()
-    fut.set_result(result)
-    return _create_work_from_future(fut)
-
-
-class AsyncCollective(dist.Work):
-    """A collective the program called with ``async_op=True``. The simulation ran it within the call; its results
-    go into the program's tensors when the program waits: ``work.wait()``, ``is_completed()`` (which says True),
-    ``get_future()`` or ``result()``. A program that reads a tensor before gets the values it had, as a real rank
-    may; one that never waits is told so when it ends (``unwaited_error``). A program that changes one of the
-    call's tensors before it waits is refused at the wait: a real collective may read the new values or overwrite
-    them, so no one result is right."""
-
-    def __init__(self, pg: SimProcessGroup, what: str, writes: list, held: list, result: Any) -> None:
-        super().__init__()
-        self._pg, self._what, self._writes, self._held, self._result = pg, what, writes, held, result
-        pg._ctx.unwaited.append(self)
-
-    def _complete(self) -> None:
-        if self._writes is None:
-            return
-        ctx = self._pg._ctx
-        with internal(ctx):
-            for tensor, before in self._held:
-                if to_numpy(tensor, ctx.rank, self._what).tobytes() != before:
-                    self._writes = None
-                    ctx.unwaited.remove(self)
-                    raise ValueError(
-                        f"rank {ctx.rank} changed a tensor of a collective it called with async_op=True before waiting "
-                        f"on it ({self._what}): on real ranks the collective reads and writes its tensors while the "
-                        "program goes on, so it may take the changed values or overwrite them. Change the tensor "
-                        "after work.wait(), or give the collective a copy (x.clone())"
-                    )
-            for tensor, value in self._writes:
-                write_into(tensor, value)
-        self._writes = None
-        ctx.unwaited.remove(self)
-
-    def wait(self, timeout: Any = None) -> bool:
-        self._complete()
-        return True
-
-    def is_completed(self) -> bool:
-        self._complete()
-        return True
-
-    is_success = is_completed
-
-    def exception(self) -> Any:
-        return None
-
-    def result(self) -> Any:
-        self._complete()
-        return self._result
-
-    def get_future(self) -> Future:
-        self._complete()
-        fut = Future()
-        fut.set_result(self._result)
-        return fut
-
-    def synchronize(self) -> None:
-        self._complete()
-
-
-def unwaited_error(ctx: RankContext) -> ValueError | None:
-    """The error for a rank whose program ended with collectives it called with ``async_op=True`` and never
-    waited on, or None."""
-    if not ctx.unwaited:
-        return None
-    calls = "\n".join(f"  {work._what}" for work in ctx.unwaited)
-    return ValueError(
-        f"rank {ctx.rank} never waited on {len(ctx.unwaited)} collective(s) it called with async_op=True:\n{calls}\n"
-        "  a collective's result is in its tensors only once the program waits on the work it returned; on real "
-        "ranks the tensor may be read, or returned, before the result arrives. Call work.wait() before using it"
-    )
-
-
-class SimWork(dist.Work):
-    """A point-to-point call in flight: ``wait`` waits on the simulated device's request."""
-
-    def __init__(
-        self, pg: SimProcessGroup, req: Any, what: str, site: str, tensor: torch.Tensor | None = None, sent: Any = None
-    ) -> None:
-        super().__init__()
-        self._pg, self._req, self._what, self._site, self._tensor = pg, req, what, site, tensor
-        self._sent = sent  # a send: (the program's tensor, the values it had when sent)
-        self._posted = _bytes_of(pg._ctx, tensor) if tensor is not None else None  # a receive's tensor when posted
-        self._done = False
-
-    def wait(self, timeout: Any = None) -> bool:
-        if self._done:
-            return True
-        ctx, req = self._pg._ctx, self._req
-        waits = _what(f"{self._what}, waiting for it", call_site() or self._site)
-        payload = ctx.request(lambda dev: dev.wait(req), waits)
-        self._done = True
-        if self._sent is not None:
-            self._unchanged_until_sent(*self._sent)
-        if self._tensor is not None:  # a receive: the message's values go into the tensor torch gave
-            if _bytes_of(ctx, self._tensor) != self._posted:
-                raise ValueError(
-                    f"rank {ctx.rank} wrote into the tensor of its {self._what} ({self._site}) before the receive "
-                    "completed: on a real rank the message may land before the write or after it. Wait on the "
-                    "receive before writing into its tensor, or receive into another tensor"
-                )
-            with internal(ctx):
-                write_into(self._tensor, payload)
-            ctx.sink.received(self._tensor, req)
-        return True
-
-    def _unchanged_until_sent(self, t: torch.Tensor, values: np.ndarray) -> None:
-        """A tensor changed between its isend and the wait: on real ranks the peer may get the new values."""
-        ctx = self._pg._ctx
-        with internal(ctx):
-            now = to_numpy(t, ctx.rank, "send")
-        if now.shape == values.shape and np.array_equal(now, values, equal_nan=now.dtype.kind in "fc"):
-            return
-        raise ValueError(
-            f"rank {ctx.rank} changed the tensor of its {self._what} ({self._site}) before the send completed: a real "
-            "process may send the changed values (torch sends from the tensor itself; the simulation took them at the "
-            "isend). Wait on the send before changing the tensor, or send a copy (x.clone())"
-        )
-
-    def is_completed(self) -> bool:
-        if self._done:
-            return True
-        req = self._req
-        asks = _what(f"{self._what}, asking if it completed", call_site() or self._site)
-        if not self._pg._ctx.request(lambda dev: dev.test(req), asks):
-            return False
-        return self.wait()  # completed: a receive's values are in its tensor now, as on a real rank
-
-    def is_success(self) -> bool:
-        return self.is_completed()
-
-    def exception(self) -> Any:
-        return None
-
-    def source_rank(self) -> int:
-        return self._req.peer
 
 
 class SimProcessGroup(dist.ProcessGroup):
@@ -232,7 +86,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     # ---- helpers ------------------------------------------------------------------------------
     def _run(self, api: str, fn: Any) -> Any:
-        return self._ctx.request(fn, _what(f"{api} on ranks {list(self.ranks)}", call_site()))
+        return self._ctx.request(fn, what_call(f"{api} on ranks {list(self.ranks)}", call_site()))
 
     def _np(self, t: torch.Tensor, api: str) -> np.ndarray:
         with internal(self._ctx):
@@ -262,8 +116,10 @@ class SimProcessGroup(dist.ProcessGroup):
         """The call's work: completed, or the program's to wait on (``AsyncCollective``)."""
         writes, held, self._deferred, self._held = self._deferred, self._held, None, []
         if writes is None:
-            return _done(result)
-        return AsyncCollective(self, _what(f"{api} on ranks {list(self.ranks)}", call_site()), writes, held, result)
+            return done(result)
+        return AsyncCollective(
+            self._ctx, what_call(f"{api} on ranks {list(self.ranks)}", call_site()), writes, held, result
+        )
 
     def _algorithm(self, kind: str) -> str:
         return self._ctx.algorithms.get(kind, DEFAULT_ALGORITHMS[kind])
@@ -314,7 +170,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def allgather_into_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
         for o, i in zip(outputs, inputs):
             self._allgather_base(o, i, opts)
-        return _done(outputs)
+        return done(outputs)
 
     all_gather_single_coalesced = allgather_into_tensor_coalesced
 
@@ -351,7 +207,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def reduce_scatter_tensor_coalesced(self, outputs: list, inputs: list, opts: Any = None) -> Any:
         for o, i in zip(outputs, inputs):
             self._reduce_scatter_base(o, i, opts)
-        return _done(outputs)
+        return done(outputs)
 
     reduce_scatter_single_coalesced = reduce_scatter_tensor_coalesced
 
@@ -442,15 +298,15 @@ class SimProcessGroup(dist.ProcessGroup):
         peer = self.ranks[dst]
         x = self._np(tensors[0], "send")
         what, site = f"send to rank {peer}", call_site()
-        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), _what(what, site))
-        return SimWork(self, req, what, site, sent=(tensors[0], x))
+        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), what_call(what, site))
+        return SimWork(self._ctx, req, what, site, sent=(tensors[0], x))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self.ranks[src], tensors[0]
         shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
         what, site = f"recv from rank {peer}", call_site()
-        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, shape=shape, dtype=dtype), _what(what, site))
-        return SimWork(self, req, what, site, t)
+        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, shape=shape, dtype=dtype), what_call(what, site))
+        return SimWork(self._ctx, req, what, site, t)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
         raise ValueError(
@@ -464,17 +320,6 @@ class SimProcessGroup(dist.ProcessGroup):
                 f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
                 f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
             )
-
-
-def _bytes_of(ctx: RankContext, t: torch.Tensor) -> bytes:
-    """A tensor's values as bytes, exact (NaN and -0.0 included), to tell whether the program changed it."""
-    with internal(ctx):
-        return to_numpy(t, ctx.rank, "a receive").tobytes()
-
-
-def _what(call: str, site: str) -> str:
-    """A torch call for errors: ``all_reduce on ranks [0, 1], at prog.py:12 `dist.all_reduce(y)```."""
-    return f"{call}, at {site}" if site else call
 
 
 def _splits(sizes: Any, n: int, p: int) -> list[int]:
