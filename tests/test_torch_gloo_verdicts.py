@@ -205,3 +205,17 @@ def test_a_receive_written_before_it_completes_is_refused_simulated_and_real(wor
         with pytest.raises(Exception) as err:
             run()
         assert "wrote into the tensor of its recv from rank 0" in " ".join(str(err.value).split())
+
+
+def test_a_receive_polled_with_is_completed_passes_simulated_and_is_named_not_hung_real():
+    """gloo says a receive completed only once it is waited on: polling it on real ranks would spin forever, so
+    after the communication timeout the rank is told to wait (simulated, the poll sees the message arrive)."""
+    from tests.test_torch_async import polled_receive
+
+    x = torch.tensor([3.0])
+    assert simulate_torch(polled_receive, 2, x).outputs[1].tolist() == [49.0]
+    with TorchWorld(2, timeout=2) as world, pytest.raises(RemoteRankError) as err:
+        run_real(world, polled_receive, x)
+    text = " ".join(str(err.value).split())
+    assert "has tested recv(src=0, tag=0) for 2 s (the timeout) and it is still pending" in text, text
+    assert "Wait on it: dev.wait(req) (torch: work.wait())" in text and "test_torch_async.py" in text, text

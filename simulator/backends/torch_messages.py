@@ -154,8 +154,15 @@ class TorchMessaging(PointToPoint):
         return req
 
     def test(self, req: TorchRequest) -> bool:
-        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks."""
+        """Whether ``req`` is known to be complete (see ``TorchRequest.done``); never blocks. A program that keeps
+        testing a request for longer than ``timeout`` is told that only a wait completes it here, not left to spin."""
         self._a_request(req, "test")
+        if req.done is None and self.clock - req.t_post > self.timeout:
+            raise SimulationError(
+                f"device {self.rank} has tested {req.describe()} for {self.timeout:g} s (the timeout) and it is still "
+                "pending: on real ranks gloo says a send or receive has completed only once it is waited on, so a "
+                "program that polls it waits forever. Wait on it: dev.wait(req) (torch: work.wait())"
+            )
         return req.done is not None
 
     def wait(self, req: TorchRequest) -> np.ndarray | None:
