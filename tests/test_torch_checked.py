@@ -6,9 +6,11 @@ import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
 from simulator.backends import torch_programs as tp  # noqa: E402
+from simulator.checker import Split  # noqa: E402
 from tests.report_words import words  # noqa: E402
 
 MODEL = tp.mlp(0)
@@ -197,3 +199,46 @@ def test_two_models_whose_modules_share_paths_are_refused():
 
     with pytest.raises(ValueError, match="two values are named 'fc1.weight'"):
         Reference.of_torch(two_models, X)
+
+
+def whole_model_on_rank_1(x):
+    """Rank 1 runs both stages itself; nothing crosses (the numbers are right, the split is not)."""
+    model = tp.TwoStage()
+    return None if dist.get_rank() == 0 else model.b(model.a(x))
+
+
+def raw_input_recomputed(x):
+    """The raw-input bug 'fixed' on the wrong side: x crosses and rank 1 recomputes stage a."""
+    model = tp.TwoStage()
+    if dist.get_rank() == 0:
+        model.a(x)
+        dist.send(x, dst=1)
+        return None
+    h = torch.empty_like(x)
+    dist.recv(h, src=0)
+    return model.b(model.a(h))
+
+
+SEED_SPLIT = Split(compute={"a": 0, "b": 1}, crosses={"a": (0, 1)})
+
+
+def test_a_torch_program_is_held_to_its_declared_split():
+    x = torch.tensor([3.0])
+    ref = Reference.of_torch(tp.TwoStage(), x)
+    # what crossed is named by the module it fed (b:in0), which stands for a: the seed keeps the split
+    assert check(simulate_torch(tp.seed_split, 2, x), ref, split=SEED_SPLIT).ok
+    for program, first in [(whole_model_on_rank_1, "device 1 computed a, which belongs to device 0"),
+                           (raw_input_recomputed, "a's output should have crossed, but a:in0 and x did")]:  # fmt: skip
+        run = simulate_torch(program, 2, x)
+        assert check(run, ref).ok  # the values alone cannot tell
+        report = check(run, ref, split=SEED_SPLIT)
+        assert report.verdict == "FAILED" and first in words(str(report)), str(report)
+
+
+def test_a_split_on_a_tensor_parallel_torch_program_reads_past_its_priced_ops(mlp_ref):
+    """torch's own ops (fc1: addmm) are recorded by their shapes only: the split checks the named values."""
+    run = simulate_torch(tp.tp_mlp, 2, STATE, X)
+    assert check(run, mlp_ref, split=Split(collectives=("all_reduce",))).ok
+    report = check(run, mlp_ref, split=Split(collectives=()))
+    assert report.verdict == "FAILED"
+    assert "device 0 called all_reduce, but this split allows no collective" in words(report), str(report)

@@ -219,3 +219,15 @@ def test_a_receive_polled_with_is_completed_passes_simulated_and_is_named_not_hu
     text = " ".join(str(err.value).split())
     assert "has tested recv(src=0, tag=0) for 2 s (the timeout) and it is still pending" in text, text
     assert "Wait on it: dev.wait(req) (torch: work.wait())" in text and "test_torch_async.py" in text, text
+
+
+def test_a_declared_split_gets_one_verdict_simulated_and_real(worlds):
+    from tests.test_torch_checked import SEED_SPLIT, raw_input_recomputed, whole_model_on_rank_1
+
+    x = torch.tensor([3.0])
+    ref = Reference.of_torch(tp.TwoStage(), x)
+    for program in (tp.seed_split, whole_model_on_rank_1, raw_input_recomputed):
+        simulated = check(simulate_torch(program, 2, x), ref, split=SEED_SPLIT)
+        real = check(run_real(worlds(2), program, x), ref, split=SEED_SPLIT)
+        assert real.verdict == simulated.verdict == ("passed" if program is tp.seed_split else "FAILED"), str(real)
+        assert [v.text for v in real.broken] == [v.text for v in simulated.broken], f"{real}\n{simulated}"

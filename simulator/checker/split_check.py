@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from ..core.trace import Message, Op, Trace
+from ..cost.meta import MetaArray
 from . import diagnose
 from .causal import native_call, op_kind
 from .compare import same, show, structured
@@ -86,9 +87,11 @@ class _SplitWalk:
 
     # ---- what a message carries ----------------------------------------------------------------------
     def _what(self, msg: Message) -> list[str]:
-        """The model's names for what a message carries: its name, else the values (or blocks) it equals."""
+        """The model's names for what a message carries: its name (and the value that name stands for: a torch
+        module's input ``b:in0`` is ``a``), else the values (or blocks) it equals."""
         if msg.name is not None:
-            return [msg.name]
+            alias = self.ref_of(msg.dst).aliases.get(msg.name)
+            return [msg.name] if alias is None else [msg.name, alias]
         if msg.payload is None or structured(msg.payload):
             return []
         ref = self.ref_of(msg.dst)
@@ -136,7 +139,7 @@ class _SplitWalk:
         )
         ref = self.ref_of(msg.dst)
         what = (
-            " and ".join(ref.describe(n) for n in names[:2])
+            " and ".join(ref.describe(n) for n in names[: 1 if names[0] in ref.aliases else 2])
             if names
             else f"{show(msg.payload)}, which is none of the model's values"
         )
@@ -164,6 +167,8 @@ class _SplitWalk:
 
     # ---- ops and held values -------------------------------------------------------------------------
     def _record(self, i: int, kind: str, rec: Op) -> None:
+        if type(rec.output) is MetaArray:  # a torch op priced by its shapes: its module's output has the values
+            return
         call = native_call(rec.label)
         if call is not None:
             self.collected[rec.rank].append(rec.output)  # what a native collective brought
@@ -265,7 +270,12 @@ class _SplitWalk:
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
         Python object the devices share (a global, a closure), which real processes do not have."""
-        if value is None or structured(value) or np.asarray(value).dtype.kind not in "biufc":
+        if (
+            value is None
+            or structured(value)
+            or type(value) is MetaArray
+            or np.asarray(value).dtype.kind not in "biufc"
+        ):
             return
         names = self.ref_of(rank).identify(value, rtol=self.rtol, atol=self.atol)
         if not names or not all(self._elsewhere(rank, n) for n in names):
