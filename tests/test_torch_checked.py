@@ -242,3 +242,15 @@ def test_a_split_on_a_tensor_parallel_torch_program_reads_past_its_priced_ops(ml
     report = check(run, mlp_ref, split=Split(collectives=()))
     assert report.verdict == "FAILED"
     assert "device 0 called all_reduce, but this split allows no collective" in words(report), str(report)
+
+
+@pytest.mark.parametrize("strided", [True, False])
+def test_tensor_parallel_groups_of_any_ranks_are_checked_by_each_rank_s_place_in_its_group(strided, mlp_ref):
+    """A plain tensor's block is the rank's place in its own group of that size: groups (0, 2), (1, 3) as well."""
+    run = simulate_torch(tp.tp_mlp_in_groups, 4, STATE, X, strided)
+    for out in run.outputs:
+        np.testing.assert_allclose(out, expected_output(), rtol=1e-5, atol=1e-6)
+    assert check(run, mlp_ref).ok
+    report, text = failure(simulate_torch(tp.tp_mlp_in_groups, 4, STATE, X, strided, "wrong shard"), mlp_ref)
+    assert report.first.name == "fc1" and report.first.rank == 0
+    assert "It is the block [:, 8:16] of fc1, not the block [:, 0:8] this device should hold" in text

@@ -41,6 +41,8 @@ PROGRAMS = {  # name -> (world size, program, its arguments, the reference)
     **{f"tp_mlp, {bug}": (n, tp.tp_mlp, (STATE, X, bug), mlp_ref)
        for n in (2, 4) for bug in (None, "missing all-reduce", "wrong shard", "bias on every rank", "barrier first")},
     **{f"tp_mlp, {bug}": (2, tp.tp_mlp, (STATE, X, bug), mlp_ref) for bug in ("async all-reduce", "read before wait")},
+    **{f"tp_mlp in groups (0, 2) and (1, 3), {bug}": (4, tp.tp_mlp_in_groups, (STATE, X, True, bug), mlp_ref)
+       for bug in (None, "wrong shard")},
     **{f"dtensor_mlp, {bug}": (2, tp.dtensor_mlp, (STATE, X, None, bug), step_ref)
        for bug in (None, "missing all-reduce", "wrong shard")},
     "dtensor_mlp on a 2 x 2 mesh": (4, tp.dtensor_mlp, (STATE, X, (2, 2)), step_ref),

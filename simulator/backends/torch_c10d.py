@@ -52,6 +52,14 @@ class RankWorld(c10d._World):
         entry = self.local_specs.get(id(t))
         return entry[1] if entry is not None and entry[0]() is t else None
 
+    def places(self, rank: int) -> tuple[tuple[int, int], ...]:
+        """(size, ``rank``'s place in it) of each group size of which ``rank`` is in exactly one group."""
+        found: dict[int, list[int]] = {}
+        for members in self.pg_group_ranks.values():
+            if rank in members:
+                found.setdefault(len(members), []).append(members[rank])
+        return tuple(sorted((size, at[0]) for size, at in found.items() if len(at) == 1))
+
     pg_map = property(lambda self: self._maps["pg_map"])
     pg_names = property(lambda self: self._maps["pg_names"])
     pg_group_ranks = property(lambda self: self._maps["pg_group_ranks"])

@@ -21,6 +21,8 @@ Programs (``bug=`` picks a classic mistake; ``None`` is the correct program):
   the next rank's block of fc1), "bias on every rank", "read before wait" (the all-reduce called with
   ``async_op=True`` and its tensor read before ``work.wait()``), "never waited" (nor read after it); "barrier first" (a barrier between fc2 and its
   all-reduce) and "async all-reduce" (waited on before the tensor is read) are no bugs.
+- ``tp_mlp_in_groups(state, x, strided)``: the same in two groups of 2 ranks, (0, 2) and (1, 3) or (0, 1) and
+  (2, 3), each rank taking the block of its place in its group; bug "wrong shard".
 - ``dtensor_mlp(state, x, mesh_shape)``: the same MLP through ``parallelize_module`` (``ColwiseParallel``
   for fc1, ``RowwiseParallel`` for fc2) on a 1-D mesh, or on the second dimension of a 2-D mesh, with a
   backward pass. bugs "missing all-reduce" (fc2's output left ``Partial``), "wrong shard" (every rank
@@ -129,6 +131,28 @@ def tp_mlp(state: dict[str, torch.Tensor], x: torch.Tensor, bug: str | None = No
         return y if out is None else out
     if bug != "missing all-reduce":
         dist.all_reduce(y)  # the partial sums of fc2, added up: Megatron's g
+    return y
+
+
+def tp_mlp_in_groups(state: dict[str, torch.Tensor], x: torch.Tensor, strided: bool, bug: str | None = None) -> Any:
+    """``tp_mlp`` within tensor-parallel groups of 2 (each group runs the whole MLP on the same batch): ranks
+    (0, 2) and (1, 3) when ``strided``, else (0, 1) and (2, 3); each rank takes the block of its place in its
+    group. bug "wrong shard": the other place's block of fc1."""
+    rank = dist.get_rank()
+    pairs = [[0, 2], [1, 3]] if strided else [[0, 1], [2, 3]]
+    groups = [dist.new_group(ranks) for ranks in pairs]  # every rank makes every group, as torch requires
+    group = groups[0] if rank in pairs[0] else groups[1]
+    at, p = dist.get_rank(group), 2
+    take = 1 - at if bug == "wrong shard" else at
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = MLP(d, h // p)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[take])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[take])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[at])
+        model.fc2.bias.copy_(state["fc2.bias"] if at == 0 else torch.zeros_like(state["fc2.bias"]))
+    y = model(x)
+    dist.all_reduce(y, group=group)
     return y
 
 

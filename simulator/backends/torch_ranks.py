@@ -140,7 +140,8 @@ class RankSink(ModuleRecorder):
             spec = self.ctx.world.spec_of(t)
         if spec is not None:
             return placement_of(spec)
-        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size), None, None
+        places = self.ctx.world.places(self.ctx.rank) if self.ctx.world is not None else ()
+        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size, places), None, None
 
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]

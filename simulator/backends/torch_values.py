@@ -107,6 +107,9 @@ class LocalPart:
     shape: tuple[int, ...]
     rank: int
     world: int = 0  # ranks in the run (0: not known)
+    # (group size, the rank's place in it) for each size of which the rank is in exactly one group (its own
+    # new_group): a block of p is the rank's place in its group of p, e.g. groups (0, 2) and (1, 3); else rank % p
+    places: tuple[tuple[int, int], ...] = ()
 
     def resolve(self, whole: tuple[int, ...]) -> tuple[slice, ...] | None:
         """The block as an index into a value of shape ``whole`` (None: the whole value, or no block fits)."""
@@ -119,14 +122,15 @@ class LocalPart:
         axis = differ[0]
         n, m = whole[axis], self.shape[axis]
         fits: list[int] = []
+        place = dict(self.places)
         for allowed in ([p for p in range(2, n + 1) if self.world % p == 0], range(2, n + 1)):
-            fits = [p for p in allowed if m > 0 and _chunk(n, p, self.rank % p) == (m, True)]
-            fits = fits or [p for p in allowed if m > 0 and _chunk(n, p, self.rank % p)[0] == m]
+            fits = [p for p in allowed if m > 0 and _chunk(n, p, place.get(p, self.rank % p)) == (m, True)]
+            fits = fits or [p for p in allowed if m > 0 and _chunk(n, p, place.get(p, self.rank % p))[0] == m]
             if fits:
                 break
         if not fits:
             return None
-        bounds, at = chunk_bounds(n, fits[0]), self.rank % fits[0]
+        bounds, at = chunk_bounds(n, fits[0]), place.get(fits[0], self.rank % fits[0])
         return (slice(None),) * axis + (slice(bounds[at], bounds[at + 1]),)
 
     def __call__(self, value: Any) -> Any:
