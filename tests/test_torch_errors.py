@@ -164,3 +164,19 @@ def destroys_its_group():
 def test_a_program_may_destroy_its_process_group():
     assert [float(o[0]) for o in simulate_torch(destroys_its_group, 2).outputs] == [2.0, 2.0]
     assert [float(o[0]) for o in simulate_torch(destroys_its_group, 2).outputs] == [2.0, 2.0]  # and run again
+
+
+def receive_into(shape):
+    """Rank 0 sends a (2, 2) tensor; rank 1 receives it into a tensor of ``shape`` and returns that."""
+    if dist.get_rank() == 0:
+        dist.send(torch.arange(4.0).reshape(2, 2), dst=1)
+        return None
+    buf = torch.empty(shape)
+    dist.recv(buf, src=0)
+    return buf
+
+
+def test_a_message_fills_a_tensor_of_another_shape_with_as_many_elements_as_torch_does():
+    assert simulate_torch(receive_into, 2, (4,)).outputs[1].tolist() == [0.0, 1.0, 2.0, 3.0]
+    with pytest.raises(ContractError, match=r"device 1 declared \(3,\) float32, device 0 sent \(2, 2\) float32"):
+        simulate_torch(receive_into, 2, (3,))

@@ -233,3 +233,12 @@ def test_a_declared_split_gets_one_verdict_simulated_and_real(worlds):
         real = check(run_real(worlds(2), program, x), ref, split=SEED_SPLIT)
         assert real.verdict == simulated.verdict == ("passed" if program is tp.seed_split else "FAILED"), str(real)
         assert [v.text for v in real.broken] == [v.text for v in simulated.broken], f"{real}\n{simulated}"
+
+
+def test_a_message_fills_a_flat_tensor_simulated_and_real(worlds):
+    from tests.test_torch_errors import receive_into
+
+    for collectives in ("messages", "native"):
+        real = run_real(worlds(2, collectives), receive_into, (4,)).outputs[1]
+        np.testing.assert_array_equal(real, simulate_torch(receive_into, 2, (4,)).outputs[1])
+        np.testing.assert_array_equal(real, np.arange(4.0, dtype=np.float32))

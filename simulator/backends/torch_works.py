@@ -17,6 +17,7 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
+from ..core.p2p import contract_violation
 from .torch_context import RankContext, call_site, internal
 from .torch_values import to_numpy, write_into
 
@@ -118,7 +119,7 @@ class SimWork(dist.Work):
             return True
         ctx, req = self._ctx, self._req
         waits = what_call(f"{self._what}, waiting for it", call_site() or self._site)
-        payload = ctx.request(lambda dev: dev.wait(req), waits)
+        payload = ctx.request(lambda dev: self._fits(dev.wait(req)), waits)
         self._done = True
         if self._sent is not None:
             self._unchanged_until_sent(*self._sent)
@@ -133,6 +134,18 @@ class SimWork(dist.Work):
                 write_into(self._tensor, payload)
             ctx.sink.received(self._tensor, req)
         return True
+
+    def _fits(self, payload: Any) -> Any:
+        """A receive's message, if its elements fit the tensor given to recv: torch copies them in, whatever the
+        shapes (a (2, 2) message fills an empty(4)), so their counts must match (the dtype, the device checked)."""
+        t = self._tensor
+        if t is not None and payload.size != t.numel():
+            req = self._req
+            raise contract_violation(
+                f"the message of {self._what} ({self._site})", req.peer, self._ctx.rank, req.tag,
+                (tuple(t.shape), payload.dtype), (payload.shape, payload.dtype),
+            )  # fmt: skip
+        return payload
 
     def _unchanged_until_sent(self, t: torch.Tensor, values: np.ndarray) -> None:
         """A tensor changed between its isend and the wait: on real ranks the peer may get the new values."""
