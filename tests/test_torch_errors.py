@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
-from simulator import simulate_torch  # noqa: E402
+from simulator import World, simulate_torch  # noqa: E402
 from simulator.core.errors import CollectiveMismatchError, ContractError, DeadlockError, RankError  # noqa: E402
 
 
@@ -180,3 +180,10 @@ def test_a_message_fills_a_tensor_of_another_shape_with_as_many_elements_as_torc
     assert simulate_torch(receive_into, 2, (4,)).outputs[1].tolist() == [0.0, 1.0, 2.0, 3.0]
     with pytest.raises(ContractError, match=r"device 1 declared \(3,\) float32, device 0 sent \(2, 2\) float32"):
         simulate_torch(receive_into, 2, (3,))
+
+
+def test_in_strict_mode_a_receive_declares_its_tensor_s_shape():
+    strict = World(2, send_mode="rendezvous", strict=True)
+    assert simulate_torch(receive_into, 2, (2, 2), world=strict).outputs[1].shape == (2, 2)
+    with pytest.raises(ContractError, match=r"device 1 declared \(4,\) float32, device 0 sent \(2, 2\) float32"):
+        simulate_torch(receive_into, 2, (4,), world=World(2, send_mode="rendezvous", strict=True))

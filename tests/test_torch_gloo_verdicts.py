@@ -242,3 +242,11 @@ def test_a_message_fills_a_flat_tensor_simulated_and_real(worlds):
         real = run_real(worlds(2, collectives), receive_into, (4,)).outputs[1]
         np.testing.assert_array_equal(real, simulate_torch(receive_into, 2, (4,)).outputs[1])
         np.testing.assert_array_equal(real, np.arange(4.0, dtype=np.float32))
+
+
+def test_without_headers_a_real_receive_declares_its_tensor_s_shape():
+    """With headers off nothing says a message's shape: the receive declares its tensor's, as in strict mode."""
+    from tests.test_torch_errors import receive_into
+
+    with TorchWorld(2, timeout=20, headers=False) as world:
+        assert run_real(world, receive_into, (2, 2)).outputs[1].tolist() == [[0.0, 1.0], [2.0, 3.0]]

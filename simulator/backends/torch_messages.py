@@ -130,6 +130,10 @@ class TorchMessaging(PointToPoint):
         from blocks received apart (of 64 MiB: some 8 ms here)."""
         return self.wait(self._post_recv(src, tag, out.shape, out.dtype, name, index, into=out))
 
+    @property
+    def needs_contract(self) -> bool:
+        return self.strict or not self.headers  # (without headers nothing says a message's shape)
+
     def _post_recv(self, src, tag, shape, dtype, name, index, into: np.ndarray | None = None) -> TorchRequest:
         t = self.clock
         tag = self._tag(tag, "recv")

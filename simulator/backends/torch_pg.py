@@ -303,10 +303,13 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self.ranks[src], tensors[0]
-        dtype = numpy_dtype(t.dtype)
+        shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
         what, site = f"recv from rank {peer}", call_site()
-        # the contract is the dtype and the number of elements (SimWork.wait): torch fills a tensor of any shape
-        req = self._ctx.request(lambda dev: dev.irecv(peer, tag, dtype=dtype), what_call(what, site))
+
+        def post(dev: Any) -> Any:  # the dtype and the number of elements (SimWork._fits): torch fills any shape,
+            return dev.irecv(peer, tag, shape=shape if dev.needs_contract else None, dtype=dtype)  # unless declared
+
+        req = self._ctx.request(post, what_call(what, site))
         return SimWork(self._ctx, req, what, site, t)
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:

@@ -100,6 +100,10 @@ class Messaging(PointToPoint):
         if sreq is not None:
             self.wait(sreq)
 
+    @property
+    def needs_contract(self) -> bool:
+        return self._engine.strict
+
     def _call_label(self, text: str) -> int:
         """A collective call's label as ``_post`` takes it: interned (see ``PointToPoint._call_label``)."""
         return self._rec.labels(text)

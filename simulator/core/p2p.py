@@ -135,6 +135,11 @@ class PointToPoint:
         the text ``"<label> step <step> chunk <chunk>"``."""
         return self.isend(value, dst, tag, label=f"{label} step {step} chunk {chunk}")
 
+    @property
+    def needs_contract(self) -> bool:
+        """Whether every receive must declare its shape and dtype (strict mode; a real rank without headers)."""
+        return False
+
     def _peer(self, peer: Any, op: str, arg: str) -> int:
         """A valid peer rank as an int, or an error that names the value and the fix."""
         if isinstance(peer, (bool, np.bool_)) or not isinstance(peer, (int, np.integer)):
