@@ -81,6 +81,40 @@ def b_returned_by_device_0_too(dev, x):
     return dev.compute("B", stage_b, dev.recv(src=0, **F64))
 
 
+def _numpy_b_program():
+    shared = []  # as above: a list both simulated devices see
+
+    def b_in_numpy_from_a_shared_list(dev, x):
+        """Device 0 leaves A in a list; device 1 squares it in plain NumPy: no message, no op named B."""
+        if dev.rank == 0:
+            shared.append(dev.compute("A", stage_a, dev.hold("x", x)))
+            return None
+        return stage_b(shared[-1])
+
+    return b_in_numpy_from_a_shared_list
+
+
+b_in_numpy_from_a_shared_list = _numpy_b_program()
+
+
+def b_broadcast_by_device_0(dev, x):
+    """Device 0 computes B in plain NumPy and broadcasts it: a collective's message, not held to crosses."""
+    if dev.rank == 0:
+        h = dev.compute("A", stage_a, dev.hold("x", x))
+        dev.broadcast(stage_b(h), src=0)
+        return None
+    return dev.broadcast(np.zeros(1), src=0)
+
+
+def b_sent_under_a_collective_label(dev, x):
+    """Device 0 computes B in plain NumPy and sends it labelled as a collective's step would be."""
+    if dev.rank == 0:
+        h = dev.compute("A", stage_a, dev.hold("x", x))
+        dev.send(stage_b(h), dst=1, label="broadcast#0 step 0")
+        return None
+    return dev.recv(src=0, **F64)
+
+
 def split_with_own_intermediate(dev, x):
     """Correct: A made in two steps, the first under a name of the program's own."""
     if dev.rank == 0:

@@ -1,21 +1,27 @@
 """Exercises on the seed model (stage A computes 2x + 1, stage B squares it): split it over two devices yourself,
 then find and fix the classroom bug where the raw input crosses the boundary.
 
-The split both exercises declare: device 0 computes A, device 1 computes B, device 0 alone is given x, and
-only A may cross, from device 0 to device 1. So a program that sends x and recomputes A on device 1 gets
-FAILED even though B's value is right, and device 1 is handed no x at all (None).
+The split both exercises declare: device 0 computes A, device 1 computes B, device 0 alone is given x, only A
+may cross, from device 0 to device 1, and no collective runs (a collective's messages are not held to
+``crosses``: a broadcast of B would carry the answer past it). So a program that sends x and recomputes A on
+device 1 gets FAILED even though B's value is right, and device 1 is handed no x at all (None). Both also
+require that A's value reach device 1 in a message: B written in plain NumPy from A read through a variable
+the devices share is named by no op, so nothing else in the trace would show it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
 
 from ...checker import Reference, Split
+from ...checker.causal import op_kind
+from ...core.engine import RunResult
 from ..examples.seeds import SEED_SPLIT, model, stage_a, stage_b
-from .core import Exercise, Question, rounded
+from .core import Exercise, Question, Requirement, rounded
 
 X = np.array([3.0])  # the notebook's input: A = 7 crosses the boundary, B returns 49
 
@@ -35,7 +41,24 @@ def reference(inputs: Mapping[str, Any]) -> Reference:
 
 
 def split(inputs: Mapping[str, Any]) -> Split:
-    return SEED_SPLIT
+    return replace(SEED_SPLIT, collectives=())
+
+
+def _a_crossed(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
+    """A's value reached device 1 in a message of the program's own, from device 0."""
+    a = stage_a(inputs["x"])
+    for kind, rec in run.trace.events:
+        if kind != "recv" or (rec.src, rec.dst) != (0, 1) or op_kind(rec.label) is not None:
+            continue
+        if np.shape(rec.payload) == a.shape and np.allclose(rec.payload, a):
+            return None
+    return (
+        "A's output never reached device 1 in a message from device 0: device 1 has only what it is given or "
+        "receives (a variable the devices share works only in this simulation, not on real processes)"
+    )
+
+
+CROSSED = Requirement("crossed", "A's output crosses from device 0 to device 1 in a message", _a_crossed)
 
 
 _SPLIT_HINTS = {
@@ -44,6 +67,8 @@ _SPLIT_HINTS = {
         "Device 1 computes only B: A's output must arrive from device 0 as a message, not be recomputed there.",
     ),
     "split:given": ("Device 1 is given no x: only device 0 holds the model's input.",),
+    "split:collective": ("No collective here: device 0 sends A's output with dev.send, device 1 receives it.",),
+    "requirement:crossed": ("Device 0 sends h, A's output, with dev.send(h, dst=1); device 1 receives it.",),
 }
 
 
@@ -98,6 +123,7 @@ def split_the_seed() -> Exercise:
             ),
             **_SPLIT_HINTS,
         },
+        requirements=(CROSSED,),
     )
 
 
@@ -137,4 +163,5 @@ def raw_input_bug() -> Exercise:
             ),
             **_SPLIT_HINTS,
         },
+        requirements=(CROSSED,),
     )
