@@ -267,3 +267,12 @@ def test_ops_that_return_several_arrays_are_compared_part_by_part():
     assert check(World(2).run(right), Reference.of(model)).ok
     report = check(World(2).run(wrong), Reference.of(model))
     assert report.verdict == "FAILED" and "computed ([1., 1.], [1., 2., 3.])" in words(report)
+
+
+@pytest.mark.parametrize("own_names", [False, True])
+def test_a_program_that_does_nothing_is_not_verified_not_passed(own_names):
+    # no event and no result: the references were met only through events, so nothing was owed
+    run = World(4).run(lambda dev, x: None, np.array([0.5]))
+    report = check(run, Reference.of(four_stages, np.array([0.5])), own_names=own_names)
+    assert report.verdict == "not verified", report.text()
+    assert "no device returned a value" in words(report.text())
