@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from ...checker import ALL, Budget, Reference, Split
-from .core import Exercise, Question, returns_whole
+from ...core.engine import RunResult
+from .core import Exercise, Question, Requirement, returns_whole
 
 P = 4
 XS = (np.arange(P * 8, dtype=np.float64).reshape(P, 8) % 7) - 3  # device r holds XS[r]
@@ -51,6 +52,27 @@ def ring_split(inputs: Mapping[str, Any]) -> Split:
         collectives=(),
         budget=Budget(bytes=96, messages=6, what="a ring all-reduce"),
     )
+
+
+def _chunks_arrived(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
+    """Each chunk of the sum reached each device in a message: finished (the all-gather), or as the other devices'
+    partial sum of it, to which the device adds its own (the reduce-scatter's last step). Without that a device
+    returned v made from vectors it never received: read through a variable the devices share, while its
+    messages carried anything at all."""
+    xs = inputs["xs"]
+    v, size = xs.sum(axis=0), xs.shape[1] // P
+    for rank in range(P):
+        got = [np.asarray(rec.payload) for kind, rec in run.trace.events if kind == "recv" and rec.dst == rank]
+        for c in range(P):
+            block = np.s_[c * size : (c + 1) * size]
+            finished, others = v[block], v[block] - xs[rank][block]
+            if not any(g.shape == finished.shape and (np.allclose(g, finished) or np.allclose(g, others)) for g in got):
+                return (
+                    f"device {rank} never received chunk {c} of the sum (nor the other devices' partial sum of it), "
+                    "yet returned v: it read the other vectors another way, which real devices cannot (a variable "
+                    "the devices share works only in this simulation)"
+                )
+    return None
 
 
 def ring_all_reduce() -> Exercise:
@@ -104,10 +126,17 @@ def ring_all_reduce() -> Exercise:
                 "of 16 bytes in all. Sending whole vectors, or to every device, costs more.",
             ),
             "split:given": ("Each device has only its own vector x[r]: the others' arrive chunk by chunk.",),
+            "requirement:arrived": (
+                "The other vectors reach a device only in the ring's messages: send the running sums of chunks, "
+                "and the finished chunks, as the steps above say.",
+            ),
             "unverified:unplaced message": (
                 'Label your ring\'s sends (dev.send(chunk, right, label="my ring ...")): a labelled message is a '
                 "step on the way, and the sum is checked where it ends.",
             ),
         },
-        requirements=(returns_whole((8,), "v"),),
+        requirements=(
+            returns_whole((8,), "v"),
+            Requirement("arrived", "each chunk of the sum reaches each device in a message", _chunks_arrived),
+        ),
     )
