@@ -221,6 +221,22 @@ def row_on_the_whole_input(dev, x, w):
     return dev.compute("Y", np.matmul, tensor.X, tensor.W)
 
 
+def _column_through_a_shared_dict():
+    shared: dict[int, np.ndarray] = {}
+
+    def column_through_a_shared_dict(dev, x, w):
+        """Each device leaves its W columns in a dict they all see, all-gathers zeros, and multiplies by both."""
+        cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
+        shared[dev.rank] = dev.hold("W", w, index=cols)
+        dev.all_gather(np.zeros((2, 3)), axis=1)
+        return dev.compute("Y", lambda a: a @ np.concatenate([shared[0], shared[1]], axis=1), dev.hold("X", x))
+
+    return column_through_a_shared_dict
+
+
+column_through_a_shared_dict = _column_through_a_shared_dict()
+
+
 def column_unnamed_gather(dev, x, w):
     """Correct: the column split, the all-gather unnamed."""
     cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
@@ -243,6 +259,24 @@ def replica_on_the_whole_batch(dev, x, y, w):
     dev.hold("y", data.Y)
     dev.hold("w", w)
     return dev.compute("g", data.mean_gradient, data.X, data.Y, w)
+
+
+def _average_through_a_shared_dict():
+    shared: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+
+    def average_through_a_shared_dict(dev, x, y, w):
+        """Each replica leaves its rows in a dict they all see, all-reduces zeros, and takes the whole batch's gradient."""
+        rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+        shared[dev.rank] = (dev.hold("X", x, index=rows), dev.hold("y", y, index=rows))
+        dev.all_reduce(np.zeros(3))
+        whole_x = np.concatenate([shared[0][0], shared[1][0]])
+        whole_y = np.concatenate([shared[0][1], shared[1][1]])
+        return dev.compute("g", lambda: data.mean_gradient(whole_x, whole_y, w))
+
+    return average_through_a_shared_dict
+
+
+average_through_a_shared_dict = _average_through_a_shared_dict()
 
 
 def sum_then_divide(dev, x, y, w):

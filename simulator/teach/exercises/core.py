@@ -155,6 +155,37 @@ def returns_whole(shape: tuple[int, ...], name: str) -> Requirement:
     return Requirement("whole", f"every device returns the whole {name}", unmet)
 
 
+def received(what: str, forms: Callable[[Mapping[str, Any], int], list[np.ndarray]]) -> Requirement:
+    """Every device received, in its messages, each element of what it cannot compute alone: ``forms(inputs,
+    rank)`` gives the arrays (of one shape) each element may arrive as (another device's term, or the finished
+    sum, say); element i has arrived when some received message holds element i of one of them, wherever the
+    message has it. Without it a device returned the whole value made from data read through a variable the
+    devices share, out of the trace's sight, however its messages were filled."""
+
+    def unmet(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
+        for rank in range(run.trace.world_size):
+            got = [_numbers(rec.payload) for kind, rec in run.trace.events if kind == "recv" and rec.dst == rank]
+            values = np.concatenate(got) if got else np.zeros(0)
+            arrays = [np.asarray(f, dtype=np.float64) for f in forms(inputs, rank)]
+            for i in range(arrays[0].size):
+                if not any(np.isclose(values, a.flat[i]).any() for a in arrays):
+                    return (
+                        f"device {rank} never received {what} in a message (element {i} of it is in none), yet "
+                        "returned the whole result: it read the other device's data another way, which real devices "
+                        "cannot (a variable the devices share works only in this simulation)"
+                    )
+        return None
+
+    return Requirement("received", f"each device receives {what} in a message", unmet)
+
+
+def _numbers(payload: Any) -> np.ndarray:
+    try:
+        return np.ravel(np.asarray(payload, dtype=np.float64))
+    except (TypeError, ValueError):  # not numbers: carries none of the values looked for
+        return np.zeros(0)
+
+
 def rounded(rng: np.random.Generator, shape: Sequence[int] | int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
     """Random numbers with two decimals (easy to read in a verdict), none of them zero."""
     x = np.round(rng.uniform(low, high, size=shape), 2)

@@ -17,7 +17,7 @@ import numpy as np
 
 from ...checker import ALL, Budget, Reference, Split
 from ...core.engine import RunResult
-from .core import Exercise, Question, Requirement, held_bytes, returns_whole, rounded
+from .core import Exercise, Question, Requirement, held_bytes, received, returns_whole, rounded
 
 REPLICAS = 2
 X = (np.arange(24.0).reshape(8, 3) % 5 - 2) / 2  # 8 rows of 3 features
@@ -70,6 +70,14 @@ def dp_split(inputs: Mapping[str, Any]) -> Split:
     )
 
 
+def _other_term(inputs: Mapping[str, Any], rank: int) -> list[np.ndarray]:
+    """What the all-reduce brings a replica, element by element: the other replica's gradient (or its half), or
+    the finished sum (or mean) of both."""
+    terms = [mean_gradient(inputs["X"][rows(r)], inputs["y"][rows(r)], inputs["w"]) for r in range(REPLICAS)]
+    other, total = terms[1 - rank], terms[0] + terms[1]
+    return [other, other / REPLICAS, total, total / REPLICAS]
+
+
 def data_parallel_average() -> Exercise:
     name = "data-parallel-average"
     return Exercise(
@@ -111,8 +119,11 @@ def data_parallel_average() -> Exercise:
                 "dev.all_reduce adds by default (op='sum'); an average is the sum divided by the replicas.",
             ),
             "split:collective": ("One all-reduce combines the replicas' gradients; no other collective is needed.",),
+            "requirement:received": (
+                "A replica has only its own rows: the other replica's gradient reaches it in the all-reduce's messages.",
+            ),
         },
-        requirements=(returns_whole((3,), "g"),),
+        requirements=(returns_whole((3,), "g"), received("the other replica's gradient", _other_term)),
     )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from ...checker import ALL, Budget, Reference, Split
-from .core import Exercise, Question, returns_whole, rounded
+from .core import Exercise, Question, received, returns_whole, rounded
 
 X = np.arange(8.0).reshape(2, 4) / 4 - 0.5  # (2, 4): small numbers that print in full
 W = (np.arange(24.0).reshape(4, 6) % 5 - 2) / 2  # (4, 6)
@@ -61,6 +61,12 @@ def row_split_split(inputs: Mapping[str, Any]) -> Split:
     )
 
 
+def _other_block(inputs: Mapping[str, Any], rank: int) -> list[np.ndarray]:
+    """The block of Y the other device computes: what the all-gather brings."""
+    other = np.s_[:, 3 * (1 - rank) : 3 * (1 - rank) + 3]
+    return [inputs["X"] @ inputs["W"][other]]
+
+
 def column_split() -> Exercise:
     """Each device holds all of X and three of W's six columns, computes those columns of Y, and all-gathers Y."""
     name = "column-split"
@@ -100,8 +106,11 @@ def column_split() -> Exercise:
                 "Every device must end with the whole Y: an all-gather along the columns joins the two blocks "
                 "(dev.all_gather(y, axis=1, name=...)).",
             ),
+            "requirement:received": (
+                "A device computes only its own block of Y: the other block reaches it in the all-gather's message.",
+            ),
         },
-        requirements=(returns_whole((2, 6), "Y"),),
+        requirements=(returns_whole((2, 6), "Y"), received("the other device's block of Y", _other_block)),
     )
 
 
