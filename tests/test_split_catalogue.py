@@ -38,6 +38,8 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
      "device 0 never received the other device's block of Y in a message"),
     ("data-parallel-average", P.average_through_a_shared_dict, "FAILED",
      "device 0 never received the other replica's gradient in a message"),
+    ("row-split", P.row_through_a_shared_dict, "FAILED",
+     "device 0 never received the other device's partial sum of Y (or the total) in a message"),
     ("row-split", P.row_by_gather, "FAILED", "device 0 called all_gather, but this split allows only all_reduce"),
     ("row-split", P.row_on_the_whole_input, "FAILED", "device 0 was given all of X; its part is columns 0:2"),
     ("data-parallel-average", P.replica_on_the_whole_batch, "FAILED",

@@ -67,6 +67,13 @@ def _other_block(inputs: Mapping[str, Any], rank: int) -> list[np.ndarray]:
     return [inputs["X"] @ inputs["W"][other]]
 
 
+def _other_partial_sum(inputs: Mapping[str, Any], rank: int) -> list[np.ndarray]:
+    """What the all-reduce brings, element by element: the other device's partial sum of Y, or the total."""
+    x, w = inputs["X"], inputs["W"]
+    other = slice(2 * (1 - rank), 2 * (1 - rank) + 2)
+    return [x[:, other] @ w[other], x @ w]
+
+
 def column_split() -> Exercise:
     """Each device holds all of X and three of W's six columns, computes those columns of Y, and all-gathers Y."""
     name = "column-split"
@@ -157,6 +164,12 @@ def row_split() -> Exercise:
                 "The two partial sums must be added, and both devices need the total: that is one collective.",
             ),
             "requirement:whole": ("Every device must end with the whole Y: the all-reduce gives it to both.",),
+            "requirement:received": (
+                "A device computes only its own partial sum: the other one reaches it in the all-reduce's messages.",
+            ),
         },
-        requirements=(returns_whole((2, 6), "Y"),),
+        requirements=(
+            returns_whole((2, 6), "Y"),
+            received("the other device's partial sum of Y (or the total)", _other_partial_sum),
+        ),
     )
