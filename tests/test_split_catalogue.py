@@ -341,3 +341,19 @@ def test_a_value_written_into_the_program_after_a_harmless_collective_breaks_the
     assert not report.ok and "computed Y from no inputs" in words(str(report)), str(report)
     assert "none of X and W, nor a part of one, was ever on device 0" in words(str(report))
     assert check(World(2).run(honest, *parts), ref, split=split).ok
+
+
+def test_an_op_labelled_as_a_collective_it_never_called_is_held_to_the_split():
+    """A collective's label on a program's own op (no message of that call) does not hide who computed it."""
+    from simulator.teach.examples.seeds import SEED_SPLIT, model, stage_a, stage_b
+
+    def forged(dev, x):
+        if dev.rank == 0:
+            dev.send(dev.compute("A", stage_a, dev.hold("x", x)), dst=1)
+            return None
+        h = dev.recv(src=0, shape=(1,), dtype=np.float64)
+        h = dev.compute("A", lambda v: v, h, label="all_reduce#0 ring step 0 chunk 0")  # A again, on device 1
+        return dev.compute("B", stage_b, h)
+
+    report = check(World(2).run(forged, X3), Reference.of(model, X3), split=SEED_SPLIT)
+    assert report.verdict == "FAILED" and "device 1 computed A, which belongs to device 0" in words(str(report))

@@ -62,6 +62,9 @@ class _SplitWalk:
         self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
         self.sent_bytes, self.sent_messages = [0] * n, [0] * n
         self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
+        # per device, the collective calls ("all_reduce#0") whose messages it sent or received: an op labelled as
+        # one of those is the call's own reduction; one labelled as a call it had no message of is the program's
+        self.calls: list[set[str]] = [set() for _ in range(n)]
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
         last = [-1] * self.trace.world_size
@@ -124,6 +127,9 @@ class _SplitWalk:
                     self.over.setdefault((msg.src, what), i)
         kind = op_kind(msg.label)
         if kind is not None:  # a collective's message
+            call = _call_of(msg.label)
+            self.calls[msg.src].add(call)
+            self.calls[msg.dst].add(call)
             self._collective(i, msg.src, kind, msg)
             return
         if split.crosses is None:
@@ -174,7 +180,7 @@ class _SplitWalk:
             self.collected[rec.rank].append(rec.output)  # what a native collective brought
             self._collective(i, rec.rank, call[0], rec)
             return
-        if op_kind(rec.label) is not None:
+        if op_kind(rec.label) is not None and _call_of(rec.label) in self.calls[rec.rank]:
             self.collected[rec.rank].append(rec.output)
             return  # a collective's own reduction: its messages say what ran
         if kind == "hold" and self.split.gives(rec.name):
@@ -421,3 +427,8 @@ def _listed(names: Any) -> str:
     if len(names) <= 1:
         return "".join(names)
     return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+def _call_of(label: str) -> str:
+    """The collective call a step's label belongs to: ``all_reduce#0`` of ``all_reduce#0 ring step 1 chunk 0``."""
+    return label.split(" ", 1)[0]
