@@ -62,7 +62,7 @@ def race(dev, nbytes: int, repeats: int) -> dict[str, list[float]]:
 def one_run(ranks: int, mib: int, repeats: int) -> tuple[float, float]:
     """One run on fresh ranks: prints its figures, returns the in-place and the functional call's ratios to
     torch's in-place all-reduce (medians of the rounds' ratios)."""
-    from simulator.backends.launch import TorchWorld
+    from simulator.real.launch import TorchWorld
 
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False) as world:
         outputs = world.run(race, mib << 20, repeats).outputs
@@ -89,7 +89,7 @@ def one_run(ranks: int, mib: int, repeats: int) -> tuple[float, float]:
 
 
 def main() -> None:
-    from simulator.backends.prediction import machine_line, wait_for_quiet
+    from simulator.calibration.prediction import machine_line, wait_for_quiet
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, default=2)

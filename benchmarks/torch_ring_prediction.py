@@ -2,9 +2,9 @@
 same run and measured on real gloo processes.
 
 For each world size: calibrate on those very ranks (every rank sends to the next at once, as in a ring
-step; additions; matrix products; see ``simulator.backends.calibrate``), then simulate and measure the
+step; additions; matrix products; see ``simulator.calibration.calibrate``), then simulate and measure the
 ring all-reduce of ``simulator.collectives``, message by message (``collectives="messages"``), at each
-size. Both sides are timed alike (``simulator.backends.prediction``): each repeat after a barrier, from
+size. Both sides are timed alike (``simulator.calibration.prediction``): each repeat after a barrier, from
 the last rank's start to the last rank's end, the median over many repeats, the sizes taken in turn on real
 ranks (as calibration takes its sizes and times its messages). With ``--spread`` each simulated repeat
 draws its message times from the calibration's measurements (``simulator.cost.spread``). Messages go without shape
@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.backends.prediction import (
+from simulator.calibration.prediction import (
     SIMULATED_REPEATS,
     Row,
     add_prediction_options,

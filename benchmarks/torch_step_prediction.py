@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import argparse
 
-from simulator.backends.prediction import (
+from simulator.calibration.prediction import (
     SIMULATED_REPEATS,
     Row,
     add_prediction_options,

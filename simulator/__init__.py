@@ -11,8 +11,10 @@ tensors       meshes, placements, sharded arrays, and moving them between layout
 collectives   all-reduce, all-gather, ... written as messages, one module per algorithm
 checker       the single-device reference, comparison, diagnoses, and the verdict
 parallel      strategies (data, tensor, pipeline, ZeRO, transformer, experts) and schedules as data
-backends      real processes (torch.distributed), calibration, what-if predictions of real runs
+real          our rank programs on real processes (torch.distributed: gloo, NCCL, torchrun)
+torchsim      PyTorch's own programs on simulated ranks (``simulate_torch``)
 views         text views, plots (matplotlib), the step-through web page and widget
+calibration   real ranks measured and fitted to a cost model; predictions beside real runs
 teach         named scenarios, exercises, the figures in ``figures/``
 cli           the command line (``python -m simulator``)
 ============  ==========================================================================================
@@ -73,13 +75,13 @@ _LAZY = {
     "plot_memory": ("simulator.views.plot", "plot_memory"),
     "plot_sharding": ("simulator.views.plot.sharding", "plot_sharding"),
     "write_chrome_trace": ("simulator.views.plot", "write_chrome_trace"),
-    "simulate_torch": ("simulator.backends.torch_sim", "simulate_torch"),
+    "simulate_torch": ("simulator.torchsim.simulate", "simulate_torch"),
 }
 
 
 def _reference_of_torch(model: Any, *args: Any, **kwargs: Any) -> Reference:
     """``Reference.of_torch``, lent to the checker (which never imports torch) and loaded when first used."""
-    build = importlib.import_module("simulator.backends.torch_reference").reference_of_torch
+    build = importlib.import_module("simulator.torchsim.reference").reference_of_torch
     return build(model, *args, **kwargs)
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from simulator.backends.costfile import load_cost
+from simulator.calibration.costfile import load_cost
 
 
 def assert_refused(tmp_path, fields: str, match: str) -> None:

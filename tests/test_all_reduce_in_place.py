@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from simulator import RankError, World
-from simulator.backends import demos
 from simulator.checker import Reference, check
+from tests import demos
 
 
 @pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling", "direct"])

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from simulator.backends.calibrate import add_work, matmul_work
-from simulator.backends.fit import Line, fit_line, fit_ops, fit_pieces, piece_for, relative_errors
+from simulator.calibration.calibrate import add_work, matmul_work
+from simulator.calibration.fit import Line, fit_line, fit_ops, fit_pieces, piece_for, relative_errors
 
 SIZES = [1 << k for k in range(10, 27, 2)]  # 1 KiB .. 64 MiB
 

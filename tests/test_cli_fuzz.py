@@ -71,7 +71,7 @@ def argv_of(name: str, parser: argparse.ArgumentParser, picks: list[tuple[argpar
 @pytest.fixture
 def light_work(monkeypatch):
     """calibrate and figures write to their output at once instead of measuring processes or drawing."""
-    from simulator.backends import calibrate
+    from simulator.calibration import calibrate
     from simulator.teach import figures
 
     def calibrated(ranks, backend, out, *rest):

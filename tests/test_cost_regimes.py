@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.backends.costfile import load_cost, save_cost
+from simulator.calibration.costfile import load_cost, save_cost
 from simulator.cost.model import CostModel, LinkRegime, Ring
 from tests.costfiles import assert_refused
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from simulator.backends.costfile import load_cost, save_cost
+from simulator.calibration.costfile import load_cost, save_cost
 from simulator.cost.model import CostModel, FullyConnected, Ring, TwoLevel
 
 GOOD = {"latency": 1e-5, "bandwidth": 1e9, "flops": 1e9}

@@ -1,4 +1,4 @@
-"""Rank processes keep the memory they free (simulator.backends.heap): a freed large buffer stays with
+"""Rank processes keep the memory they free (simulator.real.heap): a freed large buffer stays with
 the process, ready to be reused without page faults, where by default glibc gives it back at once."""
 
 import subprocess
@@ -11,7 +11,7 @@ pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="gl
 RESIDENT_AFTER_FREE = """
 import sys
 import numpy as np
-from simulator.backends.heap import keep_freed_memory
+from simulator.real.heap import keep_freed_memory
 kept = keep_freed_memory() if sys.argv[1] == "keep" else None
 x = np.ones(64 << 17)  # 64 MiB, touched
 del x

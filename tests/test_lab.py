@@ -33,7 +33,7 @@ def test_the_lab_installs_torch_for_the_notebooks_that_start_real_processes():
     real = [
         name
         for name, mods in notebook_imports().items()
-        if any(m.startswith(("torch", "simulator.backends")) for m in mods)
+        if any(m.startswith(("torch", "simulator.real", "simulator.calibration", "simulator.torchsim")) for m in mods)
     ]
     assert real == [
         "notebooks/06_simulated_vs_real_processes.ipynb",

@@ -8,7 +8,7 @@ import threading
 
 import pytest
 
-from simulator.backends.costfile import load_cost, save_cost
+from simulator.calibration.costfile import load_cost, save_cost
 from simulator.cli.main import main
 from simulator.core import files
 from simulator.core.files import atomic_path, atomic_write, write_text

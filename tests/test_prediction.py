@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from simulator import World
-from simulator.backends.prediction import (
+from simulator.calibration.prediction import (
     Row,
     predicted_seconds,
     repeat_seconds,
@@ -92,7 +92,7 @@ def test_gpu_check_says_no_gpu_and_exits_cleanly_without_one(tmp_path):
 
 def test_native_all_reduce_pieces_double_from_the_first_to_the_largest():
     pytest.importorskip("torch.distributed")
-    from simulator.backends.native import piece_bounds
+    from simulator.real.native import piece_bounds
 
     mib = 1 << 20
     assert piece_bounds(64 * mib, 1, mib, 32 * mib) == [
@@ -111,7 +111,7 @@ def test_native_all_reduce_pieces_double_from_the_first_to_the_largest():
 
 def test_a_far_out_repeat_is_left_out_of_the_mean_on_both_sides_and_counted():
     # forty repeats of 1 ms, six with a 4 ms tick (kept: a run pays for them), and one of 80 ms (left out)
-    from simulator.backends.probes import STATISTICS, far_out, usual_mean
+    from simulator.calibration.probes import STATISTICS, far_out, usual_mean
 
     durations = [0.001] * 34 + [0.005] * 6 + [0.080]
     assert list(far_out(durations)) == [False] * 40 + [True]

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.backends.calibrate import _durations
-from simulator.backends.probes import COLD_BYTES, _time_ops, exchange, pingpong, ring
+from simulator.calibration.calibrate import _durations
+from simulator.calibration.probes import COLD_BYTES, _time_ops, exchange, pingpong, ring
 from simulator.cost.model import CostModel
 
 COST = CostModel(latency=40e-6, bandwidth=1.5e9)

@@ -26,7 +26,7 @@ from simulator.tensors.redistribute_plan import plan
 from simulator.tensors.sharded import Layout
 
 pytest.importorskip("torch.distributed.tensor")
-from simulator.backends.dtensor_volumes import dtensor_bytes, dtensor_plan  # noqa: E402
+from simulator.torchsim.dtensor_volumes import dtensor_bytes, dtensor_plan  # noqa: E402
 
 PLACEMENTS = [R, P, S(0), S(1)]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.backends.torch_schedules import TORCH_CLASSES, torch_order
 from simulator.parallel.schedules import Action, Schedule, ScheduleError, make_schedule
+from simulator.torchsim.schedules import TORCH_CLASSES, torch_order
 
 pytest.importorskip("torch.distributed.pipelining")
 

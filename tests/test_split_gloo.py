@@ -16,7 +16,7 @@ from tests.test_split_catalogue import writes_into_its_argument
 
 pytest.importorskip("torch.distributed")
 
-from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -96,7 +96,7 @@ def waits_the_torch_way(dev):
 
 def test_waiting_the_torch_way_gets_the_same_fix_on_both(world):
     from simulator import RankError
-    from simulator.backends.errors import RemoteRankError
+    from simulator.real.errors import RemoteRankError
 
     fix = r"write dev\.wait\(req\), not req\.wait\(\)"
     with pytest.raises(RankError, match=fix):

@@ -4,8 +4,8 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.backends.costfile import load_cost, save_cost
-from simulator.backends.prediction import predicted_seconds, ring_all_reduces
+from simulator.calibration.costfile import load_cost, save_cost
+from simulator.calibration.prediction import predicted_seconds, ring_all_reduces
 from simulator.cost.model import CostModel
 from simulator.cost.spread import MessageSpread
 from tests.costfiles import assert_refused

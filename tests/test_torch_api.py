@@ -7,9 +7,9 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from simulator import collectives  # noqa: E402
-from simulator.backends import native  # noqa: E402
-from simulator.backends.torch import TorchDevice  # noqa: E402
 from simulator.core.device import Device  # noqa: E402
+from simulator.real import native  # noqa: E402
+from simulator.real.device import TorchDevice  # noqa: E402
 
 
 def public(cls):
@@ -43,8 +43,8 @@ def test_bad_options_are_named():
 def test_what_is_said_after_the_fact_reaches_a_real_ranks_record():
     import numpy as np
 
-    from simulator.backends.recording import RecvRecord
-    from simulator.backends.torch_messages import TorchRequest
+    from simulator.real.messages import TorchRequest
+    from simulator.real.recording import RecvRecord
 
     dev = TorchDevice(0, 2)
     row = dev.ops_recorded

@@ -10,8 +10,8 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
-from simulator.backends import torch_programs as tp  # noqa: E402
 from simulator.core.errors import RankError  # noqa: E402
+from simulator.torchsim import programs as tp  # noqa: E402
 
 MODEL = tp.mlp(0)
 STATE, X = MODEL.state_dict(), tp.batch(1)
@@ -117,7 +117,7 @@ def test_a_program_that_never_waits_on_its_async_collective_is_told_which_call()
         simulate_torch(tp.tp_mlp, 2, STATE, X, "never waited")
     text = " ".join(str(err.value).split())
     assert "never waited on 1 collective(s) it called with async_op=True" in text
-    assert "all_reduce on ranks [0, 1], at torch_programs.py" in text and "Call work.wait() before using it" in text
+    assert "all_reduce on ranks [0, 1], at programs.py" in text and "Call work.wait() before using it" in text
 
 
 def dtensor_step(state, x):

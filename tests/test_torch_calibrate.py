@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.backends.costfile import load_cost, save_cost
+from simulator.calibration.costfile import load_cost, save_cost
 from simulator.cost.model import CostModel
 from simulator.teach.examples import seeds
 from tests.report_words import words
@@ -14,7 +14,7 @@ from tests.report_words import words
 
 def test_fit_recovers_alpha_and_bandwidth_from_exact_times():
     pytest.importorskip("torch.distributed")
-    from simulator.backends.calibrate import fit_alpha_beta
+    from simulator.calibration.calibrate import fit_alpha_beta
 
     sizes = [8, 1 << 10, 1 << 16, 1 << 20, 1 << 22]
     alpha, bandwidth = fit_alpha_beta(sizes, [50e-6 + n / 2e9 for n in sizes])
@@ -45,7 +45,7 @@ def test_cost_file_round_trip_and_clear_errors(tmp_path):
 @pytest.mark.gloo
 def test_calibrate_command_writes_a_cost_model_the_simulator_loads(tmp_path, capsys):
     pytest.importorskip("torch.distributed")
-    from simulator.backends.calibrate import ADD_SIZES, MATMUL_SHAPES, SIZES
+    from simulator.calibration.calibrate import ADD_SIZES, MATMUL_SHAPES, SIZES
     from simulator.cli.main import main
 
     out = tmp_path / "cost.json"
@@ -81,8 +81,8 @@ def test_times_hidden_by_noise_are_measured_again_with_more_repeats(monkeypatch,
     calibration measures again with twice the repeats. The fits are stood in for (the measurements are real, and
     as noisy as the machine is): the first finds no trend, the second fits exact times."""
     pytest.importorskip("torch.distributed")
-    from simulator.backends import calibrate as cal
-    from simulator.backends.fit import NoisyMeasurement, OpFit
+    from simulator.calibration import calibrate as cal
+    from simulator.calibration.fit import NoisyMeasurement, OpFit
 
     real_fit, calls = cal.fit_pieces, []
     sizes = (8, 1 << 16, 1 << 20)

@@ -14,7 +14,7 @@ dist = pytest.importorskip("torch.distributed")
 nn = torch.nn
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
-from simulator.backends.torch_programs import TwoStage, seed_split  # noqa: E402
+from simulator.torchsim.programs import TwoStage, seed_split  # noqa: E402
 from tests.test_checker_catalogue import CORRECT, WRONG  # noqa: E402
 
 RNG = np.random.default_rng(30)

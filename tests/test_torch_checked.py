@@ -9,8 +9,8 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
-from simulator.backends import torch_programs as tp  # noqa: E402
 from simulator.checker import Split  # noqa: E402
+from simulator.torchsim import programs as tp  # noqa: E402
 from tests.report_words import words  # noqa: E402
 
 MODEL = tp.mlp(0)

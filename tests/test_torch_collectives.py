@@ -5,8 +5,8 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
-from simulator.backends import demos  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
+from tests import demos  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -56,7 +56,7 @@ def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
 
 def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
     from simulator import World
-    from simulator.backends.compare import compare
+    from simulator.real.compare import compare
 
     sim = World(4).run(demos.collectives_tour)
     with TorchWorld(4, "gloo", timeout=20, collectives="messages") as w:
@@ -76,7 +76,7 @@ def test_an_average_of_integers_is_refused_on_real_ranks_as_in_a_simulation(worl
 
 
 def test_a_large_native_all_reduce_travels_in_pieces_and_leaves_its_input_alone(world4):
-    from simulator.backends.native import FIRST_PIECE_BYTES, piece_bounds
+    from simulator.real.native import FIRST_PIECE_BYTES, piece_bounds
 
     n = 3 * FIRST_PIECE_BYTES // 8 + 12345  # pieces of 1, 2, then a short one
     assert len(piece_bounds(n, 8, FIRST_PIECE_BYTES, 1 << 30)) == 4
@@ -104,7 +104,7 @@ def test_a_collectives_eager_sends_are_released_as_it_ends():
 def test_a_real_rank_receives_straight_into_an_array_of_its_own(world4):
     """``recv_into``: how a ring all-reduce on real ranks puts each block in its place in the result,
     with no copy to assemble it; a slot of the wrong size is refused, naming both shapes."""
-    from simulator.backends.errors import RemoteRankError
+    from simulator.real.errors import RemoteRankError
 
     found = world4.run(demos.receive_into_a_slot).outputs[1]
     assert found == {

@@ -8,10 +8,10 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from simulator import World  # noqa: E402
-from simulator.backends import crosscheck  # noqa: E402
-from simulator.backends.errors import RemoteRankError  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
 from simulator.parallel import tensor  # noqa: E402
+from simulator.real import crosscheck  # noqa: E402
+from simulator.real.errors import RemoteRankError  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
 from simulator.teach.examples import get  # noqa: E402
 from simulator.tensors.mesh import DeviceMesh  # noqa: E402
 from simulator.tensors.placements import R, S  # noqa: E402

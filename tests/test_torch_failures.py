@@ -10,10 +10,10 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from simulator import ContractError, World  # noqa: E402
-from simulator.backends import demos  # noqa: E402
-from simulator.backends.errors import CommTimeoutError, RankTimeoutError, RemoteRankError  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.real.errors import CommTimeoutError, RankTimeoutError, RemoteRankError  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
 from simulator.teach.examples import seeds  # noqa: E402
+from tests import demos  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -129,7 +129,7 @@ def test_a_script_that_starts_ranks_at_module_level_is_told_to_guard_it(tmp_path
     import sys
 
     script = tmp_path / "unguarded.py"
-    script.write_text("from simulator.backends.launch import TorchWorld\nwith TorchWorld(2, timeout=20):\n    pass\n")
+    script.write_text("from simulator.real.launch import TorchWorld\nwith TorchWorld(2, timeout=20):\n    pass\n")
     done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 1
     assert "ProcessDied" in done.stderr and 'if __name__ == "__main__":' in done.stderr

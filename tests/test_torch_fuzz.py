@@ -1,6 +1,6 @@
 """Random programs on real gloo ranks equal their simulation, or fail with the same error, and leave nothing behind.
 
-Programs are scripts (``simulator.backends.scripted``): point-to-point messages (blocking or not,
+Programs are scripts (``tests.scripted``): point-to-point messages (blocking or not,
 declared or not) and collectives over the whole world or over any subgroup (overlapping ones
 included), on 2 or 3 ranks; about one in five carries one error (a wrong declared contract, or a rank
 that raises). Bounded: thirty examples on two worlds that stay up between examples (an error
@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, Phase, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
 from simulator import World  # noqa: E402
-from simulator.backends.errors import RemoteRankError  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.backends.scripted import scripted  # noqa: E402
 from simulator.collectives import TAG_BASE  # noqa: E402
 from simulator.core.errors import RankError, SimulationError  # noqa: E402
+from simulator.real.errors import RemoteRankError  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
 from tests.procs import listening, survivors  # noqa: E402
+from tests.scripted import scripted  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 

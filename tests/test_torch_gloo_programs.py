@@ -9,9 +9,9 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch.distributed")
 
 from simulator import simulate_torch  # noqa: E402
-from simulator.backends import torch_programs as tp  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.backends.torch_sim import run_real  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
+from simulator.torchsim import programs as tp  # noqa: E402
+from simulator.torchsim.simulate import run_real  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 

@@ -13,11 +13,11 @@ torch = pytest.importorskip("torch")
 dist = pytest.importorskip("torch.distributed")
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
-from simulator.backends import torch_programs as tp  # noqa: E402
-from simulator.backends.errors import RemoteRankError  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.backends.torch_sim import run_real  # noqa: E402
 from simulator.core.errors import DeadlockError  # noqa: E402
+from simulator.real.errors import RemoteRankError  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
+from simulator.torchsim import programs as tp  # noqa: E402
+from simulator.torchsim.simulate import run_real  # noqa: E402
 from tests.test_torch_catalogue import TWINS  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
@@ -183,7 +183,7 @@ def test_a_program_that_never_waits_on_an_async_collective_is_told_so_simulated_
         run_real(worlds(2), tp.tp_mlp, STATE, X, "never waited")
     for err in (simulated, real):
         text = " ".join(str(err.value).split())
-        assert expected in text and "all_reduce on ranks [0, 1], at torch_programs.py" in text, text
+        assert expected in text and "all_reduce on ranks [0, 1], at programs.py" in text, text
 
 
 def test_a_tensor_changed_before_its_async_all_reduce_is_waited_on_is_refused_simulated_and_real(worlds):

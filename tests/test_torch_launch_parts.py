@@ -10,11 +10,11 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
-from simulator.backends.launch import TorchWorld  # noqa: E402
-from simulator.backends.rankproc import RankProcess  # noqa: E402
-from simulator.backends.replies import Awaited, collect, where_they_waited  # noqa: E402
-from simulator.backends.stderr_tail import StderrTail  # noqa: E402
-from simulator.backends.worker import ErrorReport  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
+from simulator.real.rankproc import RankProcess  # noqa: E402
+from simulator.real.replies import Awaited, collect, where_they_waited  # noqa: E402
+from simulator.real.stderr_tail import StderrTail  # noqa: E402
+from simulator.real.worker import ErrorReport  # noqa: E402
 
 
 class IdleProcess:
@@ -76,7 +76,7 @@ def test_the_ranks_exchange_no_pickles_at_start_up(tmp_path, monkeypatch):
     import torch
     import torch.distributed as dist
 
-    from simulator.backends import worker
+    from simulator.real import worker
 
     def unpickles(*args, **kwargs):
         raise AssertionError("an object collective unpickles whatever the peers send")
@@ -97,7 +97,7 @@ def test_the_ranks_exchange_no_pickles_at_start_up(tmp_path, monkeypatch):
 
 
 def test_each_world_has_its_own_private_store():
-    from simulator.backends.loopback import PrivateStore
+    from simulator.real.loopback import PrivateStore
 
     a, b = PrivateStore(), PrivateStore()
     try:

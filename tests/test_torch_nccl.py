@@ -21,10 +21,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.skipif(_why_not() i
 
 
 def test_seed_scenarios_and_collectives_on_nccl():
-    from simulator.backends import demos
-    from simulator.backends.compare import compare
-    from simulator.backends.launch import TorchWorld
+    from simulator.real.compare import compare
+    from simulator.real.launch import TorchWorld
     from simulator.teach.examples import get
+    from tests import demos
 
     with TorchWorld(2, "nccl", timeout=60) as world:
         for name in ("split", "wrong-input", "replicated"):

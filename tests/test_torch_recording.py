@@ -4,18 +4,18 @@ import numpy as np
 import pytest
 
 from simulator import World
-from simulator.backends.compare import compare
-from simulator.backends.recording import OpRecord, RankRecord, RecvRecord, SendRecord, merge
-from simulator.backends.wire import (
+from simulator.checker import Reference, check
+from simulator.core.tags import user_tag
+from simulator.core.trace import Message, Op
+from simulator.real.compare import compare
+from simulator.real.recording import OpRecord, RankRecord, RecvRecord, SendRecord, merge
+from simulator.real.wire import (
     DTYPES,
     as_bytes,
     decode_header,
     encode_header,
     from_bytes,
 )
-from simulator.checker import Reference, check
-from simulator.core.tags import user_tag
-from simulator.core.trace import Message, Op
 from simulator.teach.examples import seeds
 from simulator.views.stepper import Stepper
 
@@ -122,7 +122,7 @@ def test_compare_ignores_time_but_not_values():
 
 
 def test_buffer_pool_reuses_only_buffers_nobody_holds():
-    from simulator.backends.pool import MIN_BYTES, BufferPool
+    from simulator.real.pool import MIN_BYTES, BufferPool
 
     def address(a):
         return a.__array_interface__["data"][0]

@@ -19,9 +19,9 @@ import pytest
 pytest.importorskip("torch.distributed")
 
 from simulator import World  # noqa: E402
-from simulator.backends import demos  # noqa: E402
-from simulator.backends.errors import RankTimeoutError, RemoteRankError, WorldBusyError  # noqa: E402
-from simulator.backends.launch import RUN_TIMEOUT, TorchWorld  # noqa: E402
+from simulator.real.errors import RankTimeoutError, RemoteRankError, WorldBusyError  # noqa: E402
+from simulator.real.launch import RUN_TIMEOUT, TorchWorld  # noqa: E402
+from tests import demos  # noqa: E402
 from tests.procs import listening, survivors  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
@@ -111,8 +111,8 @@ def test_the_store_is_a_private_file_and_the_ranks_listen_on_loopback_only_and_n
 LAUNCHER = textwrap.dedent(
     """
     import json, sys, threading
-    from simulator.backends import demos
-    from simulator.backends.launch import TorchWorld
+    from tests import demos
+    from simulator.real.launch import TorchWorld
 
     def go():
         world = TorchWorld(2, timeout=5)

@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from simulator import ContractError
-from simulator.backends import demos
 from simulator.checker import check
 from simulator.core.trace import Trace
 from simulator.teach.examples import all_scenarios, get
+from tests import demos
 
 pytest.importorskip("torch.distributed")
 
-from simulator.backends.compare import compare, counterpart  # noqa: E402
-from simulator.backends.launch import TorchWorld  # noqa: E402
+from simulator.real.compare import compare, counterpart  # noqa: E402
+from simulator.real.launch import TorchWorld  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -178,7 +178,7 @@ def test_the_3d_step_on_eight_processes_equals_its_simulation():
 
 
 def test_deadlock_scenarios_time_out_on_real_processes():
-    from simulator.backends.errors import RankTimeoutError
+    from simulator.real.errors import RankTimeoutError
 
     with TorchWorld(2, "gloo", timeout=2) as w:
         for name in ("send-send-deadlock", "1f1b-blocking-deadlock"):

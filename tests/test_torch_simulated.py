@@ -268,7 +268,7 @@ def test_distribute_redistribute_and_full_tensor_on_a_2d_mesh():
 
 
 def test_a_dtensor_op_is_priced_as_each_rank_runs_it():
-    from simulator.backends import torch_programs as tp
+    from simulator.torchsim import programs as tp
 
     run = simulate_torch(tp.dtensor_mlp, 2, tp.mlp(0).state_dict(), tp.batch(1))  # x (4, 8), fc1 8 -> 16
     fc1 = [op for op in run.trace.ops if op.name == "fc1: addmm"]
@@ -279,7 +279,7 @@ def test_the_views_work_on_a_torch_run(tmp_path):
     import json
 
     from simulator import Stepper, text_timeline, write_chrome_trace
-    from simulator.backends import torch_programs as tp
+    from simulator.torchsim import programs as tp
 
     run = simulate_torch(tp.seed_split, 2, torch.tensor([3.0]))
     grid = text_timeline(run)

@@ -1,6 +1,6 @@
 """Which place in a run comes first by cause, not by clock: the order the checker names "the first divergence" in.
 
-A simulated trace is in simulated-time order; a real run's trace (``simulator.backends.recording``) is in
+A simulated trace is in simulated-time order; a real run's trace (``simulator.real.recording``) is in
 measured-time order, and on real processes two events with no cause between them (device 0's all-reduce
 call, device 1 holding a wrong shard) come in whatever order the machine ran them. So the checker orders
 the places it finds by what each event depended on:

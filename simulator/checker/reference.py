@@ -26,7 +26,7 @@ class _NoResult:
 
 NO_RESULT: Any = _NoResult()  # a reference built from a trace alone does not know what the model returns
 # Builders of references from other kinds of model, lent by layers above this one (the root package registers
-# "torch": simulator.backends.torch_reference), so that the checker never imports them.
+# "torch": simulator.torchsim.reference), so that the checker never imports them.
 BUILDERS: dict[str, Callable[..., Any]] = {}
 
 
@@ -80,7 +80,7 @@ class Reference:
     @classmethod
     def of_torch(cls, model: Any, *args: Any, **kwargs: Any) -> Reference:
         """Run a torch function or ``nn.Module`` on one device and name what its modules compute by their path
-        (``simulator.backends.torch_reference``: this layer never imports torch, the root package lends it here)."""
+        (``simulator.torchsim.reference``: this layer never imports torch, the root package lends it here)."""
         builder = BUILDERS.get("torch")
         if builder is None:
             raise RuntimeError("Reference.of_torch needs torch and `import simulator` (which registers it)")

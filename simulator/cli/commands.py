@@ -215,7 +215,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
 def cmd_calibrate(args: argparse.Namespace) -> int:
     """Measure latency, bandwidth and compute speed on real torch.distributed ranks; write a cost model."""
     try:
-        from ..backends.calibrate import main_calibrate
+        from ..calibration.calibrate import main_calibrate
     except ImportError as exc:  # torch is an optional extra
         print(f"calibrate needs torch (pip install '.[torch]'): {exc}", file=sys.stderr)
         return 2

@@ -1,7 +1,7 @@
 """Run a scenario or rank program under ``torchrun``: one machine or several, env:// initialisation.
 
 Each process torchrun starts runs this module: it runs the program on a real rank
-(``simulator.backends.torchrun``), and rank 0 merges the trace, checks it against the scenario's
+(``simulator.real.torchrun``), and rank 0 merges the trace, checks it against the scenario's
 single-device reference and prints the event log. On one machine:
 
     torchrun --standalone --nproc-per-node 2 -m simulator.cli.torchrun split
@@ -26,10 +26,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ..backends.recording import merge
-from ..backends.torchrun import run_rank
 from ..checker import check
 from ..core.files import atomic_write
+from ..real.recording import merge
+from ..real.torchrun import run_rank
 from ..teach.examples import all_scenarios
 from .types import output_file
 

@@ -3,7 +3,7 @@
 Each method is the public function of ``api.py`` with the device as its first argument. The core's
 ``Device`` knows nothing of collectives (it sits in the layer below): ``attach`` gives it these methods
 when this package loads, which ``import simulator`` always does first. The torch backend's device
-inherits them (simulator/backends/torch.py).
+inherits them (simulator/real/device.py).
 """
 
 from __future__ import annotations

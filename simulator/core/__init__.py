@@ -13,7 +13,7 @@ device.py         ``Device``: memory, ops and messaging, the only thing a rank p
                   collectives attach their methods from the layer above)
 messaging.py      ``send``/``recv``/``isend``/``irecv``/``wait``/``test`` on the engine's clock
 p2p.py            the rules every device's messaging keeps (peers, tags, contracts, who waits), shared
-                  with a real rank's (``simulator.backends.torch_messages``)
+                  with a real rank's (``simulator.real.messages``)
 payloads.py       values on a device: read-only copies, what a message may carry, ops that name inputs
 columnar.py       the trace as columns, ``Message``/``Op`` made on access
 ordering.py       one numbering for every run: events in canonical time order

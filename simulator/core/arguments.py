@@ -13,7 +13,7 @@ between devices except as a message and a program gives the same result on both 
 ``PerDevice(parts)`` gives each device only its own part of an input, as a launcher hands each rank its
 shard: ``World(4).run(program, PerDevice([x0, x1, x2, x3]))`` calls ``program(dev, x_r)`` on device r. A
 rank that a mapping leaves out gets None (it is given nothing). The torch backend resolves it the same way
-on each rank (``simulator.backends.worker``).
+on each rank (``simulator.real.worker``).
 """
 
 from __future__ import annotations

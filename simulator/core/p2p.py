@@ -1,7 +1,7 @@
 """The rules of point-to-point messaging, the same on every device, whatever carries the bytes.
 
 Two devices send and receive with the torch.distributed names: the simulated one (``messaging.py``, on the
-engine's clock) and a real rank's (``simulator.backends.torch_messages``, over torch.distributed). What a
+engine's clock) and a real rank's (``simulator.real.messages``, over torch.distributed). What a
 program may ask of either, and what it is told when it asks wrongly, is here once: which peers and tags are
 valid, what a receive's contract (shape, dtype) is and the error when a message breaks it, who may wait on a
 request, and where a named receive is kept. Each device keeps only how its bytes travel.

@@ -195,7 +195,7 @@ class TwoLevel:
 class LinkRegime:
     """Messages of at least ``min_bytes`` (up to the next regime's) cost ``latency + n / bandwidth``.
 
-    Calibration finds these where measured message times bend (``simulator.backends.fit``).
+    Calibration finds these where measured message times bend (``simulator.calibration.fit``).
     """
 
     min_bytes: int

@@ -60,7 +60,7 @@ class Scenario:
         return self.world.start(self.program, *self.args)
 
     def run(self, on: Any = None) -> ScenarioRun:
-        """Run the scenario and check it. ``on``: a ``TorchWorld`` (``simulator.backends``) to run the same
+        """Run the scenario and check it. ``on``: a ``TorchWorld`` (``simulator.real.launch``) to run the same
         program, arguments and rules on real processes, checked alike; None: the simulator."""
         try:
             if on is None:

@@ -56,7 +56,7 @@ def simulated_bytes(src: list[Placement], dst: list[Placement]) -> int:
 
 
 def rows() -> list[tuple[str, str, int, int]]:
-    from ...backends.dtensor_volumes import dtensor_bytes
+    from ...torchsim.dtensor_volumes import dtensor_bytes
 
     out = []
     for src, dst in CASES:

@@ -1,6 +1,6 @@
 """Simulated against measured: the same rank program's timeline from the simulator and from real processes.
 
-A run on the torch backend (``simulator.backends``) records the same messages and ops as a
+A run on the torch backend (``simulator.real``) records the same messages and ops as a
 simulation, with measured times, so both timelines draw with the same code. The figure stacks them:
 the simulation above, the real run below.
 

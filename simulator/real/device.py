@@ -46,20 +46,20 @@ from ..core.trace import Op
 from ..cost.model import op_flops
 from .errors import CommError, CommTimeoutError
 from .groups import new_subgroup
+from .messages import TorchMessaging, TorchRequest
 from .pool import BufferPool
 from .recording import OpRecord, RankRecord
-from .torch_messages import TorchMessaging, TorchRequest
 
 SEND_MODES = ("eager", "rendezvous")
 # Where dev.all_reduce and its siblings go: torch.distributed's own, or the simulator's message algorithms.
-COLLECTIVES = {"native": "simulator.backends.native", "messages": "simulator.collectives"}
+COLLECTIVES = {"native": "simulator.real.native", "messages": "simulator.collectives"}
 
 
 def _collective(name: str) -> Callable[..., Any]:
     """A TorchDevice method with the signature of ``CollectiveMethods.<name>``, sent to the chosen implementation.
 
     ``collectives="messages"`` runs ``simulator.collectives.<name>`` (message by message, as in the
-    simulator); ``"native"`` runs ``simulator.backends.native.<name>`` (torch.distributed's own).
+    simulator); ``"native"`` runs ``simulator.real.native.<name>`` (torch.distributed's own).
     """
     method = getattr(CollectiveMethods, name)
     signature = inspect.signature(method)

@@ -8,7 +8,7 @@ on the real ranks of a ``TorchWorld`` (gloo), recorded the same way, so that ``c
 Each rank runs ``program(*args)`` with its own deep copy of the arguments (as separate processes would have),
 with ``torch.distributed`` initialised for it on the "simulator" backend: ``dist.get_rank()`` is its rank,
 every collective and send runs as the simulator's messages on the rank's device, ``init_device_mesh("cpu",
-...)`` and DTensor work as on real ranks. How the ranks take turns: ``torch_ranks``. What a rank returns is
+...)`` and DTensor work as on real ranks. How the ranks take turns: ``ranks``. What a rank returns is
 converted to NumPy (a DTensor: its local piece, with the block it is named for the checker).
 
 Sends are rendezvous by default, as gloo's are (``dist.send`` returns once the receiver has taken the
@@ -32,8 +32,8 @@ from ..collectives import ALGORITHMS
 from ..core.engine import RunResult
 from ..core.errors import SimulationError
 from ..core.world import World
-from .torch_context import RankContext
-from .torch_ranks import RankThread, install
+from .context import RankContext
+from .ranks import RankThread, install
 
 _SIMULATIONS = itertools.count()  # numbers each simulation's process-group names apart
 
@@ -131,7 +131,7 @@ def run_real(torch_world: Any, program: Callable[..., Any], *args: Any) -> Any:
     NumPy, and the merged trace). The program must be a module-level function of an importable module (it
     travels to the rank processes by name).
 
-    On each rank the program runs as on a simulated rank (``torch_ranks.RankThread``: its modules, priced ops
+    On each rank the program runs as on a simulated rank (``ranks.RankThread``: its modules, priced ops
     and torch.distributed calls recorded, ``init_process_group`` done for it on the "simulator" backend), but
     the device that carries out its calls is the rank's ``TorchDevice``: every collective and message goes
     over the real process group (gloo, or NCCL), with measured times. Sends wait for their receiver, as gloo's

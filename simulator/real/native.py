@@ -32,7 +32,7 @@ from ..core.payloads import sealed
 from .wire import HEADER_LEN, decode_header, encode_header, nbytes_of
 
 if TYPE_CHECKING:
-    from .torch import TorchDevice
+    from .device import TorchDevice
 
 REDUCE_OPS = {
     "sum": dist.ReduceOp.SUM,

@@ -46,12 +46,12 @@ import torch.distributed as dist
 from ..core.errors import SimulationError, UnreceivedMessagesError, UnreceivedMessagesWarning
 from ..core.trace import Trace
 from ..core.world import World
+from .device import SEND_MODES
 from .errors import WorldBusyError
 from .loopback import PrivateStore
 from .rankproc import RankProcess, spawn_rank, stop_ranks
 from .recording import merge
 from .replies import Awaited, collect
-from .torch import SEND_MODES
 from .worker import WorkerConfig
 
 BACKENDS = ("gloo", "nccl")

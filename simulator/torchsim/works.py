@@ -18,8 +18,8 @@ from torch._C._distributed_c10d import _create_work_from_future
 from torch.futures import Future
 
 from ..core.p2p import contract_violation
-from .torch_context import RankContext, call_site, internal
-from .torch_values import to_numpy, write_into
+from .context import RankContext, call_site, internal
+from .values import to_numpy, write_into
 
 
 def done(result: Any) -> Any:

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from ..core.device import Device
+from simulator.core.device import Device
 
 
 def ring_pass(dev: Device, x: np.ndarray, rounds: int = 2) -> np.ndarray:
@@ -199,7 +199,7 @@ def overlapping_subgroups(dev: Device) -> list[np.ndarray]:
     """On 3 ranks, all-reduces over two subgroups that share rank 0: (0, 1), then (0, 2).
 
     Rank 0 creates two groups, ranks 1 and 2 one each: group creation must not depend on how many
-    groups a rank has created before (see ``backends.groups``).
+    groups a rank has created before (see ``simulator.real.groups``).
     """
     out = []
     if dev.rank in (0, 1):

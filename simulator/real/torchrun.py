@@ -16,8 +16,8 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from .device import RankResources, TorchDevice
 from .heap import keep_freed_memory
-from .torch import RankResources, TorchDevice
 from .worker import all_on_this_host, common_epoch
 
 

@@ -3,7 +3,7 @@
     ref = Reference.of_torch(model, x)                  # model: an nn.Module, or a function of torch tensors
     ref = Reference.of_torch(model, x, microbatches=4)  # the model run on x's 4 microbatches, one after another
 
-The values are named as ``torch_names`` names them on simulated ranks, so ``check(simulate_torch(...), ref)``
+The values are named as ``names`` names them on simulated ranks, so ``check(simulate_torch(...), ref)``
 compares them module by module: each module's output (and its inputs, as the op's inputs), parameters and,
 where the model's function runs a backward pass, gradients; the model's inputs by the names of its
 arguments (``x``: "the model's input"); and the model's result. A module's input that is another module's
@@ -27,8 +27,8 @@ import torch
 from torch import nn
 
 from ..checker.reference import Reference
-from .torch_names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
-from .torch_values import to_numpy
+from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .values import to_numpy
 
 
 class _ReferenceRecorder(ModuleRecorder):

@@ -11,7 +11,7 @@ are threads of one process. ``install()`` (once per process, idempotent) puts th
 - ``DTensor.to_local`` notes, on a simulated rank, which DTensor a plain tensor is the local piece of, so a
   module output that a parallel style turned into a plain tensor is still checked as the right shard.
 - The "simulator" backend: ``init_process_group("simulator", ...)`` and ``new_group`` on a simulated rank
-  make ``torch_pg.SimProcessGroup``s.
+  make ``process_group.SimProcessGroup``s.
 
 Outside simulated ranks all of this passes straight through to torch.
 """
@@ -27,8 +27,8 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import _unregister_process_group
 
-from .torch_context import current
-from .torch_pg import SimProcessGroup
+from .context import current
+from .process_group import SimProcessGroup
 
 BACKEND = "simulator"
 _lock = threading.Lock()

@@ -228,8 +228,8 @@ def calibrated_world(
     """``ranks`` gloo ranks running collectives message by message, calibrated as ``args`` (the options
     above) say, with additions of ``add_sizes`` bytes (default: calibration's): yields (the ``TorchWorld``,
     its ``Calibration``). Needs torch."""
+    from ..real.launch import TorchWorld
     from .calibrate import ADD_SIZES, calibrate
-    from .launch import TorchWorld
 
     with TorchWorld(ranks, "gloo", timeout=120, keep_payloads=False, collectives="messages", headers=args.headers) as w:
         cal = calibrate(

@@ -36,9 +36,9 @@ from ..core.values import fit_lines
 from ..cost.model import CostModel, LinkRegime
 from ..cost.spread import MessageSpread
 from ..cost.units import binary_size
+from ..real.launch import TorchWorld
 from .costfile import save_cost
 from .fit import Line, NoisyMeasurement, OpFit, fit_line, fit_ops, fit_pieces
-from .launch import TorchWorld
 from .probes import PATTERNS, STATISTICS, exchange, matmuls, pingpong, reductions, repeat_seconds
 
 __all__ = ["Calibration", "calibrate", "exchange", "fit_alpha_beta", "main_calibrate", "pingpong"]

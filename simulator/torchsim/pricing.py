@@ -25,7 +25,7 @@ from torch.utils._pytree import tree_leaves
 from torch.utils.flop_counter import flop_registry
 
 from ..cost.meta import MetaArray
-from .torch_context import current
+from .context import current
 
 # ops that move no numbers: their results are other views of memory, or fresh memory with nothing computed
 _FREE = {"detach", "alias", "empty", "empty_like", "empty_strided", "lift_fresh", "_to_copy", "t", "clone"}

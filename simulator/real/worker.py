@@ -42,12 +42,12 @@ import torch
 import torch.distributed as dist
 
 from ..core.arguments import parts_for
+from .device import RankResources, TorchDevice
 from .errors import CommError, CommTimeoutError
 from .heap import keep_freed_memory
 from .lifeline import watch_launcher
 from .loopback import loopback_interface
 from .stderr_tail import redirect_stderr
-from .torch import RankResources, TorchDevice
 
 # How much a failure report says about the root cause: a program's own error beats a timeout, and a
 # timeout beats a failed transfer (usually the echo of a peer that failed first).

@@ -27,12 +27,12 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
-from .torch_c10d import RankWorld, install
-from .torch_context import RankAborted, RankContext, enter, internal
-from .torch_names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
-from .torch_pricing import Pricing
-from .torch_values import LocalPart, placement_of, to_numpy
-from .torch_works import unwaited_error
+from .c10d import RankWorld, install
+from .context import RankAborted, RankContext, enter, internal
+from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .pricing import Pricing
+from .values import LocalPart, placement_of, to_numpy
+from .works import unwaited_error
 
 _DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
 # One simulated rank runs torch at a time in the whole process, even with two simulations side by side: what

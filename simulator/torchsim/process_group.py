@@ -3,7 +3,7 @@
 torch.distributed sends each call of a group (``dist.all_reduce``, ``dist.send``, and the functional
 collectives DTensor uses) to the group's methods (``allreduce``, ``send``, ``_allgather_base``, ...). Here
 each method turns its tensors into NumPy arrays and asks the rank's simulated device (through
-``torch_context.RankContext.request``) to run the simulator's own collective, message by message, with the
+``context.RankContext.request``) to run the simulator's own collective, message by message, with the
 algorithm the simulation chose; then it writes the result into the tensors torch gave it.
 
 Collectives run to their end within the call (the simulated time of the collective is where it was called,
@@ -24,9 +24,9 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
-from .torch_context import RankContext, call_site, internal
-from .torch_values import numpy_dtype, to_numpy, write_into
-from .torch_works import AsyncCollective, SimWork, done, what_call
+from .context import RankContext, call_site, internal
+from .values import numpy_dtype, to_numpy, write_into
+from .works import AsyncCollective, SimWork, done, what_call
 
 REDUCE_OPS = {
     dist.ReduceOp.SUM: "sum",

@@ -1,6 +1,6 @@
 """Which simulated rank the running thread is, and where in the user's code a torch call was made.
 
-A torch program on simulated ranks runs each rank on a thread of its own (``torch_ranks``), one at a time.
+A torch program on simulated ranks runs each rank on a thread of its own (``ranks.py``), one at a time.
 Torch's process-group state, the process group's calls and the module hooks all ask ``current()`` which
 rank they serve: the answer is kept per thread (``threading.local``), never in a global, so two simulations
 can run side by side. ``call_site()`` finds the line of the user's program that made a torch call, for the
@@ -26,14 +26,14 @@ _TORCH_DIR = os.path.dirname(torch.__file__)
 _OWN = {
     os.path.join(os.path.dirname(__file__), f"{name}.py")
     for name in (
-        "torch_context",
-        "torch_pg",
-        "torch_works",
-        "torch_c10d",
-        "torch_names",
-        "torch_pricing",
-        "torch_ranks",
-        "torch_sim",
+        "context",
+        "process_group",
+        "works",
+        "c10d",
+        "names",
+        "pricing",
+        "ranks",
+        "simulate",
     )  # fmt: skip
 }
 _LIBRARY = (_TORCH_DIR, os.path.dirname(threading.__file__))
@@ -52,8 +52,8 @@ class RankContext:
     rank, world_size: its place in the simulated world
     request:          ``request(fn, what)`` runs ``fn(device)`` on the rank's simulated device and returns its
                       result (the thread waits meanwhile); ``what`` names the torch call, for errors
-    world:            its own torch.distributed state (``torch_c10d.RankWorld``)
-    sink:             where module outputs and priced ops go until the next request (``torch_ranks``)
+    world:            its own torch.distributed state (``c10d.RankWorld``)
+    sink:             where module outputs and priced ops go until the next request (``ranks.py``)
     algorithms:       the collective algorithm for each kind of collective (as ``World`` programs choose them)
     """
 
@@ -64,7 +64,7 @@ class RankContext:
     sink: Any = None
     algorithms: dict[str, str] = field(default_factory=dict)
     internal: int = 0  # > 0 while the backend itself computes with torch (not the program: not priced)
-    group_tag: str = ""  # makes this rank's process-group names unique in the process (see torch_c10d)
+    group_tag: str = ""  # makes this rank's process-group names unique in the process (see c10d.py)
     unwaited: list = field(default_factory=list)  # collectives called with async_op=True, not waited on yet
 
 
