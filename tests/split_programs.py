@@ -1,6 +1,6 @@
 """Programs for the split catalogue: cheats that get the numbers right in the wrong place (or by the wrong
 means), and correct programs under names of their own. Module-level, so real rank processes can import them
-(tests/test_split_gloo.py runs the bug catalogue on gloo)."""
+(tests/real/test_split_gloo.py runs the bug catalogue on gloo)."""
 
 import numpy as np
 
@@ -378,7 +378,7 @@ def schedule_own(p, m):
     return out
 
 
-# ---- the bug catalogue on real processes (tests/test_split_gloo.py) ------------------------------------------
+# ---- the bug catalogue on real processes (tests/real/test_split_gloo.py) ------------------------------------------
 XR, WR = np.arange(8.0).reshape(2, 4), np.arange(24.0).reshape(4, 6)
 
 

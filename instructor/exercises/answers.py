@@ -1,7 +1,7 @@
 """The answers to the exercises' predictions, in plain words (for teachers; not in the package).
 
 The package keeps only a digest of each answer and its explanation sealed with it
-(``simulator.teach.exercises.sealed``); ``tests/test_exercises.py`` checks that they match these. After
+(``simulator.teach.exercises.sealed``); ``tests/teach/test_exercises.py`` checks that they match these. After
 changing an answer or its explanation, run ``python instructor/exercises/answers.py`` and paste the sealed
 forms it prints into the exercise's module.
 """

@@ -16,7 +16,7 @@ Every rank idles the same time in these regimes. The forms for GPipe, 1F1B (Huan
 Narayanan et al. 2019), interleaved 1F1B (Narayanan et al. 2021: "(p - 1) / (v m)") and ZB-H1 (Qi et al.
 2024: the bubble drops to (p - 1) F) are the papers'; the others, and the terms for m < p, are what the
 schedules torch generates give, measured by ``schedules.execute`` and the simulation for p in 2..8 and
-m in 1..16 (tests/test_schedule_bubbles.py): a microbatch short of p leaves a ramp slot empty once
+m in 1..16 (tests/parallel/test_schedule_bubbles.py): a microbatch short of p leaves a ramp slot empty once
 per extra stage a rank holds. The zero-bubble schedules leave (p - 1) F idle per rank: the first
 forward has to travel the pipeline before anything else can start.
 """

@@ -23,9 +23,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
 
 @pytest.fixture(scope="module")
-def world():
-    with TorchWorld(2, "gloo", timeout=10) as w:
-        yield w
+def world(gloo_worlds):
+    return gloo_worlds(2, timeout=10)
 
 
 def test_split_equals_simulation_and_passes_the_check(world):

@@ -12,11 +12,10 @@ from simulator.parallel import tensor as tp
 from simulator.teach.examples import seeds
 from simulator.teach.examples import tensor as tex
 from tests import split_programs as P
-from tests.test_split_catalogue import writes_into_its_argument
+from tests.checker.test_split_catalogue import writes_into_its_argument
 
 pytest.importorskip("torch.distributed")
 
-from simulator.real.launch import TorchWorld  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -38,9 +37,8 @@ CATALOGUE = [  # (program, args, reference, split)
 
 
 @pytest.fixture(scope="module")
-def world():
-    with TorchWorld(2, "gloo", timeout=20) as w:
-        yield w
+def world(gloo_worlds):
+    return gloo_worlds(2, timeout=20)
 
 
 def verdict(report):

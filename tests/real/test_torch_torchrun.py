@@ -11,7 +11,7 @@ import pytest
 
 pytest.importorskip("torch.distributed")
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 

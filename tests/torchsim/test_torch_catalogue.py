@@ -1,4 +1,4 @@
-"""The checker's catalogue of student programs (tests/test_checker_catalogue.py), rewritten in torch: each program
+"""The checker's catalogue of student programs (tests/checker/test_checker_catalogue.py), rewritten in torch: each program
 here is the twin of one written against ``Device`` there, and gets the same verdict, checked against
 ``Reference.of_torch`` of the same model. Modules take the model's names (``S1``, ``proj``, ``a``); nothing
 declares a shard or a partial sum: the torch backend learns them from the shapes and from ``dist.all_reduce``.
@@ -15,7 +15,7 @@ nn = torch.nn
 
 from simulator import Reference, check, simulate_torch  # noqa: E402
 from simulator.torchsim.programs import TwoStage, seed_split  # noqa: E402
-from tests.test_checker_catalogue import CORRECT, WRONG  # noqa: E402
+from tests.checker.test_checker_catalogue import CORRECT, WRONG  # noqa: E402
 
 RNG = np.random.default_rng(30)
 

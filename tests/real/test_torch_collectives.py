@@ -24,9 +24,8 @@ def assert_same(found, expected, where):
 
 
 @pytest.fixture(scope="module")
-def world4():
-    with TorchWorld(4, "gloo", timeout=20) as w:
-        yield w
+def world4(gloo_worlds):
+    return gloo_worlds(4, timeout=20)
 
 
 def test_native_collectives_equal_numpy_on_one_device(world4):

@@ -321,7 +321,7 @@ def test_animation_shows_every_message(gpipe, tmp_path):
 def _root():
     from pathlib import Path
 
-    return Path(__file__).resolve().parents[1]
+    return Path(__file__).resolve().parents[2]
 
 
 def test_timeline_command(capsys):

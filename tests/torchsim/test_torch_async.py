@@ -1,7 +1,7 @@
 """Collectives called with ``async_op=True`` in torch programs on simulated ranks: the result reaches the tensors
 when the program waits on the work (``wait``, ``is_completed``, ``get_future``, ``result``), never before, so a
 program that reads a tensor early sees what it held and the checker fails it; one that never waits is told which
-call it left. (The same verdicts on real gloo ranks: tests/test_torch_gloo_verdicts.py.)"""
+call it left. (The same verdicts on real gloo ranks: tests/torchsim/test_torch_gloo_verdicts.py.)"""
 
 import numpy as np
 import pytest

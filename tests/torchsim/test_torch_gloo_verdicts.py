@@ -2,7 +2,7 @@
 ``simulate_torch`` records it on simulated ranks, so ``check`` says passed or FAILED alike. With the simulator's
 collectives over gloo (``collectives="messages"``) the first divergence is the same event; with gloo's own
 (native, whose messages nobody sees) it is the same value, where the run first shows it. Every torch twin of
-the checker's catalogue (tests/test_torch_catalogue.py), and the hand-written and ``parallelize_module`` MLPs,
+the checker's catalogue (tests/torchsim/test_torch_catalogue.py), and the hand-written and ``parallelize_module`` MLPs,
 the sequence-parallel block and the pipeline with their classic bugs. One TorchWorld per world size and kind
 of collectives (gloo starts in seconds)."""
 
@@ -18,7 +18,7 @@ from simulator.real.errors import RemoteRankError  # noqa: E402
 from simulator.real.launch import TorchWorld  # noqa: E402
 from simulator.torchsim import programs as tp  # noqa: E402
 from simulator.torchsim.simulate import run_real  # noqa: E402
-from tests.test_torch_catalogue import TWINS  # noqa: E402
+from tests.torchsim.test_torch_catalogue import TWINS  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -55,17 +55,8 @@ CASES = {**{f"twin: {k}": v for k, v in TWINS.items()}, **PROGRAMS}
 
 
 @pytest.fixture(scope="module")
-def worlds():
-    opened: dict[tuple[int, str], TorchWorld] = {}
-
-    def world(n: int, collectives: str = "native") -> TorchWorld:
-        if (n, collectives) not in opened:
-            opened[n, collectives] = TorchWorld(n, timeout=60, collectives=collectives).__enter__()
-        return opened[n, collectives]
-
-    yield world
-    for w in opened.values():
-        w.__exit__(None, None, None)
+def worlds(gloo_worlds):
+    return lambda n, collectives="native": gloo_worlds(n, timeout=60, collectives=collectives)
 
 
 def first(report):
@@ -187,7 +178,7 @@ def test_a_program_that_never_waits_on_an_async_collective_is_told_so_simulated_
 
 
 def test_a_tensor_changed_before_its_async_all_reduce_is_waited_on_is_refused_simulated_and_real(worlds):
-    from tests.test_torch_async import changed_before_wait
+    from tests.torchsim.test_torch_async import changed_before_wait
 
     expected = "changed a tensor of a collective it called with async_op=True before waiting on it"
     with pytest.raises(Exception) as simulated:
@@ -200,7 +191,7 @@ def test_a_tensor_changed_before_its_async_all_reduce_is_waited_on_is_refused_si
 
 
 def test_a_receive_written_before_it_completes_is_refused_simulated_and_real(worlds):
-    from tests.test_torch_async import written_before_received
+    from tests.torchsim.test_torch_async import written_before_received
 
     for run in (lambda: simulate_torch(written_before_received, 2, torch.tensor([3.0])),
                 lambda: run_real(worlds(2), written_before_received, torch.tensor([3.0]))):  # fmt: skip
@@ -212,7 +203,7 @@ def test_a_receive_written_before_it_completes_is_refused_simulated_and_real(wor
 def test_a_receive_polled_with_is_completed_passes_simulated_and_is_named_not_hung_real():
     """gloo says a receive completed only once it is waited on: polling it on real ranks would spin forever, so
     after the communication timeout the rank is told to wait (simulated, the poll sees the message arrive)."""
-    from tests.test_torch_async import polled_receive
+    from tests.torchsim.test_torch_async import polled_receive
 
     x = torch.tensor([3.0])
     assert simulate_torch(polled_receive, 2, x).outputs[1].tolist() == [49.0]
@@ -224,7 +215,7 @@ def test_a_receive_polled_with_is_completed_passes_simulated_and_is_named_not_hu
 
 
 def test_a_declared_split_gets_one_verdict_simulated_and_real(worlds):
-    from tests.test_torch_checked import SEED_SPLIT, raw_input_recomputed, whole_model_on_rank_1
+    from tests.torchsim.test_torch_checked import SEED_SPLIT, raw_input_recomputed, whole_model_on_rank_1
 
     x = torch.tensor([3.0])
     ref = Reference.of_torch(tp.TwoStage(), x)
@@ -236,7 +227,7 @@ def test_a_declared_split_gets_one_verdict_simulated_and_real(worlds):
 
 
 def test_a_message_fills_a_flat_tensor_simulated_and_real(worlds):
-    from tests.test_torch_errors import receive_into
+    from tests.torchsim.test_torch_errors import receive_into
 
     for collectives in ("messages", "native"):
         real = run_real(worlds(2, collectives), receive_into, (4,)).outputs[1]
@@ -246,7 +237,7 @@ def test_a_message_fills_a_flat_tensor_simulated_and_real(worlds):
 
 def test_without_headers_a_real_receive_declares_its_tensor_s_shape():
     """With headers off nothing says a message's shape: the receive declares its tensor's, as in strict mode."""
-    from tests.test_torch_errors import receive_into
+    from tests.torchsim.test_torch_errors import receive_into
 
     with TorchWorld(2, timeout=20, headers=False) as world:
         assert run_real(world, receive_into, (2, 2)).outputs[1].tolist() == [[0.0, 1.0], [2.0, 3.0]]

@@ -17,7 +17,7 @@ from simulator.calibration.prediction import (
 )
 from simulator.cost.model import CostModel, LinkRegime
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_a_repeat_lasts_from_the_last_start_to_the_last_end():

@@ -9,7 +9,7 @@ import pytest
 from simulator.cli.main import main
 from simulator.teach.grading import COLUMNS, grade_file, student_files, write_csv
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 RING_START = """
 import numpy as np

@@ -288,7 +288,7 @@ window.cleanup = widget.render({model, el: document.getElementById("view")});
 
 
 def test_partial_sums_are_marked_partial(browser, tmp_path):
-    from tests.test_view_document import partial_trace
+    from tests.views.test_view_document import partial_trace
 
     path = write_html(partial_trace(), tmp_path / "partial.html", step=3)
     open_page(browser, path)

@@ -297,7 +297,7 @@ def test_the_guide_quotes_the_seed_split_and_its_verdict_as_the_checker_words_th
     import re
     from pathlib import Path
 
-    docs = Path(__file__).resolve().parent.parent / "docs"
+    docs = Path(__file__).resolve().parents[2] / "docs"
     namespace: dict = {}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

@@ -17,7 +17,7 @@ from matplotlib.image import imread
 from simulator.cli.main import main
 from simulator.teach.figures import _REGISTRY, build_figures, figure, registry
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

@@ -30,9 +30,8 @@ def gone(pids):
 
 
 @pytest.fixture(scope="module")
-def world():
-    with TorchWorld(3, "gloo", timeout=3) as w:
-        yield w
+def world(gloo_worlds):
+    return gloo_worlds(3, timeout=3)
 
 
 def test_a_raising_rank_stops_all_ranks_and_names_itself_with_its_traceback(world):

@@ -5,7 +5,7 @@ import pytest
 
 from simulator.teach.view import build_document, write_html
 from simulator.views.web.browser import find_chromium, headless
-from tests.test_view_browser import assert_quiet, open_page
+from tests.views.test_view_browser import assert_quiet, open_page
 
 pytestmark = pytest.mark.browser
 WIDTH, HEIGHT = 1280, 720

@@ -16,7 +16,7 @@ from simulator.teach.view import build_document, html_page, write_html
 from simulator.views.web.assets import VIEW, module
 from simulator.views.web.page import CSP, asset
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def embedded_document(html: str) -> dict:

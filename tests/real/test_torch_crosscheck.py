@@ -11,7 +11,6 @@ from simulator import World  # noqa: E402
 from simulator.parallel import tensor  # noqa: E402
 from simulator.real import crosscheck  # noqa: E402
 from simulator.real.errors import RemoteRankError  # noqa: E402
-from simulator.real.launch import TorchWorld  # noqa: E402
 from simulator.teach.examples import get  # noqa: E402
 from simulator.tensors.mesh import DeviceMesh  # noqa: E402
 from simulator.tensors.placements import R, S  # noqa: E402
@@ -21,9 +20,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
 
 @pytest.fixture(scope="module")
-def world():
-    with TorchWorld(2, "gloo", timeout=30) as w:
-        yield w
+def world(gloo_worlds):
+    return gloo_worlds(2, timeout=30)
 
 
 def test_pytorch_pipelining_gives_the_seed_answers(world):

@@ -127,6 +127,7 @@ def test_every_subcommand_is_in_the_fuzz():
     assert {"demo", "list", "run", "html", "figures", "export", "timeline", "calibrate"} <= set(subcommands())
 
 
+@pytest.mark.slow  # 150 drawn command lines
 @settings(
     max_examples=150,
     deadline=None,
