@@ -22,6 +22,11 @@ $(VENV)/.lab: pyproject.toml constraints.txt Makefile | $(BIN)/python
 	$(PIP) -e ".[notebooks,torch]"
 	touch $@
 
+# The docs need mkdocs and mkdocstrings only: mkdocstrings reads the sources without importing them.
+$(VENV)/.docs: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e ".[docs]"
+	touch $@
+
 $(BIN)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e ".[dev,torch]"
 	touch $@
@@ -43,7 +48,7 @@ test-fast: $(BIN)/.installed
 	$(BIN)/python -m pytest -n 2 -q -m "not slow"
 
 # The guides and the API reference (docs/, mkdocs.yml), built strictly: a broken link or reference fails.
-docs: $(BIN)/.installed
+docs: $(VENV)/.docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict
 
 figures: $(BIN)/.installed

@@ -126,12 +126,14 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         lay.add_argument(f"--{flag}", type=size, default=1, help=f"{what}-parallel size (default 1)")
     lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
     lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
-    lay.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")
+    priced = [name for name, record in SCHEDULES.items() if record.whatif]
+    looped = ", ".join(name for name in priced if SCHEDULES[name].looped)
+    lay.add_argument("--schedule", choices=priced, default="1f1b", help="pipeline schedule (default 1f1b)")
     lay.add_argument(
         "--virtual-stages",
         type=size,
         default=1,
-        help="model chunks per rank: 2 or more for interleaved-1f1b, interleaved-zb and looped-bfs (default 1)",
+        help=f"model chunks per rank: 2 or more for {looped} (default 1)",
     )
     lay.add_argument(
         "--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation (default selective)"

@@ -16,18 +16,12 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 
-from simulator.parallel.schedules import Action
+from simulator.parallel.schedules import SCHEDULES, Action, schedule_record
 
-# name in simulator.parallel.schedules.SCHEDULES -> (torch class name, stages per rank, placement style)
-TORCH_CLASSES = {
-    "gpipe": ("ScheduleGPipe", 1, "loop"),
-    "1f1b": ("Schedule1F1B", 1, "loop"),
-    "interleaved-1f1b": ("ScheduleInterleaved1F1B", None, "loop"),
-    "looped-bfs": ("ScheduleLoopedBFS", None, "loop"),
-    "interleaved-zb": ("ScheduleInterleavedZeroBubble", None, "loop"),
-    "zbv": ("ScheduleZBVZeroBubble", 2, "v"),
-    "dualpipe-v": ("ScheduleDualPipeV", 2, "v"),
-}
+
+def torch_schedules() -> list[str]:
+    """The schedules whose record names a torch class (``ScheduleRecord.torch_class``)."""
+    return [name for name, record in SCHEDULES.items() if record.torch_class]
 
 
 @dataclass
@@ -53,12 +47,15 @@ def torch_order(name: str, ranks: int, microbatches: int, virtual: int = 1) -> d
     """torch's compute order per rank for our schedule ``name``; raises what torch raises for a case it refuses."""
     import torch.distributed.pipelining.schedules as ts
 
-    cls_name, fixed, style = TORCH_CLASSES[name]
-    v = fixed or virtual
+    record = schedule_record(name)
+    if record.torch_class is None:
+        raise KeyError(f"schedule {name!r} has no torch class; these have one: {', '.join(torch_schedules())}")
+    fixed = record.stages_per_rank
+    v = record.stages_on_each_rank(virtual)
     n = ranks * v
-    stages = [0, n - 1] if style == "v" else list(range(0, n, ranks))  # rank 0's stages
+    stages = [0, n - 1] if record.placement == "v" else list(range(0, n, ranks))  # rank 0's stages
     stubs = [StageStub(s, n, ranks, 0) for s in stages]
-    cls = getattr(ts, cls_name)
+    cls = getattr(ts, record.torch_class)
     logging.disable(logging.WARNING)  # torch logs its padding with idle slots as warnings
     try:
         schedule = cls(stubs[0], microbatches) if v == 1 and fixed == 1 else cls(stubs, microbatches)

@@ -16,15 +16,13 @@ from simulator.checker import check
 from simulator.parallel.measure import bubble
 from simulator.parallel.mlp import MLP
 from simulator.parallel.pipeline import ActionCosts, Pipeline
-from simulator.parallel.schedules import execute, make_schedule
-from simulator.parallel.schedules.bubbles import NAMES, bubble_ratio
+from simulator.parallel.schedules import SCHEDULES, bubble_ratio, execute, make_schedule
 
-LOOPED = ("interleaved-1f1b", "looped-bfs", "interleaved-zb")
-CASES = [(name, v) for name in NAMES for v in ((1, 2, 3, 4) if name in LOOPED else (1,))]
+CASES = [(name, v) for name, record in SCHEDULES.items() for v in ((1, 2, 3, 4) if record.looped else (1,))]
 
 
 def schedule(name: str, p: int, m: int, v: int = 1):
-    return make_schedule(name, p, m, virtual=v) if name in LOOPED else make_schedule(name, p, m)
+    return make_schedule(name, p, m, virtual=v) if SCHEDULES[name].looped else make_schedule(name, p, m)
 
 
 @pytest.mark.parametrize(("name", "v"), CASES)
@@ -54,7 +52,7 @@ def test_closed_forms_quoted_in_the_papers():
     assert bubble_ratio("zb-h1", 4, 8) == Fraction(3, 24)  # (p - 1) F over 3 m F, ZB-H1
     assert bubble_ratio("interleaved-1f1b", 4, 2, 2) == Fraction(3 + 2, 4)  # m < p: an empty ramp slot per extra stage
     assert bubble_ratio("zbv", 4, 5) is None  # ZB-V's form holds from m = 2p - 1
-    with pytest.raises(KeyError, match="no closed form for schedule 'pipedream'"):
+    with pytest.raises(KeyError, match="no schedule named 'pipedream'"):
         bubble_ratio("pipedream", 2, 2)
 
 

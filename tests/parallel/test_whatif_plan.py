@@ -203,7 +203,7 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
         (GPT, Layout(sequence_parallel=True), "needs tp > 1"),
         (GPT, Layout(cp=2, attention="unfused"), "attention='flash'"),
         (GPT, Layout(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
-        (GPT, Layout(pp=2, schedule="zbv", virtual_stages=4), "holds two stages per rank"),  # else ignored
+        (GPT, Layout(pp=2, schedule="zbv", virtual_stages=4), "holds 2 stages per rank"),  # else ignored
         (GQA, Layout(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads
         (GPT, Layout(schedule="interleaved-1f1b", virtual_stages=2), "needs pp > 1"),
         (GPT, Layout(pp=4, schedule="interleaved-1f1b", virtual_stages=2, global_batch=6), "6 microbatches do not"),

@@ -10,19 +10,22 @@ from __future__ import annotations
 
 import pytest
 
-from simulator.parallel.schedules import Action, Schedule, ScheduleError, make_schedule
-from simulator.torchsim.schedules import TORCH_CLASSES, torch_order
+from simulator.parallel.schedules import SCHEDULES, Action, Schedule, ScheduleError, make_schedule
+from simulator.torchsim.schedules import torch_order, torch_schedules
 
 pytest.importorskip("torch.distributed.pipelining")
 
 P_RANGE = range(2, 9)
 M_RANGE = range(1, 17)
-CASES = [(name, v) for name, (_, fixed, _) in TORCH_CLASSES.items() for v in ([fixed] if fixed else (1, 2, 3, 4))]
+CASES = [
+    (name, v)
+    for name in torch_schedules()
+    for v in ((1, 2, 3, 4) if SCHEDULES[name].looped else (SCHEDULES[name].stages_per_rank,))
+]
 
 
 def ours(name: str, p: int, m: int, v: int) -> Schedule:
-    fixed = TORCH_CLASSES[name][1]
-    return make_schedule(name, p, m) if fixed else make_schedule(name, p, m, virtual=v)
+    return make_schedule(name, p, m, virtual=v) if SCHEDULES[name].looped else make_schedule(name, p, m)
 
 
 @pytest.mark.parametrize(("name", "v"), CASES)

@@ -9,18 +9,18 @@ actions.py     actions (``2F0``), their kinds, the numbered rules, and the comm 
 timing.py      a schedule run on an idealised machine (``execute``), its text grid, its peak activations
 rules.py       ``validate``: the numbered rules, checked in order
 schedule.py    ``Schedule``: actions per rank and the placement of stages
-classic.py     one stage per rank: GPipe, 1F1B, ZB-H1
+record.py      ``ScheduleRecord``: one schedule's generator, stages per rank, bubble, torch class, what-if support
+classic.py     one stage per rank: GPipe, 1F1B, ZB-H1 (and their records)
 looped.py      several stages per rank, looped: interleaved 1F1B, interleaved zero bubble, looped BFS
 v.py           two stages per rank in a V: ZB-V, DualPipeV
-bubbles.py     the bubble of each schedule in closed form
+catalog.py     ``SCHEDULES``: every record by name; ``make_schedule("1f1b", 4, 8)``
+bubbles.py     ``bubble_ratio``: the bubble of each schedule in closed form, read from its record
 =============  ======================================================================================
 
-This package's ``SCHEDULES`` lists every generator by name (``make_schedule("1f1b", 4, 8)``).
+A new schedule is one ``ScheduleRecord`` beside its generator, listed in ``catalog.py`` (CONTRIBUTING.md).
 """
 
 from __future__ import annotations
-
-from collections.abc import Callable
 
 from .actions import (
     COMM_KINDS,
@@ -40,31 +40,15 @@ from .actions import (
     add_comms,
     peer,
 )
+from .bubbles import bubble_ratio
+from .catalog import SCHEDULES, make_schedule, schedule_record
 from .classic import gpipe, one_f_one_b, zb_h1
 from .looped import interleaved_1f1b, interleaved_zero_bubble, looped_bfs
+from .record import ScheduleRecord
 from .rules import validate
 from .schedule import Schedule
 from .timing import UNIT_COSTS, execute, grid, peak_activations
 from .v import dualpipe_v, zbv
-
-SCHEDULES: dict[str, Callable[..., Schedule]] = {
-    "gpipe": gpipe,
-    "1f1b": one_f_one_b,
-    "interleaved-1f1b": interleaved_1f1b,
-    "zb-h1": zb_h1,
-    "looped-bfs": looped_bfs,
-    "interleaved-zb": interleaved_zero_bubble,
-    "zbv": zbv,
-    "dualpipe-v": dualpipe_v,
-}
-
-
-def make_schedule(name: str, ranks: int, microbatches: int, **options: int) -> Schedule:
-    """A schedule by name (see ``SCHEDULES``), e.g. ``make_schedule("1f1b", 4, 8)``."""
-    if name not in SCHEDULES:
-        raise KeyError(f"no schedule named {name!r}; choose one of {', '.join(SCHEDULES)}")
-    return SCHEDULES[name](ranks, microbatches, **options)
-
 
 __all__ = [
     "B",
@@ -84,7 +68,9 @@ __all__ = [
     "Action",
     "Schedule",
     "ScheduleError",
+    "ScheduleRecord",
     "add_comms",
+    "bubble_ratio",
     "dualpipe_v",
     "execute",
     "gpipe",
@@ -96,6 +82,7 @@ __all__ = [
     "one_f_one_b",
     "peak_activations",
     "peer",
+    "schedule_record",
     "validate",
     "zb_h1",
     "zbv",

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from fractions import Fraction
+
 from .actions import Action, B, F, I, W
+from .record import ScheduleRecord
 from .schedule import Schedule
 
 
@@ -67,3 +70,20 @@ def _check_sizes(ranks: int, microbatches: int) -> None:
         raise ValueError(f"a pipeline needs at least 1 rank, got {ranks!r}")
     if not isinstance(microbatches, int) or microbatches < 1:
         raise ValueError(f"a pipeline step needs at least 1 microbatch, got {microbatches!r}")
+
+
+def _plain_bubble(p: int, m: int, v: int) -> Fraction:
+    """GPipe and 1F1B (Huang et al. 2019; Narayanan et al. 2019): (p - 1) / m, any m."""
+    return Fraction(p - 1, m)
+
+
+def _zb_h1_bubble(p: int, m: int, v: int) -> Fraction:
+    """ZB-H1 (Qi et al. 2024: the bubble drops to (p - 1) F); a microbatch short of p leaves a ramp slot empty."""
+    return Fraction((p - 1) + max(0, p - m), 3 * m)
+
+
+RECORDS = (
+    ScheduleRecord("gpipe", gpipe, 1, _plain_bubble, "(p - 1) / m", "(p-1)/m", "ScheduleGPipe"),
+    ScheduleRecord("1f1b", one_f_one_b, 1, _plain_bubble, "(p - 1) / m", "(p-1)/m", "Schedule1F1B"),
+    ScheduleRecord("zb-h1", zb_h1, 1, _zb_h1_bubble, "((p - 1) + max(0, p - m)) / (3 m)", "(p-1)/(3m)"),
+)

@@ -30,9 +30,11 @@ All three share the warm-up / steady 1F1B / cool-down skeleton of ``_interleaved
 from __future__ import annotations
 
 from collections import defaultdict
+from fractions import Fraction
 
 from .actions import Action, B, F, I, W
 from .classic import _check_sizes
+from .record import ScheduleRecord
 from .schedule import Schedule
 
 
@@ -150,3 +152,38 @@ def looped_bfs(ranks: int, microbatches: int, virtual: int = 2) -> Schedule:
         seq += [Action(s, B, i) for s in reversed(stages) for i in reversed(range(microbatches))]
         acts[r] = tuple(seq)
     return Schedule(f"looped BFS (v={virtual})", ranks, ranks * virtual, microbatches, acts)
+
+
+def _looped_bubble(p: int, m: int, v: int) -> Fraction:
+    """Interleaved 1F1B and looped BFS: (p - 1) / (v m) (Narayanan et al. 2021), plus an empty ramp slot per
+    extra stage a rank holds for each microbatch short of p."""
+    return Fraction((p - 1) + (v - 1) * max(0, p - m), v * m)
+
+
+def _interleaved_zb_bubble(p: int, m: int, v: int) -> Fraction | None:
+    """Interleaved zero bubble: (p - 1) F idle over 3 v m F of work, stated for m >= p."""
+    return Fraction(p - 1, 3 * v * m) if m >= p else None
+
+
+_LOOPED_FORM = "((p - 1) + (v - 1) max(0, p - m)) / (v m)"
+RECORDS = (
+    ScheduleRecord(
+        "interleaved-1f1b",
+        interleaved_1f1b,
+        None,
+        _looped_bubble,
+        _LOOPED_FORM,
+        "(p-1)/(vm)",
+        "ScheduleInterleaved1F1B",
+    ),
+    ScheduleRecord("looped-bfs", looped_bfs, None, _looped_bubble, _LOOPED_FORM, "(p-1)/(vm)", "ScheduleLoopedBFS"),
+    ScheduleRecord(
+        "interleaved-zb",
+        interleaved_zero_bubble,
+        None,
+        _interleaved_zb_bubble,
+        "(p - 1) / (3 v m), for m >= p",
+        "(p-1)/(3vm)",
+        "ScheduleInterleavedZeroBubble",
+    ),
+)

@@ -23,9 +23,11 @@ Both are the compute orders torch generates (tests compare them action for actio
 from __future__ import annotations
 
 from collections import defaultdict
+from fractions import Fraction
 
 from .actions import Action, B, F, I, W
 from .classic import _check_sizes
+from .record import ScheduleRecord
 from .schedule import Schedule
 
 
@@ -162,3 +164,30 @@ def dualpipe_v(ranks: int, microbatches: int) -> Schedule:
             weight()
         acts[r] = tuple(seq)
     return Schedule("DualPipeV", p, 2 * p, m, acts, v_placement(p))
+
+
+def _zbv_bubble(p: int, m: int, v: int) -> Fraction | None:
+    """ZB-V: the ramps leave (p - 1) F per rank of 6 m F of work, stated for m >= 2p - 1."""
+    return Fraction(p - 1, 6 * m) if m >= 2 * p - 1 else None
+
+
+def _dualpipe_v_bubble(p: int, m: int, v: int) -> Fraction | None:
+    """DualPipeV: as ZB-V, for every m it accepts (m >= 2p)."""
+    return Fraction(p - 1, 6 * m) if m >= 2 * p else None
+
+
+RECORDS = (
+    ScheduleRecord(
+        "zbv", zbv, 2, _zbv_bubble, "(p - 1) / (6 m), for m >= 2p - 1", "(p-1)/(6m)", "ScheduleZBVZeroBubble", "v"
+    ),
+    ScheduleRecord(
+        "dualpipe-v",
+        dualpipe_v,
+        2,
+        _dualpipe_v_bubble,
+        "(p - 1) / (6 m), for m >= 2p",
+        "(p-1)/(6m)",
+        "ScheduleDualPipeV",
+        "v",
+    ),
+)

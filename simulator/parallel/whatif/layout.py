@@ -27,15 +27,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schedules import SCHEDULES
+from ..schedules import SCHEDULES, ScheduleRecord
 from .model import Transformer
 
 RECOMPUTE = ("none", "selective", "full")
 TP_OVERLAP = ("none", "backward", "full")
 PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16)}  # bytes a parameter: weights, gradients, optimizer state
 ATTENTION = ("flash", "unfused")
-V_SCHEDULES = ("zbv", "dualpipe-v")  # two stages per rank in a V
-LOOPED = ("interleaved-1f1b", "interleaved-zb", "looped-bfs")
 
 
 class LayoutError(ValueError):
@@ -71,7 +69,7 @@ class Layout:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise LayoutError(f"Layout({name}={value!r}): give a whole number >= 1")
         choices = {
-            "schedule": tuple(SCHEDULES),
+            "schedule": tuple(name for name, record in SCHEDULES.items() if record.whatif),
             "recompute": RECOMPUTE,
             "tp_overlap": TP_OVERLAP,
             "precision": tuple(PRECISION),
@@ -101,11 +99,14 @@ class Layout:
         return self.global_batch // (self.dp * self.microbatch)
 
     @property
+    def record(self) -> ScheduleRecord:
+        """The pipeline schedule's record (``simulator.parallel.schedules.SCHEDULES``)."""
+        return SCHEDULES[self.schedule]
+
+    @property
     def stages_per_rank(self) -> int:
         """Model chunks a pipeline rank holds: 2 for the V schedules, ``virtual_stages`` for the looped ones."""
-        if self.schedule in V_SCHEDULES:
-            return 2
-        return self.virtual_stages if self.schedule in LOOPED else 1
+        return self.record.stages_on_each_rank(self.virtual_stages)
 
     @property
     def bytes_per_param(self) -> tuple[int, int, int]:
@@ -142,7 +143,8 @@ class Layout:
             raise LayoutError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
         # a looped schedule of one chunk per rank is plain 1F1B, and a V always holds two: refuse rather than
         # report a schedule that did not run
-        if self.schedule in LOOPED and self.pp < 2:
+        record, looped = self.record, ", ".join(name for name, r in SCHEDULES.items() if r.looped and r.whatif)
+        if record.looped and self.pp < 2:
             raise LayoutError(f"schedule {self.schedule} interleaves model chunks over pipeline ranks: it needs pp > 1")
         if self.schedule == "interleaved-1f1b" and self.microbatches % self.pp:
             raise LayoutError(
@@ -150,12 +152,13 @@ class Layout:
                 f"divide by pp={self.pp} (Megatron-LM refuses them too); choose --global-batch, --microbatch and --dp "
                 "so that they do"
             )
-        if self.schedule in LOOPED and self.virtual_stages < 2:
+        if record.looped and self.virtual_stages < 2:
             raise LayoutError(f"schedule {self.schedule} needs --virtual-stages 2 or more (virtual_stages, model "
                               "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip
-        if self.schedule in V_SCHEDULES and self.virtual_stages not in (1, 2):
-            raise LayoutError(f"schedule {self.schedule} holds two stages per rank in a V: drop --virtual-stages "
-                              f"(virtual_stages={self.virtual_stages}) or use one of {', '.join(LOOPED)}")  # fmt: skip
+        fixed = record.stages_per_rank
+        if fixed not in (None, 1) and self.virtual_stages not in (1, fixed):
+            raise LayoutError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
+                              f"(virtual_stages={self.virtual_stages}) or use one of {looped}")  # fmt: skip
         chunks = self.pp * self.stages_per_rank
         if model.layers % chunks:
             raise LayoutError(
@@ -184,6 +187,6 @@ class Layout:
                 f"ZeRO-{self.zero} shards gradients that pipeline parallelism accumulates over microbatches; "
                 "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) with pp > 1"
             )
-        if self.schedule in ("gpipe", "1f1b", "zb-h1") and self.virtual_stages != 1:
+        if fixed == 1 and self.virtual_stages != 1:
             raise LayoutError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
-                              f"one of {', '.join(LOOPED)}")  # fmt: skip
+                              f"one of {looped}")  # fmt: skip

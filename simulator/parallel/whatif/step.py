@@ -39,7 +39,7 @@ from ...cost.model import CostModel
 from ...cost.systems import System
 from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, Schedule, W, make_schedule
 from .layer import PerRank
-from .layout import LOOPED, Layout
+from .layout import Layout
 from .memory import rank_params
 from .model import Transformer
 from .price import CATEGORIES, action_costs, total
@@ -70,7 +70,7 @@ class RankTime:
 
 def schedule_for(layout: Layout) -> Schedule:
     """The layout's schedule, with its sends and receives."""
-    options = {"virtual": layout.virtual_stages} if layout.schedule in LOOPED else {}
+    options = {"virtual": layout.virtual_stages} if layout.record.looped else {}
     return make_schedule(layout.schedule, layout.pp, layout.microbatches, **options).with_comms()
 
 

@@ -16,19 +16,13 @@ from ...core.files import write_text
 from ...parallel.measure import bubble
 from ...parallel.mlp import MLP
 from ...parallel.pipeline import ActionCosts, Pipeline
-from ...parallel.schedules import make_schedule
-from ...parallel.schedules.bubbles import bubble_ratio
+from ...parallel.schedules import SCHEDULES, bubble_ratio, make_schedule
 from ...views.plot.style import FigureStyle
 from . import figure
 
 US = 1e-6
 P, M = 4, 8
-SCHEDULES = (  # name, options, the bubble's closed form in words
-    ("looped-bfs", {"virtual": 2}, "(p-1)/(vm)"),
-    ("interleaved-zb", {"virtual": 2}, "(p-1)/(3vm)"),
-    ("zbv", {}, "(p-1)/(6m)"),
-    ("dualpipe-v", {}, "(p-1)/(6m)"),
-)
+SHOWN = (("looped-bfs", {"virtual": 2}), ("interleaved-zb", {"virtual": 2}), ("zbv", {}), ("dualpipe-v", {}))
 
 
 def v_schedule_runs() -> list[tuple[Pipeline, RunResult]]:
@@ -38,13 +32,14 @@ def v_schedule_runs() -> list[tuple[Pipeline, RunResult]]:
     x, t = mlp.data(2 * M, seed=1)
     costs = ActionCosts(0.5 * US, 0.5 * US, 0.5 * US)
     out = []
-    for name, options, _ in SCHEDULES:
+    for name, options in SHOWN:
         pipe = Pipeline(mlp, make_schedule(name, P, M, **options), costs=costs)
         out.append((pipe, pipe.run(params, x, t, keep_payloads=False)))
     return out
 
 
-def _title(name: str, pipe: Pipeline, run: RunResult, formula: str) -> str:
+def _title(name: str, pipe: Pipeline, run: RunResult) -> str:
+    formula = SCHEDULES[name].short_formula
     ratio = bubble(run.trace).ratio[0]
     assert abs(ratio - float(bubble_ratio(name, P, M, 2))) < 1e-9, (name, ratio)
     return f"{pipe.schedule.name}: step {run.time / US:.1f} µs, bubble {ratio:.4f} = {formula}"
@@ -59,11 +54,11 @@ def pipeline_schedules_v(out: Path, style: FigureStyle) -> None:
 
     costs = {"F": 0.5, "B": 1.0, "I": 0.5, "W": 0.5}  # µs, as the runs' ActionCosts
     panels = []
-    for (pipe, run), (name, _, formula) in zip(v_schedule_runs(), SCHEDULES):
+    for (pipe, run), (name, _) in zip(v_schedule_runs(), SHOWN):
         schedule = pipe.schedule.compute_only()
         end = max(e for rows in execute(schedule, costs).values() for _, e, _ in rows)
         assert abs(end * US - run.time) < 1e-12, (name, end, run.time)  # the chart's timing is the simulated step's
-        panels.append((_title(name, pipe, run, formula), schedule, costs))
+        panels.append((_title(name, pipe, run), schedule, costs))
     fig = plot_schedules(
         panels,
         unit=(1.0, "µs"),
@@ -84,7 +79,8 @@ def pipeline_schedules_v_grid(out: Path, style: FigureStyle) -> None:
         "messages take no time.",
         "",
     ]
-    for name, options, formula in SCHEDULES:
+    for name, options in SHOWN:
         sched = make_schedule(name, P, M, **options)
+        formula = SCHEDULES[name].short_formula
         lines += [f"{sched.name}, p = {P}, m = {M}, placement {sched.placement} (bubble {formula})", sched.grid(), ""]
     write_text(out / "pipeline_schedules_v_grid.txt", "\n".join(lines))

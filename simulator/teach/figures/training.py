@@ -18,19 +18,14 @@ from ...parallel.data import DataParallel
 from ...parallel.measure import bubble, peak_activation_bytes, peak_activation_microbatches
 from ...parallel.mlp import MLP
 from ...parallel.pipeline import ActionCosts, Pipeline
-from ...parallel.schedules import make_schedule
+from ...parallel.schedules import SCHEDULES, make_schedule
 from ...parallel.zero import ZeRO, category
 from ...views.plot.style import FigureStyle
 from . import figure
 
 US = 1e-6
 P, M = 4, 8  # four devices, eight microbatches
-SCHEDULES = (  # name, options, the bubble's closed form (idle over busy time)
-    ("gpipe", {}, "(p-1)/m"),
-    ("1f1b", {}, "(p-1)/m"),
-    ("interleaved-1f1b", {"virtual": 2}, "(p-1)/(vm)"),
-    ("zb-h1", {}, "(p-1)/(3m)"),
-)
+SHOWN = (("gpipe", {}), ("1f1b", {}), ("interleaved-1f1b", {"virtual": 2}), ("zb-h1", {}))  # name, options
 
 
 def schedule_runs() -> list[tuple[Pipeline, RunResult]]:
@@ -39,7 +34,7 @@ def schedule_runs() -> list[tuple[Pipeline, RunResult]]:
     params = mlp.init(seed=0)
     x, t = mlp.data(2 * M, seed=1)
     out = []
-    for name, options, _ in SCHEDULES:
+    for name, options in SHOWN:
         sched = make_schedule(name, P, M, **options)
         v = sched.stages // P
         costs = ActionCosts(1 * US / v, 1 * US / v, 1 * US / v)  # F = I = W: B = 2F
@@ -62,7 +57,8 @@ def pipeline_schedules(out: Path, style: FigureStyle) -> None:
 
     runs = schedule_runs()
     panels = []
-    for (pipe, run), (_, _, formula) in zip(runs, SCHEDULES):
+    for (pipe, run), (name, _) in zip(runs, SHOWN):
+        formula = SCHEDULES[name].short_formula
         v = pipe.schedule.stages // P
         costs = {"F": 1 / v, "B": 2 / v, "I": 1 / v, "W": 1 / v}  # µs, as the run's ActionCosts
         _same_step(pipe, run, costs)
@@ -95,9 +91,9 @@ def pipeline_schedules_grid(out: Path, style: FigureStyle) -> None:
         "a forward takes one unit, a backward two (its I and W parts one each); '.' is idle; messages take no time.",
         "",
     ]
-    for name, options, formula in SCHEDULES:
+    for name, options in SHOWN:
         sched = make_schedule(name, P, M, **options)
-        lines += [f"{sched.name}, p = {P}, m = {M} (bubble {formula})", sched.grid(), ""]
+        lines += [f"{sched.name}, p = {P}, m = {M} (bubble {SCHEDULES[name].short_formula})", sched.grid(), ""]
     write_text(out / "pipeline_schedules_grid.txt", "\n".join(lines))
 
 

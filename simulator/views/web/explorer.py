@@ -19,16 +19,13 @@ import json
 from pathlib import Path
 from typing import Any
 
-from ...parallel.schedules import SCHEDULES, UNIT_COSTS, Schedule, make_schedule
-from ...parallel.schedules.bubbles import FORMULAS, bubble_ratio
+from ...parallel.schedules import SCHEDULES, UNIT_COSTS, Schedule, bubble_ratio, make_schedule
 from .assets import EXPLORER, asset, module
 from .page import CSP, write_text
 
 SCHEMA = "parallelism-simulator/views/web/explorer/1"
 RANKS = range(2, 9)
 MICROBATCHES = range(1, 17)
-LOOPED = ("interleaved-1f1b", "looped-bfs", "interleaved-zb")  # v stages per rank, v chosen
-V_SHAPED = ("zbv", "dualpipe-v")  # two stages per rank, always
 VIRTUAL = range(1, 5)
 COSTS = {"F": (1.0, 2.0), "B": (1.0, 2.0, 3.0, 4.0), "W": (0.5, 1.0, 1.5, 2.0)}  # time units; I = B - W
 DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
@@ -36,7 +33,8 @@ DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
 
 def virtual_choices(name: str) -> tuple[int, ...]:
     """The stages per rank the page offers for a schedule."""
-    return tuple(VIRTUAL) if name in LOOPED else (2,) if name in V_SHAPED else (1,)
+    record = SCHEDULES[name]
+    return tuple(VIRTUAL) if record.looped else (record.stages_per_rank,)
 
 
 def offered() -> list[tuple[str, int, int, int]]:
@@ -46,7 +44,7 @@ def offered() -> list[tuple[str, int, int, int]]:
 
 def schedule_of(name: str, p: int, m: int, v: int) -> Schedule:
     """The schedule of one case, from the project's generators (raises their ValueError where they refuse)."""
-    return make_schedule(name, p, m, virtual=v) if name in LOOPED else make_schedule(name, p, m)
+    return make_schedule(name, p, m, virtual=v) if SCHEDULES[name].looped else make_schedule(name, p, m)
 
 
 def case_key(name: str, p: int, m: int, v: int) -> str:
@@ -80,11 +78,11 @@ def explorer_data() -> dict[str, Any]:
     schedules = [
         {
             "name": name,
-            "title": _first_line(fn.__doc__),
+            "title": record.title,
             "virtual": list(virtual_choices(name)),
-            "formula": FORMULAS[name],
+            "formula": record.formula,
         }
-        for name, fn in SCHEDULES.items()
+        for name, record in SCHEDULES.items()
     ]
     return {
         "schema": SCHEMA,
@@ -132,7 +130,3 @@ window.explorer = explore(document.getElementById("explorer"), JSON.parse(docume
 def write_explorer(path: str | Path) -> Path:
     """Write the explorer page to ``path`` (whole or not at all); returns the path."""
     return write_text(explorer_page(), path)
-
-
-def _first_line(doc: str | None) -> str:
-    return (doc or "").strip().splitlines()[0] if doc else ""
