@@ -79,9 +79,33 @@ _LAZY = {
 }
 
 
+TORCH_EXTRA = 'pip install -e ".[torch]"'  # what a name that runs PyTorch's code needs
+
+
+def _needs_torch(name: str, missing: ModuleNotFoundError) -> Any:
+    """A stand-in for ``name`` where torch is not installed: ``help`` and ``from simulator import *`` still work,
+    and a call says which extra to install."""
+
+    def unavailable(*args: Any, **kwargs: Any) -> Any:
+        raise ModuleNotFoundError(f"simulator.{name} runs PyTorch's code and needs torch: {TORCH_EXTRA}") from missing
+
+    unavailable.__name__ = unavailable.__qualname__ = name
+    unavailable.__doc__ = f"Needs torch, which is not installed here: {TORCH_EXTRA}."
+    return unavailable
+
+
+def _is_torch(exc: ModuleNotFoundError) -> bool:
+    return (exc.name or "").split(".")[0] == "torch"
+
+
 def _reference_of_torch(model: Any, *args: Any, **kwargs: Any) -> Reference:
     """``Reference.of_torch``, lent to the checker (which never imports torch) and loaded when first used."""
-    build = importlib.import_module("simulator.torchsim.reference").reference_of_torch
+    try:
+        build = importlib.import_module("simulator.torchsim.reference").reference_of_torch
+    except ModuleNotFoundError as exc:
+        if not _is_torch(exc):
+            raise
+        raise ModuleNotFoundError(f"Reference.of_torch reads a torch module and needs torch: {TORCH_EXTRA}") from exc
     return build(model, *args, **kwargs)
 
 
@@ -91,7 +115,12 @@ _reference.BUILDERS["torch"] = _reference_of_torch
 def __getattr__(name: str) -> Any:
     if name in _LAZY:
         module, attr = _LAZY[name]
-        loaded = importlib.import_module(module)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as exc:
+            if not _is_torch(exc):
+                raise
+            return _needs_torch(name, exc)  # not cached: installing torch mid-session then works
         value = loaded if attr is None else getattr(loaded, attr)
         globals()[name] = value
         return value

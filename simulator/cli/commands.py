@@ -88,7 +88,12 @@ def cmd_figures(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _cannot_write(exc, args.out)
     print(f"{len(written)} files in {args.out}/")
-    return 0
+    # a figure asked for by name that this machine cannot build is a failure, not a quiet skip
+    figures = registry()
+    missing = [(name, why) for name in args.only or () if (why := figures[name].unavailable())]
+    for name, why in missing:
+        print(f"figure {name!r} was not built: {why}", file=sys.stderr)
+    return 1 if missing else 0
 
 
 def cmd_export(args: argparse.Namespace) -> int:

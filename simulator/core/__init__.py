@@ -28,6 +28,7 @@ threads.py        one BLAS thread while devices run (``World(blas_threads=...)``
 """
 
 from .arguments import PerDevice
+from .device import Device, Request
 from .engine import Engine, RunResult
 from .errors import (
     BufferLimitError,
