@@ -7,6 +7,11 @@ import grimp
 
 import simulator
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10: pytest brings tomli
+    import tomli as tomllib
+
 PACKAGE = Path(simulator.__file__).parent
 
 
@@ -32,3 +37,30 @@ def test_no_package_holds_more_than_twenty_modules_directly():
         if len(modules) > 20:
             crowded[str(init.parent.relative_to(PACKAGE.parent))] = len(modules)
     assert not crowded, f"split these packages by what their modules hold: {crowded}"
+
+
+def _placed_by_contracts() -> set[str]:
+    """Every module a layers contract of pyproject.toml names: ``container.module`` for each layer's members."""
+    config = tomllib.loads((PACKAGE.parent / "pyproject.toml").read_text())["tool"]["importlinter"]
+    placed = set()
+    for contract in config["contracts"]:
+        if contract["type"] == "layers":
+            for container in contract["containers"]:
+                for layer in contract["layers"]:
+                    placed |= {f"{container}.{m.strip()}" for m in layer.replace(":", "|").split("|")}
+    return placed
+
+
+def test_every_module_sits_in_a_contract():
+    placed = _placed_by_contracts()
+    unplaced = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if parts[-1] == "__init__":  # a package is placed by its parent's contract
+            parts = parts[:-1]
+        if len(parts) > 1 and ".".join(parts) not in placed:
+            unplaced.append(".".join(parts))
+    assert not unplaced, (
+        "add these modules to their package's layers contract in pyproject.toml (and to its docstring): "
+        + ", ".join(unplaced)
+    )
