@@ -4,7 +4,7 @@ The run: a ring all-reduce over 256 devices that keeps its payloads (the checker
 holding its term of x (``partial=True``); the reference: x on one device. Each round times the run and
 then its check, in CPU seconds of this process; each figure is the median of ``--rounds`` rounds, with
 the spread and the load (benchmarks/sidebyside.py). The checker reads the trace's columns and makes a
-record only for an event it compares (simulator/checker/walk.py). Target: the check costs no more per
+record only for an event it compares (simulator/checker/run_check.py). Target: the check costs no more per
 event than the run.
 
 Run: python benchmarks/checker_cost.py [--devices N] [--rounds R]

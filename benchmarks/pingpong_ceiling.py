@@ -34,7 +34,7 @@ from floor import floor_rate
 from greenlet import getcurrent, greenlet
 from sidebyside import cpu_timed, load, loads, spread
 
-MSG, RECV = struct.Struct("<HHiiiiiddd"), struct.Struct("<id")  # the engine's row layouts (core/columns.py)
+MSG, RECV = struct.Struct("<HHiiiiiddd"), struct.Struct("<id")  # the engine's row layouts (core/rows.py)
 INV_BW, LATENCY = 1 / COST.bandwidth, COST.latency
 
 

@@ -27,7 +27,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
-    from simulator.parallel.whatif import Layout, named_model, whatif
+    from simulator.parallel.whatif import TrainingSetup, named_model, whatif
     from simulator.parallel.whatif.tables import NARAYANAN_2021
     from simulator.parallel.whatif.validate import validate
 
@@ -35,12 +35,14 @@ def main() -> None:
         (
             "1T, tp 8 x pp 64 x dp 6 = 3,072 A100s, 512 microbatches",
             lambda: whatif(
-                named_model("megatron-1t"), Layout(tp=8, pp=64, dp=6, global_batch=3072, **NARAYANAN_2021), "dgx-a100"
+                named_model("megatron-1t"),
+                TrainingSetup(tp=8, pp=64, dp=6, global_batch=3072, **NARAYANAN_2021),
+                "dgx-a100",
             ),
         ),
         (
             "GPT-3 175B, tp 8 x pp 16 x dp 32 = 4,096 H100s, 16 microbatches",
-            lambda: whatif(named_model("gpt3-175b"), Layout(tp=8, pp=16, dp=32, global_batch=512), "dgx-h100"),
+            lambda: whatif(named_model("gpt3-175b"), TrainingSetup(tp=8, pp=16, dp=32, global_batch=512), "dgx-h100"),
         ),
         ("validate(): 18 published rows", validate),
     ]

@@ -27,7 +27,7 @@ The verdict is one of three:
 
 Modules, each building only on those after it in this list (checked by import-linter):
 
-- ``walk.py``          ``check`` and the walk over the events: messages, held values, ops, partial sums
+- ``run_check.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
 - ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
 - ``results.py``       the result each device returns, and which parts of the model's result were covered
 - ``explain.py``       the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
@@ -44,9 +44,9 @@ Modules, each building only on those after it in this list (checked by import-li
 
 from .comm_summary import CommSummary, comm_summary, message_table
 from .reference import NO_RESULT, Reference
+from .run_check import References, check
 from .split import ALL, Budget, Split
 from .verdict import FAILED, NOT_VERIFIED, PASSED, CheckReport, Divergence, Unchecked, Violation
-from .walk import References, check
 
 __all__ = [
     "ALL",

@@ -22,7 +22,7 @@ class _Explanations:
 
     It fills in what the found value also is (``is_also``, ``part_of``) and a hint in words. It reads the
     checker's ``rtol``, ``atol``, ``trace``, ``world_size`` and ``outputs``, and asks ``_partial_of``
-    (walk.py) and ``_results_add_up`` (results.py).
+    (run_check.py) and ``_results_add_up`` (results.py).
     """
 
     def _explain(self, d: Divergence) -> None:

@@ -1,7 +1,7 @@
 """The checker's verdict: ``CheckReport`` (passed, FAILED, not verified), the first ``Divergence`` and what
 was left ``Unchecked``, and the text that says each of them.
 
-These are what ``check`` returns; the walk that fills them in is ``walk.py``.
+These are what ``check`` returns; the walk that fills them in is ``run_check.py``.
 """
 
 from __future__ import annotations

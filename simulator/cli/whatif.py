@@ -15,8 +15,8 @@ from dataclasses import replace
 
 from ..cost.systems import SYSTEMS
 from ..parallel.schedules import SCHEDULES
-from ..parallel.whatif import MODELS, Layout, LayoutError, Transformer, whatif
-from ..parallel.whatif.layout import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
+from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
+from ..parallel.whatif.training_setup import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
 from .types import bounded_int
 
 SHAPE_FLAGS = {
@@ -44,7 +44,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         model = build_model(args)
         layout = build_layout(args)
         report = whatif(model, layout, args.hardware)
-    except (LayoutError, ValueError) as exc:
+    except (SetupError, ValueError) as exc:
         print(f"whatif: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
@@ -92,8 +92,8 @@ def build_model(args: argparse.Namespace) -> Transformer:
     return Transformer(**{"seq": 2048, "vocab": 51200, **given, "name": "custom"})
 
 
-def build_layout(args: argparse.Namespace) -> Layout:
-    return Layout(
+def build_layout(args: argparse.Namespace) -> TrainingSetup:
+    return TrainingSetup(
         tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, microbatch=args.microbatch,
         global_batch=args.global_batch, schedule=args.schedule, virtual_stages=args.virtual_stages,
         recompute=args.recompute, sequence_parallel=args.sequence_parallel, zero=args.zero,

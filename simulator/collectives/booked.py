@@ -6,7 +6,7 @@ few Python objects per chunk. Where the run keeps no payload, nobody looks at th
 their metadata and at the result. So the members meet instead: each one that arrives waits, and the
 last one books every chunk of every step at once, with exactly the arithmetic the messages would
 have done (the same link booking, ``max`` for a receive that waits, the reduction's flops over the
-device speed, in the same order, so the same floats), writes the rows (``simulator.core.columns``) in each
+device speed, in the same order, so the same floats), writes the rows (``simulator.core.rows``) in each
 device's program order, computes the result with a few whole-array NumPy operations in the ring's
 summation order (bit for bit the messages' result), and wakes every member at the time its last
 step ends. The trace is the one the messages would have made, event for event; the tests run both
@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.columns import MSG, OP
+from ..core.rows import MSG, OP
 from ..cost.meta import MetaArray
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
 

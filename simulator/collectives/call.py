@@ -142,7 +142,7 @@ class _Call:
         """``post(value, dst, step, chunk)``: send this call's part (step, chunk) to rank ``dst``; returns a
         request to wait on, or None when the send is complete already (an eager one). The device's ``_post``
         with this call's tag and label bound: a simulated device records step and chunk as numbers beside
-        the call's interned label (``simulator.core.columns``), never a text per message."""
+        the call's interned label (``simulator.core.rows``), never a text per message."""
         dev = self.dev
         return partial(dev._post, self.tag, dev._call_label(self.label))
 

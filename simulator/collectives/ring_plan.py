@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.columns import EV_OP, EV_RECV, EV_SEND, MSG, MSG_DTYPE, OP_DROPPED, OP_DTYPE, RECV_DTYPE, SETTLE_EVERY
 from ..core.errors import infinite_message, infinite_op
+from ..core.rows import EV_OP, EV_RECV, EV_SEND, MSG, MSG_DTYPE, OP_DROPPED, OP_DTYPE, RECV_DTYPE, SETTLE_EVERY
 from ..tensors.placements import chunk_bounds
 
 if TYPE_CHECKING:

@@ -17,7 +17,7 @@ p2p.py            the rules every device's messaging keeps (peers, tags, contrac
 payloads.py       values on a device: read-only copies, what a message may carry, ops that name inputs
 columnar.py       the trace as columns, ``Message``/``Op`` made on access
 ordering.py       one numbering for every run: events in canonical time order
-columns.py        the packed rows the engine writes as a run goes
+rows.py           the packed rows the engine writes as a run goes
 trace.py          ``Trace``, ``Message``, ``Op``: what happened, and how it reads
 values.py         how a value reads in every text view
 tags.py           users' tags below 2**30, the collectives' above

@@ -1,6 +1,6 @@
 """The engine's trace: rows in columns, and ``Message``/``Op`` objects made from them on access.
 
-A ``ColumnarTrace`` holds what the engine recorded (``simulator.core.columns.Recorder``: packed rows in the
+A ``ColumnarTrace`` holds what the engine recorded (``simulator.core.rows.Recorder``: packed rows in the
 order written) and the canonical numbering that ``simulator.core.ordering.settle`` gave them: each event's
 code in canonical order, and maps between a row and its message or op number. It has the API of a
 ``Trace``: ``events`` (a sequence of ``(kind, record)``), ``messages`` and ``ops`` (sequences indexed
@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from .columns import FREE, HOLD, MSG, MSG_DTYPE, OP, OP_DROPPED, OP_DTYPE, OP_EVENT, Growable, Recorder
 from .ordering import CODE_OP, CODE_RECV, CODE_SEND
+from .rows import FREE, HOLD, MSG, MSG_DTYPE, OP, OP_DROPPED, OP_DTYPE, OP_EVENT, Growable, Recorder
 from .tags import TAG_BASE, CollectiveTag
 from .trace import Message, Op, Trace
 

@@ -7,7 +7,7 @@ Blocking calls suspend the program (a greenlet) until the engine's simulated clo
 Nothing crosses between devices except messages, and neither side can change what the other holds
 (see ``simulator.core.values``: payloads are read-only, copied at the send unless already immutable).
 
-Every send, receive and op is recorded as one packed row (``simulator.core.columns``): these methods are
+Every send, receive and op is recorded as one packed row (``simulator.core.rows``): these methods are
 the engine's hot path, so they avoid making objects per message (a blocking receive that finds its
 message waiting makes none at all) and bind what they use to locals.
 """
@@ -21,7 +21,6 @@ import numpy as np
 
 from ..cost.meta import MetaArray
 from ..cost.model import op_bytes, op_flops, operand_bytes
-from .columns import EV_OP, FREE, HOLD, OP, OP_DROPPED, OP_KEPT
 from .errors import infinite_op
 from .messaging import Channel, Messaging, Request  # noqa: F401  (Request, Channel: re-exported)
 from .payloads import (  # noqa: F401  (re-exported: the torch backend and others import them from here)
@@ -35,6 +34,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
     run_op,
     sealed,
 )
+from .rows import EV_OP, FREE, HOLD, OP, OP_DROPPED, OP_KEPT
 
 INF = float("inf")
 _ndarray = np.ndarray

@@ -33,7 +33,6 @@ from greenlet import GreenletExit, getcurrent, greenlet
 
 from .arguments import arguments_for
 from .columnar import ColumnarTrace
-from .columns import SETTLE_EVERY, Recorder
 from .device import Channel, Device, Request
 from .errors import (
     CollectiveMismatchError,
@@ -44,6 +43,7 @@ from .errors import (
 )
 from .ordering import settle
 from .program_time import ProgramTimedDevice
+from .rows import SETTLE_EVERY, Recorder
 from .run_errors import not_a_plain_function, raise_deadlock, raise_over_budget, report_leftovers
 from .threads import BlasThreads
 from .trace import Trace
@@ -91,7 +91,7 @@ class Engine:
         # message times, or the roofline for ops, go the general way.
         self._plain_links = not cost.regimes and cost.spread is None
         self._plain_cost = self._plain_links and cost.memory_bandwidth is None
-        # Devices record rows as events happen (simulator/core/columns.py); they move into trace.events in
+        # Devices record rows as events happen (simulator/core/rows.py); they move into trace.events in
         # canonical order (simulator/core/ordering.py) once no device can record an earlier one.
         self._rec = Recorder(world.keep_payloads)
         self.trace = ColumnarTrace(world.size, world.keep_payloads, self._rec, wide_codes=self.max_events >= 1 << 29)

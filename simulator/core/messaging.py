@@ -2,7 +2,7 @@
 ``irecv``/``wait``/``test`` with the torch.distributed names, the requests they return, and the channels
 messages queue on. A mixin of ``Device`` (it uses the device's engine, clock and recorder).
 
-Every send and receive is recorded as one packed row (``simulator.core.columns``): these methods are the
+Every send and receive is recorded as one packed row (``simulator.core.rows``): these methods are the
 engine's hot path, so they avoid making objects per message (a blocking receive that finds its message
 waiting makes none at all) and bind what they use to locals.
 """
@@ -16,10 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..cost.meta import MetaArray
-from .columns import EV_RECV, EV_SEND, MSG, RECV
 from .errors import SimulationError, infinite_message
 from .p2p import PointToPoint, WaitedByItsDevice, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
+from .rows import EV_RECV, EV_SEND, MSG, RECV
 from .tags import TAG_BASE, CollectiveTag
 
 POLL_LIMIT = 100_000  # test() calls on a pending request without the clock moving: a program that only polls

@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from .columns import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG_DTYPE, OP_DTYPE, RECV_DTYPE
+from .rows import EV_OP, EV_RECV, EV_SEND, FREE, HOLD, MSG_DTYPE, OP_DTYPE, RECV_DTYPE
 
 CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; the row is code >> 2
 

@@ -17,7 +17,8 @@ same kind of trace, with measured times:
     recording.py   what each rank records, and the merge into one Trace; NumPy only
     worker.py      the body of a rank process (join the group, run jobs, report failures)
     torchrun.py    one rank of a run torchrun started (env://); its command line is simulator.cli.torchrun
-    compare.py     a simulation and a real run compared, message by message; no torch
+    compare_runs.py
+                   a simulation and a real run compared, message by message; no torch
     crosscheck.py  PyTorch's own pipelining, DTensor and tensor-parallel layers on real ranks, for comparison
     pool.py        large result buffers reused once unreferenced; errors.py: this package's errors
     heap.py        rank processes keep the memory they free (no fresh pages for each large buffer)

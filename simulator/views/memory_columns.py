@@ -12,8 +12,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.columnar import ColumnarTrace
-from ..core.columns import FREE, HOLD, OP_KEPT
 from ..core.ordering import CODE_OP, CODE_RECV
+from ..core.rows import FREE, HOLD, OP_KEPT
 from ..core.trace import Trace
 from .memory import memory_timeline
 

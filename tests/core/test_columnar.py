@@ -4,9 +4,9 @@ import numpy as np
 import pytest
 
 import simulator.collectives.ring_plan as ring_plan
-import simulator.core.columns as columns
 import simulator.core.engine as engine
 import simulator.core.ordering as ordering
+import simulator.core.rows as rows
 from simulator import CostModel, World
 from simulator.core.trace import Message, Op
 
@@ -147,7 +147,7 @@ def test_settling_in_small_windows_and_often_changes_nothing(monkeypatch):
 
 
 def test_growable_arrays():
-    g = columns.Growable(np.int32, capacity=2)
+    g = rows.Growable(np.int32, capacity=2)
     g.extend(np.arange(5))
     g.reserve(8, fill=-1)
     assert g.values.tolist() == [0, 1, 2, 3, 4, -1, -1, -1]

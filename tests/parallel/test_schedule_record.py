@@ -23,8 +23,8 @@ from simulator.parallel.schedules import (
     execute,
     make_schedule,
 )
-from simulator.parallel.whatif.layout import Layout, LayoutError
 from simulator.parallel.whatif.model import Transformer
+from simulator.parallel.whatif.training_setup import SetupError, TrainingSetup
 from simulator.views.web import explorer
 
 
@@ -81,14 +81,14 @@ def test_the_explorer_offers_a_new_record(added):
 
 
 def test_the_whatif_prices_a_new_record_or_refuses_it_by_its_flag(added, monkeypatch):
-    assert Layout(pp=2, schedule="gpipe-lifo").stages_per_rank == 1
+    assert TrainingSetup(pp=2, schedule="gpipe-lifo").stages_per_rank == 1
     model = Transformer(layers=4, hidden=64, heads=4, seq=32, vocab=128)
-    Layout(pp=2, schedule="gpipe-lifo").check(model)
-    with pytest.raises(LayoutError, match="holds one stage per rank"):
-        Layout(pp=2, schedule="gpipe-lifo", virtual_stages=2).check(model)
+    TrainingSetup(pp=2, schedule="gpipe-lifo").check(model)
+    with pytest.raises(SetupError, match="holds one stage per rank"):
+        TrainingSetup(pp=2, schedule="gpipe-lifo", virtual_stages=2).check(model)
     monkeypatch.setitem(SCHEDULES, "gpipe-lifo", _record(whatif=False))
-    with pytest.raises(LayoutError, match="Layout\\(schedule='gpipe-lifo'\\)"):
-        Layout(pp=2, schedule="gpipe-lifo")
+    with pytest.raises(SetupError, match="TrainingSetup\\(schedule='gpipe-lifo'\\)"):
+        TrainingSetup(pp=2, schedule="gpipe-lifo")
 
 
 def test_the_whatif_command_lists_a_new_record(added):

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.parallel.whatif import Layout, LayoutError, Transformer, named_model, whatif
+from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.layer import head_ops, layer_ops
 from simulator.parallel.whatif.memory import layer_activations
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
@@ -23,7 +23,7 @@ def flops(ops, phases, kind="matmul"):
 
 @pytest.mark.parametrize("tp", [1, 2, 8])
 def test_a_gpt_layer_has_the_papers_flops(tp):
-    ops = layer_ops(GPT, Layout(tp=tp, attention="unfused"))
+    ops = layer_ops(GPT, TrainingSetup(tp=tp, attention="unfused"))
     core = [op for op in ops if op.core and op.kind == "matmul"]
     projections = flops(ops, "F") - sum(op.flops for op in core if op.phase == "F")
     assert math.isclose(projections, 24 * S * H * H / tp)  # QKV, projection, FC1, FC2
@@ -33,7 +33,7 @@ def test_a_gpt_layer_has_the_papers_flops(tp):
 
 def test_grouped_query_attention_and_swiglu_change_the_products():
     llama = named_model("llama2-70b")  # 64 heads, 8 key/value heads, SwiGLU of width 28672
-    ops = {op.name: op for op in layer_ops(llama, Layout(tp=8))}
+    ops = {op.name: op for op in layer_ops(llama, TrainingSetup(tp=8))}
     d = llama.head_dim
     assert ops["qkv"].shape[:3] == (4096, (64 + 2 * 8) * d / 8, 8192)
     assert ops["fc1"].shape[:3] == (4096, 2 * 28672 / 8, 8192)  # gate and up in one product
@@ -41,7 +41,7 @@ def test_grouped_query_attention_and_swiglu_change_the_products():
 
 
 def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
-    layout = Layout(tp=2, attention="unfused")
+    layout = TrainingSetup(tp=2, attention="unfused")
     ops = {op.name: op for op in layer_ops(GPT, layout)}
     tokens, v = S, GPT.padded_vocab(2) / 2
     assert ops["context copy"].nbytes == tokens * H / 2 * 4 and ops["context copy"].core  # permute().contiguous()
@@ -50,19 +50,22 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     assert head["cross-entropy"].nbytes == tokens * v * 38  # cast to fp32, max, subtract, exp, sum, divide
     assert head["cross-entropy back"].nbytes == tokens * v * 14  # multiply, cast back
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
-    assert optimizer_bytes(Layout(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
-    assert optimizer_bytes(Layout(precision="bf16")) == 4 + 28 + 6 + 4
+    assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
+    assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4
 
 
 @pytest.mark.parametrize(
     "layout, per_layer",
     [
-        (Layout(tp=1, recompute="none", attention="unfused"), S * H * (34 + 5 * A * S / H)),
-        (Layout(tp=4, recompute="none", attention="unfused"), S * H * (10 + 24 / 4 + 5 * A * S / (H * 4))),
-        (Layout(tp=4, recompute="none", attention="unfused", sequence_parallel=True), S * H / 4 * (34 + 5 * A * S / H)),
-        (Layout(tp=4, recompute="selective", attention="unfused"), S * H * (10 + 24 / 4)),
-        (Layout(tp=4, recompute="selective", attention="unfused", sequence_parallel=True), 34 * S * H / 4),
-        (Layout(tp=4, recompute="full", attention="unfused"), 2 * S * H),
+        (TrainingSetup(tp=1, recompute="none", attention="unfused"), S * H * (34 + 5 * A * S / H)),
+        (TrainingSetup(tp=4, recompute="none", attention="unfused"), S * H * (10 + 24 / 4 + 5 * A * S / (H * 4))),
+        (
+            TrainingSetup(tp=4, recompute="none", attention="unfused", sequence_parallel=True),
+            S * H / 4 * (34 + 5 * A * S / H),
+        ),
+        (TrainingSetup(tp=4, recompute="selective", attention="unfused"), S * H * (10 + 24 / 4)),
+        (TrainingSetup(tp=4, recompute="selective", attention="unfused", sequence_parallel=True), 34 * S * H / 4),
+        (TrainingSetup(tp=4, recompute="full", attention="unfused"), 2 * S * H),
     ],
 )
 def test_activations_are_korthikanti_table_2(layout, per_layer):
@@ -72,19 +75,19 @@ def test_activations_are_korthikanti_table_2(layout, per_layer):
 def test_bytes_per_parameter_and_zero():
     model = named_model("megatron-7.5b")
     base = dict(tp=4, dp=4, global_batch=8)
-    m0 = whatif(model, Layout(**base), "dgx-a100").memory[0]
+    m0 = whatif(model, TrainingSetup(**base), "dgx-a100").memory[0]
     params = m0.params / 2
     assert math.isclose(m0.grads, 4 * params) and math.isclose(m0.optimizer, 12 * params)  # 18 bytes a parameter
-    m16 = whatif(model, Layout(**base, precision="fp16"), "dgx-a100").memory[0]
+    m16 = whatif(model, TrainingSetup(**base, precision="fp16"), "dgx-a100").memory[0]
     assert math.isclose(m16.params + m16.grads + m16.optimizer, 20 * params)
-    z1, z2, z3 = (whatif(model, Layout(**base, zero=z), "dgx-a100").memory[0] for z in (1, 2, 3))
+    z1, z2, z3 = (whatif(model, TrainingSetup(**base, zero=z), "dgx-a100").memory[0] for z in (1, 2, 3))
     assert math.isclose(z1.optimizer, 12 * params / 4) and z1.grads == m0.grads
     assert math.isclose(z2.grads, 4 * params / 4) and z2.params == m0.params
     assert z3.params < m0.params / 2  # sharded, plus two layers' gathered weights
 
 
 def test_the_step_simulates_one_device_per_pipeline_rank_and_accounts_for_all_its_time():
-    layout = Layout(tp=2, pp=4, dp=8, global_batch=64, sequence_parallel=True)
+    layout = TrainingSetup(tp=2, pp=4, dp=8, global_batch=64, sequence_parallel=True)
     report = whatif(GPT, layout, "dgx-h100")
     assert report.devices == 64 and report.simulated_devices == 4
     for rank in report.stages:
@@ -95,13 +98,13 @@ def test_the_step_simulates_one_device_per_pipeline_rank_and_accounts_for_all_it
 def test_schedules_that_shrink_the_bubble_shrink_it():
     base = dict(tp=1, pp=4, dp=1, global_batch=16)
     bubble = {
-        name: whatif(BALANCED, Layout(**base, schedule=name, **extra), "dgx-h100").breakdown["bubble"]
+        name: whatif(BALANCED, TrainingSetup(**base, schedule=name, **extra), "dgx-h100").breakdown["bubble"]
         for name, extra in (("1f1b", {}), ("interleaved-1f1b", {"virtual_stages": 2}), ("zbv", {}), ("zb-h1", {}))
     }
     assert bubble["interleaved-1f1b"] < bubble["1f1b"]
     assert bubble["zbv"] < bubble["1f1b"] and bubble["zb-h1"] < bubble["1f1b"]
-    more = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
-    fewer = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=8), "dgx-h100")
+    more = whatif(BALANCED, TrainingSetup(tp=1, pp=4, global_batch=64), "dgx-h100")
+    fewer = whatif(BALANCED, TrainingSetup(tp=1, pp=4, global_batch=8), "dgx-h100")
     assert more.breakdown["bubble"] / more.step_seconds < fewer.breakdown["bubble"] / fewer.step_seconds
 
 
@@ -110,7 +113,9 @@ def test_doubling_replicas_at_a_fixed_batch_costs_what_the_longer_bubble_costs()
     to 7/144 of the pipeline, the gradients' all-reduce spans twice the nodes; a few percent, not a quarter."""
     model = named_model("megatron-145b")
     setting = dict(recompute="full", attention="unfused", tp_overlap="none", dp_overlap=False, grad_fusion=False)
-    one, two = (whatif(model, Layout(tp=8, pp=8, dp=dp, global_batch=2304, **setting), "dgx-a100") for dp in (12, 24))
+    one, two = (
+        whatif(model, TrainingSetup(tp=8, pp=8, dp=dp, global_batch=2304, **setting), "dgx-a100") for dp in (12, 24)
+    )
     loss = 1 - two.tflops_per_gpu / one.tflops_per_gpu
     assert 0.02 < loss < 0.10
     assert two.breakdown["bubble"] / two.step_seconds > one.breakdown["bubble"] / one.step_seconds
@@ -118,25 +123,25 @@ def test_doubling_replicas_at_a_fixed_batch_costs_what_the_longer_bubble_costs()
 
 def test_a_heavier_last_stage_makes_the_others_wait():
     """The output layer's products make the last stage the slowest: the others wait for it every microbatch."""
-    heavy = whatif(GPT, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
-    light = whatif(BALANCED, Layout(tp=1, pp=4, global_batch=64), "dgx-h100")
+    heavy = whatif(GPT, TrainingSetup(tp=1, pp=4, global_batch=64), "dgx-h100")
+    light = whatif(BALANCED, TrainingSetup(tp=1, pp=4, global_batch=64), "dgx-h100")
     assert heavy.stages[1]["bubble"] > 3 * light.stages[1]["bubble"]
 
 
 def test_overlap_hides_communication_where_megatron_overlaps_it():
     base = dict(tp=8, dp=1, global_batch=4, sequence_parallel=True)
     exposed = {
-        mode: whatif(GPT, Layout(**base, tp_overlap=mode), "dgx-a100").breakdown["sp_cp"]
+        mode: whatif(GPT, TrainingSetup(**base, tp_overlap=mode), "dgx-a100").breakdown["sp_cp"]
         for mode in ("none", "backward", "full")
     }
     assert exposed["none"] > exposed["backward"] > exposed["full"]
     grads = {
-        on: whatif(GPT, Layout(tp=1, dp=16, global_batch=16, dp_overlap=on), "dgx-a100").breakdown["dp"]
+        on: whatif(GPT, TrainingSetup(tp=1, dp=16, global_batch=16, dp_overlap=on), "dgx-a100").breakdown["dp"]
         for on in (True, False)
     }
     assert grads[True] < grads[False]
     gathers = {
-        on: whatif(GPT, Layout(dp=16, zero=3, global_batch=64, dp_overlap=on), "dgx-a100").breakdown["dp"]
+        on: whatif(GPT, TrainingSetup(dp=16, zero=3, global_batch=64, dp_overlap=on), "dgx-a100").breakdown["dp"]
         for on in (True, False)
     }
     assert gathers[True] < gathers[False]  # ZeRO-3's per-microbatch gathers hide only when prefetched
@@ -144,7 +149,7 @@ def test_overlap_hides_communication_where_megatron_overlaps_it():
 
 def test_recomputation_trades_time_for_memory():
     runs = {
-        r: whatif(GPT, Layout(tp=2, global_batch=4, recompute=r, attention="unfused"), "dgx-a100")
+        r: whatif(GPT, TrainingSetup(tp=2, global_batch=4, recompute=r, attention="unfused"), "dgx-a100")
         for r in ("none", "selective", "full")
     }
     time = {r: rep.breakdown["recompute"] for r, rep in runs.items()}
@@ -156,13 +161,13 @@ def test_recomputation_trades_time_for_memory():
 def test_throughput_counts_the_papers_flops():
     b, lay, v = 16, GPT.layers, GPT.vocab
     assert math.isclose(model_flops(GPT, b), 72 * b * S * lay * H * H * (1 + S / (6 * H) + v / (12 * lay * H)))
-    full = Layout(recompute="full")
+    full = TrainingSetup(recompute="full")
     hardware = model_flops(GPT, b) + recompute_flops(GPT, full, b)
     assert math.isclose(hardware, 96 * b * S * lay * H * H * (1 + S / (6 * H) + v / (16 * lay * H)))
 
 
 def test_a_layout_that_does_not_fit_says_so_and_by_how_much():
-    report = whatif(named_model("gpt3-175b"), Layout(tp=8, global_batch=1), "dgx-h100")
+    report = whatif(named_model("gpt3-175b"), TrainingSetup(tp=8, global_batch=1), "dgx-h100")
     assert not report.fits
     over = report.memory[0].over / 2**30
     assert over > 250  # 175 B parameters at 18 bytes on 8 GPUs of 74.5 GiB
@@ -171,7 +176,7 @@ def test_a_layout_that_does_not_fit_says_so_and_by_how_much():
 
 
 def test_the_json_report_has_the_keys_the_issue_names():
-    data = whatif(GPT, Layout(tp=2, pp=2, dp=2, global_batch=8), "dgx-h100").to_json()
+    data = whatif(GPT, TrainingSetup(tp=2, pp=2, dp=2, global_batch=8), "dgx-h100").to_json()
     assert {"step_seconds", "tflops_per_gpu", "mfu", "memory_gib", "breakdown"} <= set(data)
     assert len(data["memory_gib"]) == 2 and {"params", "grads", "optimizer", "activations"} <= set(
         data["memory_gib"][0]
@@ -181,14 +186,14 @@ def test_the_json_report_has_the_keys_the_issue_names():
 
 def test_experts_and_context_parallelism_communicate_as_their_kinds():
     moe = named_model("mixtral-8x7b")
-    report = whatif(moe, Layout(tp=2, dp=8, ep=8, global_batch=16), "dgx-h100")
+    report = whatif(moe, TrainingSetup(tp=2, dp=8, ep=8, global_batch=16), "dgx-h100")
     assert "on 16 DGX H100 GPUs (tp 2 x cp 1 x pp 1 x dp 8, experts over ep 8 of the dp ranks;" in report.text()
     assert report.breakdown["ep"] > 0
-    dense = whatif(moe, Layout(tp=2, dp=8, ep=1, global_batch=16), "dgx-h100")
+    dense = whatif(moe, TrainingSetup(tp=2, dp=8, ep=1, global_batch=16), "dgx-h100")
     assert report.memory[0].params < dense.memory[0].params / 3  # the experts' weights split 8 ways
     llama = replace(named_model("llama3-8b"), layers=4)
-    one, two = (whatif(llama, Layout(tp=4, cp=cp, global_batch=2), "dgx-h100") for cp in (1, 2))
-    ring = [op for op in layer_ops(llama, Layout(tp=4, cp=2)) if op.kind == "sp_cp"]
+    one, two = (whatif(llama, TrainingSetup(tp=4, cp=cp, global_batch=2), "dgx-h100") for cp in (1, 2))
+    ring = [op for op in layer_ops(llama, TrainingSetup(tp=4, cp=2)) if op.kind == "sp_cp"]
     assert [op.name for op in ring] == ["ring kv", "ring kv back"] and all(op.hide for op in ring)
     assert two.memory[0].activations < 0.6 * one.memory[0].activations
 
@@ -196,51 +201,55 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
 @pytest.mark.parametrize(
     "model, layout, words",
     [
-        (GPT, Layout(tp=3), "tp=3 does not split 16 attention heads"),
-        (GPT, Layout(pp=3), "8 layers do not split evenly into 3"),
-        (GPT, Layout(tp=2, pp=2, zero=2, global_batch=4), "use zero=1"),
-        (GPT, Layout(ep=2, dp=2), "needs a mixture-of-experts model"),
-        (GPT, Layout(sequence_parallel=True), "needs tp > 1"),
-        (GPT, Layout(cp=2, attention="unfused"), "attention='flash'"),
-        (GPT, Layout(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
-        (GPT, Layout(pp=2, schedule="zbv", virtual_stages=4), "holds 2 stages per rank"),  # else ignored
-        (GQA, Layout(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads
-        (GPT, Layout(schedule="interleaved-1f1b", virtual_stages=2), "needs pp > 1"),
-        (GPT, Layout(pp=4, schedule="interleaved-1f1b", virtual_stages=2, global_batch=6), "6 microbatches do not"),
+        (GPT, TrainingSetup(tp=3), "tp=3 does not split 16 attention heads"),
+        (GPT, TrainingSetup(pp=3), "8 layers do not split evenly into 3"),
+        (GPT, TrainingSetup(tp=2, pp=2, zero=2, global_batch=4), "use zero=1"),
+        (GPT, TrainingSetup(ep=2, dp=2), "needs a mixture-of-experts model"),
+        (GPT, TrainingSetup(sequence_parallel=True), "needs tp > 1"),
+        (GPT, TrainingSetup(cp=2, attention="unfused"), "attention='flash'"),
+        (GPT, TrainingSetup(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
+        (GPT, TrainingSetup(pp=2, schedule="zbv", virtual_stages=4), "holds 2 stages per rank"),  # else ignored
+        (GQA, TrainingSetup(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads
+        (GPT, TrainingSetup(schedule="interleaved-1f1b", virtual_stages=2), "needs pp > 1"),
+        (
+            GPT,
+            TrainingSetup(pp=4, schedule="interleaved-1f1b", virtual_stages=2, global_batch=6),
+            "6 microbatches do not",
+        ),
     ],
 )
 def test_layouts_that_cannot_run_say_why(model, layout, words):
-    with pytest.raises(LayoutError, match=words):
+    with pytest.raises(SetupError, match=words):
         whatif(model, layout, "dgx-h100")
 
 
 def test_groups_sit_on_nodes_in_megatrons_rank_order():
     """tp innermost, then cp, then dp, pp outermost, on nodes of 8: who shares a node decides the links."""
-    lay = Layout(tp=2, cp=2, dp=8, pp=4)
+    lay = TrainingSetup(tp=2, cp=2, dp=8, pp=4)
     assert lay.per_node(1, lay.tp) == 2  # a tp pair shares a node
     assert lay.per_node(lay.tp, lay.dp * lay.cp) == 4  # 16 data/context ranks, 4 on each node
-    assert not lay.pp_same_node and Layout(tp=2, pp=4).pp_same_node
-    assert Layout(tp=8, dp=4).per_node(8, 4) == 1  # one replica per node: every port used
-    assert Layout(tp=12).per_node(1, 12) == 4  # 12 ranks on nodes of 8: one node holds 4, and its 4 ports
+    assert not lay.pp_same_node and TrainingSetup(tp=2, pp=4).pp_same_node
+    assert TrainingSetup(tp=8, dp=4).per_node(8, 4) == 1  # one replica per node: every port used
+    assert TrainingSetup(tp=12).per_node(1, 12) == 4  # 12 ranks on nodes of 8: one node holds 4, and its 4 ports
 
 
 def test_bad_sizes_are_refused_at_once():
-    with pytest.raises(LayoutError, match="whole number"):
-        Layout(tp=0)
-    with pytest.raises(LayoutError, match="multiple of 8"):
-        Layout(dp=4, microbatch=2, global_batch=12)
-    with pytest.raises(LayoutError, match="choose one of"):
-        Layout(schedule="2f2b")
+    with pytest.raises(SetupError, match="whole number"):
+        TrainingSetup(tp=0)
+    with pytest.raises(SetupError, match="multiple of 8"):
+        TrainingSetup(dp=4, microbatch=2, global_batch=12)
+    with pytest.raises(SetupError, match="choose one of"):
+        TrainingSetup(schedule="2f2b")
     with pytest.raises(ValueError, match="kv_heads"):
         Transformer(heads=96, kv_heads=7)
 
 
 def test_the_report_header_names_every_technique_the_layout_turns_on():
     """A report read later says what was planned: the looped schedule's stages, sequence parallelism, ZeRO."""
-    layout = Layout(tp=2, pp=2, global_batch=8, schedule="interleaved-1f1b", virtual_stages=2, sequence_parallel=True,
+    layout = TrainingSetup(tp=2, pp=2, global_batch=8, schedule="interleaved-1f1b", virtual_stages=2, sequence_parallel=True,
                     zero=1)  # fmt: skip
     header = whatif(BALANCED, layout, "dgx-h100").text().splitlines()[0]
     for words in ("interleaved-1f1b with 2 stages per rank", "sequence parallel", "ZeRO-1"):
         assert words in header, header
-    plain = whatif(BALANCED, Layout(tp=2, pp=2, global_batch=8), "dgx-h100").text().splitlines()[0]
+    plain = whatif(BALANCED, TrainingSetup(tp=2, pp=2, global_batch=8), "dgx-h100").text().splitlines()[0]
     assert "stages per rank" not in plain and "ZeRO" not in plain and "sequence parallel" not in plain

@@ -55,7 +55,7 @@ def test_a_named_native_collective_is_checked_like_a_simulated_one(world4):
 
 def test_message_by_message_collectives_equal_the_simulation_bit_for_bit():
     from simulator import World
-    from simulator.real.compare import compare
+    from simulator.real.compare_runs import compare
 
     sim = World(4).run(demos.collectives_tour)
     with TorchWorld(4, "gloo", timeout=20, collectives="messages") as w:

@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.gpu, pytest.mark.skipif(_why_not() i
 
 
 def test_seed_scenarios_and_collectives_on_nccl():
-    from simulator.real.compare import compare
+    from simulator.real.compare_runs import compare
     from simulator.real.launch import TorchWorld
     from simulator.teach.examples import get
     from tests import demos

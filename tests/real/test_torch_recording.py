@@ -7,7 +7,7 @@ from simulator import World
 from simulator.checker import Reference, check
 from simulator.core.tags import user_tag
 from simulator.core.trace import Message, Op
-from simulator.real.compare import compare
+from simulator.real.compare_runs import compare
 from simulator.real.recording import OpRecord, RankRecord, RecvRecord, SendRecord, merge
 from simulator.real.wire import (
     DTYPES,

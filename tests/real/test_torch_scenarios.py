@@ -16,7 +16,7 @@ from tests import demos
 
 pytest.importorskip("torch.distributed")
 
-from simulator.real.compare import compare, counterpart  # noqa: E402
+from simulator.real.compare_runs import compare, counterpart  # noqa: E402
 from simulator.real.launch import TorchWorld  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]

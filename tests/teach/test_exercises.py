@@ -168,7 +168,7 @@ def test_the_definition_cannot_be_loosened_from_the_notebook():
 
 
 def test_a_patched_checker_is_refused_not_obeyed(monkeypatch):
-    import simulator.checker.walk as walk
+    import simulator.checker.run_check as run_check
     import simulator.teach.exercises.grading as grading
     from simulator.checker import CheckReport
     from simulator.teach.examples.seeds import wrong_input
@@ -178,7 +178,7 @@ def test_a_patched_checker_is_refused_not_obeyed(monkeypatch):
     result = grade("raw-input-bug", wrong_input)
     assert result.verdict == "FAILED" and result.diagnosis == "grader" and "the grader was changed" in result.reason
     monkeypatch.undo()
-    monkeypatch.setattr(walk._Checker, "report", lambda self: passing)
+    monkeypatch.setattr(run_check._Checker, "report", lambda self: passing)
     assert grade("raw-input-bug", wrong_input).diagnosis == "grader"
     monkeypatch.undo()
     import simulator.teach.exercises as exercises

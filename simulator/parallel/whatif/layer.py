@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from .layout import Layout
 from .model import Transformer
+from .training_setup import TrainingSetup
 
 COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp are the step's
 
@@ -73,7 +73,7 @@ class PerRank(NamedTuple):
     e: int  # bytes an element
 
     @classmethod
-    def of(cls, model: Transformer, layout: Layout) -> PerRank:
+    def of(cls, model: Transformer, layout: TrainingSetup) -> PerRank:
         t = layout.tp
         T = layout.microbatch * model.seq / layout.cp
         return cls(
@@ -88,7 +88,9 @@ class PerRank(NamedTuple):
 CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
 
 
-def tp_collective(layout: Layout, name: str, phase: str, collective: str, nbytes: float, hide: str, overlap: str):
+def tp_collective(
+    layout: TrainingSetup, name: str, phase: str, collective: str, nbytes: float, hide: str, overlap: str
+):
     """A tensor-parallel collective: an all-reduce is "tp", sequence parallelism's gathers and scatters "sp_cp"."""
     kind = "tp" if collective == "all_reduce" else "sp_cp"
     t = layout.tp
@@ -96,7 +98,7 @@ def tp_collective(layout: Layout, name: str, phase: str, collective: str, nbytes
               hide=hide, overlap=overlap)  # fmt: skip
 
 
-def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
+def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     """Every op of one layer for one microbatch on one rank, forward then backward (see the module docstring)."""
     z = PerRank.of(model, layout)
     T, Tn, h, e = z.T, z.Tn, z.h, z.e
@@ -160,7 +162,7 @@ def layer_ops(model: Transformer, layout: Layout) -> list[Op]:
     return ops
 
 
-def mlp_ops(model: Transformer, layout: Layout, z: PerRank, phase: str, ffn_n: float, act: float) -> list[Op]:
+def mlp_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str, ffn_n: float, act: float) -> list[Op]:
     """The MLP's products and activation (a mixture of experts adds its router and all-to-alls)."""
     T, h = z.T, z.h
     experts = model.experts
@@ -196,7 +198,7 @@ def mlp_ops(model: Transformer, layout: Layout, z: PerRank, phase: str, ffn_n: f
     ]
 
 
-def attention_ops(model: Transformer, layout: Layout, z: PerRank, phase: str) -> list[Op]:
+def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str) -> list[Op]:
     """The attention core: Megatron-LM's unfused kernels, or one flash kernel (with ring exchanges under cp)."""
     b, s, d, A = layout.microbatch, model.seq, z.d, z.A
     if layout.attention == "flash":
@@ -230,14 +232,14 @@ def attention_ops(model: Transformer, layout: Layout, z: PerRank, phase: str) ->
     ]
 
 
-def layer_params_per_rank(model: Transformer, layout: Layout) -> float:
+def layer_params_per_rank(model: Transformer, layout: TrainingSetup) -> float:
     """One layer's parameters on one rank: split over tp, and experts over ep too."""
     dense = model.layer_params - max(model.experts, 1) * model.mlp_params
     experts = max(model.experts, 1) * model.mlp_params / (layout.ep if model.experts else 1)
     return (dense + experts) / layout.tp
 
 
-def head_ops(model: Transformer, layout: Layout) -> list[Op]:
+def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     """The last stage's final norm, vocabulary-parallel output layer and cross-entropy (fp32 logits)."""
     z = PerRank.of(model, layout)
     T, Tn, h, v = z.T, z.Tn, z.h, model.padded_vocab(layout.tp) / layout.tp
@@ -254,7 +256,7 @@ def head_ops(model: Transformer, layout: Layout) -> list[Op]:
     return ops
 
 
-def embedding_ops(model: Transformer, layout: Layout) -> list[Op]:
+def embedding_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     """The first stage's vocabulary-parallel embedding: a lookup, its all-reduce (or reduce-scatter), dropout."""
     z = PerRank.of(model, layout)
     ops = [memory("embedding", "F", z.T * z.h * 4)]

@@ -1,6 +1,6 @@
 """Memory per device by kind: weights, gradients, optimizer state, activations, against its capacity.
 
-Weights, gradients and optimizer state take ``Layout.bytes_per_param`` bytes a parameter (18 for bf16 weights
+Weights, gradients and optimizer state take ``TrainingSetup.bytes_per_param`` bytes a parameter (18 for bf16 weights
 with fp32 main gradients and Adam's fp32 weights, m and v; 20 for fp16), split as Megatron-LM's
 distributed-optimizer guide counts them; ZeRO-1 (the distributed optimizer) shards the optimizer state over
 the data-parallel (and context-parallel) ranks, ZeRO-2 the gradients too, ZeRO-3 the weights too.
@@ -20,8 +20,8 @@ from dataclasses import dataclass, replace
 
 from ..schedules import B, F, I, Schedule, W
 from .layer import PerRank, layer_params_per_rank
-from .layout import Layout
 from .model import Transformer
+from .training_setup import TrainingSetup
 
 GIB = 2**30
 
@@ -50,7 +50,7 @@ class Memory:
         return {k: round(getattr(self, k) / GIB, 3) for k in kinds}
 
 
-def layer_activations(model: Transformer, layout: Layout) -> tuple[float, float]:
+def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float, float]:
     """(bytes one layer keeps for one microbatch's backward, the part its weight-gradient products read)."""
     z = PerRank.of(model, layout)
     T, Tn, h, e = z.T, z.Tn, z.h, z.e
@@ -74,7 +74,7 @@ def layer_activations(model: Transformer, layout: Layout) -> tuple[float, float]
     return total, gemm_inputs
 
 
-def chunk_activations(model: Transformer, layout: Layout) -> tuple[float, float]:
+def chunk_activations(model: Transformer, layout: TrainingSetup) -> tuple[float, float]:
     """(bytes, weight-gradient part) one model chunk keeps per microbatch."""
     per_chunk = model.layers // (layout.pp * layout.stages_per_rank)
     total, kept = layer_activations(model, layout)
@@ -98,7 +98,7 @@ def peak_activations(schedule: Schedule, rank: int, chunk: tuple[float, float]) 
     return peak
 
 
-def transient(model: Transformer, layout: Layout, last: bool) -> float:
+def transient(model: Transformer, layout: TrainingSetup, last: bool) -> float:
     """Bytes alive only while one microbatch is processed: a recomputed layer's activations, and on the last
     stage the logits (bf16, then fp32 for the cross-entropy)."""
     z = PerRank.of(model, layout)
@@ -108,7 +108,9 @@ def transient(model: Transformer, layout: Layout, last: bool) -> float:
     return extra + layer_activations(model, replace(layout, recompute="none"))[0]
 
 
-def rank_params(model: Transformer, layout: Layout, rank: int, placement: tuple[int, ...]) -> tuple[float, float]:
+def rank_params(
+    model: Transformer, layout: TrainingSetup, rank: int, placement: tuple[int, ...]
+) -> tuple[float, float]:
     """(dense, expert) parameters pipeline rank ``rank`` holds, per tensor-parallel rank."""
     stages = len(placement)
     chunks = [s for s in range(stages) if placement[s] == rank]
@@ -124,7 +126,7 @@ def rank_params(model: Transformer, layout: Layout, rank: int, placement: tuple[
     return dense, layers * experts
 
 
-def device_memory(model: Transformer, layout: Layout, schedule: Schedule, rank: int, capacity: float) -> Memory:
+def device_memory(model: Transformer, layout: TrainingSetup, schedule: Schedule, rank: int, capacity: float) -> Memory:
     """What pipeline rank ``rank``'s devices hold at their fullest (every replica and tp rank alike)."""
     dense, experts = rank_params(model, layout, rank, schedule.placement)
     wb, gb, ob = layout.bytes_per_param

@@ -18,8 +18,8 @@ from collections import defaultdict
 
 from ...cost.achieved import Achieved
 from .layer import Op, embedding_ops, head_ops, layer_ops
-from .layout import Layout
 from .model import Transformer
+from .training_setup import TrainingSetup
 
 COMPUTE = ("matmul", "attention", "elementwise", "recompute")
 EXPOSED = ("tp", "sp_cp", "ep")
@@ -42,7 +42,7 @@ def op_seconds(op: Op, achieved: Achieved, itemsize: int) -> float:
     return achieved.collective_time(op.collective, op.nbytes, op.ranks, op.per_node)
 
 
-def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieved, itemsize: int) -> Costs:
+def price(ops: list[Op], recomputed: list[Op], layout: TrainingSetup, achieved: Achieved, itemsize: int) -> Costs:
     """Seconds by category for ``ops`` run together (``recomputed`` first, as the backward's recomputation)."""
     out: Costs = defaultdict(float)
     allowed = OVERLAPS[layout.tp_overlap]
@@ -61,7 +61,7 @@ def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieve
     return out
 
 
-def recomputed_ops(forward: list[Op], layout: Layout) -> list[Op]:
+def recomputed_ops(forward: list[Op], layout: TrainingSetup) -> list[Op]:
     """What a backward re-runs first: every forward op (full), the attention core's (selective), or nothing.
 
     Flash attention keeps no score matrix, so selective recomputation has nothing left to recompute."""
@@ -72,7 +72,7 @@ def recomputed_ops(forward: list[Op], layout: Layout) -> list[Op]:
     return []
 
 
-def action_costs(model: Transformer, layout: Layout, achieved: Achieved) -> list[dict[str, Costs]]:
+def action_costs(model: Transformer, layout: TrainingSetup, achieved: Achieved) -> list[dict[str, Costs]]:
     """Per stage (model chunk, 0 .. pp * stages_per_rank - 1): per action kind, seconds by category."""
     e = model.itemsize
     stages = layout.pp * layout.stages_per_rank

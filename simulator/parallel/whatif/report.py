@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from .layout import Layout
 from .memory import GIB, Memory
 from .model import Transformer
+from .training_setup import TrainingSetup
 
 COMPUTE_KINDS = ("matmul", "attention", "elementwise", "recompute", "optimizer")
 COMM_KINDS = ("tp", "sp_cp", "ep", "pp", "dp")
@@ -45,7 +45,7 @@ def model_flops(model: Transformer, sequences: int) -> float:
     return 3.0 * sequences * (model.layers * layer + 2 * s * h * model.vocab)
 
 
-def recompute_flops(model: Transformer, layout: Layout, sequences: int) -> float:
+def recompute_flops(model: Transformer, layout: TrainingSetup, sequences: int) -> float:
     """The FLOPs recomputation adds (see the module docstring)."""
     if layout.recompute == "none":
         return 0.0
@@ -61,7 +61,7 @@ class Report:
     """One step's figures (see the module docstring). ``stages[r]`` is pipeline rank r's seconds by kind."""
 
     model: Transformer
-    layout: Layout
+    layout: TrainingSetup
     system: str
     peak_flops: float
     step_seconds: float

@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from ...cost.systems import System, system
-from .layout import Layout
 from .memory import device_memory
 from .model import Transformer
 from .report import Report
 from .step import simulate
+from .training_setup import TrainingSetup
 
 
-def whatif(model: Transformer, layout: Layout, on: System | str = "dgx-h100") -> Report:
+def whatif(model: Transformer, layout: TrainingSetup, on: System | str = "dgx-h100") -> Report:
     """One step of ``model`` laid out as ``layout`` on the system ``on`` (a ``System`` or its name)."""
     sys_ = system(on) if isinstance(on, str) else on
     result, program = simulate(model, layout, sys_)

@@ -39,16 +39,16 @@ from ...cost.model import CostModel
 from ...cost.systems import System
 from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, Schedule, W, make_schedule
 from .layer import PerRank
-from .layout import Layout
 from .memory import rank_params
 from .model import Transformer
 from .price import CATEGORIES, action_costs, total
+from .training_setup import TrainingSetup
 
 RECV, SEND, COMPUTE = 0, 1, 2
 BUCKET = 40_000_000  # elements: Megatron-LM's default gradient bucket (--ddp-bucket-size)
 
 
-def optimizer_bytes(layout: Layout) -> int:
+def optimizer_bytes(layout: TrainingSetup) -> int:
     """Bytes a parameter that one optimizer step moves, pass by pass as Megatron-LM's mixed-precision optimizer
     makes them (megatron/optimizer/optimizer.py, 2021-2022, with apex's FusedAdam and ``--clip-grad 1.0``):
     fp32 main gradients cast from 2-byte ones (2 + 4), fp16's unscaling with its check for inf (4 + 4), the
@@ -68,7 +68,7 @@ class RankTime:
     end: float = 0.0  # when its last compute action finished
 
 
-def schedule_for(layout: Layout) -> Schedule:
+def schedule_for(layout: TrainingSetup) -> Schedule:
     """The layout's schedule, with its sends and receives."""
     options = {"virtual": layout.virtual_stages} if layout.record.looped else {}
     return make_schedule(layout.schedule, layout.pp, layout.microbatches, **options).with_comms()
@@ -77,7 +77,7 @@ def schedule_for(layout: Layout) -> Schedule:
 class StageProgram:
     """The rank program of the step (see the module docstring); call it as ``World(pp).run(program)``."""
 
-    def __init__(self, model: Transformer, layout: Layout, system: System, schedule: Schedule) -> None:
+    def __init__(self, model: Transformer, layout: TrainingSetup, system: System, schedule: Schedule) -> None:
         self.model, self.layout, self.system, self.schedule = model, layout, system, schedule
         self.costs = action_costs(model, layout, system.achieved)
         self.seconds = [{kind: total(c) for kind, c in per_kind.items()} for per_kind in self.costs]
@@ -204,7 +204,7 @@ class StageProgram:
         time.seconds["optimizer"] += optimizer
 
 
-def simulate(model: Transformer, layout: Layout, system: System) -> tuple[RunResult, StageProgram]:
+def simulate(model: Transformer, layout: TrainingSetup, system: System) -> tuple[RunResult, StageProgram]:
     """Run the step (see the module docstring): the engine's result and the program with each rank's times."""
     layout.check(model)
     schedule = schedule_for(layout)

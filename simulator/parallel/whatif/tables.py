@@ -30,8 +30,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .layout import Layout
 from .model import Transformer, named_model
+from .training_setup import TrainingSetup
 
 NARAYANAN = "Narayanan et al. 2021, Table 1"
 KORTHIKANTI = "Korthikanti et al. 2022, Table 5"
@@ -46,7 +46,7 @@ class Row:
     table: str
     label: str
     model: Transformer
-    layout: Layout
+    layout: TrainingSetup
     published: float
     metric: str  # "tflops_per_gpu" (with recomputation, as Narayanan et al. count) or "step_seconds"
     system: str = "dgx-a100"
@@ -90,7 +90,9 @@ def _narayanan() -> list[Row]:
     for name, tp, pp, gpus, batch, mb, chunks, ddp, tflops in _TABLE_1:
         looped = dict(schedule="interleaved-1f1b", virtual_stages=chunks) if chunks > 1 else {}
         settings = dict(NARAYANAN_2021, dp_overlap=ddp == "torch")
-        layout = Layout(tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, microbatch=mb, **looped, **settings)
+        layout = TrainingSetup(
+            tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, microbatch=mb, **looped, **settings
+        )
         rows.append(Row(NARAYANAN, f"{name[9:].upper()} (t{tp} p{pp} d{layout.dp})", named_model(name), layout, tflops,
                         "tflops_per_gpu"))  # fmt: skip
     return rows
@@ -105,10 +107,10 @@ def _korthikanti() -> list[Row]:
             tp=tp, pp=pp, dp=gpus // (tp * pp), global_batch=batch, microbatch=mb, **looped, **KORTHIKANTI_2022
         )
         short = name.split("-")[1].upper()
-        rows.append(Row(KORTHIKANTI, f"{short} full recompute", model, Layout(recompute="full", **common), full,
+        rows.append(Row(KORTHIKANTI, f"{short} full recompute", model, TrainingSetup(recompute="full", **common), full,
                         "step_seconds"))  # fmt: skip
         rows.append(Row(KORTHIKANTI, f"{short} seq. par. + selective", model,
-                        Layout(recompute="selective", sequence_parallel=True, **common), seqsel, "step_seconds"))  # fmt: skip
+                        TrainingSetup(recompute="selective", sequence_parallel=True, **common), seqsel, "step_seconds"))  # fmt: skip
     return rows
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 GUARDED = (
     "simulator.checker",
-    "simulator.checker.walk",
+    "simulator.checker.run_check",
     "simulator.checker.results",
     "simulator.checker.explain",
     "simulator.checker.verdict",

@@ -1,6 +1,6 @@
 """How a training step is laid out and run: the parallel sizes, the batch, the schedule, and the techniques on.
 
-``Layout`` is what the what-if's command-line flags set. It checks itself against a model (``check``) and
+``TrainingSetup`` is what the what-if's command-line flags set. It checks itself against a model (``check``) and
 says where each group's ranks sit (``per_node``): ranks are numbered in Megatron-LM's default order, tensor
 parallel innermost, then context, then data (with expert parallelism inside it), then pipeline outermost
 (``--rank-order tp-cp-ep-dp-pp``, megatron/core/parallel_state.py), so on nodes of 8 GPUs a tensor-parallel
@@ -36,12 +36,12 @@ PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16)}  # bytes a parameter: weigh
 ATTENTION = ("flash", "unfused")
 
 
-class LayoutError(ValueError):
+class SetupError(ValueError):
     """A layout that cannot run this model: the message names what does not fit and how to fix it."""
 
 
 @dataclass(frozen=True)
-class Layout:
+class TrainingSetup:
     """One training step's layout (see the module docstring for the settings that model software versions)."""
 
     tp: int = 1
@@ -67,7 +67,7 @@ class Layout:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise LayoutError(f"Layout({name}={value!r}): give a whole number >= 1")
+                raise SetupError(f"TrainingSetup({name}={value!r}): give a whole number >= 1")
         choices = {
             "schedule": tuple(name for name, record in SCHEDULES.items() if record.whatif),
             "recompute": RECOMPUTE,
@@ -77,13 +77,13 @@ class Layout:
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
-                raise LayoutError(f"Layout({name}={getattr(self, name)!r}): choose one of {', '.join(allowed)}")
+                raise SetupError(f"TrainingSetup({name}={getattr(self, name)!r}): choose one of {', '.join(allowed)}")
         if self.zero not in (0, 1, 2, 3):
-            raise LayoutError(f"Layout(zero={self.zero!r}): choose 0, 1, 2 or 3")
+            raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
         if self.global_batch % (self.dp * self.microbatch):
-            raise LayoutError(
+            raise SetupError(
                 f"global batch {self.global_batch} does not split into dp={self.dp} replicas of microbatches of "
                 f"{self.microbatch}: use a multiple of {self.dp * self.microbatch}"
             )
@@ -128,65 +128,65 @@ class Layout:
         return self.tp * self.cp * self.dp < self.node_size
 
     def check(self, model: Transformer) -> None:
-        """Raise ``LayoutError`` if this layout cannot run ``model``, saying what to change."""
+        """Raise ``SetupError`` if this layout cannot run ``model``, saying what to change."""
         t = self.tp
         if model.heads % t:
-            raise LayoutError(
+            raise SetupError(
                 f"tp={t} does not split {model.heads} attention heads: choose a tp that divides {model.heads}"
             )
         if model.kv % t and t % model.kv:
-            raise LayoutError(
+            raise SetupError(
                 f"tp={t} does not split {model.kv} key/value heads (nor is it a multiple of {model.kv}, which would "
                 f"copy each to tp / {model.kv} ranks): choose a tp that divides {model.kv} or is a multiple of it"
             )
         if model.inner % t:
-            raise LayoutError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
+            raise SetupError(f"tp={t} does not split the MLP width {model.inner}: choose a tp that divides it")
         # a looped schedule of one chunk per rank is plain 1F1B, and a V always holds two: refuse rather than
         # report a schedule that did not run
         record, looped = self.record, ", ".join(name for name, r in SCHEDULES.items() if r.looped and r.whatif)
         if record.looped and self.pp < 2:
-            raise LayoutError(f"schedule {self.schedule} interleaves model chunks over pipeline ranks: it needs pp > 1")
+            raise SetupError(f"schedule {self.schedule} interleaves model chunks over pipeline ranks: it needs pp > 1")
         if self.schedule == "interleaved-1f1b" and self.microbatches % self.pp:
-            raise LayoutError(
+            raise SetupError(
                 f"schedule {self.schedule} runs microbatches in groups of pp: {self.microbatches} microbatches do not "
                 f"divide by pp={self.pp} (Megatron-LM refuses them too); choose --global-batch, --microbatch and --dp "
                 "so that they do"
             )
         if record.looped and self.virtual_stages < 2:
-            raise LayoutError(f"schedule {self.schedule} needs --virtual-stages 2 or more (virtual_stages, model "
+            raise SetupError(f"schedule {self.schedule} needs --virtual-stages 2 or more (virtual_stages, model "
                               "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip
         fixed = record.stages_per_rank
         if fixed not in (None, 1) and self.virtual_stages not in (1, fixed):
-            raise LayoutError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
+            raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
                               f"(virtual_stages={self.virtual_stages}) or use one of {looped}")  # fmt: skip
         chunks = self.pp * self.stages_per_rank
         if model.layers % chunks:
-            raise LayoutError(
+            raise SetupError(
                 f"{model.layers} layers do not split evenly into {chunks} model chunks (pp={self.pp} x "
                 f"{self.stages_per_rank} per rank): choose pp and --virtual-stages whose product divides {model.layers}"
             )
         if self.sequence_parallel and t == 1:
-            raise LayoutError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
+            raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
         if self.cp > 1 and self.attention != "flash":
-            raise LayoutError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
+            raise SetupError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
         if self.cp > 1 and model.seq % (2 * self.cp):
-            raise LayoutError(
+            raise SetupError(
                 f"sequence length {model.seq} does not split into 2 x cp = {2 * self.cp} chunks (context parallelism "
                 "gives each rank two chunks, one from each end, to balance the causal mask)"
             )
         if self.sequence_parallel and (self.microbatch * model.seq // self.cp) % t:
-            raise LayoutError(
+            raise SetupError(
                 f"the {self.microbatch * model.seq // self.cp} tokens of a microbatch do not split over tp={t}"
             )
         if self.ep > 1 and not model.experts:
-            raise LayoutError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
+            raise SetupError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
         if model.experts and (model.experts % self.ep or self.dp % self.ep):
-            raise LayoutError(f"ep={self.ep} must divide the {model.experts} experts and dp={self.dp}")
+            raise SetupError(f"ep={self.ep} must divide the {model.experts} experts and dp={self.dp}")
         if self.zero >= 2 and self.pp > 1:
-            raise LayoutError(
+            raise SetupError(
                 f"ZeRO-{self.zero} shards gradients that pipeline parallelism accumulates over microbatches; "
                 "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
-            raise LayoutError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
+            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
                               f"one of {looped}")  # fmt: skip

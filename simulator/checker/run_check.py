@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 
 from ..core.columnar import ColumnarTrace
-from ..core.columns import FREE, HOLD
 from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.rows import FREE, HOLD
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
