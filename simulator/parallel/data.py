@@ -39,6 +39,27 @@ from .schedules import one_f_one_b
 DP_TAG = 1 << 29  # data-parallel messages: above the pipeline's tags, below the collectives' TAG_BASE
 
 
+def replica_rows(batch: int, replicas: int, rank: int) -> slice:
+    """Replica ``rank``'s rows of a batch split evenly over ``replicas`` (an uneven split is refused: the replicas'
+    mean losses would weigh rows unequally, and their average would not be the whole batch's gradient)."""
+    if batch % replicas:
+        raise ValueError(f"a batch of {batch} rows does not split evenly over {replicas} replicas")
+    return split_rows(batch, replicas)[rank]
+
+
+def replica_pipeline(mlp: MLP, microbatches: int, rank: int, **options: Any) -> Pipeline:
+    """Replica ``rank``'s forward and backward on its own device: a one-stage 1F1B pipeline whose microbatches
+    and gradients carry the replica's number (``dW3.replica[r]``)."""
+    return Pipeline(
+        mlp,
+        one_f_one_b(1, microbatches),
+        devices=(rank,),
+        first_microbatch=rank * microbatches,
+        grad_suffix=f".replica[{rank}]",
+        **options,
+    )
+
+
 class BucketedAllReduce:
     """DDP's gradient synchronisation for one device (a ``GradientSync``): buckets, all-reduce, average.
 
@@ -226,11 +247,7 @@ class DataParallel:
 
     def __call__(self, dev: Device, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray) -> dict:
         """Replica ``dev.rank`` takes its rows of the batch, runs forward and backward, all-reduces."""
-        r, n = dev.rank, self.replicas
-        if x.shape[0] % n:
-            raise ValueError(f"a batch of {x.shape[0]} rows does not split evenly over {n} replicas")
-        rows = split_rows(x.shape[0], n)[r]
-        group = tuple(range(n))
+        rows, group = replica_rows(x.shape[0], self.replicas, dev.rank), tuple(range(self.replicas))
         sync = partial(
             self.sync_class,
             group=group,
@@ -239,13 +256,5 @@ class DataParallel:
             algorithm=self.algorithm,
             free_extras=self.costs is not None,
         )
-        pipe = Pipeline(
-            self.mlp,
-            one_f_one_b(1, self.microbatches),
-            costs=self.costs,
-            devices=(dev.rank,),
-            first_microbatch=r * self.microbatches,
-            grad_suffix=f".replica[{r}]",
-            sync=sync,
-        )
+        pipe = replica_pipeline(self.mlp, self.microbatches, dev.rank, costs=self.costs, sync=sync)
         return pipe(dev, params, x[rows], t[rows])

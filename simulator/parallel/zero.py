@@ -40,12 +40,10 @@ from ..core.trace import Trace
 from ..core.world import World
 from ..tensors.placements import FlatSlice, chunk_bounds
 from . import mlp as M
-from .data import BucketedAllReduce, add_bucket_values, bucket_layout
+from .data import BucketedAllReduce, add_bucket_values, bucket_layout, replica_pipeline, replica_rows
 from .layers import DenseLayers, LayerOps
-from .mlp import MLP, split_rows
+from .mlp import MLP
 from .optim import Adam
-from .pipeline import Pipeline
-from .schedules import one_f_one_b
 
 STAGES = (0, 1, 2, 3)
 PAPER_BYTES = {"parameters": 2, "gradients": 2, "optimizer": 4}  # per element; 3 optimizer arrays: K = 12
@@ -231,17 +229,11 @@ class ZeRO:
         return self.world(**world_options).run(self, params, x, t)
 
     def __call__(self, dev: Device, params: dict[str, np.ndarray], x: np.ndarray, t: np.ndarray) -> dict:
-        r, n = dev.rank, self.replicas
-        if x.shape[0] % n:
-            raise ValueError(f"a batch of {x.shape[0]} rows does not split evenly over {n} replicas")
-        rows = split_rows(x.shape[0], n)[r]
-        group = tuple(range(n))
-        pipe = Pipeline(
+        rows, group = replica_rows(x.shape[0], self.replicas, dev.rank), tuple(range(self.replicas))
+        pipe = replica_pipeline(
             self.mlp,
-            one_f_one_b(1, self.microbatches),
-            devices=(dev.rank,),
-            first_microbatch=r * self.microbatches,
-            grad_suffix=f".replica[{r}]",
+            self.microbatches,
+            dev.rank,
             layer_ops=partial(ShardedLayers, group=group) if self.stage == 3 else None,
             sync=partial(ZeroSync, group=group, stage=self.stage, params=params, adam=self.adam, mlp=self.mlp),
         )

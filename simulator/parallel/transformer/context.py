@@ -25,7 +25,7 @@ group: all-reduced at the end of the step, like data parallelism's.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
@@ -212,6 +212,26 @@ class RingAttention:
         ]
         return sends, recvs
 
+    def _score_blocks(
+        self, dev: Device, n: Callable[..., str], q: np.ndarray, kc: np.ndarray, owner: int
+    ) -> Iterator[tuple[int, slice, slice, Any, float, np.ndarray]]:
+        """This step's score blocks, forward and backward alike: for each of this device's query chunks and each
+        chunk of the visiting key block (``kc``, from device ``owner``) that the mask leaves something of, the
+        scores ``q k^T / sqrt(d)``, yielded as (query chunk number, query slice, key slice, the block's index in
+        the model's scores, its FLOPs, the scores)."""
+        me, dh = self.split.cp_index, self.dh
+        for a, (qa, qpos) in enumerate(self._chunks(me)):
+            for kb, kpos in self._chunks(owner):
+                if R.masked_out(qpos, kpos):
+                    continue
+                index = self._index(self._true(me, qa), self._true(owner, kb))
+                flops = 2.0 * q[:, qa].size * (kb.stop - kb.start)
+                scores = dev.compute(
+                    n("scores"), partial(R.block_scores, head_dim=dh, qpos=qpos, kpos=kpos, causal=self.model.causal),
+                    q[:, qa], kc[:, kb], index=index, keep=False, flops=flops,
+                )  # fmt: skip
+                yield a, qa, kb, index, flops, scores
+
     # ---- forward ---------------------------------------------------------------------------------
     def forward(self, dev: Device, q: np.ndarray, k: np.ndarray, v: np.ndarray, g: int) -> np.ndarray:
         n = partial(vname, self.layer, g=g)
@@ -227,22 +247,13 @@ class RingAttention:
             owner = (me - step) % c
             if step < c - 1:  # the next block travels while this one is computed
                 sends, recvs = self._pass(dev, g, step, (kc, vc), (n("k"), n("v")), (owner - 1) % c)
-            for a, (qa, qpos) in enumerate(mine):
-                for kb, kpos in self._chunks(owner):
-                    if R.masked_out(qpos, kpos):
-                        continue
-                    index = self._index(self._true(me, qa), self._true(owner, kb))
-                    flops = 2.0 * q[:, qa].size * (kb.stop - kb.start)
-                    s = dev.compute(
-                        n("scores"), partial(R.block_scores, head_dim=dh, qpos=qpos, kpos=kpos, causal=self.model.causal),
-                        q[:, qa], kc[:, kb], index=index, keep=False, flops=flops,
-                    )  # fmt: skip
-                    part = dev.compute(n("ring_state"), lambda ss, vv: R.pack(R.block_state(ss, vv, dh)), s,
-                                       vc[:, kb], keep=False, label=label, flops=flops)  # fmt: skip
-                    states[a] = part if states[a] is None else dev.compute(
-                        n("ring_state"), lambda x, y: R.pack(R.merge(R.unpack(x), R.unpack(y))), states[a], part,
-                        keep=False, label=label,
-                    )  # fmt: skip
+            for a, _, kb, _, flops, s in self._score_blocks(dev, n, q, kc, owner):
+                part = dev.compute(n("ring_state"), lambda ss, vv: R.pack(R.block_state(ss, vv, dh)), s,
+                                   vc[:, kb], keep=False, label=label, flops=flops)  # fmt: skip
+                states[a] = part if states[a] is None else dev.compute(
+                    n("ring_state"), lambda x, y: R.pack(R.merge(R.unpack(x), R.unpack(y))), states[a], part,
+                    keep=False, label=label,
+                )  # fmt: skip
             if step < c - 1:
                 kc, vc = (dev.wait(r) for r in recvs)
                 for req in sends:
@@ -273,26 +284,17 @@ class RingAttention:
             if step < c - 1:  # the next keys and values travel while this block is computed
                 sends, recvs = self._pass(dev, g, c + 2 * step, (kc, vc), (n("k"), n("v")), (owner - 1) % c)
             dk_here, dv_here = np.zeros_like(kc), np.zeros_like(vc)
-            for a, (qa, qpos) in enumerate(mine):
-                for kb, kpos in self._chunks(owner):
-                    if R.masked_out(qpos, kpos):
-                        continue
-                    index = self._index(self._true(me, qa), self._true(owner, kb))
-                    flops = 2.0 * q[:, qa].size * (kb.stop - kb.start)
-                    s = dev.compute(
-                        n("scores"), partial(R.block_scores, head_dim=dh, qpos=qpos, kpos=kpos, causal=self.model.causal),
-                        q[:, qa], kc[:, kb], index=index, keep=False, flops=flops,
-                    )  # fmt: skip
-                    p = dev.compute(n("probs"), R.block_probs, s, lse[a], index=index, keep=False)
-                    dp = dev.compute(n("dprobs"), partial(R.block_dprobs, head_dim=dh), dattn[:, qa], vc[:, kb],
-                                     index=index, keep=False, flops=flops)  # fmt: skip
-                    ds = dev.compute(n("dscores"), R.block_dscores, p, dp, d_rows[a], index=index, keep=False)
-                    dq[:, qa] += dev.compute(n("ring_dq"), partial(R.q_grad, head_dim=dh), ds, kc[:, kb],
-                                             keep=False, label=label, flops=flops)  # fmt: skip
-                    dk_here[:, kb] += dev.compute(n("ring_dk_term"), partial(R.k_grad, head_dim=dh), ds, q[:, qa],
-                                                  keep=False, label=label, flops=flops)  # fmt: skip
-                    dv_here[:, kb] += dev.compute(n("ring_dv_term"), partial(R.v_grad, head_dim=dh), p, dattn[:, qa],
-                                                  keep=False, label=label, flops=flops)  # fmt: skip
+            for a, qa, kb, index, flops, s in self._score_blocks(dev, n, q, kc, owner):
+                p = dev.compute(n("probs"), R.block_probs, s, lse[a], index=index, keep=False)
+                dp = dev.compute(n("dprobs"), partial(R.block_dprobs, head_dim=dh), dattn[:, qa], vc[:, kb],
+                                 index=index, keep=False, flops=flops)  # fmt: skip
+                ds = dev.compute(n("dscores"), R.block_dscores, p, dp, d_rows[a], index=index, keep=False)
+                dq[:, qa] += dev.compute(n("ring_dq"), partial(R.q_grad, head_dim=dh), ds, kc[:, kb],
+                                         keep=False, label=label, flops=flops)  # fmt: skip
+                dk_here[:, kb] += dev.compute(n("ring_dk_term"), partial(R.k_grad, head_dim=dh), ds, q[:, qa],
+                                              keep=False, label=label, flops=flops)  # fmt: skip
+                dv_here[:, kb] += dev.compute(n("ring_dv_term"), partial(R.v_grad, head_dim=dh), p, dattn[:, qa],
+                                              keep=False, label=label, flops=flops)  # fmt: skip
             dkc = dev.compute(n("ring_dk"), np.add, dkc, dk_here, keep=False, label=label)
             dvc = dev.compute(n("ring_dv"), np.add, dvc, dv_here, keep=False, label=label)
             if c == 1:
