@@ -1,5 +1,6 @@
 """The package's shape: a few layers, no import circles (import-linter checks the layers' order, `make test`)."""
 
+import ast
 import graphlib
 from pathlib import Path
 
@@ -64,3 +65,77 @@ def test_every_module_sits_in_a_contract():
         "add these modules to their package's layers contract in pyproject.toml (and to its docstring): "
         + ", ".join(unplaced)
     )
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _package_of(path: Path) -> str:
+    parts = path.relative_to(PACKAGE).parts
+    return parts[0] if len(parts) > 1 else "simulator"
+
+
+def _outside_names(tree: ast.Module) -> set[str]:
+    """Names a module binds to another project's modules (``import torch.distributed as dist``): their private
+    names are that project's business, not a reach between our packages."""
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names |= {a.asname or a.name.split(".")[0] for a in node.names if not a.name.startswith("simulator")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and not (node.module or "").startswith("simulator"):
+            names |= {a.asname or a.name for a in node.names}
+    return names
+
+
+def test_no_package_reaches_into_another_packages_private_names():
+    """``from ..core.device import _nbytes``, ``eng._rec`` or ``getattr(dev, "_engine")`` in a package that does
+    not define ``_rec`` or ``_engine`` itself: each package talks to the others through public names.
+
+    Attributes are matched by name (Python has no types to read here): a private attribute read on anything but
+    ``self`` or ``cls`` is a reach when only other packages define that name."""
+    trees = {path: ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
+    defined: dict[str, set[str]] = {}
+    for path, tree in trees.items():
+        names = defined.setdefault(_package_of(path), set())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+                names.add(node.attr)
+            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+                names.add(node.id)
+            elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__slots__" for t in node.targets):
+                names |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and len(node.args) > 1:
+                names.add(getattr(node.args[1], "value", ""))
+    reaches = []
+    for path, tree in trees.items():
+        package, outside = _package_of(path), _outside_names(tree)
+        where = path.relative_to(PACKAGE.parent)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("simulator")):
+                base = list(path.relative_to(PACKAGE).parent.parts)
+                base = base[: len(base) - node.level + 1] if node.level else []
+                target = [*base, *(node.module or "").split(".")] if node.level else (node.module or "").split(".")[1:]
+                target_package = target[0] if target and target[0] else "simulator"
+                for alias in node.names:
+                    if target_package != package and (_private(alias.name) or any(map(_private, target))):
+                        reaches.append(f"{where}:{node.lineno} imports {alias.name} from {'.'.join(target)}")
+                continue
+            if isinstance(node, ast.Attribute):
+                name, owner = node.attr, node.value
+            elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr"):
+                if len(node.args) < 2 or not isinstance(node.args[1], ast.Constant):
+                    continue
+                name, owner = node.args[1].value, node.args[0]
+            else:
+                continue
+            if not isinstance(name, str) or not _private(name) or name in defined[package]:
+                continue
+            if isinstance(owner, ast.Name) and (owner.id in ("self", "cls") or owner.id in outside):
+                continue
+            others = sorted(p for p, names in defined.items() if name in names)
+            if others:
+                reaches.append(f"{where}:{node.lineno} reads {name} of {', '.join(others)}")
+    assert not reaches, "use (or add) a public name for these:\n" + "\n".join(reaches)

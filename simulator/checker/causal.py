@@ -144,7 +144,7 @@ def _event_lists(trace: Trace) -> tuple[list[int], list[int], list[int], list[st
     columns = getattr(trace, "event_columns", None)
     if columns is not None:
         cols = columns()
-        rec = trace._rec
+        rec = trace.recorder
         label_of, name_of = rec.labels.values, rec.names.values
         kinds = cols["kind"].tolist()  # CODE_SEND, CODE_RECV, CODE_OP are SEND, RECV, OP
         labels = [None if x < 0 else label_of[x] for x in cols["label"].tolist()]

@@ -146,7 +146,7 @@ class _Checker(_ResultChecks, _Explanations):
         as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
         t = self.trace
         cols = t.event_columns()
-        rec = t._rec
+        rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
         last, origin, knows = self.last_event, self.origin, {}
         columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))

@@ -9,6 +9,9 @@ algorithms of one collective take the same arguments, after the call ``c``:
   returns all p blocks in member order;
 - all-reduce: the value; broadcast, reduce, scatter, gather: the value(s) and the root's position;
   all-to-all: the chunks, expected shapes and dtype; barrier: nothing.
+
+Each algorithm checks what it needs of the group itself (halving and doubling: a power-of-two size), so the
+public functions run any entry of the table alike.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from .direct import (
     _scatter_direct,
 )
 from .exchange import _all_to_all_direct, _all_to_all_pairwise, _barrier_dissemination
-from .halving_doubling import _ag_doubling, _all_reduce_halving_doubling, _rs_halving
+from .halving_doubling import _all_reduce_halving_doubling, all_gather_doubling, reduce_scatter_halving
 from .ring import _ag_ring, _all_reduce_ring, _rs_ring
 from .tree import _all_reduce_tree, _broadcast_tree, _gather_tree, _reduce_tree, _scatter_tree
 
@@ -36,8 +39,8 @@ ALGORITHMS: dict[str, dict[str, Callable]] = {
         "tree": _all_reduce_tree,
         "direct": _all_reduce_direct,
     },
-    "reduce_scatter": {"ring": _rs_ring, "halving_doubling": _rs_halving, "direct": _rs_direct},
-    "all_gather": {"ring": _ag_ring, "halving_doubling": _ag_doubling, "direct": _ag_direct},
+    "reduce_scatter": {"ring": _rs_ring, "halving_doubling": reduce_scatter_halving, "direct": _rs_direct},
+    "all_gather": {"ring": _ag_ring, "halving_doubling": all_gather_doubling, "direct": _ag_direct},
     "broadcast": {"tree": _broadcast_tree, "direct": _broadcast_direct},
     "reduce": {"tree": _reduce_tree, "direct": _reduce_direct},
     "scatter": {"tree": _scatter_tree, "direct": _scatter_direct},

@@ -18,7 +18,6 @@ from ..tensors.placements import chunk_bounds
 from .algorithms import ALGORITHMS
 from .booked import ring_all_reduce
 from .call import _Call
-from .halving_doubling import _need_pof2
 from .in_place import in_place_target, write_back
 
 if TYPE_CHECKING:
@@ -105,8 +104,6 @@ def reduce_scatter(
 
     if c.p == 1:
         return c.result(blocks[0], index(0))
-    if algorithm == "halving_doubling":
-        _need_pof2(c, "reduce_scatter")
     mine = c.finish_avg(ALGORITHMS["reduce_scatter"][algorithm](c, blocks, index))
     return c.result(mine, index(c.me))
 
@@ -161,8 +158,6 @@ def all_gather(
     if c.p == 1:
         pieces = [mine]
     else:
-        if algorithm == "halving_doubling":
-            _need_pof2(c, "all_gather")
         pieces = ALGORITHMS["all_gather"][algorithm](c, mine, shapes, mine.dtype, name, index_of)
     if axis is None:
         return pieces

@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..core.hooks import engine_of
 from ..core.rows import MSG, OP
 from ..cost.meta import MetaArray
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
@@ -63,7 +64,7 @@ class Booking:
 def ring_all_reduce(c: _Call, x: Any) -> Any | None:
     """Book the ring all-reduce ``c`` whole and return this member's result, or None to go message by message."""
     dev = c.dev
-    eng: Engine | None = getattr(dev, "_engine", None)
+    eng: Engine | None = engine_of(dev)
     if eng is None:  # another backend's device
         return None
     key = (c.group, c.number)
@@ -83,8 +84,8 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
     _book(eng, c, b)
     for i, other in enumerate(b.devices):
         if other is not dev:
-            eng._push(b.ends[i], other.rank)
-    dev._advance(b.ends[me])
+            eng.wake(other.rank, b.ends[i])
+    eng.advance(dev, b.ends[me])
     return b.results[me]
 
 
@@ -93,7 +94,7 @@ def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
         not eng.world.book_collectives
         or eng.keep_payloads
         or eng.rendezvous
-        or not eng._plain_links
+        or not eng.plain_links
         or c.name is not None
         or c.partials is not None
     ):
@@ -113,7 +114,7 @@ def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
 
 def _book(eng: Engine, c: _Call, b: Booking) -> None:
     """Write every chunk's rows and compute the result (see the module docstring)."""
-    rec = eng._rec
+    rec = eng.recorder
     p, x = c.p, b.x[c.me]
     key = (c.group, x.size, x.dtype, c.op)
     plans = eng.caches.setdefault("ring plans", {})  # (group, size, dtype, op) -> its RingPlan
@@ -121,7 +122,7 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
     if plan is None:
         plan = plans[key] = RingPlan(eng, c, x)
     if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
-        eng._too_many_events(c.dev.rank)
+        eng.refuse_more_events(c.dev.rank)
     if p >= VECTOR_FROM:
         ends = book_vector(eng, plan, c, b)
     else:

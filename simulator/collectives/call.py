@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import zlib
 from collections.abc import Callable, Sequence
-from functools import partial
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
+from ..core import hooks
 from ..core.tags import TAG_BASE, CollectiveTag
 
 if TYPE_CHECKING:
@@ -93,7 +93,7 @@ class _Call:
         key = None if group is None else tuple(group)
         info = known.get(key)
         if info is None:
-            engine = getattr(dev, "_engine", None)
+            engine = hooks.engine_of(dev)
             shared = {} if engine is None else engine.caches.setdefault("groups", {})
             whole = shared.get(key)
             if whole is None or dev.rank not in whole[0]:
@@ -109,7 +109,7 @@ class _Call:
         self.tag = CollectiveTag(TAG_BASE + (n % 16384) * 65536 + checksum)
         self.kind, self.algorithm, self.number = kind, algorithm, n
         self.agreed = False  # the engine compared every member's call with the first one's (``agree``)
-        dev._last_call = self  # what a deadlock report names a device blocked on this tag by (run_errors.py)
+        hooks.note_call(dev, self)  # what a deadlock report names a device blocked on this tag by
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
         self.name = name
@@ -131,7 +131,7 @@ class _Call:
         collectives (or with other arguments) get an error naming both calls, never a result."""
         if self.op == "avg":
             check_avg_dtype(self.dev.rank, self.kind, self.op, details["dtype"])
-        hook = getattr(self.dev, "_agree_collective", None)
+        hook = hooks.agreement(self.dev)
         if hook is None or self.p == 1:
             return
         # compared as data; written out (``CallSignature.describe``) only for the error when two members differ
@@ -140,19 +140,18 @@ class _Call:
 
     def poster(self) -> Callable[[Any, int, Any, Any], Request | None]:
         """``post(value, dst, step, chunk)``: send this call's part (step, chunk) to rank ``dst``; returns a
-        request to wait on, or None when the send is complete already (an eager one). The device's ``_post``
-        with this call's tag and label bound: a simulated device records step and chunk as numbers beside
+        request to wait on, or None when the send is complete already (an eager one). The device's post
+        (``simulator.core.hooks``) with this call's tag and label bound: a simulated device records step and chunk as numbers beside
         the call's interned label (``simulator.core.rows``), never a text per message."""
-        dev = self.dev
-        return partial(dev._post, self.tag, dev._call_label(self.label))
+        return hooks.poster(self.dev, self.tag, self.label)
 
     def reducer(self) -> Callable[[Any, Any, float], Any]:
         """``reduce(received, local, flops)``: this call's reduction of a received chunk into a local one,
         recorded as the op ``reduce_name`` (not kept in memory; labelled with the call)."""
         dev = self.dev
-        fast = getattr(dev, "_reduce", None)  # a simulated device's: ids interned once per call
+        fast = hooks.fast_reducer(dev, self.reduce_name, self.label, self.fn)  # a simulated device's: ids interned once
         if fast is not None:
-            return partial(fast, dev._op_name(self.reduce_name), dev._call_label(self.label), self.fn)
+            return fast
         compute, name, fn, label = dev.compute, self.reduce_name, self.fn, self.label
 
         def reduce(received: Any, local: Any, flops: float) -> Any:
@@ -163,7 +162,7 @@ class _Call:
     def send(self, value: Any, pos: int, step: Any, what: Any) -> Request | None:
         """Send part (step, what) to member ``pos``: a request to ``wait`` on, or None (complete already)."""
         dev = self.dev
-        return dev._post(self.tag, dev._call_label(self.label), value, self.group[pos], step, what)
+        return hooks.post(dev, self.tag, hooks.call_label(dev, self.label), value, self.group[pos], step, what)
 
     def wait(self, req: Request | None) -> None:
         """Wait for a send of ``send`` (None: complete already)."""

@@ -1,7 +1,8 @@
 """Halving-doubling algorithms (Rabenseifner): recursive halving, then recursive doubling.
 
 Reduce-scatter halves the block range at each of log2(p) steps, swapping halves with a partner;
-all-gather doubles it back. Both need a power-of-two group (``_need_pof2``); all-reduce takes any size:
+all-gather doubles it back. Both need a power-of-two group (``reduce_scatter_halving`` and ``all_gather_doubling``, their entry points,
+check it); all-reduce takes any size:
 the members beyond a power of two hand their value to a partner first (which then works as a virtual
 member, ``_virtual_to_real``) and get the result back at the end. Sums are pairwise, a binary tree over members. A message that
 bundles several chunks (``chunks._pack``) is not named; its chunks are checked where they end up.
@@ -31,6 +32,18 @@ def _need_pof2(c: _Call, kind: str) -> None:
             f"{kind}(algorithm='halving_doubling') needs a group whose size is a power of two; group {c.group} "
             f"has {c.p} devices. Use algorithm='ring' or 'direct' (all_reduce's halving_doubling folds any size)."
         )
+
+
+def reduce_scatter_halving(c: _Call, blocks: list, index: Callable[[int], Any]) -> np.ndarray:
+    """Reduce-scatter by recursive halving; the group's size must be a power of two."""
+    _need_pof2(c, "reduce_scatter")
+    return _rs_halving(c, blocks, index)
+
+
+def all_gather_doubling(c: _Call, mine: Any, shapes: Any, dtype: Any, name: Any, index: Any) -> list:
+    """All-gather by recursive doubling; the group's size must be a power of two."""
+    _need_pof2(c, "all_gather")
+    return _ag_doubling(c, mine, shapes, dtype, name, index)
 
 
 def _rs_halving(c: _Call, blocks: list, index: Callable[[int], Any], members=None, v=None) -> np.ndarray:

@@ -41,16 +41,16 @@ class RingPlan:
     """What every ring all-reduce of one (group, size, dtype, op) shares (see the module docstring)."""
 
     def __init__(self, eng: Engine, c: _Call, x: Any) -> None:
-        rec, net = eng._rec, eng.net
+        rec, net = eng.recorder, eng.net
         p, g = c.p, c.group
-        self.p, self.group, self.alpha = p, g, net._alpha
+        self.p, self.group, self.alpha = p, g, eng.link_latency
         self.shape = (p, x.size, x.dtype, c.op)  # what the times depend on, besides clocks and links
         self.right = [g[(i + 1) % p] for i in range(p)]
         self.links = [net.private_links(g[i]) for i in range(p)]
         self.bounds = chunk_bounds(x.size, p)
         sizes = [self.bounds[j + 1] - self.bounds[j] for j in range(p)]
         sigs = [rec.sig((n,), x.dtype, n * x.dtype.itemsize) for n in sizes]
-        wire = [s[1] * net._inv_bw for s in sigs]  # each chunk's seconds on the wire (n / B)
+        wire = [s[1] * eng.link_seconds_per_byte for s in sigs]  # each chunk's seconds on the wire (n / B)
         reduce_name, divide_name = rec.names(c.reduce_name), rec.names(f"{c.reduce_name}.divide")
         # the program, in each member's order: (RING, step number, b): member i sends chunk i - b; and
         # (REDUCE, op name, b): member i reduces chunk i - b (mod p). Small: a huge ring's plan is its size.
@@ -62,8 +62,8 @@ class RingPlan:
         program += [(RING, p - 1 + s, s) for s in range(p - 1)]  # all-gather: pass chunk i - s on
         self.program = program
         self.sizes, self.wire, self.sig = sizes, wire, [s[0] for s in sigs]
-        self._cost, self._plain = eng.cost, eng._plain_cost
-        self._flop_rate, self._op_latency = eng._flop_rate, eng._op_latency
+        self._cost, self._plain = eng.cost, eng.plain_cost
+        self._flop_rate, self._op_latency = eng.flop_rate, eng.op_latency
         self.itemsize, self.divide_name = x.dtype.itemsize, divide_name
         if not max(max(wire), self.op_seconds(None, max(sizes))) < INF:  # (NaN too)
             self.refuse_infinite(eng, c, INF)
@@ -165,7 +165,7 @@ def book_small(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
     times, received, ops, clock, free = known
     for i in range(p):  # each member's link to the right stays booked until its last byte has gone
         links[i][right[i]] = free[i]
-    rec = eng._rec
+    rec = eng.recorder
     label = rec.labels(c.label)
     msgs, recvs, ops_ = (bytearray(t) for t in plan.templates())
     words = np.frombuffer(msgs, "<i4").reshape(-1, MSG.size // 4)  # a message row is 12 words: tag is word 1, label 3
@@ -221,7 +221,7 @@ def _ring_times(plan: RingPlan, clock: list[float], free: list[float]) -> tuple:
 
 def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
     """Book the call step by step, each a few NumPy operations over all members, writing rows as it goes."""
-    rec = eng._rec
+    rec = eng.recorder
     p = plan.p
     pos = np.arange(p)
     g = np.asarray(plan.group, dtype=np.uint16)

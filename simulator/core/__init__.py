@@ -4,8 +4,10 @@ Each module builds only on those below it in this list (checked by import-linter
 
 ================  ==========================================================================================
 world.py          ``World``: the rules a run goes by, checked when made; ``run`` and ``start``
+hooks.py          what the collectives need of a device beyond a rank program's API (post a part, reduce
+                  a chunk, agree on a call), as public functions; the engine's own are public on ``Engine``
 engine.py         ``Engine`` and ``RunResult``: one greenlet per device, scheduled in simulated time order; the
-                  hook the layers above use (``Engine.held_calls``, ``Engine.caches``)
+                  hook the layers above use (``Engine.held_calls``, ``Engine.caches``, ``recorder``, ``wake``)
 run_errors.py     what a bad run reports: deadlocks with their cycle, messages nobody received
 arguments.py      what each device is given: its own copy of every argument, or its part (``PerDevice``)
 program_time.py   devices that also pay their program's own wall time (``World(program_time=True)``)

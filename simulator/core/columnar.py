@@ -49,6 +49,22 @@ class ColumnarTrace(Trace):
         self._views: weakref.WeakValueDictionary = weakref.WeakValueDictionary()
         self.finished = False  # no more rows will come: NumPy views of the buffers are safe
 
+    # ---- what the checker and the views read in bulk ----------------------------------------------
+    @property
+    def recorder(self) -> Recorder:
+        """The packed rows (``rows.Recorder``): ``recorder.table("msgs")``, the interned names and labels."""
+        return self._rec
+
+    @property
+    def event_codes(self) -> np.ndarray:
+        """Every settled event in canonical order, as ``row << 2 | kind`` (kind: ``ordering.CODE_SEND``, ...)."""
+        return self._codes.values
+
+    @property
+    def op_rows(self) -> np.ndarray:
+        """The rows of the ops proper (not holds and frees), in number order."""
+        return self._op_list.values
+
     # ---- numbers and rows ------------------------------------------------------------------------
     @property
     def _msg_row(self) -> Growable:

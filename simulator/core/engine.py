@@ -98,8 +98,8 @@ class Engine:
         # the hot path compares the event count with this one number: the limit, or the next settle
         self._checkpoint = min(self.max_events, SETTLE_EVERY)
         self._flop_rate, self._op_latency = world.cost.flops, world.cost.op_latency  # what compute_time does, inline
-        self._alpha = getattr(self.net, "_alpha", 0.0)  # for links the devices book inline (Network)
-        self._inv_bw = getattr(self.net, "_inv_bw", 0.0)
+        self._alpha = getattr(self.net, "alpha", 0.0)  # for links the devices book inline (Network)
+        self._inv_bw = getattr(self.net, "inv_bandwidth", 0.0)
         self.outputs: list[Any] = [None] * world.size
         device = ProgramTimedDevice if world.program_time else Device
         self.devices = [device(self, r) for r in range(world.size)]
@@ -172,6 +172,59 @@ class Engine:
     @property
     def finished(self) -> bool:
         return self._unfinished == 0
+
+    # ---- what the layers above use: public names for the booked collectives and the views ----------------
+    @property
+    def recorder(self) -> Recorder:
+        """The packed rows this run writes (``rows.Recorder``): the booked ring writes its rows here directly."""
+        return self._rec
+
+    @property
+    def pending(self) -> bool:
+        """Whether events wait to run (a live run that ``step`` can take further)."""
+        return bool(self._heap)
+
+    @property
+    def plain_links(self) -> bool:
+        """Whether every message costs alpha + n / B (no size regimes, no measured spread)."""
+        return self._plain_links
+
+    @property
+    def plain_cost(self) -> bool:
+        """Whether an op costs its latency plus FLOPs / rate alone (plain links, and no memory-bandwidth roofline)."""
+        return self._plain_cost
+
+    @property
+    def flop_rate(self) -> float:
+        """A device's FLOPs per second (the cost model's)."""
+        return self._flop_rate
+
+    @property
+    def op_latency(self) -> float:
+        """Seconds every op costs before its FLOPs (the cost model's)."""
+        return self._op_latency
+
+    @property
+    def link_latency(self) -> float:
+        """Alpha of a fully connected network's links, in seconds (0 on a topology: it prices each route)."""
+        return self._alpha
+
+    @property
+    def link_seconds_per_byte(self) -> float:
+        """1 / B of a fully connected network's links (0 on a topology: it prices each route)."""
+        return self._inv_bw
+
+    def wake(self, rank: int, t: float) -> None:
+        """Resume device ``rank`` at simulated time ``t`` (a device parked while the booked ring ran)."""
+        self._push(t, rank)
+
+    def advance(self, dev: Device, t: float) -> None:
+        """Move the running device's clock on to ``t`` (its part of a booked collective ends then)."""
+        dev._advance(t)
+
+    def refuse_more_events(self, rank: int) -> None:
+        """Raise ``EventLimitError`` naming the device that keeps going: a booking would pass ``max_events``."""
+        self._too_many_events(rank)
 
     def _push(self, t: float, rank: int) -> None:
         if self._ahead:

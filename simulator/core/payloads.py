@@ -29,6 +29,9 @@ def _nbytes(value: Any) -> int:
     return 0
 
 
+nbytes_of = _nbytes  # the public name: a real rank's device prices its memory alike
+
+
 def _immutable(value: Any) -> bool:
     """A read-only array over read-only memory all the way down (what hold, compute and recv hand out).
 

@@ -36,6 +36,16 @@ class Network:
         self._free: dict[int, dict[int, float]] = {}  # src -> {dst: when link (src, dst) is next free}
         self._regimes = _regime_table(cost)
 
+    @property
+    def alpha(self) -> float:
+        """Every link's latency, seconds (outside any size regime)."""
+        return self._alpha
+
+    @property
+    def inv_bandwidth(self) -> float:
+        """Every link's seconds per byte, 1 / B (outside any size regime)."""
+        return self._inv_bw
+
     def private_links(self, src: int) -> dict[int, float]:
         """Device src's outgoing links (dst -> next free time): only src books them, so the engine may
         book them inline, as ``transfer`` does, with ``alpha`` and ``1 / B`` from the cost model."""
@@ -75,6 +85,9 @@ class RingNetwork:
         self._p = world_size
         self._free: dict[tuple[int, int], float] = {}
         self._routes: dict[tuple[int, int], list[tuple[int, int]]] = {}
+
+    alpha = Network.alpha
+    inv_bandwidth = Network.inv_bandwidth
 
     def transfer(self, src: int, dst: int, nbytes: int, t: float) -> tuple[float, float, float]:
         route = self._routes.get((src, dst))

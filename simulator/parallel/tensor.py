@@ -43,7 +43,8 @@ def split(n: int, parts: int, j: int) -> slice:
     return slice(b[j], b[j + 1])
 
 
-def _mesh(dev: Any, group: Sequence[int] | None) -> tuple[DeviceMesh, tuple[int, ...], int]:
+def group_mesh(dev: Any, group: Sequence[int] | None) -> tuple[DeviceMesh, tuple[int, ...], int]:
+    """The group (None: every device) as a 1-D mesh, its ranks, and this device's place in it."""
     g = tuple(range(dev.world_size)) if group is None else tuple(group)
     return DeviceMesh(list(g)), g, g.index(dev.rank)
 
@@ -57,7 +58,7 @@ def column_parallel(
     dev: Any, x: np.ndarray, w_cols: np.ndarray, n: int, *, group=None, gather: bool = True, algorithm: str = "ring"
 ) -> np.ndarray:
     """Y[:, cols_j] = X @ W[:, cols_j]; with ``gather``, an all-gather along columns returns the whole Y."""
-    _, g, j = _mesh(dev, group)
+    _, g, j = group_mesh(dev, group)
     cols = split(n, len(g), j)
     y = dev.compute("Y", np.matmul, x, w_cols, index=(ALL, cols), flops=_matmul_flops(x, w_cols))
     if not gather:
@@ -81,7 +82,7 @@ def row_parallel(
     reduce: "all_reduce" (every device gets the whole Y), "reduce_scatter" (device j gets Y's row
     block j), or None (return the partial sum itself, e.g. to reduce later).
     """
-    _, g, j = _mesh(dev, group)
+    _, g, j = group_mesh(dev, group)
     partial = dev.compute(f"{name}.partial[{j}]", np.matmul, x_cols, w_rows, flops=_matmul_flops(x_cols, w_rows))
     return _REDUCERS[reduce](dev, partial, g, algorithm, name)
 
@@ -99,7 +100,7 @@ def megatron_mlp(
     dev: Any, x: np.ndarray, a_cols: np.ndarray, b_rows: np.ndarray, h: int, *, group=None, algorithm: str = "ring"
 ) -> np.ndarray:
     """Z = gelu(X @ A) @ B with A split by columns and B by rows: one all-reduce in the forward pass."""
-    _, g, j = _mesh(dev, group)
+    _, g, j = group_mesh(dev, group)
     cols = split(h, len(g), j)
     xa = dev.compute("XA", np.matmul, x, a_cols, index=(ALL, cols), flops=_matmul_flops(x, a_cols))
     hidden = dev.compute("H", gelu, xa, index=(ALL, cols))  # whole columns: no partial sums here
@@ -108,14 +109,14 @@ def megatron_mlp(
 
 # ---- rank programs: device 0 starts with everything and distributes it -----------------------
 def column_parallel_program(dev: Any, X, W, gather: bool = True, algorithm: str = "ring", group=None):
-    mesh, g, _ = _mesh(dev, group)
+    mesh, g, _ = group_mesh(dev, group)
     x = distribute(dev, X, Layout(np.shape(X), mesh, (R,)), g[0], name="X")
     w = distribute(dev, W, Layout(np.shape(W), mesh, (S(1),)), g[0], name="W")
     return column_parallel(dev, x, w, np.shape(W)[1], group=g, gather=gather, algorithm=algorithm)
 
 
 def row_parallel_program(dev: Any, X, W, reduce: str | None = "all_reduce", algorithm: str = "ring", group=None):
-    mesh, g, _ = _mesh(dev, group)
+    mesh, g, _ = group_mesh(dev, group)
     x = distribute(dev, X, Layout(np.shape(X), mesh, (S(1),)), g[0], name="X")
     w = distribute(dev, W, Layout(np.shape(W), mesh, (S(0),)), g[0], name="W")
     return row_parallel(dev, x, w, group=g, reduce=reduce, algorithm=algorithm)
@@ -123,7 +124,7 @@ def row_parallel_program(dev: Any, X, W, reduce: str | None = "all_reduce", algo
 
 def distribute_mlp(dev: Any, X, A, B, group=None):
     """X to every device, A by columns, B by rows: the Megatron layout."""
-    mesh, g, _ = _mesh(dev, group)
+    mesh, g, _ = group_mesh(dev, group)
     x = distribute(dev, X, Layout(np.shape(X), mesh, (R,)), g[0], name="X")
     a = distribute(dev, A, Layout(np.shape(A), mesh, (S(1),)), g[0], name="A")
     b = distribute(dev, B, Layout(np.shape(B), mesh, (S(0),)), g[0], name="B")

@@ -40,8 +40,9 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
-from ..core.device import DeviceMemory, _nbytes, partial_group, run_op
+from ..core.device import DeviceMemory, partial_group, run_op
 from ..core.errors import ContractError, SimulationError
+from ..core.payloads import nbytes_of
 from ..core.trace import Op
 from ..cost.model import op_flops
 from .errors import CommError, CommTimeoutError
@@ -220,7 +221,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         t1 = self.clock
         if flops is None:
             flops = op_flops(fn, inputs, out)
-        nbytes = _nbytes(out) if keep else 0
+        nbytes = nbytes_of(out) if keep else 0
         if self.keep_payloads:
             ins = tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
             op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep, nbytes)
@@ -290,7 +291,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         doc = f"torch.distributed.{kind} on {self.device.type} (native; its messages are not visible)"
         t1 = self.clock
         kept = (inputs, output) if self.keep_payloads else (None, None)
-        nbytes = _nbytes(output) if name is not None else 0
+        nbytes = nbytes_of(output) if name is not None else 0
         op_name = name if name is not None else f"{kind} (native)"
         op = Op(None, self.rank, op_name, t0, t1, 0, kept[0], kept[1], index, doc, name is not None, nbytes)
         op.label = f"{kind}#{number} native on {','.join(map(str, members))}"

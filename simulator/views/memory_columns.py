@@ -25,22 +25,22 @@ def memory_steps(trace: Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         mem = memory_timeline(trace)
         ranks = np.concatenate([np.full(len(t), r) for r, t in enumerate(mem.times)]) if mem.times else np.zeros(0)
         return ranks.astype(np.int64), np.concatenate(mem.times or [[]]), np.concatenate(mem.held or [[]])
-    codes = trace._codes.values
+    codes = trace.event_codes
     kinds, rows = codes & 3, codes >> 2
-    ops = trace._rec.table("ops", copy=not trace.finished)
+    ops = trace.recorder.table("ops", copy=not trace.finished)
     at = np.flatnonzero(kinds == CODE_OP)
     op = ops[rows[at]]
     changes = (op["kind"] == HOLD) | (op["kind"] == FREE) | ((op["kind"] == OP_KEPT) & (op["nbytes"] > 0))
     at, op = at[changes], op[changes]
     position, rank, t = at, op["rank"].astype(np.int64), op["t_start"]
     key, size = op["name"].astype(np.int64), np.where(op["kind"] == FREE, 0, op["nbytes"])
-    named = trace._rec.msg_extra
+    named = trace.recorder.msg_extra
     if named:  # receives that name what they carry (a few: the checker's runs)
         recv = np.flatnonzero(kinds == CODE_RECV)
         views = [(i, trace.message_at_row(int(r))) for i, r in zip(recv.tolist(), rows[recv].tolist())]
         views = [(i, m) for i, m in views if m.name is not None]
         if views:
-            ids = trace._rec.names.ids  # the same name as an op's or a free's is the same value
+            ids = trace.recorder.names.ids  # the same name as an op's or a free's is the same value
             keys = {name: ids.get(name, len(ids) + k) for k, name in enumerate(sorted({m.name for _, m in views}))}
             position = np.concatenate([position, [i for i, _ in views]])
             rank = np.concatenate([rank, [m.dst for _, m in views]])

@@ -177,7 +177,7 @@ class Stepper:
 
     @property
     def total(self) -> int | None:
-        if self._engine is not None and self._engine._heap:
+        if self._engine is not None and self._engine.pending:
             return None
         return len(self.trace.events)
 

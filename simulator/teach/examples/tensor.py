@@ -58,7 +58,7 @@ def bug_gelu_on_partials(dev: Device, X, W) -> np.ndarray:
 def bug_forgot_all_reduce(dev: Device, X, A, B) -> np.ndarray:
     """BUG: the row-parallel output is used as if it were complete; its all-reduce is missing."""
     x, a, b = tp.distribute_mlp(dev, X, A, B)
-    _, g, j = tp._mesh(dev, None)
+    _, g, j = tp.group_mesh(dev, None)
     cols = (tp.ALL, tp.split(np.shape(A)[1], len(g), j))
     xa = dev.compute("XA", np.matmul, x, a, index=cols)
     h = dev.compute("H", tp.gelu, xa, index=cols)
@@ -69,7 +69,7 @@ def bug_forgot_all_reduce(dev: Device, X, A, B) -> np.ndarray:
 def bug_full_x_to_row_shards(dev: Device, X, A, B) -> np.ndarray:
     """BUG: the row-parallel layer is handed the raw input X instead of its shard of H = gelu(X @ A)."""
     x, a, b = tp.distribute_mlp(dev, X, A, B)
-    _, g, j = tp._mesh(dev, None)
+    _, g, j = tp.group_mesh(dev, None)
     cols = (tp.ALL, tp.split(np.shape(A)[1], len(g), j))
     xa = dev.compute("XA", np.matmul, x, a, index=cols)
     dev.compute("H", tp.gelu, xa, index=cols)

@@ -53,20 +53,20 @@ def columns(trace: Trace, numbered: bool = True) -> tuple[dict[str, np.ndarray],
     """
     if isinstance(trace, ColumnarTrace):
         if trace.finished:  # the rows in recorded order, viewed in place, with their numbers beside them
-            table = trace._rec.table("msgs", copy=False)
+            table = trace.recorder.table("msgs", copy=False)
             m = {k: table[k] for k in ("src", "dst", "t_start", "t_arrive")}
             m["nbytes"] = trace.sig_nbytes()[table["sig"]]
             m["id"] = trace.numbers("msgs") if numbered else np.full(len(table), -1)
-            ops = trace._rec.table("ops", copy=False)
+            ops = trace.recorder.table("ops", copy=False)
             if numbered:  # the ops proper
-                rows = trace._op_list.values
+                rows = trace.op_rows
                 o = {k: ops[k][rows] for k in ("rank", "t_start", "t_end", "name")}
                 o["id"] = trace.numbers("ops")[rows]
             else:  # holds and frees too: they take no time, so add nothing to sums and pictures
                 o = {k: ops[k] for k in ("rank", "t_start", "t_end", "name")}
                 o["id"] = np.full(len(ops), -1)
-            return m, o, list(trace._rec.names.values)
-        return trace.message_columns(), trace.op_columns(only_ops=True), list(trace._rec.names.values)
+            return m, o, list(trace.recorder.names.values)
+        return trace.message_columns(), trace.op_columns(only_ops=True), list(trace.recorder.names.values)
     names: dict[str, int] = {}
     ops = list(trace.ops)
     msgs = list(trace.messages)
