@@ -94,7 +94,21 @@ class CommSummary:
 
 
 def comm_summary(trace: Trace) -> CommSummary:
-    """Summarise every message of ``trace`` (see module docstring)."""
+    """Summarise every message of ``trace`` (see module docstring).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, comm_summary
+        >>> print(comm_summary(World(2).run(lambda dev: dev.all_reduce(np.ones(4))).trace))
+        collectives (each counted once, with the devices that took part):
+          all_reduce              1   on 2 devices
+        bytes sent, by kind:
+          all_reduce                 64 B
+        device  sent msgs   sent bytes  recv msgs   recv bytes
+             0          2         32 B          2         32 B
+             1          2         32 B          2         32 B
+         total          4         64 B
+    """
     n = trace.world_size
     s = CommSummary(n, sent_messages=[0] * n, sent_bytes=[0] * n, recv_messages=[0] * n, recv_bytes=[0] * n)
     seen: set[tuple[int, str, object]] = set()  # (rank, call label, tag): one device's part in one collective

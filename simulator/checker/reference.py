@@ -32,7 +32,15 @@ BUILDERS: dict[str, Callable[..., Any]] = {}
 
 @dataclass
 class Reference:
-    """The named values of a single-device run: what each op, input and message should hold."""
+    """The named values of a single-device run: what each op, input and message should hold.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import Reference
+        >>> ref = Reference.of(lambda dev, x: dev.compute("y", np.add, x, 1.0), np.array([1.0]))
+        >>> ref.values["y"], ref.result
+        (array([2.]), array([2.]))
+    """
 
     values: dict[str, Any] = field(default_factory=dict)  # name -> value
     inputs: dict[str, tuple] = field(default_factory=dict)  # op name -> its inputs

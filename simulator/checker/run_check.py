@@ -43,19 +43,40 @@ def check(
 ) -> CheckReport:
     """Compare a run with single-device reference(s); say passed, FAILED (first divergence) or not verified.
 
-    run: a ``RunResult`` (or a real run's result, or a ``Trace``); it must have kept its payloads.
-    reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
-    different inputs), or a function of the rank.
-    rtol, atol: the tolerance for floats (default: by dtype, see ``simulator.checker.compare``).
-    split: the declared split (``simulator.checker.split.Split``): who computes what, what each device is
-    given, what may cross, the collectives and the budget; a run that breaks it FAILS, whatever its values.
-    own_names: values under names the model does not have, and unnamed messages, equal to none of its values,
-    are the program's own intermediates (a sum before it is divided, a running sum on its way round a ring):
-    noted, not held against the verdict. Every value of the model and the result are still compared (an
-    exercise's grade sets it).
+    Args:
+        run: a ``RunResult`` (or a real run's result, or a ``Trace``); it must have kept its payloads.
+        reference: one ``Reference`` for every device, a mapping rank -> Reference (e.g. replicas fed
+            different inputs), or a function of the rank.
+        rtol: the relative tolerance for floats (default: by dtype, see ``simulator.checker.compare``).
+        atol: the absolute tolerance for floats (default: by dtype and the values' scale).
+        split: the declared split (``simulator.checker.split.Split``): who computes what, what each device is
+            given, what may cross, the collectives and the budget; a run that breaks it FAILS, whatever its
+            values.
+        own_names: values under names the model does not have, and unnamed messages, equal to none of its
+            values, are the program's own intermediates (a sum before it is divided, a running sum on its way
+            round a ring): noted, not held against the verdict. Every value of the model and the result are
+            still compared (an exercise's grade sets it).
+
+    Returns:
+        The verdict, a ``CheckReport``: passed, FAILED or not verified, with the first divergence.
 
     The first divergence is the first by cause (``simulator.checker.causal``), so a real run, whose events
     come in measured order, is blamed where its simulation is.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import Reference, World, check
+        >>> def model(dev, x):
+        ...     h = dev.compute("A", lambda v: 2 * v + 1, x)
+        ...     return dev.compute("B", np.square, h)
+        >>> def split(dev, x):
+        ...     if dev.rank == 0:
+        ...         dev.send(dev.compute("A", lambda v: 2 * v + 1, x), 1)
+        ...     else:
+        ...         return dev.compute("B", np.square, dev.recv(0, name="A"))
+        >>> x = np.array([3.0])
+        >>> check(World(2).run(split, x), Reference.of(model, x)).verdict
+        'passed'
     """
     trace = run if isinstance(run, Trace) else run.trace
     outputs = getattr(run, "outputs", None) if not isinstance(run, Trace) else None

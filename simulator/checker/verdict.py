@@ -108,7 +108,17 @@ class Violation:
 @dataclass
 class CheckReport:
     """The verdict of ``check``: passed, FAILED (with the first divergence, or the first place the run breaks
-    its declared split), or not verified (with why)."""
+    its declared split), or not verified (with why).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import Reference, World, check
+        >>> model = lambda dev, x: dev.compute("y", np.add, x, 1.0)
+        >>> wrong = lambda dev, x: dev.compute("y", np.add, x, 2.0)
+        >>> report = check(World(1).run(wrong, np.ones(1)), Reference.of(model, np.ones(1)))
+        >>> report.ok, report.verdict, report.first.name
+        (False, 'FAILED', 'y')
+    """
 
     first: Divergence | None
     checked: int  # values compared

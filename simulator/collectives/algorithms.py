@@ -48,3 +48,10 @@ ALGORITHMS: dict[str, dict[str, Callable]] = {
     "all_to_all": {"direct": _all_to_all_direct, "pairwise": _all_to_all_pairwise},
     "barrier": {"dissemination": _barrier_dissemination},
 }
+"""Each collective's algorithms by name: ``dev.all_reduce(x, algorithm="tree")`` picks one.
+
+Examples:
+    >>> from simulator import ALGORITHMS
+    >>> sorted(ALGORITHMS["all_reduce"])
+    ['direct', 'halving_doubling', 'ring', 'tree']
+"""

@@ -37,11 +37,26 @@ def all_reduce(
 ) -> np.ndarray:
     """Every member ends with the reduction (``op``) of all members' ``x``; returns it.
 
-    name:     the reference value the result is (final chunks and the result are checked against it)
-    partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way)
-    in_place: write the result into x itself (a writable, contiguous NumPy array the program gives up), as
-              torch.distributed.all_reduce does; x is then read-only and is what the call returns. On real
-              ranks this spares the copy that keeps x intact (``simulator.collectives.in_place``)
+    Args:
+        dev: this member's device (as a method, ``dev.all_reduce(...)``, it is the device itself).
+        x: this member's array.
+        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["all_reduce"]``.
+        name: the reference value the result is (final chunks and the result are checked against it).
+        partials: the reference names of the members' inputs, ``f"{partials}[m]"`` (checked on the way).
+        in_place: write the result into x itself (a writable, contiguous NumPy array the program gives up), as
+            torch.distributed.all_reduce does; x is then read-only and is what the call returns. On real ranks
+            this spares the copy that keeps x intact (``simulator.collectives.in_place``).
+
+    Returns:
+        The reduction, the same on every member.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.all_reduce(np.array([dev.rank + 1.0]))).outputs
+        [array([3.]), array([3.])]
     """
     target = in_place_target(x, dev.rank) if in_place else None
     return write_back(target, _all_reduce(dev, x, op, group, algorithm, name, partials))
@@ -81,8 +96,25 @@ def reduce_scatter(
 ) -> np.ndarray:
     """Member j ends with the reduction of every member's block j; returns it.
 
-    x: an array, split along ``axis`` into p blocks by torch.chunk's rule, or a list of p blocks.
-    indices: the reference index of each block (default: its slice along ``axis``, when x is an array).
+    Args:
+        dev: this member's device (as a method, ``dev.reduce_scatter(...)``, it is the device itself).
+        x: an array, split along ``axis`` into p blocks by torch.chunk's rule, or a list of p blocks.
+        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["reduce_scatter"]``.
+        axis: the axis an array is split along.
+        name: the reference value the result's blocks are parts of (each block checked against its part).
+        partials: the reference names of the members' inputs, ``f"{partials}[m]"``.
+        indices: the reference index of each block (default: its slice along ``axis``, when x is an array).
+
+    Returns:
+        This member's block of the reduction.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.reduce_scatter(np.arange(4.0) * (dev.rank + 1))).outputs
+        [array([0., 3.]), array([6., 9.])]
     """
     c = _call(dev, "reduce_scatter", group, algorithm, op, name, partials)
     if isinstance(x, (list, tuple)):
@@ -122,11 +154,26 @@ def all_gather(
 ) -> list[np.ndarray] | np.ndarray:
     """Every member ends with every member's ``x``: a list in member order, or concatenated along ``axis``.
 
-    shapes:  each member's piece shape (default: all like this member's; a member whose piece differs
-             then breaks the declared contract, as with torch, which needs equal sizes)
-    name:    the reference value the pieces are parts of; indices: each piece's index into it (default,
-             with ``axis``: its slice along the axis); index: the concatenation's index into it (default:
-             the whole value)
+    Args:
+        dev: this member's device (as a method, ``dev.all_gather(...)``, it is the device itself).
+        x: this member's piece.
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["all_gather"]``.
+        axis: concatenate the pieces along this axis (None: return the list of pieces).
+        shapes: each member's piece shape (default: all like this member's; a member whose piece differs then
+            breaks the declared contract, as with torch, which needs equal sizes).
+        name: the reference value the pieces are parts of.
+        indices: each piece's index into ``name`` (default, with ``axis``: its slice along the axis).
+        index: the concatenation's index into ``name`` (default: the whole value).
+
+    Returns:
+        The pieces in member order, or their concatenation along ``axis``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.all_gather(np.array([10 * dev.rank]), axis=0)).outputs
+        [array([ 0, 10]), array([ 0, 10])]
     """
     c = _call(dev, "all_gather", group, algorithm, None, name)
     mine = _freeze(x)
@@ -176,7 +223,30 @@ def broadcast(
     dtype: Any = None,
     name: str | None = None,
 ) -> np.ndarray:
-    """Every member ends with ``src``'s ``x`` (others pass None; shape/dtype declare the contract)."""
+    """Every member ends with ``src``'s ``x``.
+
+    Args:
+        dev: this member's device (as a method, ``dev.broadcast(...)``, it is the device itself).
+        x: the value on ``src``; None on the others.
+        src: the rank that sends it.
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["broadcast"]``.
+        shape: the shape the others expect (their receive's contract, checked on arrival).
+        dtype: the dtype the others expect.
+        name: the reference value it is (checked on every member).
+
+    Returns:
+        ``src``'s value, on every member.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def program(dev):
+        ...     x = np.array([7.0]) if dev.rank == 0 else None
+        ...     return dev.broadcast(x, src=0, shape=(1,), dtype=np.float64)
+        >>> World(2).run(program).outputs
+        [array([7.]), array([7.])]
+    """
     c = _call(dev, "broadcast", group, algorithm, None, name)
     root = _root(c, src, "src")
     c.agree(src=src)
@@ -198,7 +268,27 @@ def reduce(
     name: str | None = None,
     partials: str | None = None,
 ) -> np.ndarray | None:
-    """Device ``dst`` ends with the reduction of every member's ``x`` (others get None)."""
+    """Device ``dst`` ends with the reduction of every member's ``x``; the others get None.
+
+    Args:
+        dev: this member's device (as a method, ``dev.reduce(...)``, it is the device itself).
+        x: this member's array.
+        dst: the rank that gets the reduction.
+        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["reduce"]``.
+        name: the reference value the result is.
+        partials: the reference names of the members' inputs, ``f"{partials}[m]"``.
+
+    Returns:
+        The reduction on ``dst``; None elsewhere.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.reduce(np.array([dev.rank + 1.0]), dst=0)).outputs
+        [array([3.]), None]
+    """
     c = _call(dev, "reduce", group, algorithm, op, name, partials)
     root = _root(c, dst, "dst")
     x = _freeze(x)
@@ -221,7 +311,31 @@ def scatter(
     name: str | None = None,
     indices: Sequence[Any] | None = None,
 ) -> np.ndarray:
-    """Member m ends with ``chunks[m]`` from ``src`` (others pass None; shape/dtype declare the contract)."""
+    """Member m ends with ``chunks[m]`` from ``src``.
+
+    Args:
+        dev: this member's device (as a method, ``dev.scatter(...)``, it is the device itself).
+        chunks: on ``src``, one array per member in member order; None on the others.
+        src: the rank that holds the chunks.
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["scatter"]``.
+        shape: the shape of the chunk the others expect (their receive's contract).
+        dtype: the dtype the others expect.
+        name: the reference value the chunks are parts of.
+        indices: each chunk's index into ``name``.
+
+    Returns:
+        This member's chunk.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def program(dev):
+        ...     chunks = [np.array([1.0]), np.array([2.0])] if dev.rank == 0 else None
+        ...     return dev.scatter(chunks, src=0, shape=(1,), dtype=np.float64)
+        >>> World(2).run(program).outputs
+        [array([1.]), array([2.])]
+    """
     c = _call(dev, "scatter", group, algorithm, None, name)
     root = _root(c, src, "src")
     c.agree(src=src)
@@ -249,7 +363,27 @@ def gather(
     name: str | None = None,
     indices: Sequence[Any] | None = None,
 ) -> list[np.ndarray] | None:
-    """Device ``dst`` ends with every member's ``x`` in member order (others get None)."""
+    """Device ``dst`` ends with every member's ``x`` in member order; the others get None.
+
+    Args:
+        dev: this member's device (as a method, ``dev.gather(...)``, it is the device itself).
+        x: this member's piece.
+        dst: the rank that gets the pieces.
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["gather"]``.
+        shapes: each member's piece shape, as ``dst`` expects it (default: all like ``dst``'s own).
+        name: the reference value the pieces are parts of.
+        indices: each piece's index into ``name``.
+
+    Returns:
+        On ``dst``, the list of pieces in member order; None elsewhere.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.gather(np.array([10 * dev.rank]), dst=1)).outputs
+        [None, [array([0]), array([10])]]
+    """
     c = _call(dev, "gather", group, algorithm, None, name)
     root = _root(c, dst, "dst")
     c.agree(dst=dst)
@@ -274,7 +408,21 @@ def all_to_all(
 ) -> list[np.ndarray]:
     """Member m sends ``chunks[j]`` to member j and ends with what every member sent it, in member order.
 
-    shapes: the shapes this member expects from each member (declared as contracts), if known.
+    Args:
+        dev: this member's device (as a method, ``dev.all_to_all(...)``, it is the device itself).
+        chunks: one array per member, in member order.
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["all_to_all"]``.
+        shapes: the shapes this member expects from each member (declared as contracts), if known.
+
+    Returns:
+        The chunks this member received, in member order.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> World(2).run(lambda dev: dev.all_to_all([np.array([10 * dev.rank + j]) for j in range(2)])).outputs
+        [[array([0]), array([10])], [array([1]), array([11])]]
     """
     c = _call(dev, "all_to_all", group, algorithm)
     c.agree()
@@ -288,7 +436,19 @@ def all_to_all(
 
 
 def barrier(dev: Device, group: Sequence[int] | None = None, algorithm: str = "dissemination") -> None:
-    """No member leaves before every member has arrived."""
+    """No member leaves before every member has arrived.
+
+    Args:
+        dev: this member's device (as a method, ``dev.barrier(...)``, it is the device itself).
+        group: the members' ranks, in member order (None: every device of the world).
+        algorithm: how its messages go, one of ``ALGORITHMS["barrier"]``.
+
+    Examples:
+        >>> from simulator import World
+        >>> run = World(2).run(lambda dev: dev.barrier())
+        >>> run.outputs, len(run.trace.messages)
+        ([None, None], 2)
+    """
     c = _call(dev, "barrier", group, algorithm)
     c.agree()
     if c.p > 1:
@@ -329,7 +489,14 @@ def _freeze(x: Any, dev: Any = None) -> np.ndarray:
 
 # ---- numerics --------------------------------------------------------------------------------
 def ulp_distance(a: Any, b: Any) -> np.ndarray:
-    """How many representable floats lie between a and b, elementwise (0 means bit-identical)."""
+    """How many representable floats lie between a and b, elementwise (0 means bit-identical).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import ulp_distance
+        >>> ulp_distance(np.array([1.0, 0.1 + 0.2]), np.array([1.0, 0.3]))
+        array([0, 1])
+    """
     a, b = np.asarray(a), np.asarray(b)
     if a.dtype != b.dtype or a.dtype.kind != "f":
         raise TypeError(f"ulp_distance needs two float arrays of one dtype, got {a.dtype} and {b.dtype}")

@@ -29,8 +29,18 @@ import numpy as np
 class PerDevice:
     """One argument that differs by device: device r is given ``parts[r]`` (its shard, its replica's batch).
 
-    parts: a sequence indexed by rank, a mapping rank -> part (ranks left out get None), or a function of
-    the rank. Each device's part is its own copy, as every argument is.
+    Each device's part is its own copy, as every argument is.
+
+    Args:
+        parts: a sequence indexed by rank, a mapping rank -> part (ranks left out get None), or a function of
+            the rank.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import PerDevice, World
+        >>> rows = PerDevice([np.array([1.0, 2.0]), np.array([3.0])])
+        >>> World(2).run(lambda dev, x: float(x.sum()), rows).outputs
+        [3.0, 3.0]
     """
 
     parts: Sequence[Any] | Mapping[int, Any] | Callable[[int], Any]

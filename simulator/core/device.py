@@ -46,7 +46,20 @@ _pack_op = OP.pack
 class Device(DeviceMemory, Messaging):
     """One simulated device. Rank programs call only these methods: memory and ops here, sends and receives
     from ``Messaging``, and the collectives (all_reduce, all_gather, ...), which ``simulator.collectives``
-    attaches as it loads: they are written as messages, in the layer above this one."""
+    attaches as it loads: they are written as messages, in the layer above this one.
+
+    Examples:
+        A rank program gets its device as its first argument:
+
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def program(dev):
+        ...     w = dev.hold("w", np.full(2, dev.rank + 1.0))
+        ...     y = dev.compute("y", np.multiply, w, 3.0)
+        ...     return dev.all_reduce(y)
+        >>> World(2).run(program).outputs
+        [array([9., 9.]), array([9., 9.])]
+    """
 
     def __init__(self, engine: Any, rank: int) -> None:  # the Engine that runs it (core/engine.py)
         self._engine = engine

@@ -53,7 +53,14 @@ INF = float("inf")
 
 @dataclass
 class RunResult:
-    """What a finished run returns: each device's return value, and the trace."""
+    """What a finished run returns: each device's return value, and the trace.
+
+    Examples:
+        >>> from simulator import World
+        >>> run = World(2).run(lambda dev: dev.rank * 10)
+        >>> run.outputs, run.time
+        ([0, 10], 0.0)
+    """
 
     outputs: list[Any]
     trace: Trace
@@ -66,7 +73,18 @@ class RunResult:
 
 
 class Engine:
-    """One run in progress: the devices, the event heap, the mailboxes and the link state."""
+    """One run in progress: the devices, the event heap, the mailboxes and the link state.
+
+    Examples:
+        ``World.start`` makes one to run a program step by step (``World.run`` runs it to the end):
+
+        >>> from simulator import World
+        >>> engine = World(2).start(lambda dev: dev.all_reduce(dev.rank + 1.0))
+        >>> while engine.step():
+        ...     pass
+        >>> engine.finished, engine.result().outputs
+        (True, [array(3.), array(3.)])
+    """
 
     def __init__(self, world: Any, program: Callable[..., Any], args: tuple, kwargs: dict) -> None:
         # world: the rules it runs under (simulator.core.world.World, which makes the engine)

@@ -8,18 +8,51 @@ INF = float("inf")
 
 
 class SimulationError(Exception):
-    """Base class for every error the simulator raises about a program."""
+    """Base class for every error the simulator raises about a program.
+
+    Examples:
+        >>> from simulator import SimulationError, World
+        >>> try:
+        ...     World(2).run(lambda dev: dev.recv(1 - dev.rank))
+        ... except SimulationError as exc:
+        ...     print(type(exc).__name__)
+        DeadlockError
+    """
 
 
 class ContractError(SimulationError):
-    """A received message does not match the shape/dtype its receiver declared."""
+    """A received message does not match the shape/dtype its receiver declared.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import ContractError, World
+        >>> def program(dev):
+        ...     if dev.rank == 0:
+        ...         dev.send(np.ones(3), 1)
+        ...     else:
+        ...         dev.recv(0, shape=(2,), dtype=np.float64)
+        >>> try:
+        ...     World(2).run(program)
+        ... except ContractError as exc:
+        ...     print(type(exc).__name__)
+        ContractError
+    """
 
 
 class DeadlockError(SimulationError):
     """Every unfinished device is blocked: nothing can ever happen again.
 
     ``partial`` is the run up to there (a ``RunResult`` whose unfinished devices returned None): what each device
-    did before it blocked, to look at in a timeline or a trace export."""
+    did before it blocked, to look at in a timeline or a trace export.
+
+    Examples:
+        >>> from simulator import DeadlockError, World
+        >>> try:
+        ...     World(2).run(lambda dev: dev.recv(1 - dev.rank))
+        ... except DeadlockError as exc:
+        ...     print(str(exc).splitlines()[0])
+        deadlock: ...
+    """
 
     def __init__(self, message: str, blocked: dict[int, str], cycle: list[int] | None) -> None:
         super().__init__(message)
@@ -29,7 +62,16 @@ class DeadlockError(SimulationError):
 
 
 class RankError(SimulationError):
-    """A rank program raised; the original exception is chained as ``__cause__``."""
+    """A rank program raised; the original exception is chained as ``__cause__``.
+
+    Examples:
+        >>> from simulator import RankError, World
+        >>> try:
+        ...     World(2).run(lambda dev: 1 / 0 if dev.rank == 1 else None)
+        ... except RankError as exc:
+        ...     print(exc.rank, type(exc.__cause__).__name__)
+        1 ZeroDivisionError
+    """
 
     def __init__(self, rank: int, exc: BaseException) -> None:
         super().__init__(f"device {rank} raised {type(exc).__name__}: {exc}{read_only_hint(exc)}")
@@ -48,11 +90,32 @@ def read_only_hint(exc: BaseException) -> str:
 
 
 class UnreceivedMessagesError(SimulationError):
-    """The run ended with messages nobody received."""
+    """The run ended with messages nobody received.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import UnreceivedMessagesError, World
+        >>> try:
+        ...     World(2, leftovers="error").run(lambda dev: dev.send(np.ones(1), 1) if dev.rank == 0 else None)
+        ... except UnreceivedMessagesError as exc:
+        ...     print(type(exc).__name__)
+        UnreceivedMessagesError
+    """
 
 
 class UnreceivedMessagesWarning(UserWarning):
-    """The run ended with messages nobody received."""
+    """The run ended with messages nobody received.
+
+    Examples:
+        >>> import warnings
+        >>> import numpy as np
+        >>> from simulator import UnreceivedMessagesWarning, World
+        >>> with warnings.catch_warnings(record=True) as caught:
+        ...     warnings.simplefilter("always", UnreceivedMessagesWarning)
+        ...     _ = World(2).run(lambda dev: dev.send(np.ones(1), 1) if dev.rank == 0 else None)
+        >>> [w.category.__name__ for w in caught]
+        ['UnreceivedMessagesWarning']
+    """
 
 
 class CollectiveMismatchError(SimulationError):

@@ -35,6 +35,18 @@ class Request(WaitedByItsDevice):
     """A pending send or receive; ``wait`` on it. ``done`` is its completion time once known.
 
     A matched receive holds its message's ``row`` and ``payload`` until it is waited on.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def program(dev):
+        ...     if dev.rank == 0:
+        ...         req = dev.isend(np.ones(2), 1)
+        ...     else:
+        ...         req = dev.irecv(0, shape=(2,), dtype=np.float64)
+        ...     return dev.wait(req)
+        >>> World(2).run(program).outputs
+        [None, array([1., 1.])]
     """
 
     __slots__ = (
@@ -88,14 +100,57 @@ class Messaging(PointToPoint):
 
     # ---- point-to-point -----------------------------------------------------------------------
     def isend(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> Request:
-        """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on."""
+        """Start sending a copy of ``value`` to device ``dst``; returns a Request to ``wait`` on.
+
+        Args:
+            value: a NumPy array or a number (a writable array is copied; read-only ones are sent as they are).
+            dst: the receiving device's rank.
+            tag: tells apart messages between the same two devices (0 to 2**30 - 1).
+            label: the text the views show for the message (default: none).
+
+        Returns:
+            The send's ``Request``: ``wait`` on it before changing ``value`` in rendezvous mode.
+
+        Examples:
+            >>> import numpy as np
+            >>> from simulator import World
+            >>> def program(dev):
+            ...     if dev.rank == 0:
+            ...         dev.wait(dev.isend(np.ones(2), 1, tag=7))
+            ...     else:
+            ...         return dev.recv(0, 7)
+            >>> World(2).run(program).outputs
+            [None, array([1., 1.])]
+        """
         sreq = self._post(tag, -1 if label is None else self._rec.labels(label), value, dst, -1, -1)
         if sreq is None:  # eager: already complete
             sreq = Request("send", self.rank, dst, tag, self._rec.n_msgs - 1, self.clock)
         return sreq
 
     def send(self, value: Any, dst: int, tag: int = 0, *, label: str | None = None) -> None:
-        """Send a copy of ``value`` to device ``dst`` (see ``PointToPoint.send``)."""
+        """Send a copy of ``value`` to device ``dst``.
+
+        Eager mode (the default): returns at once, the message buffered until the link carries it. Rendezvous
+        mode (``World(send_mode="rendezvous")``): returns once the receiver has posted its receive and the last
+        byte has left.
+
+        Args:
+            value: a NumPy array or a number.
+            dst: the receiving device's rank.
+            tag: tells apart messages between the same two devices (0 to 2**30 - 1).
+            label: the text the views show for the message (default: none).
+
+        Examples:
+            >>> import numpy as np
+            >>> from simulator import World
+            >>> def program(dev):
+            ...     if dev.rank == 0:
+            ...         dev.send(np.arange(2.0), 1)
+            ...     else:
+            ...         return dev.recv(0)
+            >>> World(2).run(program).outputs
+            [None, array([0., 1.])]
+        """
         sreq = self._post(tag, -1 if label is None else self._rec.labels(label), value, dst, -1, -1)
         if sreq is not None:
             self.wait(sreq)
@@ -250,7 +305,30 @@ class Messaging(PointToPoint):
         name: str | None = None,
         index: Any = None,
     ) -> np.ndarray:
-        """Receive a message from device ``src`` (see ``PointToPoint.recv``; this is its fast path)."""
+        """Receive a message from device ``src``; returns its payload, read-only.
+
+        Args:
+            src: the sending device's rank.
+            tag: the tag the sender used.
+            shape: the shape expected (the contract, checked when the message arrives; strict worlds need it).
+            dtype: the dtype expected.
+            name: what the message carries in the model: the value is held in memory under it, and the checker
+                compares it with the single-device value of that name.
+            index: which part of the single-device value ``name`` it carries (a shard), e.g.
+                ``(slice(0, 2),)``.
+
+        Examples:
+            >>> import numpy as np
+            >>> from simulator import World
+            >>> def program(dev):
+            ...     if dev.rank == 0:
+            ...         dev.send(np.arange(2.0), 1)
+            ...     else:
+            ...         h = dev.recv(0, shape=(2,), dtype=np.float64, name="h")
+            ...         return h, sorted(dev.memory)
+            >>> World(2).run(program).outputs[1]
+            (array([0., 1.]), ['h'])
+        """
         eng = self._engine
         rank = self.rank
         if type(src) is not int or src == rank or not 0 <= src < self.world_size:
@@ -327,7 +405,24 @@ class Messaging(PointToPoint):
         return False
 
     def wait(self, req: Request) -> np.ndarray | None:
-        """Block until ``req`` completes. A receive returns its payload; a send returns None."""
+        """Block until ``req`` completes; the device's clock moves on to that time.
+
+        Args:
+            req: a ``Request`` from ``isend`` or ``irecv``.
+
+        Returns:
+            A receive's payload (read-only); None for a send.
+
+        Examples:
+            >>> import numpy as np
+            >>> from simulator import World
+            >>> def program(dev):
+            ...     req = dev.irecv(1 - dev.rank, shape=(1,), dtype=np.float64)
+            ...     dev.send(np.array([dev.rank + 10.0]), 1 - dev.rank)
+            ...     return dev.wait(req)
+            >>> World(2).run(program).outputs
+            [array([11.]), array([10.])]
+        """
         self._own(req)
         if req.done is None:
             self._blocked = req

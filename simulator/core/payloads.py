@@ -122,7 +122,21 @@ class DeviceMemory:
         return arr
 
     def free(self, name: str) -> None:
-        """Drop a named value from memory."""
+        """Drop the value held under ``name`` from this device's memory (the views show its bytes freed).
+
+        Args:
+            name: a name given to ``hold``, ``compute`` or a named receive.
+
+        Examples:
+            >>> import numpy as np
+            >>> from simulator import World
+            >>> def program(dev):
+            ...     dev.hold("w", np.zeros(4))
+            ...     dev.free("w")
+            ...     return sorted(dev.memory)
+            >>> World(1).run(program).outputs
+            [[]]
+        """
         if name not in self._memory:
             raise KeyError(f"device {self.rank} holds no value named {name!r}; it holds {sorted(self._memory)}")
         self._record_memory("free", name, None, None, None, None)

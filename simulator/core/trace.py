@@ -29,6 +29,18 @@ class Message:
     t_send: the sender posted it; t_start: its first byte entered the link; t_arrive: its last byte
     reached the destination; t_recv: the receiver's wait completed (None while unreceived).
     ``name`` is what the receiver said the message carries (its role in the model), for the checker.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def program(dev):
+        ...     if dev.rank == 0:
+        ...         dev.send(np.arange(3.0), 1)
+        ...     else:
+        ...         dev.recv(0, name="x")
+        >>> m = World(2).run(program).trace.messages[0]
+        >>> m.src, m.dst, m.shape, m.nbytes, m.name
+        (0, 1, (3,), 24, 'x')
     """
 
     __slots__ = (
@@ -107,6 +119,14 @@ class Op:
     which this value is one term of a sum (the sum of the group's terms is ``name``). ``label`` marks an
     op that is not one of the model's own steps: a collective's reduction (e.g. ``"all_reduce#0 ring"``),
     or, in a reference, a value only one way of splitting makes (a row split's partial sums).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> run = World(1).run(lambda dev: dev.compute("y", np.add, np.ones(2), 1.0, flops=2))
+        >>> op = run.trace.ops[0]
+        >>> op.rank, op.name, op.flops, op.output
+        (0, 'y', 2, array([2., 2.]))
     """
 
     __slots__ = (
@@ -141,7 +161,16 @@ class Op:
 
 
 class Trace:
-    """The record of one run: every message and op, in processing order."""
+    """The record of one run: every message and op, in processing order.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> run = World(2).run(lambda dev: dev.all_reduce(np.ones(2)))
+        >>> trace = run.trace
+        >>> len(trace.messages), len(trace.ops), [kind for kind, _ in trace.events][:2]
+        (4, 2, ['send', 'send'])
+    """
 
     def __init__(self, world_size: int, payloads: bool = True) -> None:
         self.world_size = world_size

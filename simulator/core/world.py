@@ -44,34 +44,47 @@ def default_max_buffered_bytes() -> int:
 class World:
     """A set of simulated devices and the rules they run under.
 
-    size:          number of devices (ranks 0..size-1)
-    cost:          the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100"); by
-                   default ``presets.teaching()``, at which small examples' ops and messages all show
-    send_mode:     "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
-                   cannot start until the matching receive is posted: two sends facing each other
-                   deadlock, as with large messages in MPI or NCCL)
-    strict:        every recv must declare its contract (shape and dtype)
-    keep_payloads: keep every message payload and op input/output in the trace (for the checker and
-                   stepping); turn off for large runs to record metadata only
-    leftovers:     what to do with messages nobody received: "warn", "error" or "ignore"
-    max_events:    stop a run that records more events (messages and ops) than this with an EventLimitError
-                   (default: 2,000,000 with payloads, 50,000,000 metadata only)
-    program_time:  each device also pays the wall time its program's own code runs between its calls,
-                   measured here as it runs, as real ranks pay it (``simulator.core.program_time``); simulated
-                   times then vary from run to run. Off by default
-    max_buffered_bytes: the most bytes of message payloads the engine may hold: the copies of writable
-                   arrays that sends make, while they wait to be received (an eager send returns at once, so a
-                   sender that never waits could buffer without end) and, with ``keep_payloads``, for the whole
-                   run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
-                   sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
-                   do not count. Default: 512 MiB, or a quarter of the machine's memory if less
-    blas_threads:  threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
-                   devices take turns and more threads only contend for the cores (``simulator.core.threads``);
-                   None leaves BLAS as it is
-    book_collectives: let a collective that can be booked whole be (a ring all-reduce without payloads:
-                   ``simulator.collectives.booked``), its trace the one its messages would make, event for
-                   event. False runs every collective message by message, as a run that keeps payloads does
-                   (to time that path, or to compare the two). On by default
+    Args:
+        size: number of devices (ranks 0..size-1)
+        cost: the cost model (latency, bandwidth, FLOP/s), or the name of a preset ("dgx-h100"); by
+            default ``presets.teaching()``, at which small examples' ops and messages all show
+        send_mode: "eager" (a send completes once its bytes leave; buffered) or "rendezvous" (a send
+            cannot start until the matching receive is posted: two sends facing each other
+            deadlock, as with large messages in MPI or NCCL)
+        strict: every recv must declare its contract (shape and dtype)
+        keep_payloads: keep every message payload and op input/output in the trace (for the checker and
+            stepping); turn off for large runs to record metadata only
+        leftovers: what to do with messages nobody received: "warn", "error" or "ignore"
+        max_events: stop a run that records more events (messages and ops) than this with an EventLimitError
+            (default: 2,000,000 with payloads, 50,000,000 metadata only)
+        program_time: each device also pays the wall time its program's own code runs between its calls,
+            measured here as it runs, as real ranks pay it (``simulator.core.program_time``); simulated
+            times then vary from run to run. Off by default
+        max_buffered_bytes: the most bytes of message payloads the engine may hold: the copies of writable
+            arrays that sends make, while they wait to be received (an eager send returns at once, so a
+            sender that never waits could buffer without end) and, with ``keep_payloads``, for the whole
+            run, as the trace keeps them. A send past it ends the run with a BufferLimitError naming the
+            sender and the bytes. Read-only arrays (what hold, compute and recv give) need no copy and
+            do not count. Default: 512 MiB, or a quarter of the machine's memory if less
+        blas_threads: threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
+            devices take turns and more threads only contend for the cores (``simulator.core.threads``);
+            None leaves BLAS as it is
+        book_collectives: let a collective that can be booked whole be (a ring all-reduce without payloads:
+            ``simulator.collectives.booked``), its trace the one its messages would make, event for
+            event. False runs every collective message by message, as a run that keeps payloads does
+            (to time that path, or to compare the two). On by default
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World
+        >>> def two_stage(dev, x):
+        ...     if dev.rank == 0:
+        ...         dev.send(2 * x + 1, 1)
+        ...     else:
+        ...         return dev.recv(0, shape=(1,), dtype=np.float64) ** 2
+        >>> run = World(2).run(two_stage, np.array([3.0]))
+        >>> run.outputs, len(run.trace.messages)
+        ([None, array([49.])], 1)
     """
 
     size: int

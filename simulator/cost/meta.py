@@ -21,7 +21,15 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 
 
 class MetaArray(NDArrayOperatorsMixin):
-    """The shape and dtype of an array, without its values (see the module docstring). Immutable."""
+    """The shape and dtype of an array, without its values (see the module docstring). Immutable.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import MetaArray
+        >>> a = MetaArray((1024, 1024), np.float16)
+        >>> a.shape, a.nbytes
+        ((1024, 1024), 2097152)
+    """
 
     __slots__ = ("shape", "dtype", "size", "nbytes")
     shape: tuple[int, ...]

@@ -212,29 +212,42 @@ class LinkRegime:
 class CostModel:
     """Links between devices, and devices of a given speed and memory.
 
-    latency:   alpha, seconds per message (default 1 us, a typical NVLink/PCIe software latency)
-    bandwidth: bytes per second per directed link (default 100 GB/s)
-    flops:     floating-point operations per second per device (default 100 TFLOP/s)
-    memory:    bytes of memory per device, or None for unlimited
-    topology:  how the devices are wired (default: fully connected); for ``TwoLevel``, latency and
-               bandwidth are those of the links inside a node
-    name:      a short label for figures and reports (the presets set it)
-    op_latency: seconds every op costs before its arithmetic (a kernel launch; default 0), so that the
-               many tiny ops of a classroom example take visible time
-    memory_bandwidth: bytes per second an op reads and writes (None: ops are limited by FLOPs alone);
-               an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
-    roofline:  "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
-               do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
-    packing:   a matrix product first copies both of its operands into packed panels, as a CPU BLAS does, so
-               its memory traffic counts each operand twice more (written packed, read back); needs a
-               ``memory_bandwidth``. False (the default): inputs and output once. A product of a few rows
-               through a large weight pays mostly for packing the weight, which its FLOPs and bytes alone
-               do not show
-    spread:    a ``MessageSpread`` (``simulator.cost.spread``): each message's time drawn from measured ones,
-               around the line the latency and bandwidth make; None (the default): every message of a
-               size takes the same time
-    regimes:   ``LinkRegime``s in increasing ``min_bytes``: messages from a regime's size on use its latency
-               and bandwidth instead of ``latency`` and ``bandwidth`` (which hold below the first regime)
+    Args:
+        latency: alpha, seconds per message (default 1 us, a typical NVLink/PCIe software latency)
+        bandwidth: bytes per second per directed link (default 100 GB/s)
+        flops: floating-point operations per second per device (default 100 TFLOP/s)
+        memory: bytes of memory per device, or None for unlimited
+        topology: how the devices are wired (default: fully connected); for ``TwoLevel``, latency and
+            bandwidth are those of the links inside a node
+        name: a short label for figures and reports (the presets set it)
+        op_latency: seconds every op costs before its arithmetic (a kernel launch; default 0), so that the
+            many tiny ops of a classroom example take visible time
+        memory_bandwidth: bytes per second an op reads and writes (None: ops are limited by FLOPs alone);
+            an op then takes ``op_latency + max(flops / flops, bytes / memory_bandwidth)``
+        roofline: "max" (the default: arithmetic and memory traffic overlap, as on a GPU) or "sum" (they
+            do not: ``op_latency + flops / flops + bytes / memory_bandwidth``, as on one CPU core)
+        packing: a matrix product first copies both of its operands into packed panels, as a CPU BLAS does, so
+            its memory traffic counts each operand twice more (written packed, read back); needs a
+            ``memory_bandwidth``. False (the default): inputs and output once. A product of a few rows
+            through a large weight pays mostly for packing the weight, which its FLOPs and bytes alone
+            do not show
+        spread: a ``MessageSpread`` (``simulator.cost.spread``): each message's time drawn from measured ones,
+            around the line the latency and bandwidth make; None (the default): every message of a
+            size takes the same time
+        regimes: ``LinkRegime``s in increasing ``min_bytes``: messages from a regime's size on use its latency
+            and bandwidth instead of ``latency`` and ``bandwidth`` (which hold below the first regime)
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import CostModel, World
+        >>> cost = CostModel(latency=1e-6, bandwidth=1e9)
+        >>> def program(dev):
+        ...     if dev.rank == 0:
+        ...         dev.send(np.zeros(1000), 1)  # 8,000 bytes: 1 us + 8 us
+        ...     else:
+        ...         dev.recv(0)
+        >>> round(World(2, cost=cost).run(program).time * 1e6, 6)
+        9.0
     """
 
     latency: float = 1e-6

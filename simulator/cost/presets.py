@@ -103,7 +103,14 @@ PRESETS: dict[str, Callable[[], CostModel]] = {
 
 
 def preset(name: str) -> CostModel:
-    """The cost model called ``name`` (see ``PRESETS``)."""
+    """The cost model called ``name`` (see ``PRESETS``).
+
+    Examples:
+        >>> from simulator import World, preset
+        >>> cost = preset("dgx-h100")
+        >>> World(8, cost="dgx-h100").cost == cost
+        True
+    """
     try:
         return PRESETS[name]()
     except KeyError:

@@ -20,7 +20,15 @@ Group = tuple[int, ...]
 
 
 class DeviceMesh:
-    """An n-D grid of distinct ranks with optional dimension names (torch's ``DeviceMesh`` vocabulary)."""
+    """An n-D grid of distinct ranks with optional dimension names (torch's ``DeviceMesh`` vocabulary).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh
+        >>> mesh = DeviceMesh(np.arange(4).reshape(2, 2), dim_names=("dp", "tp"))
+        >>> mesh.shape, mesh.size()
+        ((2, 2), 4)
+    """
 
     def __init__(self, ranks: Any, dim_names: Sequence[str] | None = None) -> None:
         arr = np.array(ranks)

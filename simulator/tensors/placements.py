@@ -35,6 +35,15 @@ class Shard:
     Chunk i of p covers [min(i c, n), min((i + 1) c, n)) with c = ceil(n / p) (torch.chunk's rule;
     trailing chunks may be smaller or empty). A tensor dimension sharded by several mesh dimensions is
     split by the first of them, then each chunk is split again by the next, in mesh-dimension order.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, S, Shard
+        >>> S is Shard
+        True
+        >>> Layout((4, 2), DeviceMesh([0, 1]), (S(0),)).piece(np.arange(8).reshape(4, 2), 1)
+        array([[4, 5],
+               [6, 7]])
     """
 
     dim: int
@@ -49,7 +58,16 @@ class Shard:
 
 @dataclass(frozen=True)
 class Replicate:
-    """The devices along a mesh dimension each hold the same, whole value."""
+    """The devices along a mesh dimension each hold the same, whole value.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, R, Replicate
+        >>> R == Replicate()
+        True
+        >>> Layout((2,), DeviceMesh([0, 1]), (R,)).piece(np.arange(2.0), 1)
+        array([0., 1.])
+    """
 
     def __repr__(self) -> str:
         return "R"
@@ -63,6 +81,15 @@ class Partial:
     replicated value into a partial one keeps it whole on the first device of each group and puts
     zeros on the others for "sum" (exact, also for integers; DTensor divides by p instead), and
     keeps the value everywhere for "avg", "max" and "min".
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, P, Partial
+        >>> P == Partial("sum")
+        True
+        >>> lay = Layout((2,), DeviceMesh([0, 1]), (P,))
+        >>> lay.piece(np.arange(2.0), 0), lay.piece(np.arange(2.0), 1)
+        (array([0., 1.]), array([0., 0.]))
     """
 
     op: str = "sum"
@@ -78,8 +105,11 @@ class Partial:
 Placement = Shard | Replicate | Partial
 
 S = Shard
+"""Short for ``Shard``, as DTensor's tables write it: ``S(0)`` is ``Shard(0)``."""
 R = Replicate()
+"""Short for ``Replicate()``."""
 P = Partial()
+"""Short for ``Partial("sum")``."""
 
 
 def chunk_bounds(n: int, parts: int) -> list[int]:
@@ -98,7 +128,16 @@ def chunk_sizes(n: int, parts: int) -> list[int]:
 
 @dataclass(frozen=True)
 class FlatSlice:
-    """An index into the flattened value: ``value.reshape(-1)[start:stop]`` (a chunk of an all-reduce)."""
+    """An index into the flattened value: ``value.reshape(-1)[start:stop]`` (a chunk of an all-reduce).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import FlatSlice
+        >>> x = np.arange(6).reshape(2, 3)
+        >>> chunk = FlatSlice(1, 4)
+        >>> chunk(x), chunk.describe()
+        (array([1, 2, 3]), 'elements 1-3 (flattened)')
+    """
 
     start: int
     stop: int

@@ -51,6 +51,13 @@ def distribute(
     zeros of their piece's shape (known from the layout) and of ``dtype``, which they must then be
     told. dtype, when given, is also the receivers' declared contract. name: the reference value
     ``x`` is.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, S, World, distribute
+        >>> lay = Layout((4,), DeviceMesh([0, 1]), (S(0),))
+        >>> World(2).run(lambda dev: distribute(dev, np.arange(4.0) if dev.rank == 0 else None, lay)).outputs
+        [array([0., 1.]), array([2., 3.])]
     """
     ranks = layout.mesh.ranks.reshape(-1).tolist()
     if src not in ranks:
@@ -93,6 +100,13 @@ def assemble(dev: Any, local: Any, layout: Layout, dst: int = 0, *, name: str | 
 
     Only one replica of each replicated piece travels (the first along each Replicate dimension);
     partial pieces all travel and are reduced on ``dst`` (one op, named ``name`` if given).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, S, World, assemble
+        >>> lay = Layout((4,), DeviceMesh([0, 1]), (S(0),))
+        >>> World(2).run(lambda dev: assemble(dev, np.arange(2.0) + 2 * dev.rank, lay)).outputs
+        [array([0., 1., 2., 3.]), None]
     """
     ranks = layout.mesh.ranks.reshape(-1).tolist()
     if dst not in ranks:
@@ -134,6 +148,13 @@ def redistribute(
     The steps are planned as DTensor plans them (``simulator.tensors.redistribute_plan``), so no device sends more
     bytes than under DTensor. name: the reference value the array is; messages that carry exact (not
     partial) pieces are named after it, so the checker compares them.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, R, S, World, redistribute
+        >>> lay = Layout((4,), DeviceMesh([0, 1]), (S(0),))
+        >>> World(2).run(lambda dev: redistribute(dev, np.arange(2.0) + 2 * dev.rank, lay, [R])).outputs
+        [array([0., 1., 2., 3.]), array([0., 1., 2., 3.])]
     """
     target = layout.with_placements(placements)
     mesh = layout.mesh

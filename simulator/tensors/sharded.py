@@ -29,7 +29,14 @@ from .placements import Partial, Placement, Replicate, Shard, chunk_bounds
 
 @dataclass(frozen=True)
 class Layout:
-    """How an array of ``shape`` lies over ``mesh``: one placement per mesh dimension."""
+    """How an array of ``shape`` lies over ``mesh``: one placement per mesh dimension.
+
+    Examples:
+        >>> from simulator import DeviceMesh, Layout, R, S
+        >>> lay = Layout((4, 6), DeviceMesh([[0, 1], [2, 3]]), (S(0), S(1)))
+        >>> lay.local_shape(3), lay.region(3)
+        ((2, 3), (slice(2, 4, None), slice(3, 6, None)))
+    """
 
     shape: tuple[int, ...]
     mesh: DeviceMesh
@@ -166,7 +173,16 @@ _REDUCE = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
 
 @dataclass
 class ShardedArray:
-    """A layout plus the piece each device holds (``pieces[rank]``)."""
+    """A layout plus the piece each device holds (``pieces[rank]``).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import DeviceMesh, Layout, S, ShardedArray
+        >>> lay = Layout((4,), DeviceMesh([0, 1]), (S(0),))
+        >>> x = ShardedArray.from_pieces(lay, [np.arange(2.0), np.arange(2.0) + 2])
+        >>> x.local(1), x.full()
+        (array([2., 3.]), array([0., 1., 2., 3.]))
+    """
 
     layout: Layout
     pieces: dict[int, np.ndarray]

@@ -47,11 +47,28 @@ def simulate_torch(
 ) -> RunResult:
     """Run ``program(*args)`` once per simulated rank, with torch.distributed initialised for that rank.
 
-    world:     the simulated world (its cost model, send mode, ...); by default ``World(world_size,
-               send_mode="rendezvous")``, whose sends wait for their receiver as gloo's do
-    algorithm: the collectives' algorithm, as ``World`` programs choose it: one name for every collective
-               that has it (``"tree"``), or one per collective (``{"all_reduce": "halving_doubling"}``)
+    Args:
+        program: a function of the program's own arguments, written as for torch.distributed (it calls
+            ``dist.get_rank()``, ``dist.all_reduce(t)``, DTensor, ...).
+        world_size: how many ranks run it.
+        *args: its arguments, the same on every rank (each rank gets its own copy).
+        world: the simulated world (its cost model, send mode, ...); by default ``World(world_size,
+            send_mode="rendezvous")``, whose sends wait for their receiver as gloo's do
+        algorithm: the collectives' algorithm, as ``World`` programs choose it: one name for every collective
+            that has it (``"tree"``), or one per collective (``{"all_reduce": "halving_doubling"}``)
+
     Returns a ``RunResult`` like ``World.run``: each rank's return value (tensors as NumPy arrays) and the trace.
+
+    Examples:
+        >>> import torch
+        >>> import torch.distributed as dist
+        >>> from simulator import simulate_torch
+        >>> def program(x):
+        ...     y = x * (dist.get_rank() + 1)
+        ...     dist.all_reduce(y)
+        ...     return y
+        >>> simulate_torch(program, 2, torch.ones(2)).outputs
+        [array([3., 3.], dtype=float32), array([3., 3.], dtype=float32)]
     """
     if not callable(program):
         raise TypeError(f"simulate_torch(program, ...): program is the function each rank runs; got {program!r:.60}")

@@ -62,7 +62,15 @@ class MemoryTimeline:
 
 
 def memory_timeline(run: RunResult | Trace) -> MemoryTimeline:
-    """Memory held by each device over time (see the module docstring)."""
+    """Memory held by each device over time (see the module docstring).
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, memory_timeline
+        >>> mem = memory_timeline(World(1).run(lambda dev: dev.hold("w", np.zeros(4))))
+        >>> mem.peak(0)
+        32
+    """
     trace, _ = unpack(run)
     p = trace.world_size
     times: list[list[float]] = [[0.0] for _ in range(p)]

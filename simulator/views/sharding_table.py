@@ -66,7 +66,16 @@ def blocks(lay: Layout) -> list[tuple[tuple[int, int], tuple[int, int], list[int
 
 
 def sharding_table(x: Layout | ShardedArray) -> str:
-    """The table described in the module docstring (or a device listing beyond two dimensions)."""
+    """The table described in the module docstring (or a device listing beyond two dimensions).
+
+    Examples:
+        >>> from simulator import DeviceMesh, Layout, R, S, sharding_table
+        >>> print(sharding_table(Layout((4, 4), DeviceMesh([0, 1]), (S(0),))))
+        shape (4, 4), placements [S(0)] on mesh (2,)
+                  cols 0:4
+        rows 0:2  0
+        rows 2:4  1
+    """
     lay = _layout(x)
     ndim = len(lay.shape)
     if ndim > 2:

@@ -164,7 +164,15 @@ def _flight_lines(flying: list[Message], width: int, style: ValueStyle) -> list[
 
 
 class Stepper:
-    """A cursor over a run's events: ``forward()``, ``back()``, ``goto(i)``, ``snapshot()``."""
+    """A cursor over a run's events: ``forward()``, ``back()``, ``goto(i)``, ``snapshot()``.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import Stepper, World
+        >>> stepper = Stepper(World(2).run(lambda dev: dev.all_reduce(np.ones(1))))
+        >>> stepper.forward(2).position, stepper.total
+        (2, 10)
+    """
 
     def __init__(self, run: Trace | Engine | Any) -> None:
         if isinstance(run, Engine):

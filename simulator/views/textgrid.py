@@ -49,10 +49,19 @@ def text_timeline(
     Without ``dt`` the slot length is the smallest round number (1, 2, 2.5 or 5 times a power of
     ten) that fits the run (or the window) into ``width`` slots.
 
-    tag:     op name -> the label of its block (default: pass and microbatch, ``F3``, for a training
-             step's ops, else the name); consecutive ops with one label are one block
-    devices: draw only these devices' rows
-    window:  (start, end) in seconds: draw only this part of the run (None: from the start / to the end)
+    Args:
+        tag: op name -> the label of its block (default: pass and microbatch, ``F3``, for a training
+            step's ops, else the name); consecutive ops with one label are one block
+        devices: draw only these devices' rows
+        window: (start, end) in seconds: draw only this part of the run (None: from the start / to the end)
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, text_timeline
+        >>> print(text_timeline(World(2).run(lambda dev: dev.all_reduce(np.ones(1))), width=40, legend=False))
+        time (us) 0         1         2
+        device 0  >>>>>>>>>>all_rx<<<<<<<<<.
+        device 1  x<<<<<<<<<all_r>>>>>>>>>><
     """
     act = activity(run, cost)
     cost = unpack(run, cost)[1]

@@ -32,7 +32,8 @@ def bubble_ratio(name: str, p: int, m: int, v: int = 1) -> Fraction | None:
         m: microbatches per step.
         v: stages per rank, for the looped schedules.
 
-    Example:
+    Examples:
+        >>> from simulator.parallel.schedules import bubble_ratio
         >>> bubble_ratio("1f1b", 4, 8), bubble_ratio("zbv", 4, 5)
         (Fraction(3, 8), None)
     """

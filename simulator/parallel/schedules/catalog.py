@@ -21,7 +21,8 @@ SCHEDULES: dict[str, ScheduleRecord] = {name: _RECORDS[name] for name in _ORDER}
 def schedule_record(name: str) -> ScheduleRecord:
     """The record of schedule ``name``; a ``KeyError`` naming the known ones if there is none.
 
-    Example:
+    Examples:
+        >>> from simulator.parallel.schedules import schedule_record
         >>> schedule_record("zbv").stages_per_rank
         2
     """
@@ -39,7 +40,8 @@ def make_schedule(name: str, ranks: int, microbatches: int, **options: int) -> S
         microbatches: microbatches per step, m.
         **options: the generator's own options (``virtual=2`` for the looped schedules).
 
-    Example:
+    Examples:
+        >>> from simulator.parallel.schedules import make_schedule
         >>> make_schedule("1f1b", 2, 3).actions[1]
         (1F0, 1B0, 1F1, 1B1, 1F2, 1B2)
     """

@@ -38,7 +38,7 @@ class ScheduleRecord:
         placement: ``"loop"`` (stage s on rank s % p) or ``"v"`` (down the ranks and back up).
         whatif: whether the what-if (``simulator.parallel.whatif``) prices steps of this schedule.
 
-    Example:
+    Examples:
         >>> from fractions import Fraction
         >>> from simulator.parallel.schedules import SCHEDULES
         >>> record = SCHEDULES["1f1b"]

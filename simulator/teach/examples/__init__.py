@@ -31,7 +31,14 @@ def all_scenarios() -> dict[str, Scenario]:
 
 
 def get(name: str) -> Scenario:
-    """The scenario called ``name``; the error lists the valid names."""
+    """The scenario called ``name``; the error lists the valid names.
+
+    Examples:
+        >>> from simulator import scenario
+        >>> s = scenario("split")
+        >>> s.world.size, s.run().report.verdict
+        (2, 'passed')
+    """
     scenarios = all_scenarios()
     if name not in scenarios:
         close = difflib.get_close_matches(name.lower().replace("_", "-"), scenarios, n=1, cutoff=0.6)

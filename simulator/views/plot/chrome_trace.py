@@ -94,6 +94,16 @@ def write_chrome_trace(
     The file is written whole or not at all (``simulator.core.files.atomic_write``): an export that fails
     part-way leaves an existing file as it was. ``-`` writes to standard output; a device or pipe is written
     through.
+
+    Examples:
+        >>> import json, os, tempfile
+        >>> import numpy as np
+        >>> from simulator import World, write_chrome_trace
+        >>> path = os.path.join(tempfile.mkdtemp(), "run.json")
+        >>> write_chrome_trace(World(2).run(lambda dev: dev.all_reduce(np.ones(4))), path).events
+        36
+        >>> len(json.load(open(path))["traceEvents"])
+        36
     """
     path = Path(path)
     events, info, other = _export(run, cost, max_events, memory)

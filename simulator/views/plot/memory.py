@@ -54,6 +54,13 @@ def plot_memory(
     y_max, t_max: the top of the memory axis (bytes) and the end of the time axis (seconds), to draw two
     runs that are compared on the same scales (``shared_scales``)
     style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``)
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, plot_memory
+        >>> fig = plot_memory(World(2).run(lambda dev: dev.hold("w", np.zeros(4))))
+        >>> len(fig.axes) >= 1
+        True
     """
     trace, cost = unpack(run, cost)
     mem = memory_timeline(trace)

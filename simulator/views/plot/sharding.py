@@ -59,7 +59,14 @@ def _annotate(ax, values, x0, y0, one_d):
 def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None, style: str | FigureStyle = "paper") -> Figure:
     """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure.
 
-    style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``)."""
+    style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``).
+
+    Examples:
+        >>> from simulator import DeviceMesh, Layout, S, plot_sharding
+        >>> fig = plot_sharding(Layout((4, 4), DeviceMesh([0, 1]), (S(0),)))
+        >>> len(fig.axes) >= 1
+        True
+    """
     lay = x.layout if isinstance(x, ShardedArray) else x
     pieces = x.pieces if isinstance(x, ShardedArray) else None
     if len(lay.shape) not in (1, 2):

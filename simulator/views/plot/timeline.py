@@ -97,18 +97,26 @@ def plot_timeline(
 ) -> Figure:
     """Draw the timeline of a run; returns the figure (see the module docstring).
 
-    color_key: op name -> colour group (default: the name without digits)
-    label:     op name -> text written in its block (default: pass and microbatch, ``F3``, for a training
-               step's ops, else the name); consecutive ops with one label are one block
-    style:     "paper" or "slide" (larger text, 16:9; see ``simulator.views.plot.style.FigureStyle``)
-    message_label: message -> text by its arrow (default: the value it carries, when small), shown
-               when there are at most MAX_MESSAGE_LABELS messages; None for no labels
-    caption:   True for the cost model's description, a string for your own, False for none
-    t_max:     right end of the time axis (to compare several runs on one scale)
-    row_names: device -> its row's name (default ``device r``), e.g. its mesh coordinate
+    Args:
+        color_key: op name -> colour group (default: the name without digits)
+        label: op name -> text written in its block (default: pass and microbatch, ``F3``, for a training
+            step's ops, else the name); consecutive ops with one label are one block
+        style: "paper" or "slide" (larger text, 16:9; see ``simulator.views.plot.style.FigureStyle``)
+        message_label: message -> text by its arrow (default: the value it carries, when small), shown
+            when there are at most MAX_MESSAGE_LABELS messages; None for no labels
+        caption: True for the cost model's description, a string for your own, False for none
+        t_max: right end of the time axis (to compare several runs on one scale)
+        row_names: device -> its row's name (default ``device r``), e.g. its mesh coordinate
 
     A run of more than ``MAX_SPANS`` spans is drawn as an image instead, a pixel row per device
     (``simulator.views.plot.busy.plot_busy``), in seconds rather than minutes.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, plot_timeline
+        >>> fig = plot_timeline(World(2).run(lambda dev: dev.all_reduce(np.ones(4))))
+        >>> len(fig.axes) >= 1
+        True
     """
     trace, cost = unpack(run, cost)
     if len(trace.ops) + 2 * len(trace.messages) > MAX_SPANS:  # a box per span would be unreadable: one pixel row each
@@ -168,7 +176,16 @@ def plot_timelines(
 
     One legend, above the first panel, lists what appears in any panel. tags: one block-label function
     per run (e.g. each pipeline schedule's ``op_tag``), instead of one ``label`` for all. Titles, the
-    suptitle and the caption wrap to the figure's width."""
+    suptitle and the caption wrap to the figure's width.
+
+    Examples:
+        >>> import numpy as np
+        >>> from simulator import World, plot_timelines
+        >>> runs = [World(2).run(lambda dev: dev.all_reduce(np.ones(4), algorithm=a)) for a in ("ring", "direct")]
+        >>> fig = plot_timelines(runs, ["ring", "direct"])
+        >>> len(fig.axes) >= 2
+        True
+    """
     if len(runs) != len(titles):
         raise ValueError(f"plot_timelines: {len(runs)} runs but {len(titles)} titles; give one title per run")
     st = figure_style(style)
