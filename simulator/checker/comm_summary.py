@@ -96,6 +96,9 @@ class CommSummary:
 def comm_summary(trace: Trace) -> CommSummary:
     """Summarise every message of ``trace`` (see module docstring).
 
+    Args:
+        trace: a run's trace.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import World, comm_summary

@@ -491,6 +491,10 @@ def _freeze(x: Any, dev: Any = None) -> np.ndarray:
 def ulp_distance(a: Any, b: Any) -> np.ndarray:
     """How many representable floats lie between a and b, elementwise (0 means bit-identical).
 
+    Args:
+        a: floats.
+        b: floats of the same dtype, a's shape or broadcastable to it.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import ulp_distance

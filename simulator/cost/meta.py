@@ -23,6 +23,10 @@ from numpy.lib.mixins import NDArrayOperatorsMixin
 class MetaArray(NDArrayOperatorsMixin):
     """The shape and dtype of an array, without its values (see the module docstring). Immutable.
 
+    Args:
+        shape: the array's shape (or its length, for one dimension).
+        dtype: its dtype.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import MetaArray

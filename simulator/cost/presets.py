@@ -105,6 +105,9 @@ PRESETS: dict[str, Callable[[], CostModel]] = {
 def preset(name: str) -> CostModel:
     """The cost model called ``name`` (see ``PRESETS``).
 
+    Args:
+        name: a key of ``PRESETS`` (``"teaching"``, ``"dgx-h100"``, ...).
+
     Examples:
         >>> from simulator import World, preset
         >>> cost = preset("dgx-h100")

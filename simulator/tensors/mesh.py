@@ -22,6 +22,10 @@ Group = tuple[int, ...]
 class DeviceMesh:
     """An n-D grid of distinct ranks with optional dimension names (torch's ``DeviceMesh`` vocabulary).
 
+    Args:
+        ranks: the ranks in their grid: a nested list or an array (``np.arange(8).reshape(2, 2, 2)``).
+        dim_names: a name per dimension (``("dp", "tp")``), to ask by name (``mesh.size("tp")``) and for the views.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import DeviceMesh

@@ -36,6 +36,9 @@ class Shard:
     trailing chunks may be smaller or empty). A tensor dimension sharded by several mesh dimensions is
     split by the first of them, then each chunk is split again by the next, in mesh-dimension order.
 
+    Args:
+        dim: the array's dimension that is split.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import DeviceMesh, Layout, S, Shard
@@ -77,10 +80,12 @@ class Replicate:
 class Partial:
     """The devices along a mesh dimension each hold a partial value; the array is their reduction.
 
-    op: "sum" (the array is the sum of the pieces), "avg" (their mean), "max" or "min". Turning a
-    replicated value into a partial one keeps it whole on the first device of each group and puts
+    Turning a replicated value into a partial one keeps it whole on the first device of each group and puts
     zeros on the others for "sum" (exact, also for integers; DTensor divides by p instead), and
     keeps the value everywhere for "avg", "max" and "min".
+
+    Args:
+        op: "sum" (the array is the sum of the pieces), "avg" (their mean), "max" or "min".
 
     Examples:
         >>> import numpy as np
@@ -129,6 +134,10 @@ def chunk_sizes(n: int, parts: int) -> list[int]:
 @dataclass(frozen=True)
 class FlatSlice:
     """An index into the flattened value: ``value.reshape(-1)[start:stop]`` (a chunk of an all-reduce).
+
+    Args:
+        start: the first element, in the flattened array.
+        stop: one past the last.
 
     Examples:
         >>> import numpy as np

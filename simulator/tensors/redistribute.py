@@ -49,8 +49,19 @@ def distribute(
 
     For Partial("sum") only the devices that carry the value get a message; the others start from
     zeros of their piece's shape (known from the layout) and of ``dtype``, which they must then be
-    told. dtype, when given, is also the receivers' declared contract. name: the reference value
-    ``x`` is.
+    told.
+
+    Args:
+        dev: this device.
+        x: the whole array on ``src``; None (or anything) on the others.
+        layout: how the array is to lie over the devices.
+        src: the device that holds ``x``.
+        name: the reference value ``x`` is (each piece is checked against its part).
+        dtype: the pieces' dtype, which devices without ``x`` must be told; when given it is also the receivers'
+            declared contract.
+
+    Returns:
+        This device's piece.
 
     Examples:
         >>> import numpy as np
@@ -101,6 +112,16 @@ def assemble(dev: Any, local: Any, layout: Layout, dst: int = 0, *, name: str | 
     Only one replica of each replicated piece travels (the first along each Replicate dimension);
     partial pieces all travel and are reduced on ``dst`` (one op, named ``name`` if given).
 
+    Args:
+        dev: this device.
+        local: this device's piece under ``layout``.
+        layout: how the array lies over the devices.
+        dst: the device that gets the whole array.
+        name: the reference value the array is (the reducing op of partial pieces takes the name).
+
+    Returns:
+        The whole array on ``dst``; None on the others.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import DeviceMesh, Layout, S, World, assemble
@@ -146,8 +167,18 @@ def redistribute(
     """This device's piece under ``placements``, given its piece under ``layout`` (see module docstring).
 
     The steps are planned as DTensor plans them (``simulator.tensors.redistribute_plan``), so no device sends more
-    bytes than under DTensor. name: the reference value the array is; messages that carry exact (not
-    partial) pieces are named after it, so the checker compares them.
+    bytes than under DTensor.
+
+    Args:
+        dev: this device.
+        local: this device's piece under ``layout``.
+        layout: how the array lies now.
+        placements: how it is to lie: one placement per mesh dimension (``[S(0), R]``).
+        name: the reference value the array is; messages that carry exact (not partial) pieces are named after
+            it, so the checker compares them.
+
+    Returns:
+        This device's piece under ``placements``.
 
     Examples:
         >>> import numpy as np

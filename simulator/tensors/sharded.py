@@ -31,6 +31,11 @@ from .placements import Partial, Placement, Replicate, Shard, chunk_bounds
 class Layout:
     """How an array of ``shape`` lies over ``mesh``: one placement per mesh dimension.
 
+    Args:
+        shape: the whole array's shape.
+        mesh: the devices it lies over.
+        placements: one placement per mesh dimension: ``S(dim)``, ``R`` or ``P``.
+
     Examples:
         >>> from simulator import DeviceMesh, Layout, R, S
         >>> lay = Layout((4, 6), DeviceMesh([[0, 1], [2, 3]]), (S(0), S(1)))
@@ -174,6 +179,10 @@ _REDUCE = {"sum": np.add, "avg": np.add, "max": np.maximum, "min": np.minimum}
 @dataclass
 class ShardedArray:
     """A layout plus the piece each device holds (``pieces[rank]``).
+
+    Args:
+        layout: how the array lies over the devices.
+        pieces: each device's piece, by rank.
 
     Examples:
         >>> import numpy as np

@@ -64,6 +64,9 @@ class MemoryTimeline:
 def memory_timeline(run: RunResult | Trace) -> MemoryTimeline:
     """Memory held by each device over time (see the module docstring).
 
+    Args:
+        run: a run (or its trace).
+
     Examples:
         >>> import numpy as np
         >>> from simulator import World, memory_timeline

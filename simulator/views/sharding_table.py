@@ -68,6 +68,9 @@ def blocks(lay: Layout) -> list[tuple[tuple[int, int], tuple[int, int], list[int
 def sharding_table(x: Layout | ShardedArray) -> str:
     """The table described in the module docstring (or a device listing beyond two dimensions).
 
+    Args:
+        x: a layout, or a sharded array.
+
     Examples:
         >>> from simulator import DeviceMesh, Layout, R, S, sharding_table
         >>> print(sharding_table(Layout((4, 4), DeviceMesh([0, 1]), (S(0),))))

@@ -166,6 +166,9 @@ def _flight_lines(flying: list[Message], width: int, style: ValueStyle) -> list[
 class Stepper:
     """A cursor over a run's events: ``forward()``, ``back()``, ``goto(i)``, ``snapshot()``.
 
+    Args:
+        run: a finished run, its trace, or a live ``Engine`` (``World.start``) to run as far as asked.
+
     Examples:
         >>> import numpy as np
         >>> from simulator import Stepper, World

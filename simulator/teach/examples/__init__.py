@@ -33,6 +33,9 @@ def all_scenarios() -> dict[str, Scenario]:
 def get(name: str) -> Scenario:
     """The scenario called ``name``; the error lists the valid names.
 
+    Args:
+        name: the scenario's name (``python -m simulator list`` lists them).
+
     Examples:
         >>> from simulator import scenario
         >>> s = scenario("split")

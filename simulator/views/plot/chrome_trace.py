@@ -95,6 +95,17 @@ def write_chrome_trace(
     part-way leaves an existing file as it was. ``-`` writes to standard output; a device or pipe is written
     through.
 
+    Args:
+        run: a run (or its trace).
+        path: the file to write; ``-`` for standard output.
+        cost: the cost model to describe in the file (default: the run's).
+        max_events: past this many events, each device's tracks are thinned into slices that fit (the file
+            says so).
+        memory: add each device's memory as a counter track.
+
+    Returns:
+        An ``ExportInfo``: how many events were written, and whether any were collapsed.
+
     Examples:
         >>> import json, os, tempfile
         >>> import numpy as np

@@ -51,9 +51,17 @@ def plot_memory(
 ) -> Figure:
     """Memory held by each device over the run; returns the figure.
 
-    y_max, t_max: the top of the memory axis (bytes) and the end of the time axis (seconds), to draw two
-    runs that are compared on the same scales (``shared_scales``)
-    style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``)
+    Args:
+        run: a run (or its trace).
+        cost: the cost model whose memory per device is drawn as a line, if it has one (default: the run's).
+        title: the figure's title.
+        width: the figure's width in inches (default: the style's).
+        style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``).
+        y_max: the top of the memory axis, bytes, to draw two runs on the same scales (``shared_scales``).
+        t_max: the end of the time axis, seconds, likewise.
+
+    Returns:
+        The matplotlib figure.
 
     Examples:
         >>> import numpy as np

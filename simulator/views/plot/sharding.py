@@ -59,7 +59,13 @@ def _annotate(ax, values, x0, y0, one_d):
 def plot_sharding(x: Layout | ShardedArray, *, title: str | None = None, style: str | FigureStyle = "paper") -> Figure:
     """Draw the layout (and the pieces' numbers when given a ShardedArray); returns the figure.
 
-    style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``).
+    Args:
+        x: a layout, or a sharded array (its pieces' numbers are written in).
+        title: the figure's title.
+        style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``).
+
+    Returns:
+        The matplotlib figure.
 
     Examples:
         >>> from simulator import DeviceMesh, Layout, S, plot_sharding

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from matplotlib.axes import Axes
@@ -170,13 +170,26 @@ def plot_timelines(
     caption: bool | str = True,
     style: str | FigureStyle = "paper",
     tags: Sequence[Callable[[str], str]] | None = None,
-    **kwargs,
+    **kwargs: Any,
 ) -> Figure:
     """Several runs stacked on one time scale (e.g. blocking vs overlapped), one panel each.
 
-    One legend, above the first panel, lists what appears in any panel. tags: one block-label function
-    per run (e.g. each pipeline schedule's ``op_tag``), instead of one ``label`` for all. Titles, the
-    suptitle and the caption wrap to the figure's width.
+    One legend, above the first panel, lists what appears in any panel. Titles, the suptitle and the caption
+    wrap to the figure's width.
+
+    Args:
+        runs: the runs (or traces), one panel each, top to bottom.
+        titles: one title per panel.
+        suptitle: a title above them all.
+        width: the figure's width in inches (default: the style's).
+        caption: True for the cost model's description, a string for your own, False for none.
+        style: "paper" or "slide" (see ``simulator.views.plot.style.FigureStyle``).
+        tags: one block-label function per run (e.g. each pipeline schedule's ``op_tag``), instead of one
+            ``label`` for all.
+        **kwargs: what ``plot_timeline`` takes besides (``color_key``, ``label``, ``t_max``, ...).
+
+    Returns:
+        The matplotlib figure.
 
     Examples:
         >>> import numpy as np
