@@ -3,21 +3,20 @@
 The package is cut in layers; each imports only the layers below it (checked by import-linter, see
 ``pyproject.toml``), from the bottom up:
 
-============  ==========================================================================================
-cost          what things cost: the cost model, links and topologies, presets, measured spread, units,
-              and arrays known only by their shape (``MetaArray``)
-core          the engine (clock, scheduling), the device programs see, messaging, the trace, errors
-tensors       meshes, placements, sharded arrays, and moving them between layouts as messages
-collectives   all-reduce, all-gather, ... written as messages, one module per algorithm
-checker       the single-device reference, comparison, diagnoses, and the verdict
-parallel      strategies (data, tensor, pipeline, ZeRO, transformer, experts) and schedules as data
-real          our rank programs on real processes (torch.distributed: gloo, NCCL, torchrun)
-torchsim      PyTorch's own programs on simulated ranks (``simulate_torch``)
-views         text views, plots (matplotlib), the step-through web page and widget
-calibration   real ranks measured and fitted to a cost model; predictions beside real runs
-teach         named scenarios, exercises, the figures in ``figures/``
-cli           the command line (``python -m simulator``)
-============  ==========================================================================================
+| package | holds |
+| --- | --- |
+| cost | what things cost: the cost model, links and topologies, presets, measured spread, units, and arrays known only by their shape (``MetaArray``) |
+| core | the engine (clock, scheduling), the device programs see, messaging, the trace, errors |
+| tensors | meshes, placements, sharded arrays, and moving them between layouts as messages |
+| collectives | all-reduce, all-gather, ... written as messages, one module per algorithm |
+| checker | the single-device reference, comparison, diagnoses, and the verdict |
+| parallel | strategies (data, tensor, pipeline, ZeRO, transformer, experts) and schedules as data |
+| real | our rank programs on real processes (torch.distributed: gloo, NCCL, torchrun) |
+| torchsim | PyTorch's own programs on simulated ranks (``simulate_torch``) |
+| views | text views, plots (matplotlib), the step-through web page and widget |
+| calibration | real ranks measured and fitted to a cost model; predictions beside real runs |
+| teach | named scenarios, exercises, the figures in ``figures/`` |
+| cli | the command line (``python -m simulator``) |
 
 ``from simulator import ...`` gives the names a program, a notebook or the README uses; the views and
 the scenarios load when first asked for.

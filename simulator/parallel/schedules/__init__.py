@@ -3,19 +3,19 @@
 A schedule never imports a strategy: the pipeline (``simulator.parallel.pipeline``) runs it, the text grid
 and the timeline draw it. One concept per module, each building only on those above it in this list:
 
-=============  ======================================================================================
-labels.py      short labels for ops in timelines (``F3``, ``I3``, ``W3``), as the papers draw them
-actions.py     actions (``2F0``), their kinds, the numbered rules, and the comm pass (``add_comms``)
-timing.py      a schedule run on an idealised machine (``execute``), its text grid, its peak activations
-rules.py       ``validate``: the numbered rules, checked in order
-schedule.py    ``Schedule``: actions per rank and the placement of stages
-record.py      ``ScheduleRecord``: one schedule's generator, stages per rank, bubble, torch class, what-if support
-classic.py     one stage per rank: GPipe, 1F1B, ZB-H1 (and their records)
-looped.py      several stages per rank, looped: interleaved 1F1B, interleaved zero bubble, looped BFS
-v.py           two stages per rank in a V: ZB-V, DualPipeV
-catalog.py     ``SCHEDULES``: every record by name; ``make_schedule("1f1b", 4, 8)``
-bubbles.py     ``bubble_ratio``: the bubble of each schedule in closed form, read from its record
-=============  ======================================================================================
+| module | holds |
+| --- | --- |
+| labels.py | short labels for ops in timelines (``F3``, ``I3``, ``W3``), as the papers draw them |
+| actions.py | actions (``2F0``), their kinds, the numbered rules, and the comm pass (``add_comms``) |
+| timing.py | a schedule run on an idealised machine (``execute``), its text grid, its peak activations |
+| rules.py | ``validate``: the numbered rules, checked in order |
+| schedule.py | ``Schedule``: actions per rank and the placement of stages |
+| record.py | ``ScheduleRecord``: one schedule's generator, stages per rank, bubble, torch class, what-if support |
+| classic.py | one stage per rank: GPipe, 1F1B, ZB-H1 (and their records) |
+| looped.py | several stages per rank, looped: interleaved 1F1B, interleaved zero bubble, looped BFS |
+| v.py | two stages per rank in a V: ZB-V, DualPipeV |
+| catalog.py | ``SCHEDULES``: every record by name; ``make_schedule("1f1b", 4, 8)`` |
+| bubbles.py | ``bubble_ratio``: the bubble of each schedule in closed form, read from its record |
 
 A new schedule is one ``ScheduleRecord`` beside its generator, listed in ``catalog.py`` (CONTRIBUTING.md).
 """

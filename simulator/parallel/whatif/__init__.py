@@ -7,20 +7,19 @@ TFLOP/s per GPU and MFU, and memory by kind against each device's capacity. ``va
 published measurements (``tables.py``). The numbers it prices with are measured, with their sources:
 ``simulator.cost.systems``. ``docs/whatif.md`` explains each cost.
 
-=================  =========================================================================================
-model.py           ``Transformer``: a decoder's shapes, parameters; ``MODELS``: GPT-3, Megatron-LM's, Llama's
-training_setup.py  ``TrainingSetup``: the parallel sizes, batch, schedule and techniques; where each group's ranks sit
-layer.py           the ops of one layer (and of the embedding and output layer) on one rank: products,
-                   element-wise kernels, attention, collectives
-price.py           seconds per pipeline action by category: compute, recomputation, unhidden communication
-memory.py          bytes per device: weights, gradients, optimizer state, activations (walking the schedule)
-step.py            the step on the engine: one device per pipeline rank, messages between stages, gradients
-report.py          ``Report``: the breakdown, throughput, memory; as text or JSON
-run.py             ``whatif``: the step simulated and reported
-tables.py          the published tables (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5), sourced
-validate.py        every row predicted and compared
-full.py            the older teaching what-if: every device of a GPT-3 1F1B step simulated (``Step3D``)
-=================  =========================================================================================
+| module | holds |
+| --- | --- |
+| model.py | ``Transformer``: a decoder's shapes, parameters; ``MODELS``: GPT-3, Megatron-LM's, Llama's |
+| training_setup.py | ``TrainingSetup``: the parallel sizes, batch, schedule and techniques; where each group's ranks sit |
+| layer.py | the ops of one layer (and of the embedding and output layer) on one rank: products, element-wise kernels, attention, collectives |
+| price.py | seconds per pipeline action by category: compute, recomputation, unhidden communication |
+| memory.py | bytes per device: weights, gradients, optimizer state, activations (walking the schedule) |
+| step.py | the step on the engine: one device per pipeline rank, messages between stages, gradients |
+| report.py | ``Report``: the breakdown, throughput, memory; as text or JSON |
+| run.py | ``whatif``: the step simulated and reported |
+| tables.py | the published tables (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5), sourced |
+| validate.py | every row predicted and compared |
+| full.py | the older teaching what-if: every device of a GPT-3 1F1B step simulated (``Step3D``) |
 """
 
 from __future__ import annotations
