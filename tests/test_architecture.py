@@ -88,23 +88,44 @@ def _outside_names(tree: ast.Module) -> set[str]:
     return names
 
 
-def test_no_package_reaches_into_another_packages_private_names():
-    """``from ..core.device import _nbytes``, ``eng._rec`` or ``getattr(dev, "_engine")`` in a package that does
-    not define ``_rec`` or ``_engine`` itself: each package talks to the others through public names.
+def _import_target(path: Path, node: ast.ImportFrom) -> list[str] | None:
+    """The parts of the module an import inside the package names (``["core", "device"]``), or None for an import
+    of another project."""
+    if node.level:
+        base = list(path.relative_to(PACKAGE).parent.parts)
+        base = base[: len(base) - node.level + 1]
+        return [*base, *filter(None, (node.module or "").split("."))]
+    if (node.module or "").split(".")[0] == "simulator":
+        return (node.module or "").split(".")[1:]
+    return None
 
-    Attributes are matched by name (Python has no types to read here): a private attribute read on anything but
-    ``self`` or ``cls`` is a reach when only other packages define that name."""
+
+def _is_module(parts: list[str]) -> bool:
+    where = PACKAGE.joinpath(*parts)
+    return where.with_suffix(".py").is_file() or (where / "__init__.py").is_file()
+
+
+def test_no_package_reaches_into_another_packages_private_names():
+    """``from ..core.device import _nbytes``, ``tensor._mesh(...)``, ``eng._rec`` or ``getattr(dev, "_engine")``
+    outside the package that defines the name: each package talks to the others through public names.
+
+    A module's private names are matched exactly. Attributes of objects are matched by name (Python has no types
+    to read here): a private attribute read on anything but ``self`` or ``cls`` is a reach when only other packages
+    define an attribute or method of that name (and the object is not another project's, as torch's)."""
     trees = {path: ast.parse(path.read_text()) for path in sorted(PACKAGE.rglob("*.py"))}
-    defined: dict[str, set[str]] = {}
+    attributes: dict[str, set[str]] = {}  # package -> the attributes and methods its classes and objects get
     for path, tree in trees.items():
-        names = defined.setdefault(_package_of(path), set())
+        names = attributes.setdefault(_package_of(path), set())
         for node in ast.walk(tree):
-            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
-                names.add(node.name)
+            if isinstance(node, ast.ClassDef):
+                for item in node.body:
+                    if isinstance(item, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                        names.add(item.name)
+                    elif isinstance(item, (ast.Assign, ast.AnnAssign)):
+                        targets = item.targets if isinstance(item, ast.Assign) else [item.target]
+                        names |= {t.id for t in targets if isinstance(t, ast.Name)}
             elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
                 names.add(node.attr)
-            elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
-                names.add(node.id)
             elif isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__slots__" for t in node.targets):
                 names |= {c.value for c in ast.walk(node.value) if isinstance(c, ast.Constant)}
             elif isinstance(node, ast.Call) and getattr(node.func, "id", None) == "setattr" and len(node.args) > 1:
@@ -113,16 +134,17 @@ def test_no_package_reaches_into_another_packages_private_names():
     for path, tree in trees.items():
         package, outside = _package_of(path), _outside_names(tree)
         where = path.relative_to(PACKAGE.parent)
+        modules: dict[str, str] = {}  # a name bound to one of our modules -> that module's package
         for node in ast.walk(tree):
-            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("simulator")):
-                base = list(path.relative_to(PACKAGE).parent.parts)
-                base = base[: len(base) - node.level + 1] if node.level else []
-                target = [*base, *(node.module or "").split(".")] if node.level else (node.module or "").split(".")[1:]
-                target_package = target[0] if target and target[0] else "simulator"
-                for alias in node.names:
-                    if target_package != package and (_private(alias.name) or any(map(_private, target))):
-                        reaches.append(f"{where}:{node.lineno} imports {alias.name} from {'.'.join(target)}")
+            if not isinstance(node, ast.ImportFrom) or (target := _import_target(path, node)) is None:
                 continue
+            target_package = target[0] if target else "simulator"
+            for alias in node.names:
+                if _is_module([*target, alias.name]):
+                    modules[alias.asname or alias.name] = target[0] if target else alias.name
+                elif target_package != package and (_private(alias.name) or any(map(_private, target))):
+                    reaches.append(f"{where}:{node.lineno} imports {alias.name} from {'.'.join(target)}")
+        for node in ast.walk(tree):
             if isinstance(node, ast.Attribute):
                 name, owner = node.attr, node.value
             elif isinstance(node, ast.Call) and getattr(node.func, "id", None) in ("getattr", "hasattr"):
@@ -131,11 +153,17 @@ def test_no_package_reaches_into_another_packages_private_names():
                 name, owner = node.args[1].value, node.args[0]
             else:
                 continue
-            if not isinstance(name, str) or not _private(name) or name in defined[package]:
+            if not isinstance(name, str) or not _private(name):
+                continue
+            if isinstance(owner, ast.Name) and owner.id in modules:  # module._name: exact
+                if modules[owner.id] != package:
+                    reaches.append(f"{where}:{node.lineno} reads {owner.id}.{name} of {modules[owner.id]}")
                 continue
             if isinstance(owner, ast.Name) and (owner.id in ("self", "cls") or owner.id in outside):
                 continue
-            others = sorted(p for p, names in defined.items() if name in names)
+            if name in attributes[package]:
+                continue
+            others = sorted(p for p, names in attributes.items() if name in names)
             if others:
                 reaches.append(f"{where}:{node.lineno} reads {name} of {', '.join(others)}")
     assert not reaches, "use (or add) a public name for these:\n" + "\n".join(reaches)
