@@ -163,7 +163,7 @@ def cmd_grade(args: argparse.Namespace) -> int:
     """Grade every student file in a folder, each in its own process with a time limit, into a CSV: one row per
     file with its exercise, verdict, try and first divergence. A file that hangs or crashes is a row, not a stop."""
     from ..teach.exercises import EXERCISES
-    from ..teach.grading import grade_folder, summary, write_csv
+    from ..teach.grading import grade_folder, students_csv, summary, write_csv, write_students
 
     if args.list:
         for name, make in EXERCISES.items():
@@ -184,6 +184,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _cannot_write(exc, args.csv)
     print(f"wrote {_where(path)}: {summary(rows)}", file=_said(args.csv))
+    if str(args.csv) != "-":  # beside it, one row per student
+        per_student = students_csv(args.csv)
+        try:
+            write_students(rows, per_student)
+        except OSError as exc:
+            return _cannot_write(exc, per_student)
+        print(f"wrote {_where(per_student)}: one row per student", file=_said(args.csv))
     return 0
 
 

@@ -17,6 +17,7 @@ computes on a device what belongs to another gets FAILED.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -67,6 +68,24 @@ class Requirement:
     key: str
     what: str
     unmet: Callable[[RunResult, Mapping[str, Any]], str | None]
+
+
+class AnswerElsewhere(ABC):
+    """An answer that runs in another process (``simulator.teach.remote_answer``: the grader never runs student
+    code). ``run`` runs it as a rank program on ``size`` devices, each given its part of ``args`` (a
+    ``PerDevice`` is a part per device), and returns the run's record, checked like a run made here; calling it
+    calls the answer there (the schedule exercise's ``schedule(p, m)``). Any check that needs more runs of the
+    program (the isolation check's) asks ``Exercise.run_program``, which asks this."""
+
+    @abstractmethod
+    def run(self, size: int, args: Sequence[Any]) -> RunResult: ...
+
+    @abstractmethod
+    def __call__(self, *args: Any) -> Any: ...
+
+    @abstractmethod
+    def calls(self) -> list[Any]:
+        """The student's device calls in the last run (``callsites.Call``), for the hint's line."""
 
 
 @dataclass(frozen=True)
@@ -124,6 +143,8 @@ class Exercise:
                 args.append(PerDevice(lambda r, n=name, v=value: split.part(n, r, v)))
             else:
                 args.append(value)
+        if isinstance(program, AnswerElsewhere):
+            return program.run(self.size, args)
         return World(self.size).run(program, *args)
 
 

@@ -27,7 +27,7 @@ import numpy as np
 from ...checker import CheckReport, check
 from ...core.values import value_text
 from .callsites import CallSites, error_line
-from .core import Exercise
+from .core import AnswerElsewhere, Exercise
 from .hints import diagnosis, error_diagnosis
 from .integrity import Snapshot
 
@@ -96,12 +96,14 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         raise
     except BaseException as exc:  # noqa: BLE001 (any error, SystemExit too, is a FAILED try, explained)
         kind = getattr(exc, "diagnosis", None) or error_diagnosis(exc)
-        where = error_line(exc) or None
+        where = getattr(exc, "where", None) or error_line(exc) or None  # a remote answer's error names its line
         return Grade(name, FAILED, f"FAILED: the run stopped with {type(exc).__name__}: {exc}", kind, where, error=exc)
     if snapshot is not None:  # the program itself may have changed the grader while it ran
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
+    if isinstance(program, AnswerElsewhere):  # its lines were noted where it ran
+        sites.calls = program.calls()
     report = check(run, exercise.reference(inputs), split=split, own_names=True)
     if report.verdict != PASSED:
         kind = diagnosis(report)

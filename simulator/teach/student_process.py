@@ -1,0 +1,376 @@
+"""The student's process: it loads one student file, runs what the grader asks, and sends back records, not verdicts.
+
+``python -I simulator/teach/student_process.py`` (started by ``remote_answer.RemoteAnswer``; run by path, so that
+importing it loads no grader). The grader decides every verdict in its own process, which never runs student code;
+this process only answers requests, one frame each, on a private copy of its standard output:
+
+- ``{"kind": "run", "size": n, "args": [...]}``: run the answer as a rank program on ``World(n)`` (each argument a
+  value, or ``("per device", [part of device 0, ...])``), answered by the run's record: a plain ``Trace``, the
+  outputs, and the student's lines that made each device call (for the hint);
+- ``{"kind": "call", "args": [...]}``: call the answer (the schedule exercise's ``schedule(p, m)``), answered by
+  what it returned, as plain data;
+- ``{"kind": "bye"}``: end. Whatever this process writes on the channel after that is tampering.
+
+Before any student code loads, it limits itself (memory, CPU time, file size, processes) and installs an audit
+hook (``sys.addaudithook``: Python cannot remove one) that refuses what real graded code never needs and a forger
+does: reading or importing the teacher's folder, the class's other files, or (for the schedule exercise) the
+library's schedules, by any path; starting another program (it would run without the hook), loading C code
+through ctypes, reaching the hook through the garbage collector, or rewriting a function's code. The file runs
+from a scratch folder holding a copy of it alone. The notebook's setup names (``stage_a``, ``BETA``, ...) are
+given to the file, so an answer cell copied from its notebook runs as it ran there.
+
+Nothing here is a verdict: whatever this process sends, the grader checks it against the single-device run and the
+split as it checks a run made in its own process.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import resource
+import runpy
+import signal
+import struct
+import sys
+import traceback
+from pathlib import Path
+from types import FunctionType
+from typing import Any
+
+MAGIC = b"SIMR"  # every frame: MAGIC, its length (8 bytes, big-endian), then a pickle
+HEADER = struct.Struct(">4sQ")
+
+# The names each exercise's notebook sets up before its answer cell (its first cell's imports), by exercise:
+# the module they come from, and the names. A test keeps this in step with the notebooks.
+SETUP = {
+    "split-the-seed": ("simulator.teach.exercises.seeds", ("X", "model", "stage_a", "stage_b")),
+    "raw-input-bug": ("simulator.teach.exercises.seeds", ("X", "stage_a", "stage_b")),
+    "column-split": ("simulator.teach.exercises.tensor", ("W", "X")),
+    "row-split": ("simulator.teach.exercises.tensor", ("W", "X")),
+    "ring-all-reduce": ("simulator.teach.exercises.ring", ("P", "XS")),
+    "1f1b-schedule": ("", ()),  # the answer is plain Python: the notebook's other imports are tools to look with
+    "data-parallel-average": ("simulator.teach.exercises.data", ("W", "X", "Y", "mean_gradient")),
+    "zero-1-step": ("simulator.teach.exercises.data", ("BETA", "G", "LR", "M", "P8")),
+}
+SETUP_NAMES = frozenset(n for _, names in SETUP.values() for n in names)
+
+
+# ---- frames -------------------------------------------------------------------------------------------
+
+
+def write_frame(fd: int, obj: Any) -> None:
+    data = pickle.dumps(obj, protocol=4)
+    view = memoryview(HEADER.pack(MAGIC, len(data)) + data)
+    while view:
+        view = view[os.write(fd, view) :]
+
+
+def read_frame(fd: int) -> Any:
+    """A frame from the grader (trusted: it wrote it)."""
+    head = _read_exactly(fd, HEADER.size)
+    magic, size = HEADER.unpack(head)
+    if magic != MAGIC:
+        raise ValueError("not a frame from the grader")
+    return pickle.loads(_read_exactly(fd, size))
+
+
+def _read_exactly(fd: int, n: int) -> bytes:
+    parts, got = [], 0
+    while got < n:
+        chunk = os.read(fd, n - got)
+        if not chunk:
+            raise EOFError("the grader closed the channel")
+        parts.append(chunk)
+        got += len(chunk)
+    return b"".join(parts)
+
+
+# ---- the guard ----------------------------------------------------------------------------------------
+
+
+def limit(memory: int, cpu: float, output: int) -> None:
+    """Hard limits on this process and what it starts: address space, CPU seconds, bytes per file written."""
+    for what, value in (
+        (resource.RLIMIT_AS, memory),
+        (resource.RLIMIT_CPU, max(1, int(cpu) + 1)),
+        (resource.RLIMIT_FSIZE, output),
+        (resource.RLIMIT_CORE, 0),
+    ):
+        resource.setrlimit(what, (value, value))
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the output limit a write fails (an error), not the process
+
+
+def install_guard(denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...], forks: int) -> None:
+    """The audit hook (see the module docstring). Its settings are default arguments (immutable tuples; rebinding
+    them is refused) and it calls only what it captured here, so student code cannot loosen it."""
+    import posix
+
+    def inside(path: Any, _dirs=denied_dirs, _lstat=posix.lstat, _readlink=posix.readlink, _cwd=posix.getcwd) -> bool:
+        if isinstance(path, int):
+            return False
+        path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+        if not path.startswith("/"):
+            path = _cwd() + "/" + path
+        # resolve the path one component at a time, following symbolic links (as the kernel will)
+        todo, done, hops = [p for p in path.split("/") if p], [], 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if done:
+                    done.pop()
+                continue
+            here = "/" + "/".join([*done, part])
+            try:
+                link = _readlink(here) if (_lstat(here).st_mode & 0o170000) == 0o120000 else None
+            except OSError:
+                link = None
+            if link is not None and hops < 40:
+                hops += 1
+                todo = [p for p in link.split("/") if p] + todo
+                if link.startswith("/"):
+                    done = []
+                continue
+            done.append(part)
+        real = "/" + "/".join(done)
+        return any(real == d or real.startswith(d + "/") for d in _dirs) or (
+            real.startswith("/proc/") and real.endswith("/mem")  # writing its own memory would undo the hook
+        )
+
+    def hook(
+        event: str,
+        args: tuple,
+        _inside=inside,
+        _modules=denied_modules,
+        _forks=[forks],  # noqa: B006 (the one counter it keeps: forks left)
+        _denied=frozenset(
+            {
+                "subprocess.Popen",
+                "os.exec",
+                "os.posix_spawn",
+                "os.spawn",
+                "os.system",
+                "os.forkpty",
+                "pty.spawn",
+                "ctypes.dlopen",
+                "ctypes.dlsym",
+                "ctypes.dlsym/handle",
+                "ctypes.cdata",
+                "ctypes.cdata/buffer",
+                "gc.get_objects",
+                "gc.get_referrers",
+                "gc.get_referents",
+                "os.symlink",
+                "os.link",
+                "os.chroot",
+                "sys.setprofile_all_threads",
+                "sys.settrace_all_threads",
+            }
+        ),  # fmt: skip
+        _paths=frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.rename", "os.truncate", "os.walk"}),
+    ) -> None:
+        if event in _denied:
+            raise PermissionError(f"graded code may not do this ({event}): an exercise's answer never needs it")
+        if event == "object.__setattr__" and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
+            raise PermissionError("graded code may not rewrite a function's code or defaults")
+        if event == "os.fork":
+            if _forks[0] <= 0:
+                raise PermissionError("graded code may start only a few processes")
+            _forks[0] -= 1
+        elif event == "import" and any(args[0] == m or args[0].startswith(m + ".") for m in _modules):
+            raise ImportError(f"graded code may not import {args[0]}")
+        elif event in _paths and args and _inside(args[0]):
+            raise PermissionError(f"graded code may not read {args[0]!s}: it is outside the student's folder")
+
+    sys.addaudithook(hook)
+
+
+# ---- loading the file and answering ------------------------------------------------------------------
+
+
+def load(path: Path, exercise: str) -> tuple[dict[str, Any], Any]:
+    """The file's names (the notebook's setup names given to it) and its answer: a function, or the reason none."""
+    module, names = SETUP.get(exercise, ("", ()))
+    given: dict[str, Any] = {}
+    if module:
+        import importlib
+
+        import numpy as np
+
+        setup = importlib.import_module(module)
+        given = {"np": np, **{n: getattr(setup, n) for n in names}}
+    space = runpy.run_path(str(path), init_globals=given, run_name="__student__")
+    return space, answer_of(space)
+
+
+def answer_of(space: dict[str, Any]) -> Any:
+    """The function to grade: ANSWER, else the one function the file defines; a string says why there is none."""
+    if "ANSWER" in space:
+        return space["ANSWER"]
+    own = [v for v in space.values() if isinstance(v, FunctionType) and v.__module__ == "__student__"]
+    if len(own) == 1:
+        return own[0]
+    defined = f"defines {len(own)} functions ({', '.join(f.__name__ for f in own)})" if own else "defines no function"
+    return f"the file {defined}: write ANSWER = the one to grade"
+
+
+def error_words(exc: BaseException, path: Path) -> dict[str, Any]:
+    """An exception as data: its type, its message, the student's line, the missing name of a NameError."""
+    cause = exc.__cause__ if exc.__cause__ is not None else exc  # a device's error carries the program's as its cause
+    line = ""
+    for frame in traceback.extract_tb(cause.__traceback__):
+        if Path(frame.filename).name == path.name:
+            line = f"your line {frame.lineno}: `{(frame.line or '').strip()}`"
+    if isinstance(cause, SyntaxError):
+        line = f"your line {cause.lineno}: `{(cause.text or '').strip()}`"
+    missing = getattr(cause, "name", None) if isinstance(cause, NameError) else None
+    kinds = {k.__name__ for e in (exc, cause) for k in type(e).__mro__}
+    diagnosis = getattr(exc, "diagnosis", None)
+    if not isinstance(diagnosis, str):
+        diagnosis = "deadlock" if "DeadlockError" in kinds else "contract" if "ContractError" in kinds else None
+    return {
+        "type": type(exc).__name__,
+        "cause": type(cause).__name__,
+        "message": str(exc).splitlines()[0] if str(exc) else "",
+        "where": line,
+        "missing": missing if isinstance(missing, str) else None,
+        "diagnosis": diagnosis,
+    }
+
+
+def plain(value: Any, depth: int = 0) -> Any:
+    """Data the grader can read without running any of this process's code: arrays, numbers, strings, and lists,
+    tuples and dicts of them; anything else becomes a string saying what it was."""
+    import numpy as np
+
+    if value is None or isinstance(value, (bool, int, float, complex, str, bytes)):
+        return value if type(value) in (bool, int, float, complex, str, bytes) or value is None else _base(value)
+    if isinstance(value, np.generic):
+        return value if value.dtype != object else repr(value)
+    if isinstance(value, np.ndarray):
+        return np.array(value) if value.dtype != object else f"<an array of Python objects, shape {value.shape}>"
+    if depth < 8 and type(value) in (list, tuple):
+        return type(value)(plain(v, depth + 1) for v in value)
+    if depth < 8 and type(value) is dict:
+        return {plain(k, depth + 1): plain(v, depth + 1) for k, v in value.items()}
+    if type(value) is slice:
+        return slice(plain(value.start), plain(value.stop), plain(value.step))
+    if value is Ellipsis:
+        return value
+    return f"<{type(value).__name__} object>"
+
+
+def _base(value: Any) -> Any:
+    for kind in (bool, int, float, complex, str, bytes):
+        if isinstance(value, kind):
+            return kind(value)
+    return repr(value)
+
+
+def plain_trace(trace: Any) -> Any:
+    """The run's trace as plain ``Trace``, ``Message`` and ``Op`` objects holding plain data."""
+    from simulator.core.tags import CollectiveTag
+    from simulator.core.trace import Message, Op, Trace
+
+    out = Trace(trace.world_size, trace.payloads)
+    out.groups = {tuple(int(r) for r in g) for g in trace.groups}
+    made: dict[tuple[str, int], Any] = {}
+    for kind, rec in trace.events:
+        key = ("msg" if kind in ("send", "recv") else "op", rec.id)
+        if key not in made:
+            if key[0] == "msg":
+                tag = CollectiveTag(int(rec.tag)) if isinstance(rec.tag, CollectiveTag) else int(rec.tag)
+                new = Message(
+                    rec.id, rec.src, rec.dst, tag, plain(rec.shape), plain(rec.dtype), rec.nbytes, rec.t_send,
+                    plain(rec.payload), plain(rec.label), rec.t_start, rec.t_arrive,
+                )  # fmt: skip
+                new.t_recv, new.name, new.index = rec.t_recv, plain(rec.name), plain(rec.index)
+                out.messages.append(new)
+            else:
+                new = Op(
+                    rec.id, rec.rank, plain(rec.name), rec.t_start, rec.t_end, rec.flops, plain(rec.inputs),
+                    plain(rec.output), plain(rec.index), plain(rec.doc), rec.keep, rec.nbytes, plain(rec.partial),
+                    plain(rec.label),
+                )  # fmt: skip
+                out.ops.append(new)
+            made[key] = new
+        out.events.append((kind, made[key]))
+    out.messages.sort(key=lambda m: m.id)
+    out.ops.sort(key=lambda o: o.id)
+    out.outputs = plain(trace.outputs)
+    return out
+
+
+def answer(request: dict[str, Any], program: Any, path: Path) -> dict[str, Any]:
+    """One request's reply (see the module docstring)."""
+    if request["kind"] == "call":
+        try:
+            return {"kind": "called", "value": plain(program(*request["args"]))}
+        except BaseException as exc:  # noqa: BLE001 (the answer's error is the reply)
+            return {"kind": "error", "error": error_words(exc, path)}
+    from simulator.core.arguments import PerDevice
+    from simulator.core.world import World
+    from simulator.teach.exercises.callsites import CallSites
+
+    args = [PerDevice(a[1]) if isinstance(a, tuple) and a[0] == "per device" else a for a in request["args"]]
+    sites = CallSites()
+    try:
+        with sites:
+            run = World(request["size"]).run(program, *args)
+    except BaseException as exc:  # noqa: BLE001 (SystemExit in the answer too: the run's error is the reply)
+        return {"kind": "error", "error": error_words(exc, path), "calls": _calls(sites)}
+    return {"kind": "ran", "trace": plain_trace(run.trace), "outputs": plain(run.outputs), "calls": _calls(sites)}
+
+
+def _calls(sites: Any) -> list[tuple]:
+    return [plain((c.rank, c.method, c.name, c.peer, c.lineno, c.line)) for c in sites.calls]
+
+
+def main() -> int:
+    requests = os.dup(0)
+    channel = os.dup(1)
+    config = read_frame(requests)
+    scratch = Path(config["file"]).parent
+    os.chdir(scratch)
+    out = os.open(scratch / ".output.txt", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)  # the requests are the grader's: student code reads nothing there
+    os.dup2(out, 1)  # the student's prints go to a file whose tail the grader shows
+    os.dup2(out, 2)
+    sys.stdout = os.fdopen(1, "w", buffering=1, closefd=False)
+    sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
+    import numpy  # noqa: F401 (loaded before the limits: its threads' memory is counted once)
+
+    exercise = config["exercise"]
+    if SETUP.get(exercise, ("", ()))[0]:
+        import simulator.core.world  # noqa: F401
+        import simulator.teach.exercises.callsites  # noqa: F401
+    limit(config["memory"], config["cpu"], config["output"])
+    install_guard(tuple(config["denied_dirs"]), tuple(config["denied_modules"]), config["forks"])
+    path = Path(config["file"])
+    try:
+        space, program = load(path, exercise)
+    except BaseException as exc:  # noqa: BLE001 (any error while loading is this file's reply)
+        write_frame(channel, {"kind": "load failed", "error": error_words(exc, path)})
+        return 0
+    named = space.get("EXERCISE")
+    student = space.get("STUDENT")
+    write_frame(
+        channel,
+        {
+            "kind": "loaded",
+            "exercise": named if isinstance(named, str) else None,
+            "student": str(student) if student else "",
+            "answer": program if isinstance(program, str) else ("" if callable(program) else "not a function"),
+        },
+    )
+    while True:
+        request = read_frame(requests)
+        if request["kind"] == "bye":
+            return 0
+        write_frame(channel, answer(request, program, path))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
