@@ -104,8 +104,10 @@ def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT) -> Row:
             _stopped(row, loaded["error"], "the file stops when loaded")
         elif loaded["kind"] == "loaded":
             row.student = loaded["student"] or row.student
-            row.exercise = loaded["exercise"] or ""
-            if loaded["exercise"] not in EXERCISES:
+            named, row.exercise = row.exercise, loaded["exercise"] or ""
+            if loaded["exercise"] in EXERCISES and loaded["exercise"] != named:  # its process was set up for another
+                row.detail = f'write the exercise\'s name on a line of its own: EXERCISE = "{loaded["exercise"]}"'
+            elif loaded["exercise"] not in EXERCISES:
                 what = (
                     "names no exercise"
                     if loaded["exercise"] is None
@@ -161,6 +163,9 @@ def _stopped(row: Row, words: dict[str, Any], when: str) -> None:
             f"not graded: the setup names are missing ({error}{where}): name the exercise with EXERCISE = ... "
             "so that its notebook's setup names are given to the file, or define them in it"
         )
+    elif words.get("refused"):  # the guard refused something only a forger or a copier does
+        row.verdict = "FAILED"
+        row.detail = f"FAILED: refused: {error}{where}"
     else:
         row.verdict = "crashed"
         row.detail = f"{when}: {error}{where}"

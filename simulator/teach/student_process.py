@@ -25,6 +25,7 @@ split as it checks a run made in its own process.
 
 from __future__ import annotations
 
+import importlib
 import os
 import pickle
 import resource
@@ -40,19 +41,35 @@ from typing import Any
 MAGIC = b"SIMR"  # every frame: MAGIC, its length (8 bytes, big-endian), then a pickle
 HEADER = struct.Struct(">4sQ")
 
-# The names each exercise's notebook sets up before its answer cell (its first cell's imports), by exercise:
-# the module they come from, and the names. A test keeps this in step with the notebooks.
-SETUP = {
-    "split-the-seed": ("simulator.teach.exercises.seeds", ("X", "model", "stage_a", "stage_b")),
-    "raw-input-bug": ("simulator.teach.exercises.seeds", ("X", "stage_a", "stage_b")),
-    "column-split": ("simulator.teach.exercises.tensor", ("W", "X")),
-    "row-split": ("simulator.teach.exercises.tensor", ("W", "X")),
-    "ring-all-reduce": ("simulator.teach.exercises.ring", ("P", "XS")),
-    "1f1b-schedule": ("", ()),  # the answer is plain Python: the notebook's other imports are tools to look with
-    "data-parallel-average": ("simulator.teach.exercises.data", ("W", "X", "Y", "mean_gradient")),
-    "zero-1-step": ("simulator.teach.exercises.data", ("BETA", "G", "LR", "M", "P8")),
+# The names each exercise's notebook sets up before its answer cell (its first cell's imports), by exercise: name ->
+# the module it comes from. ``np`` is given too, where the notebook imports NumPy. A test keeps this in step with
+# the notebooks.
+_SEEDS, _TENSOR, _DATA = (
+    "simulator.teach.exercises.seeds",
+    "simulator.teach.exercises.tensor",
+    "simulator.teach.exercises.data",
+)
+SETUP: dict[str, dict[str, str]] = {
+    "split-the-seed": {"X": _SEEDS, "model": _SEEDS, "stage_a": _SEEDS, "stage_b": _SEEDS},
+    "raw-input-bug": {"X": _SEEDS, "stage_a": _SEEDS, "stage_b": _SEEDS},
+    "column-split": {"W": _TENSOR, "X": _TENSOR},
+    "row-split": {"W": _TENSOR, "X": _TENSOR},
+    "ring-all-reduce": {"P": "simulator.teach.exercises.ring", "XS": "simulator.teach.exercises.ring"},
+    "1f1b-schedule": {
+        "pipeline_of": "simulator.teach.exercises.schedule",
+        "run_schedule": "simulator.teach.exercises.schedule",
+        "bubble": "simulator.parallel.measure",
+        "peak_activation_microbatches": "simulator.parallel.measure",
+    },
+    "data-parallel-average": {"W": _DATA, "X": _DATA, "Y": _DATA, "mean_gradient": _DATA},
+    "zero-1-step": {"BETA": _DATA, "G": _DATA, "LR": _DATA, "M": _DATA, "P8": _DATA},
 }
-SETUP_NAMES = frozenset(n for _, names in SETUP.values() for n in names)
+WITHOUT_NUMPY = frozenset({"1f1b-schedule"})  # its notebook's setup cell does not import NumPy
+# The exercises whose answer must not come from the library: the modules whose every function is replaced, in
+# the student's process, by one that refuses (however it is reached: at import, in a thread, profiler or not).
+LIBRARY = {"1f1b-schedule": "simulator.parallel.schedules"}
+_GENERATORS = ("classic", "looped", "v")  # the library's schedule generators, in that package
+SETUP_NAMES = frozenset({"np", *(n for names in SETUP.values() for n in names)})
 
 
 # ---- frames -------------------------------------------------------------------------------------------
@@ -191,17 +208,46 @@ def install_guard(denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...],
 
 def load(path: Path, exercise: str) -> tuple[dict[str, Any], Any]:
     """The file's names (the notebook's setup names given to it) and its answer: a function, or the reason none."""
-    module, names = SETUP.get(exercise, ("", ()))
-    given: dict[str, Any] = {}
-    if module:
-        import importlib
-
+    given: dict[str, Any] = {n: getattr(importlib.import_module(m), n) for n, m in SETUP.get(exercise, {}).items()}
+    if exercise in SETUP and exercise not in WITHOUT_NUMPY:
         import numpy as np
 
-        setup = importlib.import_module(module)
-        given = {"np": np, **{n: getattr(setup, n) for n in names}}
+        given["np"] = np
     space = runpy.run_path(str(path), init_globals=given, run_name="__student__")
     return space, answer_of(space)
+
+
+def disarm(package: str) -> str:
+    """Replace every function of the library's schedule generators, wherever a loaded module of the simulator holds
+    it (as a name, or in a registry), by one that refuses; returns the package's folder (which the guard then keeps
+    unread, so the code cannot be loaded again)."""
+    originals: dict[int, Any] = {}
+    for name in _GENERATORS:
+        module = importlib.import_module(f"{package}.{name}")
+        for value in vars(module).values():
+            if isinstance(value, FunctionType) and value.__module__ == module.__name__:
+                originals[id(value)] = _refuser(f"{module.__name__}.{value.__name__}")
+    for name, module in list(sys.modules.items()):
+        if not name.startswith("simulator.") or module is None:
+            continue
+        for attr, value in list(vars(module).items()):
+            if id(value) in originals:
+                setattr(module, attr, originals[id(value)])
+            elif isinstance(value, dict):
+                for key, item in list(value.items()):
+                    if id(item) in originals:
+                        value[key] = originals[id(item)]
+    return str(Path(importlib.import_module(package).__file__).parent)
+
+
+def _refuser(name: str) -> Any:
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError(
+            f"graded code may not call {name}, the library's own schedule: the exercise is to write the rows "
+            "yourself, from the rule"
+        )
+
+    return refused
 
 
 def answer_of(space: dict[str, Any]) -> Any:
@@ -235,6 +281,7 @@ def error_words(exc: BaseException, path: Path) -> dict[str, Any]:
         "message": str(exc).splitlines()[0] if str(exc) else "",
         "where": line,
         "missing": missing if isinstance(missing, str) else None,
+        "refused": any(str(e).startswith("graded code may not") for e in (exc, cause)),
         "diagnosis": diagnosis,
     }
 
@@ -258,6 +305,8 @@ def plain(value: Any, depth: int = 0) -> Any:
         return slice(plain(value.start), plain(value.stop), plain(value.step))
     if value is Ellipsis:
         return value
+    if type(value).__name__ == "FlatSlice" and type(value).__module__ == "simulator.tensors.placements":
+        return type(value)(int(value.start), int(value.stop))  # a chunk of an all-reduce, by its two numbers
     return f"<{type(value).__name__} object>"
 
 
@@ -342,12 +391,17 @@ def main() -> int:
     sys.stderr = os.fdopen(2, "w", buffering=1, closefd=False)
     import numpy  # noqa: F401 (loaded before the limits: its threads' memory is counted once)
 
+    import simulator.core.world  # noqa: F401 (the grader's code, loaded before any of the student's)
+    import simulator.teach.exercises.callsites  # noqa: F401
+
     exercise = config["exercise"]
-    if SETUP.get(exercise, ("", ()))[0]:
-        import simulator.core.world  # noqa: F401
-        import simulator.teach.exercises.callsites  # noqa: F401
+    denied = list(config["denied_dirs"])
+    for module in set(SETUP.get(exercise, {}).values()):
+        importlib.import_module(module)
+    if exercise in LIBRARY:
+        denied.append(disarm(LIBRARY[exercise]))
     limit(config["memory"], config["cpu"], config["output"])
-    install_guard(tuple(config["denied_dirs"]), tuple(config["denied_modules"]), config["forks"])
+    install_guard(tuple(denied), tuple(config["denied_modules"]), config["forks"])
     path = Path(config["file"])
     try:
         space, program = load(path, exercise)
