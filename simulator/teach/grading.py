@@ -37,6 +37,7 @@ import contextlib
 import csv
 import os
 import re
+import tempfile
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -90,13 +91,13 @@ def student_files(folder: Path) -> list[Path]:
     return files
 
 
-def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT) -> Row:
-    """Grade one file: its answer in its own process (``RemoteAnswer``), the verdict here. A hang, a crash, a
-    tampering or an unreadable answer is a row too."""
+def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT, scratch: str | Path | None = None) -> Row:
+    """Grade one file: its answer in its own process (``RemoteAnswer``, its scratch folder made in ``scratch``), the
+    verdict here. A hang, a crash, a tampering or an unreadable answer is a row too."""
     rel = path.relative_to(folder)
     row = Row(str(rel), rel.parts[0] if len(rel.parts) > 1 else path.stem, _named(path), "not graded")
     t0 = time.monotonic()
-    answer = RemoteAnswer(path, row.exercise, timeout=timeout, denied=[folder])
+    answer = RemoteAnswer(path, row.exercise, timeout=timeout, denied=[folder], scratch=scratch)
     result = None
     try:
         loaded = answer.loaded
@@ -212,13 +213,14 @@ def grade_folder(
 
     def one(path: Path) -> Row:
         nonlocal done
-        row = grade_one(path, folder, timeout)
+        row = grade_one(path, folder, timeout, scratch)
         done += 1
         if progress:
             progress(f"[{done}/{len(files)}] {row.file}: {row.verdict} ({row.seconds:.1f} s)")
         return row
 
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+    # every answer's scratch folder in one, which each of them is kept out of (but for its own)
+    with tempfile.TemporaryDirectory(prefix="simulator-grade-") as scratch, ThreadPoolExecutor(max(1, jobs)) as pool:
         rows = list(pool.map(one, files))
     _count_tries(rows, {str(p.relative_to(folder)): _handed_in(p) for p in files})
     return rows

@@ -74,6 +74,7 @@ class RemoteAnswer(AnswerElsewhere):
         *,
         timeout: float,
         denied: Sequence[str | Path] = (),
+        scratch: str | Path | None = None,
         memory: int = MEMORY,
         output: int = OUTPUT,
     ) -> None:
@@ -85,16 +86,18 @@ class RemoteAnswer(AnswerElsewhere):
         self.tampered: str | None = None  # what came on the channel that was not asked for
         self._calls: list[Call] = []
         self._token = secrets.token_hex(16)
-        self._scratch = Path(tempfile.mkdtemp(prefix="grade-"))
+        # a folder of its own, in ``scratch`` (where the other answers' folders are, out of its reach) or a new one
+        self._scratch = Path(tempfile.mkdtemp(prefix="answer-", dir=scratch))
         copy = self._scratch / self.path.name
         shutil.copyfile(self.path, copy)
         repo = PACKAGE.parent
         dirs = [repo / "instructor", repo / ".git", self.path.parent, *map(Path, denied)]
+        if scratch is not None:  # the other answers' folders
+            dirs.append(Path(scratch))
         modules = ["instructor"]
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "LANG": "C.UTF-8",
-            "PYTHONDONTWRITEBYTECODE": "1",
             "MPLBACKEND": "Agg",
             "OMP_NUM_THREADS": "1",
             "OPENBLAS_NUM_THREADS": "1",
@@ -102,7 +105,7 @@ class RemoteAnswer(AnswerElsewhere):
             "SIMULATOR_GRADED_ANSWER": self._token,  # how finish() finds whatever it started
         }
         self._proc = subprocess.Popen(
-            [sys.executable, "-I", str(SCRIPT)],
+            [sys.executable, "-I", "-B", str(SCRIPT)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.DEVNULL,

@@ -117,12 +117,21 @@ def limit(memory: int, cpu: float, output: int) -> None:
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the output limit a write fails (an error), not the process
 
 
-def install_guard(denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...], forks: int) -> None:
-    """The audit hook (see the module docstring). Its settings are default arguments (immutable tuples; rebinding
-    them is refused) and it calls only what it captured here, so student code cannot loosen it."""
+def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...], forks: int) -> None:
+    """The audit hook (see the module docstring): ``own`` is the scratch folder (always allowed), ``denied_dirs``
+    what may not be read. Its settings are default arguments (immutable tuples; rebinding them is refused) and it
+    calls only what it captured here, so student code cannot loosen it."""
     import posix
 
-    def inside(path: Any, _dirs=denied_dirs, _lstat=posix.lstat, _readlink=posix.readlink, _cwd=posix.getcwd) -> bool:
+    def inside(
+        path: Any,
+        _own=own,
+        _dirs=denied_dirs,
+        _lstat=posix.lstat,
+        _readlink=posix.readlink,
+        _cwd=posix.getcwd,
+        _pid=posix.getpid,
+    ) -> bool:
         if isinstance(path, int):
             return False
         path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
@@ -151,9 +160,13 @@ def install_guard(denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...],
                 continue
             done.append(part)
         real = "/" + "/".join(done)
-        return any(real == d or real.startswith(d + "/") for d in _dirs) or (
-            real.startswith("/proc/") and real.endswith("/mem")  # writing its own memory would undo the hook
-        )
+        if real == _own or real.startswith(_own + "/"):
+            return False
+        if len(done) > 1 and done[0] == "proc" and done[1].isdigit():
+            # another process's files (the grader's, another answer's) are out of reach; its own memory too (writing
+            # it would undo the hook)
+            return int(done[1]) != _pid() or real.endswith("/mem")
+        return any(real == d or real.startswith(d + "/") for d in _dirs)
 
     def hook(
         event: str,
@@ -401,7 +414,7 @@ def main() -> int:
     if exercise in LIBRARY:
         denied.append(disarm(LIBRARY[exercise]))
     limit(config["memory"], config["cpu"], config["output"])
-    install_guard(tuple(denied), tuple(config["denied_modules"]), config["forks"])
+    install_guard(os.path.realpath(scratch), tuple(denied), tuple(config["denied_modules"]), config["forks"])
     path = Path(config["file"])
     try:
         space, program = load(path, exercise)

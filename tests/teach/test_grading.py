@@ -91,7 +91,7 @@ def test_the_files_graded_are_the_students_in_name_order(folder):
     assert names == sorted(n for n in FILES if not n.startswith("_")) and "_notes.py" not in names
 
 
-def test_one_file_graded_in_process(folder):
+def test_one_file_graded(folder):
     right = grade_file(folder / "alice/ring_2.py")
     assert right["verdict"] == "passed" and right["exercise"] == "ring-all-reduce" and not right["first_divergence"]
     wrong = grade_file(folder / "alice/ring_1.py")

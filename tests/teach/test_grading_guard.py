@@ -368,3 +368,14 @@ def test_tries_are_counted_by_time_and_each_student_gets_one_row_with_a_hint(tmp
         "",
     )
     assert got["bob"]["last_verdict"] == "FAILED" and got["bob"]["hint"] == rows["bob.py"].hint != ""
+
+
+def test_an_answer_cannot_read_another_answer_s_scratch_folder_nor_another_process_s_files(tmp_path):
+    folder = tmp_path / "class"
+    folder.mkdir()
+    (folder / "ada.py").write_text(
+        RIGHT + "\nimport os\nos.listdir(os.path.dirname(os.getcwd()))  # where the other answers are\n"
+    )
+    (folder / "bob.py").write_text(RIGHT + "\nimport os\nopen(f'/proc/{os.getppid()}/cmdline').read()\n")
+    rows = {r.file: r for r in grade_folder(folder, timeout=30, jobs=2)}
+    assert all(r.verdict == "FAILED" and "graded code may not" in r.detail for r in rows.values()), rows
