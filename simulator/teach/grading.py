@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from ..core.files import atomic_write
-from .exercises import EXERCISES, grade
+from .exercises import EXERCISES, Grade, grade
 from .exercises.hints import generic
 from .remote_answer import AnswerLost, RemoteAnswer
 from .student_process import SETUP_NAMES
@@ -97,40 +97,59 @@ def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT, scratch: str |
     rel = path.relative_to(folder)
     row = Row(str(rel), rel.parts[0] if len(rel.parts) > 1 else path.stem, _named(path), "not graded")
     t0 = time.monotonic()
-    answer = RemoteAnswer(path, row.exercise, timeout=timeout, denied=[folder], scratch=scratch)
+    try:
+        answer = RemoteAnswer(path, row.exercise, timeout=timeout, denied=[folder], scratch=scratch)
+    except OSError as exc:
+        row.verdict, row.detail = "crashed", f"the answer's process could not start: {exc}"
+        return row
     result = None
     try:
-        loaded = answer.loaded
-        if loaded["kind"] == "load failed":
-            _stopped(row, loaded["error"], "the file stops when loaded")
-        elif loaded["kind"] == "loaded":
-            row.student = loaded["student"] or row.student
-            named, row.exercise = row.exercise, loaded["exercise"] or ""
-            if loaded["exercise"] in EXERCISES and loaded["exercise"] != named:  # its process was set up for another
-                row.detail = f'write the exercise\'s name on a line of its own: EXERCISE = "{loaded["exercise"]}"'
-            elif loaded["exercise"] not in EXERCISES:
-                what = (
-                    "names no exercise"
-                    if loaded["exercise"] is None
-                    else f"names the exercise {loaded['exercise']!r}, which is not one"
-                )
-                row.detail = f"the file {what}: write EXERCISE = one of {', '.join(EXERCISES)}"
-            elif loaded["answer"]:
-                row.detail = loaded["answer"] if loaded["answer"] != "not a function" else "ANSWER is not a function"
-            else:
-                result = grade(row.exercise, answer)
+        result = _load_and_grade(row, answer)
     except AnswerLost:
-        pass
+        pass  # the answer's state says why
+    except Exception as exc:  # noqa: BLE001 (a record the checker cannot read: a row, and the class goes on)
+        row.verdict, row.detail = "crashed", f"the grade could not check this file's runs: {type(exc).__name__}: {exc}"
     finally:
         answer.finish()
     row.seconds = round(time.monotonic() - t0, 2)
-    if answer.tampered:  # whatever the grade said: the channel carried something nobody asked for
+    _verdict(row, answer, result, timeout)
+    row.detail = _clip(row.detail)
+    return row
+
+
+def _load_and_grade(row: Row, answer: RemoteAnswer) -> Grade | None:
+    """The grade of a file that loaded and named an exercise and an answer; else None, with the reason in ``row``."""
+    loaded = answer.loaded
+    if loaded["kind"] == "load failed":
+        _stopped(row, loaded["error"], "the file stops when loaded")
+    if loaded["kind"] != "loaded":
+        return None
+    row.student = loaded["student"] or row.student
+    named, row.exercise = row.exercise, loaded["exercise"] or ""
+    if loaded["exercise"] in EXERCISES and loaded["exercise"] != named:  # its process was set up for another
+        row.detail = f'write the exercise\'s name on a line of its own: EXERCISE = "{loaded["exercise"]}"'
+    elif loaded["exercise"] not in EXERCISES:
+        what = (
+            "names no exercise"
+            if loaded["exercise"] is None
+            else f"names the exercise {loaded['exercise']!r}, which is not one"
+        )
+        row.detail = f"the file {what}: write EXERCISE = one of {', '.join(EXERCISES)}"
+    elif loaded["answer"]:
+        row.detail = loaded["answer"] if loaded["answer"] != "not a function" else "ANSWER is not a function"
+    else:
+        return grade(row.exercise, answer)
+    return None
+
+
+def _verdict(row: Row, answer: RemoteAnswer, result: Grade | None, timeout: float) -> None:
+    """The row's verdict: tampering first (whatever the grade said), then a time-out, then the grade (a verdict
+    that arrived is kept), then a crash."""
+    if answer.tampered:
         row.verdict, row.first_divergence, row.detail = "FAILED", "", f"FAILED: tampering: {answer.tampered}"
     elif answer.timed_out:
-        row.verdict, row.detail = (
-            "timed out",
-            (f"stopped after {timeout:g} s: a loop that never ends, or a wait for something never sent"),
-        )
+        row.verdict = "timed out"
+        row.detail = f"stopped after {timeout:g} s: a loop that never ends, or a wait for something never sent"
     elif result is not None and not (answer.died and isinstance(result.error, AnswerLost)):
         words = getattr(result.error, "words", None)
         if words and words.get("cause") == "NameError" and words.get("missing") in SETUP_NAMES:
@@ -144,8 +163,6 @@ def grade_one(path: Path, folder: Path, timeout: float = TIMEOUT, scratch: str |
         tail = answer.output_tail()
         row.verdict = "crashed"
         row.detail = f"the process ended ({answer.died}) before a grade" + (f": {tail}" if tail else "")
-    row.detail = _clip(row.detail)
-    return row
 
 
 def grade_file(path: Path, timeout: float = TIMEOUT) -> dict[str, Any]:

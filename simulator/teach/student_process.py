@@ -1,8 +1,8 @@
 """The student's process: it loads one student file, runs what the grader asks, and sends back records, not verdicts.
 
-``python -I simulator/teach/student_process.py`` (started by ``remote_answer.RemoteAnswer``; run by path, so that
-importing it loads no grader). The grader decides every verdict in its own process, which never runs student code;
-this process only answers requests, one frame each, on a private copy of its standard output:
+``python -I -B simulator/teach/student_process.py``, started by ``remote_answer.RemoteAnswer``. The grader decides
+every verdict in its own process, which never runs student code; this process only answers requests, one frame
+each, on a private copy of its standard output:
 
 - ``{"kind": "run", "size": n, "args": [...]}``: run the answer as a rank program on ``World(n)`` (each argument a
   value, or ``("per device", [part of device 0, ...])``), answered by the run's record: a plain ``Trace``, the
@@ -11,12 +11,10 @@ this process only answers requests, one frame each, on a private copy of its sta
   what it returned, as plain data;
 - ``{"kind": "bye"}``: end. Whatever this process writes on the channel after that is tampering.
 
-Before any student code loads, it limits itself (memory, CPU time, file size, processes) and installs an audit
-hook (``sys.addaudithook``: Python cannot remove one) that refuses what real graded code never needs and a forger
-does: reading or importing the teacher's folder, the class's other files, or (for the schedule exercise) the
-library's schedules, by any path; starting another program (it would run without the hook), loading C code
-through ctypes, reaching the hook through the garbage collector, or rewriting a function's code. The file runs
-from a scratch folder holding a copy of it alone. The notebook's setup names (``stage_a``, ``BETA``, ...) are
+Before any student code loads, it limits itself and installs an audit hook that refuses what real graded code
+never needs and a forger does (``answer_guard``: the teacher's folder, the class's other files, another program,
+and for the schedule exercise the library's schedules, however reached). The file runs from a scratch folder
+holding a copy of it alone. The notebook's setup names (``stage_a``, ``BETA``, ...) are
 given to the file, so an answer cell copied from its notebook runs as it ran there.
 
 Nothing here is a verdict: whatever this process sends, the grader checks it against the single-device run and the
@@ -28,15 +26,15 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
-import resource
 import runpy
-import signal
 import struct
 import sys
 import traceback
 from pathlib import Path
 from types import FunctionType
 from typing import Any
+
+from simulator.teach.answer_guard import disarm, install_guard, limit
 
 MAGIC = b"SIMR"  # every frame: MAGIC, its length (8 bytes, big-endian), then a pickle
 HEADER = struct.Struct(">4sQ")
@@ -68,7 +66,6 @@ WITHOUT_NUMPY = frozenset({"1f1b-schedule"})  # its notebook's setup cell does n
 # The exercises whose answer must not come from the library: the modules whose every function is replaced, in
 # the student's process, by one that refuses (however it is reached: at import, in a thread, profiler or not).
 LIBRARY = {"1f1b-schedule": "simulator.parallel.schedules"}
-_GENERATORS = ("classic", "looped", "v")  # the library's schedule generators, in that package
 SETUP_NAMES = frozenset({"np", *(n for names in SETUP.values() for n in names)})
 
 
@@ -102,120 +99,6 @@ def _read_exactly(fd: int, n: int) -> bytes:
     return b"".join(parts)
 
 
-# ---- the guard ----------------------------------------------------------------------------------------
-
-
-def limit(memory: int, cpu: float, output: int) -> None:
-    """Hard limits on this process and what it starts: address space, CPU seconds, bytes per file written."""
-    for what, value in (
-        (resource.RLIMIT_AS, memory),
-        (resource.RLIMIT_CPU, max(1, int(cpu) + 1)),
-        (resource.RLIMIT_FSIZE, output),
-        (resource.RLIMIT_CORE, 0),
-    ):
-        resource.setrlimit(what, (value, value))
-    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the output limit a write fails (an error), not the process
-
-
-def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...], forks: int) -> None:
-    """The audit hook (see the module docstring): ``own`` is the scratch folder (always allowed), ``denied_dirs``
-    what may not be read. Its settings are default arguments (immutable tuples; rebinding them is refused) and it
-    calls only what it captured here, so student code cannot loosen it."""
-    import posix
-
-    def inside(
-        path: Any,
-        _own=own,
-        _dirs=denied_dirs,
-        _lstat=posix.lstat,
-        _readlink=posix.readlink,
-        _cwd=posix.getcwd,
-        _pid=posix.getpid,
-    ) -> bool:
-        if isinstance(path, int):
-            return False
-        path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
-        if not path.startswith("/"):
-            path = _cwd() + "/" + path
-        # resolve the path one component at a time, following symbolic links (as the kernel will)
-        todo, done, hops = [p for p in path.split("/") if p], [], 0
-        while todo:
-            part = todo.pop(0)
-            if part in ("", "."):
-                continue
-            if part == "..":
-                if done:
-                    done.pop()
-                continue
-            here = "/" + "/".join([*done, part])
-            try:
-                link = _readlink(here) if (_lstat(here).st_mode & 0o170000) == 0o120000 else None
-            except OSError:
-                link = None
-            if link is not None and hops < 40:
-                hops += 1
-                todo = [p for p in link.split("/") if p] + todo
-                if link.startswith("/"):
-                    done = []
-                continue
-            done.append(part)
-        real = "/" + "/".join(done)
-        if real == _own or real.startswith(_own + "/"):
-            return False
-        if len(done) > 1 and done[0] == "proc" and done[1].isdigit():
-            # another process's files (the grader's, another answer's) are out of reach; its own memory too (writing
-            # it would undo the hook)
-            return int(done[1]) != _pid() or real.endswith("/mem")
-        return any(real == d or real.startswith(d + "/") for d in _dirs)
-
-    def hook(
-        event: str,
-        args: tuple,
-        _inside=inside,
-        _modules=denied_modules,
-        _forks=[forks],  # noqa: B006 (the one counter it keeps: forks left)
-        _denied=frozenset(
-            {
-                "subprocess.Popen",
-                "os.exec",
-                "os.posix_spawn",
-                "os.spawn",
-                "os.system",
-                "os.forkpty",
-                "pty.spawn",
-                "ctypes.dlopen",
-                "ctypes.dlsym",
-                "ctypes.dlsym/handle",
-                "ctypes.cdata",
-                "ctypes.cdata/buffer",
-                "gc.get_objects",
-                "gc.get_referrers",
-                "gc.get_referents",
-                "os.symlink",
-                "os.link",
-                "os.chroot",
-                "sys.setprofile_all_threads",
-                "sys.settrace_all_threads",
-            }
-        ),  # fmt: skip
-        _paths=frozenset({"open", "os.listdir", "os.scandir", "os.chdir", "os.rename", "os.truncate", "os.walk"}),
-    ) -> None:
-        if event in _denied:
-            raise PermissionError(f"graded code may not do this ({event}): an exercise's answer never needs it")
-        if event == "object.__setattr__" and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
-            raise PermissionError("graded code may not rewrite a function's code or defaults")
-        if event == "os.fork":
-            if _forks[0] <= 0:
-                raise PermissionError("graded code may start only a few processes")
-            _forks[0] -= 1
-        elif event == "import" and any(args[0] == m or args[0].startswith(m + ".") for m in _modules):
-            raise ImportError(f"graded code may not import {args[0]}")
-        elif event in _paths and args and _inside(args[0]):
-            raise PermissionError(f"graded code may not read {args[0]!s}: it is outside the student's folder")
-
-    sys.addaudithook(hook)
-
-
 # ---- loading the file and answering ------------------------------------------------------------------
 
 
@@ -228,39 +111,6 @@ def load(path: Path, exercise: str) -> tuple[dict[str, Any], Any]:
         given["np"] = np
     space = runpy.run_path(str(path), init_globals=given, run_name="__student__")
     return space, answer_of(space)
-
-
-def disarm(package: str) -> str:
-    """Replace every function of the library's schedule generators, wherever a loaded module of the simulator holds
-    it (as a name, or in a registry), by one that refuses; returns the package's folder (which the guard then keeps
-    unread, so the code cannot be loaded again)."""
-    originals: dict[int, Any] = {}
-    for name in _GENERATORS:
-        module = importlib.import_module(f"{package}.{name}")
-        for value in vars(module).values():
-            if isinstance(value, FunctionType) and value.__module__ == module.__name__:
-                originals[id(value)] = _refuser(f"{module.__name__}.{value.__name__}")
-    for name, module in list(sys.modules.items()):
-        if not name.startswith("simulator.") or module is None:
-            continue
-        for attr, value in list(vars(module).items()):
-            if id(value) in originals:
-                setattr(module, attr, originals[id(value)])
-            elif isinstance(value, dict):
-                for key, item in list(value.items()):
-                    if id(item) in originals:
-                        value[key] = originals[id(item)]
-    return str(Path(importlib.import_module(package).__file__).parent)
-
-
-def _refuser(name: str) -> Any:
-    def refused(*args: Any, **kwargs: Any) -> Any:
-        raise PermissionError(
-            f"graded code may not call {name}, the library's own schedule: the exercise is to write the rows "
-            "yourself, from the rule"
-        )
-
-    return refused
 
 
 def answer_of(space: dict[str, Any]) -> Any:
