@@ -42,7 +42,7 @@ from ..core.trace import Message, Op, Trace
 from ..core.world import World
 from .exercises.callsites import Call
 from .exercises.core import AnswerElsewhere
-from .student_process import HEADER, MAGIC, write_frame
+from .student_process import HEADER, MAGIC, frame
 
 MEMORY = 2 * 2**30  # bytes of address space a student's process may map (Python and NumPy take about 0.5 GiB)
 OUTPUT = 4 * 2**20  # bytes it may print, or write to any one file
@@ -114,7 +114,9 @@ class RemoteAnswer(AnswerElsewhere):
             start_new_session=True,
         )
         self._channel = self._proc.stdout.fileno()
-        os.set_blocking(self._channel, False)
+        self._requests = self._proc.stdin.fileno()
+        for fd in (self._channel, self._requests):
+            os.set_blocking(fd, False)
         self._buffer = bytearray()
         self._send_first(
             {
@@ -203,11 +205,25 @@ class RemoteAnswer(AnswerElsewhere):
             self._send(obj)
 
     def _send(self, obj: Any) -> None:
-        try:
-            write_frame(self._proc.stdin.fileno(), obj)
-        except OSError:
-            self._ended()
-            raise AnswerLost(self.died or "the answer's process is gone") from None
+        """Write a frame, waiting for room in the pipe until the deadline at most (a process that reads nothing
+        cannot stall the grader)."""
+        view = memoryview(frame(obj))
+        with selectors.DefaultSelector() as sel:
+            sel.register(self._requests, selectors.EVENT_WRITE)
+            while view:
+                if time.monotonic() >= self.deadline:
+                    self.timed_out = True
+                    self._stop()
+                    raise AnswerLost(f"stopped after {self.timeout:g} s")
+                if not sel.select(timeout=max(0.0, self.deadline - time.monotonic())):
+                    continue
+                try:
+                    view = view[os.write(self._requests, view) :]
+                except BlockingIOError:
+                    continue
+                except OSError:
+                    self._ended()
+                    raise AnswerLost(self.died or "the answer's process is gone") from None
 
     def _reply(self, kinds: tuple[str, ...]) -> dict[str, Any]:
         while True:

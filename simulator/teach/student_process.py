@@ -72,9 +72,13 @@ SETUP_NAMES = frozenset({"np", *(n for names in SETUP.values() for n in names)})
 # ---- frames -------------------------------------------------------------------------------------------
 
 
-def write_frame(fd: int, obj: Any) -> None:
+def frame(obj: Any) -> bytes:
     data = pickle.dumps(obj, protocol=4)
-    view = memoryview(HEADER.pack(MAGIC, len(data)) + data)
+    return HEADER.pack(MAGIC, len(data)) + data
+
+
+def write_frame(fd: int, obj: Any) -> None:
+    view = memoryview(frame(obj))
     while view:
         view = view[os.write(fd, view) :]
 

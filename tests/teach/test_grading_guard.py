@@ -379,3 +379,27 @@ def test_an_answer_cannot_read_another_answer_s_scratch_folder_nor_another_proce
     (folder / "bob.py").write_text(RIGHT + "\nimport os\nopen(f'/proc/{os.getppid()}/cmdline').read()\n")
     rows = {r.file: r for r in grade_folder(folder, timeout=30, jobs=2)}
     assert all(r.verdict == "FAILED" and "graded code may not" in r.detail for r in rows.values()), rows
+
+
+def test_the_grade_asks_the_answer_s_process_for_any_run_it_needs(tmp_path):
+    # the boundary a check that needs more runs (the isolation check's differential runs) goes through:
+    # Exercise.run_program(answer, inputs, split) runs the student's program there, on these inputs
+    import numpy as np
+
+    from simulator.teach.remote_answer import RemoteAnswer
+
+    path = tmp_path / "ring.py"
+    path.write_text(RIGHT)
+    exercise = EXERCISES["ring-all-reduce"]()
+    answer = RemoteAnswer(path, "ring-all-reduce", timeout=30)
+    try:
+        rng = np.random.default_rng(5)
+        for inputs in (exercise.inputs(None), exercise.inputs(rng), exercise.inputs(rng)):
+            run = exercise.run_program(answer, inputs, exercise.split(inputs))
+            total = np.sum([np.asarray(v) for v in inputs.values()][0], axis=0)
+            for out in run.outputs:
+                np.testing.assert_allclose(out, total)
+            assert answer.calls() and all(c.line for c in answer.calls())  # the student's lines, for the hint
+    finally:
+        answer.finish()
+    assert not (answer.tampered or answer.timed_out or answer.died)
