@@ -16,6 +16,7 @@ An audit hook is not an operating-system sandbox: it stops what a student can tr
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
 import resource
@@ -29,14 +30,18 @@ _GENERATORS = ("classic", "looped", "v")  # the library's schedule generators, i
 
 
 def limit(memory: int, cpu: float, output: int) -> None:
-    """Hard limits on this process and what it starts: address space, CPU seconds, bytes per file written."""
+    """Hard limits on this process and what it starts: address space, CPU seconds, bytes per file written. A limit
+    the system does not enforce (macOS and the address space) is left as it is; the time limit still holds."""
     for what, value in (
         (resource.RLIMIT_AS, memory),
         (resource.RLIMIT_CPU, max(1, int(cpu) + 1)),
         (resource.RLIMIT_FSIZE, output),
         (resource.RLIMIT_CORE, 0),
     ):
-        resource.setrlimit(what, (value, value))
+        hard = resource.getrlimit(what)[1]
+        value = value if hard == resource.RLIM_INFINITY else min(value, hard)
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(what, (value, value))
     signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # past the output limit a write fails (an error), not the process
 
 
@@ -129,7 +134,7 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
             raise PermissionError("graded code may not rewrite a function's code or defaults")
         if event == "os.fork":
             if _forks[0] <= 0:
-                raise PermissionError("graded code may start only a few processes")
+                raise PermissionError("graded code may not start more than a few processes")
             _forks[0] -= 1
         elif event == "import" and any(args[0] == m or args[0].startswith(m + ".") for m in _modules):
             raise ImportError(f"graded code may not import {args[0]}")
