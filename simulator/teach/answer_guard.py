@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-import os
 import resource
 import signal
 import sys
@@ -48,8 +47,11 @@ def limit(memory: int, cpu: float, output: int) -> None:
 def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[str, ...], forks: int) -> None:
     """The audit hook (see the module docstring): ``own`` is the scratch folder (always allowed), ``denied_dirs``
     what may not be read. Its settings are default arguments (immutable tuples; rebinding them is refused) and it
-    calls only what it captured here, so student code cannot loosen it."""
+    calls only what it captured here, builtins too (``builtins.any = ...`` changes nothing), so student code cannot
+    loosen it."""
     import posix
+
+    encoding = sys.getfilesystemencoding()
 
     def inside(
         path: Any,
@@ -59,10 +61,17 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
         _readlink=posix.readlink,
         _cwd=posix.getcwd,
         _pid=posix.getpid,
+        _encoding=encoding,
+        _isinstance=isinstance,
+        _str=str,
+        _int=int,
+        _bytes=bytes,
+        _len=len,
+        _any=any,
     ) -> bool:
-        if isinstance(path, int):
+        if _isinstance(path, _int):
             return False
-        path = os.fsdecode(path) if isinstance(path, bytes) else str(path)
+        path = path.decode(_encoding, "surrogateescape") if _isinstance(path, _bytes) else _str(path)
         if not path.startswith("/"):
             path = _cwd() + "/" + path
         # resolve the path one component at a time, following symbolic links (as the kernel will)
@@ -90,16 +99,17 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
         real = "/" + "/".join(done)
         if real == _own or real.startswith(_own + "/"):
             return False
-        if len(done) > 1 and done[0] == "proc" and done[1].isdigit():
+        if _len(done) > 1 and done[0] == "proc" and done[1].isdigit():
             # another process's files (the grader's, another answer's) are out of reach; its own memory too (writing
             # it would undo the hook)
-            return int(done[1]) != _pid() or real.endswith("/mem")
-        return any(real == d or real.startswith(d + "/") for d in _dirs)
+            return _int(done[1]) != _pid() or real.endswith("/mem")
+        return _any(real == d or real.startswith(d + "/") for d in _dirs)
 
     def hook(
         event: str,
         args: tuple,
         _inside=inside,
+        _any=any,
         _modules=denied_modules,
         _forks=[forks],  # noqa: B006 (the one counter it keeps: forks left)
         _denied=frozenset(
@@ -136,7 +146,7 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
             if _forks[0] <= 0:
                 raise PermissionError("graded code may not start more than a few processes")
             _forks[0] -= 1
-        elif event == "import" and any(args[0] == m or args[0].startswith(m + ".") for m in _modules):
+        elif event == "import" and _any(args[0] == m or args[0].startswith(m + ".") for m in _modules):
             raise ImportError(f"graded code may not import {args[0]}")
         elif event in _paths and args and _inside(args[0]):
             raise PermissionError(f"graded code may not read {args[0]!s}: it is outside the student's folder")

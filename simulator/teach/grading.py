@@ -181,7 +181,8 @@ def _stopped(row: Row, words: dict[str, Any], when: str) -> None:
             f"not graded: the setup names are missing ({error}{where}): name the exercise with EXERCISE = ... "
             "so that its notebook's setup names are given to the file, or define them in it"
         )
-    elif words.get("refused"):  # the guard refused something only a forger or a copier does
+    elif words.get("refused") or str(words.get("message", "")).startswith("graded code may not"):
+        # the guard refused something only a forger or a copier does
         row.verdict = "FAILED"
         row.detail = f"FAILED: refused: {error}{where}"
     else:

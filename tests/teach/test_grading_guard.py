@@ -227,6 +227,9 @@ def test_turning_the_profiler_off_in_a_notebook_is_refused(capsys):
         f"import sys\nsys.path.insert(0, {str(ROOT)!r})\nimport instructor.exercises.answers",
         "import os\nprint(open(f'/proc/{os.getppid()}/cwd/instructor/exercises/answers.py').read())",
         "import os, simulator\nos.listdir(os.path.dirname(simulator.__file__) + '/../instructor')",
+        "import builtins, os, simulator\n"  # the hook's builtins loosened: it kept its own
+        "path = os.fsencode(os.path.dirname(simulator.__file__) + '/../instructor/exercises/answers.py')\n"
+        "builtins.any = lambda *a: False\nbuiltins.bytes = str\nos.fsdecode = lambda p: '.'\nopen(path).read()",
     ],
 )
 def test_the_teacher_s_solutions_cannot_be_read_or_imported(tmp_path, reach, monkeypatch):
