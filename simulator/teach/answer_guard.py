@@ -110,7 +110,7 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
         args: tuple,
         _inside=inside,
         _any=any,
-        _modules=denied_modules,
+        _modules=(*denied_modules, "_posixsubprocess"),
         _forks=[forks],  # noqa: B006 (the one counter it keeps: forks left)
         _denied=frozenset(
             {
@@ -151,7 +151,26 @@ def install_guard(own: str, denied_dirs: tuple[str, ...], denied_modules: tuple[
         elif event in _paths and args and _inside(args[0]):
             raise PermissionError(f"graded code may not read {args[0]!s}: it is outside the student's folder")
 
+    _no_fork_exec()
     sys.addaudithook(hook)
+
+
+def _no_fork_exec() -> None:
+    """``subprocess`` audits before it calls ``_posixsubprocess.fork_exec``, which audits nothing: every holder of
+    that function gets one that refuses (and the guard refuses loading it again)."""
+    import subprocess
+
+    try:
+        import _posixsubprocess
+    except ImportError:  # not a POSIX system: nothing to replace
+        return
+
+    def refused(*args: Any, **kwargs: Any) -> Any:
+        raise PermissionError("graded code may not start another program (fork_exec)")
+
+    _posixsubprocess.fork_exec = refused
+    if hasattr(subprocess, "_fork_exec"):  # its own name for it (multiprocessing asks the module, now refusing)
+        subprocess._fork_exec = refused
 
 
 def disarm(package: str) -> str:

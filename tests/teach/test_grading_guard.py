@@ -290,6 +290,21 @@ def test_starting_a_program_is_refused_and_the_grading_goes_on(tmp_path):
     assert row.verdict == "FAILED" and "subprocess.Popen" in row.detail, row
 
 
+@pytest.mark.parametrize(
+    "start",
+    [
+        "import _posixsubprocess\n_posixsubprocess.fork_exec()",
+        "import subprocess\nsubprocess._fork_exec()",
+        "import os\nos.system('cat /etc/hostname')",
+        "import os\nos.posix_spawn('/bin/true', ['true'], {})",
+        "import ctypes\nctypes.CDLL('libc.so.6')",
+    ],
+)
+def test_starting_a_program_or_loading_c_code_is_refused_however_it_is_asked(tmp_path, start):
+    row = graded(tmp_path, RIGHT + "\n" + start + "\n")
+    assert row.verdict == "FAILED" and "graded code may not" in row.detail, row
+
+
 def test_memory_and_output_are_limited(tmp_path):
     big = graded(tmp_path, RIGHT + "\nimport numpy\nx = numpy.ones(3 * 2**30 // 8)\n", name="big.py")
     assert big.verdict == "crashed" and "MemoryError" in big.detail, big
