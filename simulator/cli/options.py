@@ -265,8 +265,8 @@ EPILOGS = {
     "(FOLDER/ada/ring.py), else the file's name. An answer cell copied from its notebook works: the notebook's setup "
     "names (stage_a, mean_gradient, BETA, np) are given to the file. A student's files for one exercise are their "
     "tries 1, 2, ... by the files' times. Columns: file, student, exercise, verdict (passed, FAILED, not verified; "
-    "timed out, crashed, not graded), try_number, tries, first_divergence, detail, seconds, hint; beside it, "
-    "FILE-students.csv has one row per student (exercises passed, tries, last verdict, hint). Progress goes to "
+    "timed out, crashed, not graded), try_number, tries, first_divergence, detail, seconds, handed_in, hint; "
+    "beside it, FILE-students.csv has one row per student (exercises passed, tries, last verdict, hint). Progress goes to "
     "stderr. The verdict is made in this process; each answer runs in a process of its own, from a scratch folder, "
     "with limits on memory, time, output and processes, and cannot read instructor/ or the other files.",
 }

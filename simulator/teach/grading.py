@@ -42,6 +42,7 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -70,6 +71,7 @@ class Row:
     first_divergence: str = ""  # where the run first differs from one device, in words
     detail: str = ""  # the grade's first line, or why there is no grade
     seconds: float = 0.0
+    handed_in: str = ""  # the file's modification time (local, to the second): what orders the tries
     hint: str = ""  # for a try that did not pass: what to look at (the notebook's hint for that kind of failure)
 
 
@@ -240,7 +242,10 @@ def grade_folder(
     # every answer's scratch folder in one, which each of them is kept out of (but for its own)
     with tempfile.TemporaryDirectory(prefix="simulator-grade-") as scratch, ThreadPoolExecutor(max(1, jobs)) as pool:
         rows = list(pool.map(one, files))
-    _count_tries(rows, {str(p.relative_to(folder)): _handed_in(p) for p in files})
+    when = {str(p.relative_to(folder)): _handed_in(p) for p in files}
+    for row in rows:
+        row.handed_in = datetime.fromtimestamp(when[row.file]).isoformat(sep=" ", timespec="seconds")
+    _count_tries(rows, when)
     return rows
 
 
@@ -274,14 +279,14 @@ def write_csv(rows: Iterable[Row], path: str | Path) -> Path:
 
 def students(rows: list[Row]) -> list[dict[str, Any]]:
     """One row per student: the exercises passed, the files handed in, the last try's exercise and verdict (the
-    last by the try numbers' order), and the hint for that try when it did not pass."""
+    last handed in), and the hint for that try when it did not pass."""
     by: dict[str, list[Row]] = {}
     for row in rows:
         by.setdefault(row.student, []).append(row)
     out = []
     for student, own in sorted(by.items()):
         passed = sorted({r.exercise for r in own if r.verdict == "passed"})
-        last = max(own, key=lambda r: (r.try_number, r.file))
+        last = max(own, key=lambda r: (r.handed_in, r.try_number, r.file))
         out.append(
             {
                 "student": student,
