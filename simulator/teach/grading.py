@@ -162,7 +162,7 @@ def _verdict(row: Row, answer: RemoteAnswer, result: Grade | None, timeout: floa
             if not result.ok:
                 row.hint = _hint(row.exercise, result.diagnosis)
     elif answer.died:
-        tail = answer.output_tail()
+        tail = answer.printed
         row.verdict = "crashed"
         row.detail = f"the process ended ({answer.died}) before a grade" + (f": {tail}" if tail else "")
 

@@ -84,6 +84,7 @@ class RemoteAnswer(AnswerElsewhere):
         self.timed_out = False
         self.died: str | None = None  # how the process ended before a reply
         self.tampered: str | None = None  # what came on the channel that was not asked for
+        self.printed = ""  # the tail of what the student's code printed, once finished
         self._calls: list[Call] = []
         self._token = secrets.token_hex(16)
         # a folder of its own, in ``scratch`` (where the other answers' folders are, out of its reach) or a new one
@@ -159,28 +160,33 @@ class RemoteAnswer(AnswerElsewhere):
     # ---- the end --------------------------------------------------------------------------------
     def finish(self) -> None:
         """Say goodbye, wait (bounded) for the process to end and the channel to close, note anything sent after
-        the last reply, then stop the process and all it started, and remove the scratch folder."""
+        the last reply, then stop the process and all it started, keep the tail of what it printed
+        (``printed``), and remove the scratch folder."""
         try:
-            if self._proc.poll() is None and not self.timed_out:
-                with contextlib.suppress(OSError, AnswerLost):
+            said_bye = False
+            if self._proc.poll() is None and not (self.timed_out or self.tampered):
+                with contextlib.suppress(AnswerLost):
                     self._send({"kind": "bye"})
+                    said_bye = True
             end = min(self.deadline, time.monotonic() + GRACE)
             while self._read_some(end) == "data":
                 pass
             self._stop()
-            self._read_some(time.monotonic())  # whatever was written before the stop
-            if self._buffer and self.tampered is None:
+            while self._read_some(time.monotonic()) == "data":  # whatever was written before the stop
+                pass
+            if said_bye and self._buffer and self.tampered is None:
                 self.tampered = "more on the grader's channel after the last reply (a forged result line?)"
         finally:
             self._stop()
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
                 self._proc.wait(timeout=GRACE)
             for pipe in (self._proc.stdin, self._proc.stdout):
                 with contextlib.suppress(OSError):
                     pipe.close()
+            self.printed = self._tail()
             shutil.rmtree(self._scratch, ignore_errors=True)
 
-    def output_tail(self, lines: int = 3) -> str:
+    def _tail(self, lines: int = 3) -> str:
         """The last lines the student's code printed (or the error it ended with)."""
         try:
             with (self._scratch / ".output.txt").open("rb") as f:

@@ -426,3 +426,8 @@ def test_the_grade_asks_the_answer_s_process_for_any_run_it_needs(tmp_path):
 def test_a_fork_bomb_is_stopped_at_a_few_processes(tmp_path):
     row = graded(tmp_path, RIGHT + "\nimport os\nfor _ in range(50):\n    if os.fork() == 0:\n        os._exit(0)\n")
     assert row.verdict == "FAILED" and "graded code may not start more than a few processes" in row.detail, row
+
+
+def test_a_crash_shows_the_last_lines_the_file_printed(tmp_path):
+    row = graded(tmp_path, RIGHT + "\nimport os\nprint('about to leave')\nos._exit(4)\n")
+    assert row.verdict == "crashed" and "exit status 4" in row.detail and "about to leave" in row.detail, row
