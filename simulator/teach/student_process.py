@@ -30,6 +30,8 @@ import runpy
 import struct
 import sys
 import traceback
+from collections.abc import Iterator, Mapping
+from itertools import islice
 from pathlib import Path
 from types import FunctionType
 from typing import Any
@@ -38,6 +40,7 @@ from simulator.teach.answer_guard import disarm, install_guard, limit
 
 MAGIC = b"SIMR"  # every frame: MAGIC, its length (8 bytes, big-endian), then a pickle
 HEADER = struct.Struct(">4sQ")
+ITEMS = 1_000_000  # the most items of a list (or of what an iterator gives) a reply carries
 
 # The names each exercise's notebook sets up before its answer cell (its first cell's imports), by exercise: name ->
 # the module it comes from. ``np`` is given too, where the notebook imports NumPy. A test keeps this in step with
@@ -164,10 +167,12 @@ def plain(value: Any, depth: int = 0) -> Any:
         return value if value.dtype != object else repr(value)
     if isinstance(value, np.ndarray):
         return np.array(value) if value.dtype != object else f"<an array of Python objects, shape {value.shape}>"
-    if depth < 8 and type(value) in (list, tuple):
-        return type(value)(plain(v, depth + 1) for v in value)
-    if depth < 8 and type(value) is dict:
+    if depth < 8 and isinstance(value, Mapping):  # a dict of any kind: a dict
         return {plain(k, depth + 1): plain(v, depth + 1) for k, v in value.items()}
+    if depth < 8 and isinstance(value, (list, tuple, range, set, frozenset, Iterator)):
+        # a list, a tuple (named or not), or what iterating gives (a generator of rows, say): a list or a tuple
+        items = [plain(v, depth + 1) for v in islice(value, ITEMS)]
+        return tuple(items) if isinstance(value, tuple) else items
     if type(value) is slice:
         return slice(plain(value.start), plain(value.stop), plain(value.step))
     if value is Ellipsis:

@@ -431,3 +431,12 @@ def test_a_fork_bomb_is_stopped_at_a_few_processes(tmp_path):
 def test_a_crash_shows_the_last_lines_the_file_printed(tmp_path):
     row = graded(tmp_path, RIGHT + "\nimport os\nprint('about to leave')\nos._exit(4)\n")
     assert row.verdict == "crashed" and "exit status 4" in row.detail and "about to leave" in row.detail, row
+
+
+def test_a_schedule_given_as_a_generator_grades_as_in_a_notebook(tmp_path):
+    from simulator.teach.exercises import grade
+
+    text = SCHEDULE.replace("    return rows", "    return (row for row in rows)")
+    space: dict = {}
+    exec(compile(textwrap.dedent(text), "schedule.py", "exec"), space)
+    assert grade("1f1b-schedule", space["schedule"]).verdict == graded(tmp_path, text).verdict == "passed"
