@@ -84,7 +84,8 @@ class Achieved:
     memory_bandwidth: bytes/s an element-wise kernel reaches (STREAM copy)
     bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
                       is required; the others fall back to it, as busbw is defined to be comparable)
-    nic_bandwidth:    bytes/s one GPU's network port carries in a collective between nodes
+    nic_bandwidth:    bytes/s one network port carries in a collective between nodes
+    nics_per_node:    network ports per node (None: one per GPU, as in DGX nodes); its GPUs share them evenly
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
@@ -100,6 +101,7 @@ class Achieved:
     node_size: int
     bus_ranks: int = 8
     attention: float | None = None
+    nics_per_node: int | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -108,8 +110,16 @@ class Achieved:
         for name in ("memory_bandwidth", "nic_bandwidth"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Achieved.{name} must be > 0 bytes/s, got {getattr(self, name)!r}")
+        if self.nics_per_node is not None and (isinstance(self.nics_per_node, bool) or self.nics_per_node < 1):
+            raise ValueError(f"Achieved.nics_per_node must be a whole number >= 1, got {self.nics_per_node!r}")
         if not (self.nic_latency >= 0 and math.isfinite(self.nic_latency)):
             raise ValueError(f"Achieved.nic_latency must be a finite number of seconds >= 0, got {self.nic_latency!r}")
+
+    @property
+    def gpu_nic_bandwidth(self) -> float:
+        """Bytes/s between nodes for one GPU while every GPU of its node sends: its share of the node's ports."""
+        ports = self.node_size if self.nics_per_node is None else self.nics_per_node
+        return self.nic_bandwidth * min(1.0, ports / self.node_size)
 
     # ---- compute ------------------------------------------------------------------------------
     def matmul_time(self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2) -> float:
@@ -144,7 +154,7 @@ class Achieved:
         inside = factor * nbytes / curve.at(nbytes * self.bus_ranks / ranks)
         if per_node >= ranks:
             return inside
-        between = self.nic_latency + factor * nbytes / (per_node * self.nic_bandwidth)
+        between = self.nic_latency + factor * nbytes / (per_node * self.gpu_nic_bandwidth)
         return max(inside, between)
 
     def p2p_time(self, nbytes: float, same_node: bool) -> float:
@@ -153,7 +163,7 @@ class Achieved:
             return 0.0
         if same_node:
             return nbytes / self.bus["all_reduce"].at(nbytes)
-        return self.nic_latency + nbytes / self.nic_bandwidth
+        return self.nic_latency + nbytes / self.gpu_nic_bandwidth
 
 
 def _tile_use(dim: float) -> float:

@@ -24,7 +24,7 @@ Sources, shortened in the fields below:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .achieved import Achieved, Curve
 from .model import CostModel
@@ -192,6 +192,29 @@ def dgx_a100_system() -> System:
 def dgx_h100_system() -> System:
     """NVIDIA DGX H100 nodes."""
     return System(dgx_h100(), H100_ACHIEVED)
+
+
+NIC_SHARE = 24 / 25  # what NCCL carries of a port's line rate between nodes [NCCL-412]
+
+
+def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float | None = None) -> System:
+    """``base`` with another network between nodes: ``nics_per_node`` ports (None: one per GPU) of ``nic_gbps``
+    Gb/s line rate each (None: the preset's), carrying the share [NCCL-412] measured (96%) in collectives."""
+    if nics_per_node is None and nic_gbps is None:
+        return base
+    if nic_gbps is not None and not nic_gbps > 0:
+        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 (e.g. 200 for HDR)")
+    if nics_per_node is not None and (isinstance(nics_per_node, bool) or nics_per_node < 1):
+        raise ValueError(f"--nics-per-node {nics_per_node!r}: give a whole number of ports >= 1")
+    a = base.achieved
+    bandwidth = a.nic_bandwidth if nic_gbps is None else nic_gbps / 8 * GBS * NIC_SHARE
+    ports = a.nics_per_node if nics_per_node is None else nics_per_node
+    sources = dict(a.sources)
+    what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
+    sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
+    achieved = replace(a, nic_bandwidth=bandwidth, nics_per_node=ports, sources=sources)
+    cost = replace(base.cost, name=f"{base.cost.name} ({what})")
+    return System(cost, achieved)
 
 
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}

@@ -7,6 +7,7 @@ import pytest
 
 import simulator.parallel.whatif.validate as validate_module
 from simulator.cli.main import main
+from simulator.parallel.whatif.outside import LLAMA3, outside_rows
 from simulator.parallel.whatif.tables import published_rows
 from simulator.parallel.whatif.validate import layer_checks
 
@@ -74,11 +75,17 @@ def test_help_explains_the_flags(capsys):
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
     two = [published_rows()[4], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
     monkeypatch.setattr(validate_module, "published_rows", lambda: two)
+    outside = [r for r in outside_rows() if r.table == LLAMA3][1:2]  # one out-of-sample row: all in test_whatif_outside
+    monkeypatch.setattr(validate_module, "outside_rows", lambda: outside)
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
     assert "published  predicted   ratio" in out and "39B (t8 p2 d32)" in out and "22B seq. par. + selective" in out
+    assert out.index("Out of sample") > out.index("22B seq. par. + selective") and outside[0].label in out
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert data[-1]["set"] == "out of sample" and data[-1]["row"] == outside[0].label
+    assert data[-1]["layout"]["first_stage_layers"] == 3 and data[-1]["speed_ratio"] > 0
+    data = [r for r in data if r["set"] == "in sample"]
     assert [r["row"] for r in data] == [
         "39B (t8 p2 d32)",
         "22B seq. par. + selective",
@@ -94,5 +101,6 @@ def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
 def test_validate_fails_and_marks_a_row_outside_the_band(capsys, monkeypatch):
     far = replace(published_rows()[0], published=100)  # 1.7B as if it had measured 100 TFLOP/s: ratio above 1.5
     monkeypatch.setattr(validate_module, "published_rows", lambda: [far])
+    monkeypatch.setattr(validate_module, "outside_rows", lambda: [])
     assert main(["validate"]) == 1
     assert "1.7B (t1 p1 d32)" in (out := capsys.readouterr().out) and "outside 0.85-1.15" in out

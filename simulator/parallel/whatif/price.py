@@ -75,9 +75,9 @@ def recomputed_ops(forward: list[Op], layout: Layout) -> list[Op]:
 def action_costs(model: Transformer, layout: Layout, achieved: Achieved) -> list[dict[str, Costs]]:
     """Per stage (model chunk, 0 .. pp * stages_per_rank - 1): per action kind, seconds by category."""
     e = model.itemsize
-    stages = layout.pp * layout.stages_per_rank
-    per_chunk = model.layers // stages
-    ops = layer_ops(model, layout)  # one layer's; a chunk runs per_chunk of them
+    counts = layout.chunk_layers(model)
+    stages = len(counts)
+    ops = layer_ops(model, layout)  # one layer's; a chunk runs counts[s] of them
     first, last = embedding_ops(model, layout), head_ops(model, layout)
     out = []
     for s in range(stages):
@@ -86,7 +86,7 @@ def action_costs(model: Transformer, layout: Layout, achieved: Achieved) -> list
         for kind, phases in (("F", "F"), ("B", "IW"), ("I", "I"), ("W", "W")):
             chosen = [op for op in ops if op.phase in phases]
             again = recomputed_ops([op for op in ops if op.phase == "F"], layout) if kind in "BI" else []
-            costs = _scaled(price(chosen, again, layout, achieved, e), per_chunk)
+            costs = _scaled(price(chosen, again, layout, achieved, e), counts[s])
             ends_costs = price([op for op in extra if op.phase in phases], [], layout, achieved, e)
             kinds[kind] = {c: costs.get(c, 0.0) + ends_costs.get(c, 0.0) for c in CATEGORIES}
         out.append(kinds)

@@ -107,7 +107,7 @@ class Report:
         return {
             "model": self.model.name or "custom",
             "system": self.system,
-            "layout": {k: getattr(lay, k) for k in lay.__dataclass_fields__},
+            "layout": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(lay).items()},
             "devices": self.devices,
             "step_seconds": self.step_seconds,
             "tflops_per_gpu": self.tflops_per_gpu,

@@ -169,9 +169,11 @@ class StageProgram:
 
         reduce_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
         stream = 0.0  # when the gradient stream is next free
-        per_chunk = params / max(len(chunks), 1)
+        counts = layout.chunk_layers(model)
+        held = sum(counts[c] for c in chunks)  # this rank's layers: its chunks' gradients in proportion
         for s in sorted(done_at, key=lambda c: done_at[c][1]):
             start, end = done_at[s]
+            per_chunk = params * (counts[s] / held if held else 1 / len(chunks))
             if not layout.dp_overlap or ranks == 1:
                 stream = max(stream, time.end) + coll(reduce_kind, per_chunk, gb)
                 continue
@@ -210,7 +212,9 @@ def simulate(model: Transformer, layout: Layout, system: System) -> tuple[RunRes
     schedule = schedule_for(layout)
     program = StageProgram(model, layout, system, schedule)
     a, n = system.achieved, program.message.nbytes
-    latency, bandwidth = (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.nic_bandwidth)
+    latency, bandwidth = (
+        (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.gpu_nic_bandwidth)
+    )
     link = CostModel(latency=latency, bandwidth=bandwidth, flops=system.peak_flops, name=f"{system.name} pipeline")
     result = World(layout.pp, cost=link, keep_payloads=False, leftovers="error").run(program)
     return result, program
