@@ -90,6 +90,8 @@ class Achieved:
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
     attention:        FLOP/s of a fused (flash) attention kernel, or None where none was measured
+    overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
+                      take SMs, and memory bandwidth, from it)
     sources:          where the scalar figures come from, by field name
     """
 
@@ -102,6 +104,7 @@ class Achieved:
     bus_ranks: int = 8
     attention: float | None = None
     nics_per_node: int | None = None
+    overlap_slowdown: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -110,6 +113,8 @@ class Achieved:
         for name in ("memory_bandwidth", "nic_bandwidth"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Achieved.{name} must be > 0 bytes/s, got {getattr(self, name)!r}")
+        if not 0 <= self.overlap_slowdown < 1:
+            raise ValueError(f"Achieved.overlap_slowdown must be a share in [0, 1), got {self.overlap_slowdown!r}")
         if self.nics_per_node is not None and (isinstance(self.nics_per_node, bool) or self.nics_per_node < 1):
             raise ValueError(f"Achieved.nics_per_node must be a whole number >= 1, got {self.nics_per_node!r}")
         if not (self.nic_latency >= 0 and math.isfinite(self.nic_latency)):
@@ -131,6 +136,14 @@ class Achieved:
         rate = self.matmul.at(flops) * _tile_use(m) * _tile_use(n)
         traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
         return max(flops / rate, traffic)
+
+    def overlapped(self, compute: float, comm: float) -> tuple[float, float]:
+        """(compute seconds, exposed communication seconds) of ``compute`` with a collective of ``comm`` seconds
+        started beside it: while both run the kernel goes at 1 - ``overlap_slowdown`` of its speed."""
+        slow = 1.0 - self.overlap_slowdown
+        if comm * slow >= compute:  # the kernel finishes under the collective, which shows past it
+            return compute / slow, comm - compute / slow
+        return compute + self.overlap_slowdown * comm, 0.0
 
     def memory_time(self, nbytes: float) -> float:
         """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""

@@ -17,6 +17,11 @@ Sources, shortened in the fields below:
   inter-node" per 200 Gb/s HDR port.
 - [NCCL-TESTS-150]: NVIDIA/nccl-tests issue 150, all_reduce_perf between two A100 nodes, one GPU each:
   about 19 us for the smallest messages.
+- [OVERLAP]: Lin et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed
+  Deep Learning: Performance and Power Implications" (arXiv:2507.03114): GPT and Llama training kernels on 4
+  A100s, H100s, MI250s and MI210s run on average 18.9% slower (at most 40%) while a collective overlaps them
+  than alone. NCCL's kernels take whole SMs: an all-gather of 24 blocks holds 24 of an H100's 132 SMs (18%;
+  NVIDIA developer forum, "Compute-communication overlap causes severe GEMM performance degradation", 2025).
 - [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
   bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
 """
@@ -71,6 +76,8 @@ def _square(points: tuple[tuple[int, float], ...]) -> tuple[tuple[float, float],
 def _bus(gbs: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
     return tuple((float(n), g * GBS) for n, g in zip(SIZES_1K_TO_8G, gbs))
 
+
+OVERLAP_SLOWDOWN = 0.189  # [OVERLAP]
 
 A100_MATMUL = Curve(
     _square(((1024, 119.4), (2048, 221.8), (4096, 228.0), (8192, 253.7), (16384, 256.5))),
@@ -157,12 +164,14 @@ A100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=179.5 * T,
+    overlap_slowdown=OVERLAP_SLOWDOWN,
     sources={
         "memory_bandwidth": "[AZ-A100] HBM copy, 1.61 TB/s (79% of the 2.04 TB/s datasheet peak)",
         "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
         "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
         "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
+        "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
     },
 )
 
@@ -174,12 +183,14 @@ H100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=327.9 * T,
+    overlap_slowdown=OVERLAP_SLOWDOWN,
     sources={
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
         "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
         "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
+        "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
     },
 )
 

@@ -121,3 +121,38 @@ def test_the_llama3_production_layout_is_asked_with_its_published_split():
     assert layout.chunk_layers(model) == (7,) + (8,) * 14 + (7,)
     report = whatif(model, layout, "dgx-h100")
     assert 0 < report.mfu < 1
+
+
+def test_a_collective_beside_a_kernel_slows_it_by_the_measured_share():
+    achieved = dgx_h100_system().achieved
+    assert achieved.overlap_slowdown == pytest.approx(0.189)
+    assert achieved.overlapped(10.0, 2.0) == pytest.approx((10.0 + 0.189 * 2.0, 0.0))  # hidden, at a price
+    compute, exposed = achieved.overlapped(1.0, 5.0)  # the kernel finishes under the collective
+    assert compute == pytest.approx(1 / 0.811) and exposed == pytest.approx(5.0 - 1 / 0.811)
+    free = replace(achieved, overlap_slowdown=0.0)
+    assert free.overlapped(10.0, 2.0) == (10.0, 0.0)
+
+
+def test_hidden_communication_is_not_free():
+    layout = Layout(tp=8, sequence_parallel=True, global_batch=2)
+    model = named_model("llama2-13b")
+    slowed = whatif(model, layout, "dgx-h100")
+    machine = dgx_h100_system()
+    free = whatif(model, layout, replace(machine, achieved=replace(machine.achieved, overlap_slowdown=0.0)))
+    assert slowed.breakdown["contention"] > 0 and "contention" not in {k for k, v in free.breakdown.items() if v}
+    assert slowed.step_seconds > free.step_seconds
+
+
+def test_fsdp_gathers_hide_one_layer_ahead_and_show_when_layers_are_short():
+    """ZeRO-3 on 64 ranks: with prefetch the gathers hide behind long layers (only the first layer's shows), and
+    a short step (a microbatch of 1 token-poor sequences) exposes them; without overlap all of it shows."""
+    model = named_model("llama2-7b")
+    long = Layout(dp=64, zero=3, microbatch=2, global_batch=128, recompute="full")
+    short = replace(long, microbatch=1, global_batch=64)
+    tiny = replace(model, seq=256)
+    hidden = whatif(model, long, "dgx-h100").breakdown["dp"]
+    shown = whatif(tiny, short, "dgx-h100").breakdown["dp"]
+    serial = whatif(model, replace(long, dp_overlap=False), "dgx-h100").breakdown["dp"]
+    assert hidden < 0.05 * serial and shown > hidden
+    zero1 = whatif(model, replace(long, zero=1, dp_overlap=False), "dgx-h100").breakdown["dp"]
+    assert serial > 1.4 * zero1  # weights gathered twice for the one microbatch (1.5x ZeRO-1's gather + scatter)

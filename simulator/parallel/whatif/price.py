@@ -9,7 +9,9 @@
 - ``tp``, ``sp_cp``, ``ep``: the part of each collective that no product hides. A collective with a ``hide``
   product is hidden up to that product's time when the product runs in the same action and the layout's
   ``tp_overlap`` allows it (``layout.py``); when a schedule splits the backward, a collective waiting for
-  the weight-gradient product (which runs later, in W) is not hidden.
+  the weight-gradient product (which runs later, in W) is not hidden;
+- ``contention``: what hiding costs: the product runs slower while the collective beside it holds SMs
+  (``Achieved.overlapped``, with the slowdown the system measured).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from .layer import Op, embedding_ops, head_ops, layer_ops
 from .layout import Layout
 from .model import Transformer
 
-COMPUTE = ("matmul", "attention", "elementwise", "recompute")
+COMPUTE = ("matmul", "attention", "elementwise", "recompute", "contention")
 EXPOSED = ("tp", "sp_cp", "ep")
 CATEGORIES = COMPUTE + EXPOSED
 OVERLAPS = {"none": ("always",), "backward": ("always", "backward"), "full": ("always", "backward", "full")}
@@ -52,7 +54,9 @@ def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieve
             seconds = op_seconds(op, achieved, itemsize)
             if op.kind in EXPOSED:
                 if op.hide in times and op.overlap in allowed:
-                    seconds = max(0.0, seconds - times[op.hide])
+                    product = times[op.hide]
+                    slowed, seconds = achieved.overlapped(product, seconds)
+                    out["contention"] += slowed - product
                 out[op.kind] += seconds
             elif is_recompute:
                 out["recompute"] += seconds
