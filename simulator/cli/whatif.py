@@ -16,6 +16,7 @@ from dataclasses import replace
 from ..cost.systems import SYSTEMS, system, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, Layout, LayoutError, Transformer, whatif
+from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
 from ..parallel.whatif.layout import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
 from .types import bounded_int
 
@@ -45,11 +46,35 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         layout = build_layout(args)
         machine = with_network(system(args.hardware), args.nics_per_node, args.nic_gbps)
         report = whatif(model, layout, machine)
+        turned = [] if args.no_knobs else knobs(model, layout, machine)
     except (LayoutError, ValueError) as exc:
         print(f"whatif: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    low, high = band(report.tflops_per_gpu)
+    if args.json:
+        data = report.to_json()
+        data["band_tflops_per_gpu"] = {"low": low, "high": high, "out_of_sample_speed_ratios": list(OUT_OF_SAMPLE)}
+        data["knobs"] = [k.to_json() for k in turned]
+        print(json.dumps(data, indent=2))
+    else:
+        print(report.text())
+        print(uncertainty(report.tflops_per_gpu, low, high, turned))
     return 0 if report.fits else 1
+
+
+def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:
+    """The band and the knobs, as the report's last lines."""
+    lo, mid, hi = OUT_OF_SAMPLE
+    lines = [
+        "",
+        f"uncertainty: published runs of layouts it was not built on ran {1 / hi:.0%} to {1 / lo:.0%} of the predicted "
+        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU",
+    ]
+    if turned:
+        lines.append("unpublished knobs, re-asked (model TFLOP/s per GPU), largest swing first:")
+        ordered = sorted(turned, key=lambda k: -(k.swing(tflops)[1] - k.swing(tflops)[0]))
+        lines += [f"  {k.text(tflops)}" for k in ordered]
+    return "\n".join(lines)
 
 
 def cmd_validate(args: argparse.Namespace) -> int:
@@ -203,3 +228,5 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-knobs", action="store_true",
+                   help="skip re-asking the layout at other interleaving depths, microbatches and recomputation")  # fmt: skip

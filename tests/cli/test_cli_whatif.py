@@ -21,6 +21,32 @@ def test_whatif_prints_where_the_time_goes(capsys):
     assert "pipeline rank   0:" in out and "DOES NOT FIT" not in out
 
 
+def test_whatif_says_its_band_and_the_knobs_that_move_it(capsys):
+    flags = ["--model", "llama2-7b", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "16"]
+    assert main(["whatif", *flags]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "uncertainty: published runs of layouts it was not built on ran" in out and "TFLOP/s per GPU" in out
+    assert "interleaving depth:" in out and "microbatch:" in out and "recompute:" in out
+    assert main(["whatif", *flags, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["band_tflops_per_gpu"]["low"] < data["tflops_per_gpu"] < data["band_tflops_per_gpu"]["high"] * 1.1
+    assert {k["knob"] for k in data["knobs"]} == {"interleaving depth", "microbatch", "recompute"}
+    assert main(["whatif", *flags, "--no-knobs"]) == 0
+    assert "unpublished knobs" not in capsys.readouterr().out
+
+
+def test_uneven_layers_and_a_network_by_flags(capsys):
+    flags = ["--model", "llama3-8b", "--tp", "8", "--pp", "4", "--dp", "2", "--global-batch", "8", "--json"]
+    assert main(["whatif", *flags, "--first-stage-layers", "6", "--last-stage-layers", "6", "--nics-per-node", "4",
+                 "--nic-gbps", "100", "--no-knobs"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert data["layout"]["first_stage_layers"] == 6 and "4 ports a node of 100 Gb/s" in data["system"]
+    assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
+    assert "summing to the model's layers" in capsys.readouterr().err
+    assert main(["whatif", *flags, "--stage-layers", "8,x"]) == 2
+    assert "whole numbers of layers separated by commas" in capsys.readouterr().err
+
+
 def test_whatif_json_has_the_report_keys(capsys):
     flags = ["--model", "llama2-7b", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "16"]
     assert main(["whatif", *flags, "--schedule", "interleaved-1f1b", "--virtual-stages", "2", "--json"]) == 0

@@ -8,7 +8,7 @@ import pytest
 from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
 from simulator.parallel.whatif import Layout, LayoutError, Transformer, named_model, whatif
 from simulator.parallel.whatif.memory import chunk_activations, rank_params
-from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MT_NLG, outside_rows
+from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MOSAIC, MT_NLG, mpt, outside_rows
 from simulator.parallel.whatif.price import action_costs, total
 from simulator.parallel.whatif.step import schedule_for
 from simulator.parallel.whatif.validate import Summary, outside_table, speed_ratio, validate
@@ -80,7 +80,7 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
 
 def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     rows = outside_rows()
-    assert {r.table for r in rows} == {MT_NLG, BLOOM, LLAMA3}
+    assert {r.table for r in rows} == {MT_NLG, BLOOM, LLAMA3, MOSAIC}
     mt = [r for r in rows if r.table == MT_NLG]
     assert [(r.layout.tp, r.layout.pp, r.layout.dp, r.layout.global_batch) for r in mt] == [
         (8, 35, 8, 1920), (8, 35, 10, 1920), (8, 35, 12, 1920)]  # fmt: skip
@@ -156,3 +156,13 @@ def test_fsdp_gathers_hide_one_layer_ahead_and_show_when_layers_are_short():
     assert hidden < 0.05 * serial and shown > hidden
     zero1 = whatif(model, replace(long, zero=1, dp_overlap=False), "dgx-h100").breakdown["dp"]
     assert serial > 1.4 * zero1  # weights gathered twice for the one microbatch (1.5x ZeRO-1's gather + scatter)
+
+
+def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
+    rows = [r for r in outside_rows() if r.table == MOSAIC]
+    assert len(rows) == 11 and all(r.layout.zero == 3 and r.layout.devices == 8 for r in rows)
+    assert {r.model.name for r in rows} >= {"mpt-760m", "mpt-7b", "mpt-30b"}
+    for size, published in (("7b", 6658859008), ("30b", 29975214080), ("760m", 760470528)):
+        assert mpt(size).params == pytest.approx(published, rel=0.01)  # the table's NumParams
+    (c,) = validate([rows[2]])  # MPT-7b on A100: tokens per second per GPU from the step
+    assert c.predicted == pytest.approx(96 * 2048 / c.report.step_seconds / 8)

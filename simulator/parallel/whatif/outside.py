@@ -31,6 +31,13 @@ Sources:
   ZeRO-1: one gather and one reduce-scatter a step); sequence parallelism (Megatron-style tensor
   parallelism). Unpublished: the interleaving depth (rule: the smallest the schedule allows, 2 chunks a rank)
   and the microbatch (rule: 1, the only one the sequences per rank allow at 16 microbatches with pp 16).
+- [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
+  the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
+  the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
+  (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so; each
+  row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
+  per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
+  network between nodes plays no part, and every model size the tables hold at that length appears).
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from .model import Transformer, named_model
 from .tables import NARAYANAN_2021, Row
 
 MT_NLG = "Smith et al. 2022 (MT-NLG), section 2.4"
+MOSAIC = "MosaicML llm-foundry benchmarks (FSDP, 8 GPUs)"
 BLOOM = "BigScience 2022 (BLOOM), tr11-176B-ml"
 LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
 
@@ -87,6 +95,44 @@ def _llama3() -> list[Row]:
     return rows
 
 
+# MPT sizes (layers, width, heads) as llm-foundry's yamls give them; their parameter counts match the
+# table's NumParams column to within 1%
+MPT = {"760m": (24, 1536, 12), "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
+       "13b": (40, 5120, 40), "30b": (48, 7168, 64)}  # fmt: skip
+
+# system, model, microbatch, gradient accumulation, global batch, activation checkpointing, tokens/s per GPU
+_MOSAIC = [
+    ("dgx-a100", "30b", 3, 21, 504, True, 916),
+    ("dgx-a100", "13b", 2, 3, 48, False, 2262),
+    ("dgx-a100", "7b", 6, 2, 96, False, 4641),
+    ("dgx-a100", "3b", 10, 2, 160, False, 10811),
+    ("dgx-a100", "1b", 14, 4, 448, False, 20513),
+    ("dgx-a100", "760m", 24, 2, 384, False, 32434),
+    ("dgx-h100", "30b", 3, 21, 504, True, 2002),
+    ("dgx-h100", "13b", 2, 1, 16, False, 4792),
+    ("dgx-h100", "7b", 6, 1, 48, False, 10643),
+    ("dgx-h100", "1b", 14, 1, 112, False, 45455),
+    ("dgx-h100", "760m", 24, 2, 384, False, 63147),
+]
+
+
+def mpt(size: str, seq: int = 2048) -> Transformer:
+    """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
+    layers, hidden, heads = MPT[size]
+    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, name=f"mpt-{size}")
+
+
+def _mosaic() -> list[Row]:
+    rows = []
+    for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
+        layout = Layout(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none")
+        assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
+        gpu = "A100" if machine == "dgx-a100" else "H100"
+        rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,
+                        "tokens_per_second_per_gpu", machine))  # fmt: skip
+    return rows
+
+
 def outside_rows() -> list[Row]:
     """The out-of-sample rows, source by source."""
-    return _mt_nlg() + _bloom() + _llama3()
+    return _mt_nlg() + _bloom() + _llama3() + _mosaic()

@@ -50,7 +50,7 @@ class Row:
     layout: Layout
     published: float
     metric: str  # "tflops_per_gpu" (with recomputation, as Narayanan et al. count), "model_tflops_per_gpu"
-    # (without: the MFU count) or "step_seconds"
+    # (without: the MFU count), "tokens_per_second_per_gpu" or "step_seconds"
     system: str | System = "dgx-a100"
 
 

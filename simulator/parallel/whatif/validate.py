@@ -53,6 +53,9 @@ class Checked:
             return self.report.hardware_tflops_per_gpu
         if self.row.metric == "model_tflops_per_gpu":
             return self.report.tflops_per_gpu
+        if self.row.metric == "tokens_per_second_per_gpu":
+            lay = self.report.layout
+            return lay.global_batch * self.row.model.seq / self.report.step_seconds / lay.devices
         return self.report.step_seconds
 
     @property
@@ -125,14 +128,19 @@ def outside_table(checked: list[Checked]) -> str:
         if c.row.table != current:
             current = c.row.table
             unit = {"step_seconds": "seconds per iteration", "tflops_per_gpu": "TFLOP/s per GPU with recomputation",
-                    "model_tflops_per_gpu": "model TFLOP/s per GPU"}[c.row.metric]  # fmt: skip
+                    "model_tflops_per_gpu": "model TFLOP/s per GPU",
+                    "tokens_per_second_per_gpu": "tokens per second per GPU"}[c.row.metric]  # fmt: skip
             lines += ["", f"{current} ({unit})"]
             lines.append(f"  {'row':<42} {'published':>10} {'predicted':>10} {'speed':>6}")
         r = speed_ratio(c)
         mark = "" if abs(r - 1) <= 0.15 else "   off by more than 15%"
-        lines.append(f"  {c.row.label:<42} {c.row.published:>10.4g} {c.predicted:>10.4g} {r:>6.2f}{mark}")
+        lines.append(f"  {c.row.label:<42} {_num(c.row.published):>10} {_num(c.predicted):>10} {r:>6.2f}{mark}")
     lines += ["", Summary.of([speed_ratio(c) for c in checked]).text() if checked else "no out-of-sample rows"]
     return "\n".join(lines)
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
 def activation_checks() -> list[tuple[str, float, float]]:
