@@ -222,7 +222,7 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         "--precision",
         choices=tuple(PRECISION),
         default="bf16",
-        help="bf16 (18 B a parameter; the default) or fp16 (20 B)",
+        help="bf16 (18 B a parameter; the default), fp16 (20 B) or fp8 (Transformer Engine's FP8 products, H100)",
     )
     soft.add_argument(
         "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"

@@ -85,6 +85,7 @@ class Achieved:
     bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
                       is required; the others fall back to it, as busbw is defined to be comparable)
     nic_bandwidth:    bytes/s one network port carries in a collective between nodes
+    matmul_fp8:       FLOP/s of an FP8 matrix product (Transformer Engine's), by its FLOPs; None: no FP8 tensor cores
     nics_per_node:    network ports per node (None: one per GPU, as in DGX nodes); its GPUs share them evenly
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     node_size:        GPUs per node (a group of more spans nodes)
@@ -105,6 +106,7 @@ class Achieved:
     attention: float | None = None
     nics_per_node: int | None = None
     overlap_slowdown: float = 0.0
+    matmul_fp8: Curve | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -127,13 +129,19 @@ class Achieved:
         return self.nic_bandwidth * min(1.0, ports / self.node_size)
 
     # ---- compute ------------------------------------------------------------------------------
-    def matmul_time(self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2) -> float:
-        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs,
-        lowered by tile quantization of m and n, or their bytes at the memory bandwidth if that is slower."""
+    def matmul_time(
+        self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2, fp8: bool = False
+    ) -> float:
+        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs
+        (the FP8 curve with ``fp8``), lowered by tile quantization of m and n, or their bytes at the memory
+        bandwidth if that is slower."""
         flops = 2.0 * m * n * k * batch
         if flops <= 0:
             return 0.0
-        rate = self.matmul.at(flops) * _tile_use(m) * _tile_use(n)
+        if fp8 and self.matmul_fp8 is None:
+            raise ValueError("this GPU has no FP8 tensor cores (no FP8 rate was measured): use precision bf16")
+        curve = self.matmul_fp8 if fp8 else self.matmul
+        rate = curve.at(flops) * _tile_use(m) * _tile_use(n)
         traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
         return max(flops / rate, traffic)
 

@@ -166,3 +166,15 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
         assert mpt(size).params == pytest.approx(published, rel=0.01)  # the table's NumParams
     (c,) = validate([rows[2]])  # MPT-7b on A100: tokens per second per GPU from the step
     assert c.predicted == pytest.approx(96 * 2048 / c.report.step_seconds / 8)
+
+
+def test_fp8_runs_the_linear_products_at_the_measured_fp8_rate_where_the_gpu_has_one():
+    model = named_model("llama2-7b")
+    layout = Layout(dp=8, zero=1, global_batch=64)
+    bf16 = whatif(model, layout, "dgx-h100")
+    fp8 = whatif(model, replace(layout, precision="fp8"), "dgx-h100")
+    assert fp8.breakdown["matmul"] < 0.7 * bf16.breakdown["matmul"]  # about 1.7x the rate on these shapes
+    assert fp8.breakdown["attention"] == pytest.approx(bf16.breakdown["attention"])  # the attention core stays bf16
+    assert fp8.peak_flops == 2 * bf16.peak_flops and fp8.mfu < 1
+    with pytest.raises(ValueError, match="no FP8 tensor cores"):
+        whatif(model, replace(layout, precision="fp8"), "dgx-a100")

@@ -18,7 +18,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``grad_fusion``: weight gradients accumulate into the fp32 main gradients inside the product
   (``--gradient-accumulation-fusion``, February 2022); off, a separate add per parameter and microbatch;
 - ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
-  gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md;
+  gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
+  "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
+  measured FP8 rate, the rest as bf16; memory as bf16, the FP8 copies and scales not counted);
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022) or "flash" (one fused kernel, FlashAttention-2).
 """
@@ -32,7 +34,9 @@ from .model import Transformer
 
 RECOMPUTE = ("none", "selective", "full")
 TP_OVERLAP = ("none", "backward", "full")
-PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16)}  # bytes a parameter: weights, gradients, optimizer state
+# bytes a parameter: weights, gradients, optimizer state; FP8 (Transformer Engine) keeps bf16 weights and fp32
+# main gradients, casting to FP8 inside each product
+PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12)}
 ATTENTION = ("flash", "unfused")
 V_SCHEDULES = ("zbv", "dualpipe-v")  # two stages per rank in a V
 LOOPED = ("interleaved-1f1b", "interleaved-zb", "looped-bfs")

@@ -30,10 +30,11 @@ OVERLAPS = {"none": ("always",), "backward": ("always", "backward"), "full": ("a
 Costs = dict[str, float]
 
 
-def op_seconds(op: Op, achieved: Achieved, itemsize: int) -> float:
-    """Seconds one op takes on its own (a collective: with no compute beside it)."""
+def op_seconds(op: Op, achieved: Achieved, itemsize: int, fp8: bool = False) -> float:
+    """Seconds one op takes on its own (a collective: with no compute beside it). Under FP8 the linear layers'
+    products run on FP8 tensor cores (Transformer Engine); the attention core stays in 16 bits."""
     if op.kind == "matmul":
-        return achieved.matmul_time(*op.shape, itemsize=itemsize)
+        return achieved.matmul_time(*op.shape, itemsize=itemsize, fp8=fp8 and not op.core)
     if op.kind == "attention":
         return achieved.attention_time(op.flops)
     if op.kind == "memory":
@@ -49,9 +50,10 @@ def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieve
     out: Costs = defaultdict(float)
     allowed = OVERLAPS[layout.tp_overlap]
     for group, is_recompute in ((recomputed, True), (ops, False)):
-        times = {op.name: op_seconds(op, achieved, itemsize) for op in group if op.kind in ("matmul", "attention")}
+        fp8 = layout.precision == "fp8"
+        times = {op.name: op_seconds(op, achieved, itemsize, fp8) for op in group if op.kind in ("matmul", "attention")}
         for op in group:
-            seconds = op_seconds(op, achieved, itemsize)
+            seconds = op_seconds(op, achieved, itemsize, fp8)
             if op.kind in EXPOSED:
                 if op.hide in times and op.overlap in allowed:
                     product = times[op.hide]
