@@ -93,7 +93,7 @@ def test_help_explains_the_flags(capsys):
                  "--sequence-parallel", "--zero", "--json"):  # fmt: skip
         assert flag in out
     out = " ".join(out.split())  # argparse wraps the help
-    for default in ("(default selective)", "0 (the default)", "the default) or fp16", "flash, the default",
+    for default in ("(default selective)", "0 (the default)", "the default), fp16", "flash, the default",
                     "(default gelu", "(default 0: dense)", "(default 1; needs --experts)", "as many as --heads"):  # fmt: skip
         assert default in out
 
