@@ -11,6 +11,10 @@ Sources, shortened in the fields below:
   CUDA 12.5, NCCL 2.18.5) and ND H100 v5 (8 x H100 80GB HBM3, CUDA 12.6), github.com/samuel-bohman/
   AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md and ND_H100_v5_results.md: cuBLASLt GEMMs,
   STREAM-style HBM copy, nccl-tests all_reduce bus bandwidth inside one node, FlashAttention-2.
+- [TPT-79]: zzc0721/torch-performance-test-data issue 79 (2025-10-18): torch.matmul on an NVIDIA H100 80GB
+  HBM3 (PyTorch 2.7.0, CUDA 12.8), square products; BF16: 176.6, 676.6, 788.7, 797.5 and 719.7 TFLOP/s at
+  1024, 2048, 4096, 8192 and 10240. The largest, longest-running product is the slowest of the large ones; the
+  maximum, 797.5, agrees with [MAMF]'s best BF16 shape on H100 SXM, 794.5.
 - [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
   FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
 - [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
@@ -116,10 +120,9 @@ A100_ALL_REDUCE = Curve(
 )
 H100_FP8_MATMUL = ((1024, 274.1), (2048, 1011.3), (4096, 1216.9), (8192, 1290.1), (16384, 1377.3), (32768, 1382.2))
 H100_FP8_CURVE = Curve(_square(H100_FP8_MATMUL), "[AZ-H100] cuBLASLt FP8 GEMM, m = n = k")
-H100_MATMUL = H100_FP8_CURVE.scaled(
-    794.5 / 1382.2,
-    "[AZ-H100]'s FP8 curve (the only H100 curve found) scaled to BF16's measured maximum, 794.5 TFLOP/s [MAMF]: "
-    "an assumption about its shape",
+H100_MATMUL = Curve(
+    _square(((1024, 176.62), (2048, 676.59), (4096, 788.72), (8192, 797.51), (10240, 719.72))),
+    "[TPT-79] torch.matmul BF16 on H100 80GB HBM3, m = n = k; beyond 10240^3 the largest product's rate",
 )
 H100_ALL_REDUCE = Curve(
     _bus(
