@@ -85,6 +85,7 @@ class Achieved:
     bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
                       is required; the others fall back to it, as busbw is defined to be comparable)
     nic_bandwidth:    bytes/s one network port carries in a collective between nodes
+    launch_seconds:   the CPU's time to issue one kernel from PyTorch, the launch's round trip
     matmul_fp8:       FLOP/s of an FP8 matrix product (Transformer Engine's), by its FLOPs; None: no FP8 tensor cores
     nics_per_node:    network ports per node (None: one per GPU, as in DGX nodes); its GPUs share them evenly
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
@@ -107,6 +108,7 @@ class Achieved:
     nics_per_node: int | None = None
     overlap_slowdown: float = 0.0
     matmul_fp8: Curve | None = None
+    launch_seconds: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

@@ -26,6 +26,9 @@ Sources, shortened in the fields below:
   A100s, H100s, MI250s and MI210s run on average 18.9% slower (at most 40%) while a collective overlaps them
   than alone. NCCL's kernels take whole SMs: an all-gather of 24 blocks holds 24 of an H100's 132 SMs (18%;
   NVIDIA developer forum, "Compute-communication overlap causes severe GEMM performance degradation", 2025).
+- [LAUNCH]: NVIDIA's Nsight Systems user guide profiles a PyTorch element-wise op on a Tesla V100: about 20 us
+  from the op's launch on the CPU to its kernel's start (as quoted in "Every CUDA kernel pays a launch tax",
+  groundy.com, 2025).
 - [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
   bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
 """
@@ -82,6 +85,7 @@ def _bus(gbs: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
 
 
 OVERLAP_SLOWDOWN = 0.189  # [OVERLAP]
+LAUNCH_SECONDS = 20e-6  # [LAUNCH]
 
 A100_MATMUL = Curve(
     _square(((1024, 119.4), (2048, 221.8), (4096, 228.0), (8192, 253.7), (16384, 256.5))),
@@ -169,6 +173,7 @@ A100_ACHIEVED = Achieved(
     node_size=8,
     attention=179.5 * T,
     overlap_slowdown=OVERLAP_SLOWDOWN,
+    launch_seconds=LAUNCH_SECONDS,
     sources={
         "memory_bandwidth": "[AZ-A100] HBM copy, 1.61 TB/s (79% of the 2.04 TB/s datasheet peak)",
         "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
@@ -176,6 +181,7 @@ A100_ACHIEVED = Achieved(
         "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
+        "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },
 )
 
@@ -189,6 +195,7 @@ H100_ACHIEVED = Achieved(
     attention=327.9 * T,
     overlap_slowdown=OVERLAP_SLOWDOWN,
     matmul_fp8=H100_FP8_CURVE,
+    launch_seconds=LAUNCH_SECONDS,
     sources={
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
@@ -196,6 +203,7 @@ H100_ACHIEVED = Achieved(
         "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
         "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
+        "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },
 )
 

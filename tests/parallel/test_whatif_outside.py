@@ -178,3 +178,14 @@ def test_fp8_runs_the_linear_products_at_the_measured_fp8_rate_where_the_gpu_has
     assert fp8.peak_flops == 2 * bf16.peak_flops and fp8.mfu < 1
     with pytest.raises(ValueError, match="no FP8 tensor cores"):
         whatif(model, replace(layout, precision="fp8"), "dgx-a100")
+
+
+def test_kernels_shorter_than_their_launch_leave_the_gpu_waiting():
+    tiny = Transformer(layers=2, hidden=256, heads=4, seq=128, vocab=512, name="tiny")
+    short = whatif(tiny, Layout(global_batch=1), "dgx-h100")
+    assert short.breakdown["launch"] > 0.3 * short.step_seconds  # microsecond kernels: the CPU sets the pace
+    big = whatif(named_model("llama2-7b"), Layout(tp=8, global_batch=1), "dgx-h100")
+    assert big.breakdown["launch"] < 0.01 * big.step_seconds  # millisecond kernels hide their launches
+    blocking = whatif(named_model("llama2-7b"), Layout(tp=8, global_batch=1, launch_blocking=True), "dgx-h100")
+    kernels = blocking.breakdown["launch"] / dgx_h100_system().achieved.launch_seconds
+    assert 100 < kernels < 2000  # every kernel and collective of 32 layers' forward and backward waits for the CPU

@@ -71,6 +71,7 @@ class Layout:
     first_stage_layers: int | None = None  # Megatron-LM's --decoder-first-pipeline-num-layers
     last_stage_layers: int | None = None  # --decoder-last-pipeline-num-layers
     stage_layers: tuple[int, ...] | None = None  # layers of every model chunk, in pipeline order
+    launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):

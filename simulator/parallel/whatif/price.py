@@ -10,6 +10,7 @@
   product is hidden up to that product's time when the product runs in the same action and the layout's
   ``tp_overlap`` allows it (``layout.py``); when a schedule splits the backward, a collective waiting for
   the weight-gradient product (which runs later, in W) is not hidden;
+- ``launch``: the GPU waiting for the CPU to issue kernels (``launch_gap``);
 - ``contention``: what hiding costs: the product runs slower while the collective beside it holds SMs
   (``Achieved.overlapped``, with the slowdown the system measured).
 """
@@ -23,7 +24,7 @@ from .layer import Op, embedding_ops, head_ops, layer_ops
 from .layout import Layout
 from .model import Transformer
 
-COMPUTE = ("matmul", "attention", "elementwise", "recompute", "contention")
+COMPUTE = ("matmul", "attention", "elementwise", "recompute", "contention", "launch")
 EXPOSED = ("tp", "sp_cp", "ep")
 CATEGORIES = COMPUTE + EXPOSED
 OVERLAPS = {"none": ("always",), "backward": ("always", "backward"), "full": ("always", "backward", "full")}
@@ -54,6 +55,8 @@ def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieve
         times = {op.name: op_seconds(op, achieved, itemsize, fp8) for op in group if op.kind in ("matmul", "attention")}
         for op in group:
             seconds = op_seconds(op, achieved, itemsize, fp8)
+            if seconds > 0:
+                out["launch"] += launch_gap(op, seconds, layout, achieved)
             if op.kind in EXPOSED:
                 if op.hide in times and op.overlap in allowed:
                     product = times[op.hide]
@@ -65,6 +68,18 @@ def price(ops: list[Op], recomputed: list[Op], layout: Layout, achieved: Achieve
             else:
                 out[{"matmul": "matmul", "attention": "attention", "memory": "elementwise"}[op.kind]] += seconds
     return out
+
+
+def launch_gap(op: Op, seconds: float, layout: Layout, achieved: Achieved) -> float:
+    """Seconds the GPU waits for the CPU around one kernel. The CPU issues kernels ahead of the GPU, so a kernel
+    shorter than the CPU's time to issue one (``Achieved.launch_seconds``) leaves the GPU idle for the rest;
+    under ``CUDA_LAUNCH_BLOCKING=1`` (``layout.launch_blocking``) the CPU waits for every kernel, collectives
+    included, and its issue time adds to each."""
+    if layout.launch_blocking:
+        return achieved.launch_seconds
+    if op.kind in EXPOSED:
+        return 0.0
+    return max(0.0, achieved.launch_seconds - seconds)
 
 
 def recomputed_ops(forward: list[Op], layout: Layout) -> list[Op]:

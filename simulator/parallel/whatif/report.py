@@ -24,12 +24,13 @@ from .layout import Layout
 from .memory import GIB, Memory
 from .model import Transformer
 
-COMPUTE_KINDS = ("matmul", "attention", "elementwise", "recompute", "contention", "optimizer")
+COMPUTE_KINDS = ("matmul", "attention", "elementwise", "recompute", "contention", "launch", "optimizer")
 COMM_KINDS = ("tp", "sp_cp", "ep", "pp", "dp")
 KINDS = COMPUTE_KINDS + COMM_KINDS + ("bubble", "idle")
 LABELS = {
     "matmul": "matrix products", "attention": "fused attention", "elementwise": "element-wise kernels",
-    "recompute": "recomputation", "contention": "products slowed by overlapped comm.", "optimizer": "optimizer step", "tp": "tensor-parallel all-reduces",
+    "recompute": "recomputation", "contention": "products slowed by overlapped comm.",
+    "launch": "GPU waiting for kernel launches", "optimizer": "optimizer step", "tp": "tensor-parallel all-reduces",
     "sp_cp": "sequence/context-parallel comm.", "ep": "expert-parallel all-to-all", "pp": "pipeline sends",
     "dp": "data-parallel gradients", "bubble": "pipeline bubble", "idle": "idle (waiting for the slowest)",
 }  # fmt: skip
