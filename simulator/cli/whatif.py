@@ -46,7 +46,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         layout = build_layout(args)
         machine = with_network(system(args.hardware), args.nics_per_node, args.nic_gbps)
         report = whatif(model, layout, machine)
-        turned = [] if args.no_knobs else knobs(model, layout, machine)
+        turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (LayoutError, ValueError) as exc:
         print(f"whatif: {exc}", file=sys.stderr)
         return 2

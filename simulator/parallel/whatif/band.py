@@ -78,8 +78,9 @@ def _depths(model: Transformer, layout: Layout) -> list[tuple[str, dict[str, Any
     return out
 
 
-def knobs(model: Transformer, layout: Layout, on: System | str) -> list[Knob]:
-    """Each unpublished knob re-asked (see the module docstring), those that could not run left out."""
+def knobs(model: Transformer, layout: Layout, on: System | str, asked: Report | None = None) -> list[Knob]:
+    """Each unpublished knob re-asked (see the module docstring), those that could not run left out; ``asked``,
+    the layout's own report if it was made, stands for the knob values the layout already has."""
     variants = {
         "interleaving depth": _depths(model, layout),
         "microbatch": [
@@ -95,7 +96,7 @@ def knobs(model: Transformer, layout: Layout, on: System | str) -> list[Knob]:
             try:
                 variant = replace(layout, **changes)  # the global batch kept: a microbatch that does not split it
                 variant.check(model)  # is not tried
-                report: Report = whatif(model, variant, on)
+                report: Report = asked if asked is not None and variant == layout else whatif(model, variant, on)
             except LayoutError:
                 continue
             values.append((label, report.tflops_per_gpu, report.fits))
