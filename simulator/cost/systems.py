@@ -21,8 +21,8 @@ Sources, shortened in the fields below:
   inter-node" per 200 Gb/s HDR port.
 - [NCCL-TESTS-150]: NVIDIA/nccl-tests issue 150, all_reduce_perf between two A100 nodes, one GPU each:
   about 19 us for the smallest messages.
-- [OVERLAP]: Lin et al. 2025, "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed
-  Deep Learning: Performance and Power Implications" (arXiv:2507.03114): GPT and Llama training kernels on 4
+- [OVERLAP]: "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning:
+  Performance and Power Implications" (arXiv:2507.03114, July 2025): GPT and Llama training kernels on 4
   A100s, H100s, MI250s and MI210s run on average 18.9% slower (at most 40%) while a collective overlaps them
   than alone. NCCL's kernels take whole SMs: an all-gather of 24 blocks holds 24 of an H100's 132 SMs (18%;
   NVIDIA developer forum, "Compute-communication overlap causes severe GEMM performance degradation", 2025).
