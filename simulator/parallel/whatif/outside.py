@@ -98,8 +98,8 @@ def _llama3() -> list[Row]:
 
 # MPT sizes (layers, width, heads) as llm-foundry's yamls give them; their parameter counts match the
 # table's NumParams column to within 1%
-MPT = {"760m": (24, 1536, 12), "1b": (24, 2048, 16), "3b": (32, 2560, 20), "7b": (32, 4096, 32),
-       "13b": (40, 5120, 40), "30b": (48, 7168, 64)}  # fmt: skip
+MPT = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),
+       "3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 64)}  # fmt: skip
 
 # system, model, microbatch, gradient accumulation, global batch, activation checkpointing, tokens/s per GPU
 _MOSAIC = [
@@ -109,6 +109,9 @@ _MOSAIC = [
     ("dgx-a100", "3b", 10, 2, 160, False, 10811),
     ("dgx-a100", "1b", 14, 4, 448, False, 20513),
     ("dgx-a100", "760m", 24, 2, 384, False, 32434),
+    ("dgx-a100", "350m", 32, 2, 512, False, 58782),
+    ("dgx-a100", "125m", 40, 2, 640, False, 142830),
+    ("dgx-a100", "125m", 32, 2, 512, False, 141737),
     ("dgx-h100", "30b", 3, 21, 504, True, 2002),
     ("dgx-h100", "13b", 2, 1, 16, False, 4792),
     ("dgx-h100", "7b", 6, 1, 48, False, 10643),
