@@ -151,6 +151,7 @@ def build_layout(args: argparse.Namespace) -> Layout:
         tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, grad_fusion=not args.no_grad_fusion,
         precision=args.precision, attention=args.attention, first_stage_layers=args.first_stage_layers,
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
+        launch_blocking=args.launch_blocking,
     )  # fmt: skip
 
 
@@ -216,6 +217,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     soft = p.add_argument_group("software (defaults: Megatron-LM today; the papers' settings in docs/whatif.md)")
     soft.add_argument("--tp-overlap", choices=TP_OVERLAP, default="backward",
                       help="which tensor-parallel collectives run behind products (default backward)")  # fmt: skip
+    soft.add_argument("--launch-blocking", action="store_true",
+                      help="CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel before issuing the next")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
     soft.add_argument(

@@ -41,6 +41,8 @@ def test_uneven_layers_and_a_network_by_flags(capsys):
                  "--nic-gbps", "100", "--no-knobs"]) == 0  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert data["layout"]["first_stage_layers"] == 6 and "4 ports a node of 100 Gb/s" in data["system"]
+    assert main(["whatif", *flags, "--launch-blocking", "--no-knobs"]) == 0
+    assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["launch"] > 0
     assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
     assert "summing to the model's layers" in capsys.readouterr().err
     assert main(["whatif", *flags, "--stage-layers", "8,x"]) == 2
