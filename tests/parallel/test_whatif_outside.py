@@ -189,3 +189,13 @@ def test_kernels_shorter_than_their_launch_leave_the_gpu_waiting():
     blocking = whatif(named_model("llama2-7b"), Layout(tp=8, global_batch=1, launch_blocking=True), "dgx-h100")
     kernels = blocking.breakdown["launch"] / dgx_h100_system().achieved.launch_seconds
     assert 100 < kernels < 2000  # every kernel and collective of 32 layers' forward and backward waits for the CPU
+
+
+def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
+    from simulator.parallel.whatif.validate import memory_lines
+
+    rows = [r for r in outside_rows() if r.table in (LLAMA3, BLOOM)]
+    lines = memory_lines(validate(rows[:2]))  # Llama 3's 8,192-GPU row and its 16,384-GPU one
+    assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
+    (bloom,) = [r for r in rows if r.table == BLOOM]
+    assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]

@@ -136,7 +136,22 @@ def outside_table(checked: list[Checked]) -> str:
         mark = "" if abs(r - 1) <= 0.15 else "   off by more than 15%"
         lines.append(f"  {c.row.label:<42} {_num(c.row.published):>10} {_num(c.predicted):>10} {r:>6.2f}{mark}")
     lines += ["", Summary.of([speed_ratio(c) for c in checked]).text() if checked else "no out-of-sample rows"]
+    lines += memory_lines(checked)
     return "\n".join(lines)
+
+
+def memory_lines(checked: list[Checked]) -> list[str]:
+    """Memory against runs known to fit: every out-of-sample run trained, so its fullest device held its tensors."""
+    if not checked:
+        return []
+    over = [c for c in checked if not c.report.fits]
+    lines = ["", f"memory: every one of these runs trained; {len(checked) - len(over)} of {len(checked)} fit as "
+             "predicted (tensors only: weights, gradients, optimizer state, activations)"]  # fmt: skip
+    for c in over:
+        fullest = max(c.report.memory, key=lambda m: m.total)
+        lines.append(f"  does not fit as predicted: {c.row.label}: {fullest.total / GIB:.1f} GiB of "
+                     f"{fullest.capacity / GIB:.1f}")  # fmt: skip
+    return lines
 
 
 def _num(value: float) -> str:
