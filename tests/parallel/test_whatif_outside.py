@@ -194,8 +194,8 @@ def test_kernels_shorter_than_their_launch_leave_the_gpu_waiting():
 def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
     from simulator.parallel.whatif.validate import memory_lines
 
-    rows = [r for r in outside_rows() if r.table in (LLAMA3, BLOOM)]
-    lines = memory_lines(validate(rows[:2]))  # Llama 3's 8,192-GPU row and its 16,384-GPU one
+    llama = [r for r in outside_rows() if r.table == LLAMA3][:2]  # the 8,192-GPU row and a 16,384-GPU one
+    lines = memory_lines(validate(llama))
     assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
-    (bloom,) = [r for r in rows if r.table == BLOOM]
+    (bloom,) = [r for r in outside_rows() if r.table == BLOOM]
     assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]
