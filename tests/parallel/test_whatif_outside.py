@@ -33,6 +33,8 @@ def test_megatron_first_and_last_stage_layers_split_the_rest_evenly():
         (Layout(pp=4, first_stage_layers=2), "leave 8 for the other 3"),
         (Layout(pp=2, stage_layers=(5, 4)), "summing to the model's layers"),
         (Layout(pp=2, stage_layers=(5, 3, 2)), "one count per chunk"),
+        (Layout(first_stage_layers=10), "need pp > 1"),
+        (Layout(pp=2, first_stage_layers=6, last_stage_layers=6), "leave -2 for the other 0"),
     ],
 )
 def test_layer_counts_that_do_not_add_up_are_refused_with_the_fix(layout, words):

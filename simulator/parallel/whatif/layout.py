@@ -159,10 +159,12 @@ class Layout:
                     f"--stage-layers, or choose pp and --virtual-stages whose product divides {model.layers}"
                 )
             return (model.layers // chunks,) * chunks
+        if chunks < 2:
+            raise LayoutError("first/last stage layers set a pipeline's ends: they need pp > 1")
         ends = [n for n in (first, last) if n is not None]
         inner = chunks - len(ends)
         rest = model.layers - sum(ends)
-        if chunks < 2 or rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
+        if rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
             raise LayoutError(
                 f"{model.layers} layers with {first} in the first and {last} in the last chunk leave {rest} for the "
                 f"other {inner} of {where}: choose counts that leave a multiple of {max(inner, 1)}"
