@@ -13,7 +13,7 @@ import json
 import sys
 from dataclasses import replace
 
-from ..cost.systems import SYSTEMS, system, with_network
+from ..cost.systems import SYSTEMS, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, Layout, LayoutError, Transformer, whatif
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
@@ -44,7 +44,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     try:
         model = build_model(args)
         layout = build_layout(args)
-        machine = with_network(system(args.hardware), args.nics_per_node, args.nic_gbps)
+        machine = with_memory(with_network(system(args.hardware), args.nics_per_node, args.nic_gbps), args.gpu_memory)
         report = whatif(model, layout, machine)
         turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (LayoutError, ValueError) as exc:
@@ -199,6 +199,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--nics-per-node", type=bounded_int(1, 64),
                      help="network ports per node between nodes (default: one per GPU, as in DGX nodes)")  # fmt: skip
     lay.add_argument("--nic-gbps", type=float, help="each port's line rate in Gb/s (default: the system's)")
+    lay.add_argument("--gpu-memory", type=float, metavar="GB",
+                     help="memory per GPU in GB, e.g. 40 for A100 40GB (default: the system's, 80)")  # fmt: skip
     lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
     lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
     lay.add_argument("--schedule", choices=list(SCHEDULES), default="1f1b", help="pipeline schedule (default 1f1b)")

@@ -241,6 +241,16 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     return System(cost, achieved)
 
 
+def with_memory(base: System, gigabytes: float | None) -> System:
+    """``base`` with ``gigabytes`` (10^9 bytes) of memory per GPU, e.g. 40 for A100 40GB (None: the preset's)."""
+    if gigabytes is None:
+        return base
+    if not gigabytes > 0:
+        raise ValueError(f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 (e.g. 40 for A100 40GB)")
+    cost = replace(base.cost, memory=gigabytes * 1e9, name=f"{base.cost.name} ({gigabytes:g} GB)")
+    return System(cost, base.achieved)
+
+
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}
 
 

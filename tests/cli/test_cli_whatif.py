@@ -41,6 +41,9 @@ def test_uneven_layers_and_a_network_by_flags(capsys):
                  "--nic-gbps", "100", "--no-knobs"]) == 0  # fmt: skip
     data = json.loads(capsys.readouterr().out)
     assert data["layout"]["first_stage_layers"] == 6 and "4 ports a node of 100 Gb/s" in data["system"]
+    assert main(["whatif", *flags, "--gpu-memory", "40", "--no-knobs"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["memory_gib"][0]["capacity"] == pytest.approx(40e9 / 2**30, abs=1e-3) and "(40 GB)" in data["system"]
     assert main(["whatif", *flags, "--launch-blocking", "--no-knobs"]) == 0
     assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["launch"] > 0
     assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
