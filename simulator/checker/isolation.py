@@ -1,0 +1,245 @@
+"""Isolation checked, not assumed: data that reaches a device outside a message, found by differential runs.
+
+Simulated devices share one Python process, so a program can move data the way real processes cannot: through
+a module-level dict, a class attribute, another device's frame. The trace never sees it. So the check runs the
+program again with some devices' own inputs changed (``differential.py``) and walks every *other* device's
+events in program order, beside the same device's events in the unchanged run:
+
+- the first event that differs must be a receive whose payload differs: from there on, what the device does
+  is explained by what it received (messages carried the change);
+- if the first is an op (its inputs or output), a held value, a send, the steps the device takes, or the
+  result, the change reached the device outside messages: FAILED, in the lesson's words ("device 1's B
+  depends on x, which only device 0 holds, but no message carried it ..."). A value computed in plain NumPy
+  from smuggled data shows where it first touches the trace: a send, an op's input, the result.
+
+Runs: one per device with data of its own (at most N), or, where fewer, two per bit of the rank (devices
+whose bit b is 1 changed together, then those whose bit is 0): every ordered pair of devices is then split
+by some run, in 2*ceil(log2 N) runs (10 for 32 devices). A device found in a group's run is named with the
+group's devices it was found with in every run. The check compares with the run it is given; only when it
+finds something does it run the unchanged program once more (the control), so that a program whose values
+change from run to run by themselves (a clock, an unseeded generator) is said to be that, not accused.
+
+What it cannot see: a device that first receives a changed message and only then reads smuggled data (from
+there on its changes are explained); the values a device's own program computes are all it compares.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..core.trace import Trace
+from .differential import Differential, held_generators
+from .verdict import Unchecked, Violation
+
+WORDS_WHY = (
+    "but no message carried it: the program shares it outside messages (a global, a class attribute, another "
+    "device's frame?). Real processes cannot do that"
+)
+
+
+@dataclass
+class Isolation:
+    """What the isolation check found: the devices data reached outside messages, what it could not check, notes,
+    and how many runs it made besides the one checked."""
+
+    leaks: list[Violation]
+    unchecked: list[Unchecked]
+    notes: list[str]
+    runs: int
+
+
+def plan(size: int, owners: list[int]) -> list[frozenset[int]]:
+    """The sets of devices whose own data each rerun changes (see the module docstring): at most ``size`` runs."""
+    singles = [frozenset([r]) for r in owners]
+    bits = max(1, (size - 1).bit_length())
+    groups = []
+    for b in range(bits):
+        for value in (1, 0):
+            group = frozenset(r for r in owners if (r >> b) & 1 == value)
+            if group and group not in groups:
+                groups.append(group)
+    return groups if len(groups) < len(singles) else singles
+
+
+def check_isolation(run: Any, differential: Differential) -> Isolation:
+    """Run ``differential`` with each planned set of devices' own data changed; compare each with ``run``."""
+    if not differential.own:
+        note = (
+            "isolation not checked: no device was given data of its own (pass each device its part with "
+            "PerDevice, or declare what each is given in the split), so there was nothing to change"
+        )
+        return Isolation([], [], [note], 0)
+    trace = run if isinstance(run, Trace) else run.trace
+    outputs = list(getattr(run, "outputs", None) or trace.outputs or [None] * trace.world_size)
+    groups = plan(differential.size, sorted(differential.own))
+    reruns: list[tuple[frozenset[int], Any]] = []
+    failed: list[Unchecked] = []
+    with held_generators() as reset:
+        for group in groups:
+            reset()
+            try:
+                reruns.append((group, differential.rerun(group)))
+            except KeyboardInterrupt:
+                raise
+            except BaseException as exc:  # noqa: BLE001 (a rerun that stops, SystemExit too, says so; the check goes on)
+                failed.append(_stopped(group, differential, exc))
+        base = _Steps(trace, outputs)
+        steps = [(group, _Steps(r.trace, list(r.outputs))) for group, r in reruns]
+        found = _found(base, steps)
+        runs, notes = len(groups), []
+        if found:  # the control: the unchanged program again, from the same generators' state
+            reset()
+            try:
+                control = differential.rerun(frozenset())
+            except KeyboardInterrupt:
+                raise
+            except BaseException:  # noqa: BLE001 (it ran before: what changed is the program's own state)
+                control = None
+            runs += 1
+            again = None if control is None else _Steps(control.trace, list(control.outputs))
+            moved = [j for j in range(trace.world_size) if again is None or base.first_change(again, j)]
+            if moved:
+                notes.append(
+                    f"device {moved[0]}'s values change from run to run with nothing changed (a clock, a generator "
+                    "nobody seeded?): the isolation check compared the runs with a second run of the same inputs"
+                )
+                if again is not None:
+                    found = _found(again, steps)
+    leaks = [_leak(j, hits, groups, differential) for j, hits in sorted(found.items())]
+    return Isolation(sorted(leaks, key=lambda v: v.event), failed, notes, runs)
+
+
+def _found(base: _Steps, reruns: list[tuple[frozenset[int], _Steps]]) -> dict[int, list]:
+    """device -> [(group, what changed first)] for each rerun that changed it outside messages."""
+    found: dict[int, list] = {}
+    for group, rerun in reruns:
+        for j in range(len(base.events)):
+            if j in group:
+                continue
+            change = base.first_change(rerun, j)
+            if change is not None and change[0] != "received":
+                found.setdefault(j, []).append((group, change))
+    return found
+
+
+class _Steps:
+    """One run's events by device, in program order ((index in the trace, kind, record)), and its results."""
+
+    def __init__(self, trace: Trace, outputs: list) -> None:
+        self.outputs = outputs
+        self.events: list[list[tuple[int, str, Any]]] = [[] for _ in range(trace.world_size)]
+        for i, (kind, rec) in enumerate(trace.events):
+            if kind == "send":
+                self.events[rec.src].append((i, kind, rec))
+            elif kind == "recv":
+                self.events[rec.dst].append((i, kind, rec))
+            elif kind in ("op", "hold"):
+                self.events[rec.rank].append((i, kind, rec))
+
+    def first_change(self, other: _Steps, rank: int) -> tuple[str, int, Any] | None:
+        return _first_change(self.events[rank], self.outputs[rank], other.events[rank], other.outputs[rank])
+
+
+def _first_change(ea: list, a_out: Any, eb: list, b_out: Any) -> tuple[str, int, Any] | None:
+    """The first of a device's events that differs between two runs: ("received", ...) for a receive whose
+    payload differs (explained), else (what, event index in the first run, its record); None if nothing does."""
+    for (i, kind, rec), (_, kind_b, other) in zip(ea, eb):
+        if kind != kind_b:
+            return ("steps", i, rec)
+        if kind == "recv":
+            if (rec.src, rec.tag) != (other.src, other.tag):
+                return ("steps", i, rec)
+            if not _same(rec.payload, other.payload):
+                return ("received", i, rec)
+        elif kind == "send":
+            if (rec.dst, rec.tag, rec.label) != (other.dst, other.tag, other.label):
+                return ("steps", i, rec)
+            if not _same(rec.payload, other.payload):
+                return ("send", i, rec)
+        else:
+            if (rec.name, repr(rec.index)) != (other.name, repr(other.index)):
+                return ("steps", i, rec)
+            if not _same(rec.inputs, other.inputs):
+                return ("input", i, rec)
+            if not _same(rec.output, other.output):
+                return (kind, i, rec)
+    if len(ea) != len(eb):
+        at = ea[len(eb)] if len(ea) > len(eb) else (ea[-1] if ea else (-1, None, None))
+        return ("steps", at[0], at[2])
+    if not _same(a_out, b_out):
+        return ("result", ea[-1][0] if ea else -1, None)
+    return None
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Exactly the same value (the runs are deterministic: what nothing changed is equal to the last bit)."""
+    if a is b:
+        return True
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape or a.dtype != b.dtype:
+            return False
+        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, (list, tuple)):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if isinstance(a, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    try:
+        return bool(a == b)
+    except (TypeError, ValueError):  # a value with no plain equality: compare what it shows
+        return repr(a) == repr(b)
+
+
+def _what(change: tuple[str, int, Any], rank: int) -> str:
+    kind, _, rec = change
+    if kind == "result":
+        return f"device {rank}'s result"
+    if kind == "send":
+        return f"the message device {rank} sent to device {rec.dst} (message #{rec.id})"
+    if kind == "steps":
+        return f"the steps device {rank} takes (from its event #{change[1]} on)"
+    return f"device {rank}'s {rec.name}"
+
+
+def _leak(rank: int, hits: list, groups: list[frozenset[int]], differential: Differential) -> Violation:
+    """One device that changed outside messages, named with the devices whose data reached it: those of the runs
+    that changed it, less those of the runs that did not (where each run changed one device, exactly those)."""
+    flagged = {g for g, _ in hits}
+    sources = set().union(*flagged) - set().union(*(g for g in groups if g not in flagged and rank not in g))
+    sources = sources or set().union(*flagged)
+    change = min((c for _, c in hits), key=lambda c: c[1])
+    own = [name for s in sorted(sources) for name in differential.own.get(s, ())]
+    names = _listed(list(dict.fromkeys(own)))
+    devices = sorted(sources)
+    if len(devices) == 1:
+        whose = f"{names}, which only device {devices[0]} holds"
+    else:
+        exact = all(len(g) == 1 for g in flagged)
+        whose = f"{names}, which only devices {_listed([str(s) for s in devices])} hold"
+        whose += "" if exact else " (some of them)"
+    text = f"{_what(change, rank)} depends on {whose}, {WORDS_WHY}"
+    return Violation("isolation", rank, change[1], text, change[2])
+
+
+def _stopped(group: frozenset[int], differential: Differential, exc: BaseException) -> Unchecked:
+    own = _listed([n for r in sorted(group) for n in differential.own.get(r, ())])
+    devices = _listed([str(r) for r in sorted(group)])
+    return Unchecked(
+        "isolation",
+        f"run again with {own} of device{'s' if len(group) > 1 else ''} {devices} changed, the program stopped "
+        f"({type(exc).__name__}: {exc}), so whether data reaches other devices outside messages was not checked",
+    )
+
+
+def _listed(names: list[str]) -> str:
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]
+
+
+__all__ = ["WORDS_WHY", "Isolation", "check_isolation", "plan"]
