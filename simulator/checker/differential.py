@@ -118,7 +118,7 @@ class Differential:
 
 
 def _part_name(name: str, index: Any, shape: tuple[int, ...]) -> str:
-    """"x", "W (columns 0:3)", "xs[1]": an input, or the part of it a device is given."""
+    """An input ("x"), or the part of it a device is given ("W (columns 0:3)", "xs[1]")."""
     if index is ALL:
         return name
     words = part_words(index, shape)
