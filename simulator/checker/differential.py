@@ -2,14 +2,17 @@
 
 A device's *own* data is what no other device is given: its part of a ``PerDevice`` argument, or the elements
 of an input that a declared split gives to it alone (``Split.given``). A ``Differential`` knows that data and
-how to run the program again with some devices' own data replaced by other values of the same shape and dtype
-(``rerun(ranks)``), everything else held equal: replicated inputs, the model's weights given to all, the
+how to start the program again with some devices' own data replaced by other values of the same shape and
+dtype (``started(ranks)``: an ``Engine`` not yet run, so the check can set its ``replay``), everything else held
+equal: replicated inputs, the model's weights given to all, the
 world, and NumPy's and Python's global random generators (each rerun starts them from the same state).
 
 - ``Differential.of_run(run)``: from a run's own arguments (``World.run(program, *args)``): each
   ``PerDevice`` part is its device's own (other arguments are everyone's);
-- ``Differential.of_inputs(size, inputs, split, run_with)``: an exercise's inputs by name, each device given
-  its part by the split; an element given to one device alone is that device's own.
+- ``Differential.of_inputs(size, inputs, split, start_with)``: an exercise's inputs by name, each device given
+  its part by the split; an element given to one device alone is that device's own. The inputs' arrays are
+  changed in place while the program runs (and put back): whatever else holds them (the grader's frame) sees
+  the changed values too, so reading the inputs from there shows as what it is.
 
 What is changed: NumPy arrays of numbers (also inside lists, tuples and dicts). Floats get new values on the
 array's scale, each element different and of either sign; integers move by 1 to 3; booleans flip. Anything
@@ -22,6 +25,7 @@ import contextlib
 import inspect
 import random
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,12 +43,14 @@ class Differential:
     size:    devices
     own:     device -> what only it holds, in words ("x", "W (columns 0:3)"); a device with nothing of its own
              is left out (changing nothing of it would show nothing)
-    rerun:   the devices whose own data to change -> a run (``frozenset()``: nothing changed, the control)
+    started: the devices whose own data to change -> a context in which the program is started on them
+             (``World.start``: an engine not yet run) and their data is changed (``frozenset()``: nothing
+             changed, the control)
     """
 
     size: int
     own: Mapping[int, tuple[str, ...]]
-    rerun: Callable[[frozenset[int]], Any] = field(repr=False)
+    started: Callable[[frozenset[int]], AbstractContextManager[Any]] = field(repr=False)
 
     @classmethod
     def of_run(cls, run: Any) -> Differential:
@@ -67,7 +73,8 @@ class Differential:
             if mine:
                 own[r] = mine
 
-        def rerun(ranks: frozenset[int]) -> Any:
+        @contextlib.contextmanager
+        def started(ranks: frozenset[int]) -> Iterator[Any]:
             def given(key: Any, value: Any) -> Any:
                 if key not in parts:
                     return value
@@ -76,15 +83,16 @@ class Differential:
 
             args = tuple(given(k, v) for k, v in enumerate(run.args))
             kwargs = {k: given(k, v) for k, v in run.kwargs.items()}
-            return world.run(program, *args, **kwargs)
+            yield world.start(program, *args, **kwargs)
 
-        return cls(n, own, rerun)
+        return cls(n, own, started)
 
     @classmethod
     def of_inputs(
-        cls, size: int, inputs: Mapping[str, Any], split: Split, run_with: Callable[[Mapping[str, Any]], Any]
+        cls, size: int, inputs: Mapping[str, Any], split: Split, start_with: Callable[[Mapping[str, Any]], Any]
     ) -> Differential:
-        """From inputs by name, each device given its part by ``split``: ``run_with(inputs)`` runs the program."""
+        """From inputs by name, each device given its part by ``split``: ``start_with(inputs)`` starts the program
+        (``World.start``)."""
         alone: dict[str, dict[int, np.ndarray]] = {}  # input -> device -> mask of the elements only it is given
         own: dict[int, list[str]] = {}
         for name, value in inputs.items():
@@ -105,16 +113,29 @@ class Differential:
                     alone.setdefault(name, {})[r] = mine.reshape(shape)
                     own.setdefault(r, []).append(_part_name(name, index if not mine.all() else ALL, shape))
 
-        def rerun(ranks: frozenset[int]) -> Any:
-            new = dict(inputs)
-            for name, masks in alone.items():
-                value = np.array(inputs[name], copy=True)
-                for r in sorted(ranks & masks.keys()):
-                    value[masks[r]] = changed(value, _rng(ranks, r))[masks[r]]
-                new[name] = value
-            return run_with(new)
+        @contextlib.contextmanager
+        def started(ranks: frozenset[int]) -> Iterator[Any]:
+            # Changed in place where the array can be written: every reference to the inputs in the process (the
+            # grader's frames, a closure) then sees the changed values while the program runs, so a program that
+            # reads the inputs from anywhere but its arguments cannot read the unchanged ones. Put back after.
+            new, undo = dict(inputs), []
+            try:
+                for name, masks in alone.items():
+                    value = inputs[name]
+                    fresh = np.array(value, copy=True)
+                    for r in sorted(ranks & masks.keys()):
+                        fresh[masks[r]] = changed(value, _rng(ranks, r))[masks[r]]
+                    if isinstance(value, np.ndarray) and value.flags.writeable:
+                        undo.append((value, value.copy()))
+                        value[...] = fresh
+                    else:
+                        new[name] = fresh
+                yield start_with(new)
+            finally:
+                for value, old in reversed(undo):
+                    value[...] = old
 
-        return cls(size, {r: tuple(v) for r, v in own.items()}, rerun)
+        return cls(size, {r: tuple(v) for r, v in own.items()}, started)
 
 
 def _part_name(name: str, index: Any, shape: tuple[int, ...]) -> str:

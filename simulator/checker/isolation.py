@@ -2,25 +2,26 @@
 
 Simulated devices share one Python process, so a program can move data the way real processes cannot: through
 a module-level dict, a class attribute, another device's frame. The trace never sees it. So the check runs the
-program again with some devices' own inputs changed (``differential.py``) and walks every *other* device's
-events in program order, beside the same device's events in the unchanged run:
+program again with some devices' own inputs changed (``differential.py``), and every *other* device is handed,
+at each receive, what it received in the unchanged run (``Engine.replay``). A device that only knows what it
+was given and what it received then does exactly what it did before, event for event. So on every other device:
 
-- the first event that differs must be a receive whose payload differs: from there on, what the device does
-  is explained by what it received (messages carried the change);
-- if the first is an op (its inputs or output), a held value, a send, the steps the device takes, or the
-  result, the change reached the device outside messages: FAILED, in the lesson's words ("device 1's B
-  depends on x, which only device 0 holds, but no message carried it ..."). A value computed in plain NumPy
-  from smuggled data shows where it first touches the trace: a send, an op's input, the result.
+- any event that differs (an op's inputs or output, a held value, a send, the steps it takes, the result)
+  got there outside messages: FAILED, in the lesson's words ("device 1's B depends on x, which only device 0
+  holds, but no message carried it ..."). A value computed in plain NumPy from smuggled data shows where it
+  first touches the trace: a send, an op's input, the result.
+
+Handing over the unchanged run's payloads is what makes it whole: a device that receives a changed message and
+then reads smuggled data would otherwise be explained by the message. (Comparing without it, the first change
+on a device must be a receive whose payload changed; that misses a device that first receives, then smuggles.)
 
 Runs: one per device with data of its own (at most N), or, where fewer, two per bit of the rank (devices
 whose bit b is 1 changed together, then those whose bit is 0): every ordered pair of devices is then split
 by some run, in 2*ceil(log2 N) runs (10 for 32 devices). A device found in a group's run is named with the
-group's devices it was found with in every run. The check compares with the run it is given; only when it
-finds something does it run the unchanged program once more (the control), so that a program whose values
-change from run to run by themselves (a clock, an unseeded generator) is said to be that, not accused.
-
-What it cannot see: a device that first receives a changed message and only then reads smuggled data (from
-there on its changes are explained); the values a device's own program computes are all it compares.
+devices of the runs that changed it, less those of the runs that did not. The check compares with the run it
+is given; only when it finds something does it run the unchanged program once more (the control), so that a
+program whose values change from run to run by themselves (a clock, an unseeded generator) is said to be that,
+not accused.
 """
 
 from __future__ import annotations
@@ -76,39 +77,43 @@ def check_isolation(run: Any, differential: Differential) -> Isolation:
     trace = run if isinstance(run, Trace) else run.trace
     outputs = list(getattr(run, "outputs", None) or trace.outputs or [None] * trace.world_size)
     groups = plan(differential.size, sorted(differential.own))
-    reruns: list[tuple[frozenset[int], Any]] = []
+    base = _Steps(trace, outputs)
+    reruns: list[tuple[frozenset[int], _Steps]] = []
     failed: list[Unchecked] = []
     with held_generators() as reset:
         for group in groups:
             reset()
             try:
-                reruns.append((group, differential.rerun(group)))
+                with differential.started(group) as engine:
+                    engine.replay = _Replay(base, group)
+                    done = engine.finish()
             except KeyboardInterrupt:
                 raise
             except BaseException as exc:  # noqa: BLE001 (a rerun that stops, SystemExit too, says so; the check goes on)
                 failed.append(_stopped(group, differential, exc))
-        base = _Steps(trace, outputs)
-        steps = [(group, _Steps(r.trace, list(r.outputs))) for group, r in reruns]
-        found = _found(base, steps)
+                continue
+            reruns.append((group, _Steps(done.trace, list(done.outputs))))
+        found = _found(base, reruns)
         runs, notes = len(groups), []
         if found:  # the control: the unchanged program again, from the same generators' state
             reset()
             try:
-                control = differential.rerun(frozenset())
+                with differential.started(frozenset()) as engine:
+                    again = engine.finish()
             except KeyboardInterrupt:
                 raise
             except BaseException:  # noqa: BLE001 (it ran before: what changed is the program's own state)
-                control = None
+                again = None
             runs += 1
-            again = None if control is None else _Steps(control.trace, list(control.outputs))
-            moved = [j for j in range(trace.world_size) if again is None or base.first_change(again, j)]
+            control = None if again is None else _Steps(again.trace, list(again.outputs))
+            moved = [j for j in range(trace.world_size) if control is None or base.first_change(control, j)]
             if moved:
                 notes.append(
                     f"device {moved[0]}'s values change from run to run with nothing changed (a clock, a generator "
                     "nobody seeded?): the isolation check compared the runs with a second run of the same inputs"
                 )
-                if again is not None:
-                    found = _found(again, steps)
+                if control is not None:
+                    found = _found(control, reruns)
     leaks = [_leak(j, hits, groups, differential) for j, hits in sorted(found.items())]
     return Isolation(sorted(leaks, key=lambda v: v.event), failed, notes, runs)
 
@@ -121,7 +126,7 @@ def _found(base: _Steps, reruns: list[tuple[frozenset[int], _Steps]]) -> dict[in
             if j in group:
                 continue
             change = base.first_change(rerun, j)
-            if change is not None and change[0] != "received":
+            if change is not None:
                 found.setdefault(j, []).append((group, change))
     return found
 
@@ -144,17 +149,36 @@ class _Steps:
         return _first_change(self.events[rank], self.outputs[rank], other.events[rank], other.outputs[rank])
 
 
+class _Replay:
+    """``Engine.replay`` for a rerun: each device outside ``changed`` is handed, at its k-th receive, what it got at
+    its k-th receive in the unchanged run (a payload of the same shape and dtype; anything else as it comes)."""
+
+    def __init__(self, base: _Steps, changed: frozenset[int]) -> None:
+        self.received = [[rec.payload for _, kind, rec in events if kind == "recv"] for events in base.events]
+        self.changed = changed
+        self.taken = [0] * len(base.events)
+
+    def __call__(self, rank: int, payload: Any) -> Any:
+        if rank in self.changed:
+            return payload
+        k = self.taken[rank]
+        self.taken[rank] = k + 1
+        got = self.received[rank]
+        old = got[k] if k < len(got) else None
+        alike = type(old) is type(payload) and getattr(old, "shape", None) == getattr(payload, "shape", None)
+        return old if alike and getattr(old, "dtype", None) == getattr(payload, "dtype", None) else payload
+
+
 def _first_change(ea: list, a_out: Any, eb: list, b_out: Any) -> tuple[str, int, Any] | None:
-    """The first of a device's events that differs between two runs: ("received", ...) for a receive whose
-    payload differs (explained), else (what, event index in the first run, its record); None if nothing does."""
+    """The first of a device's events that differs between two runs, (what, event index in the first run, its
+    record), or None. A receive differs by where it came from, not by its payload: the rerun hands the device
+    the unchanged run's payload (``_Replay``)."""
     for (i, kind, rec), (_, kind_b, other) in zip(ea, eb):
         if kind != kind_b:
             return ("steps", i, rec)
         if kind == "recv":
             if (rec.src, rec.tag) != (other.src, other.tag):
                 return ("steps", i, rec)
-            if not _same(rec.payload, other.payload):
-                return ("received", i, rec)
         elif kind == "send":
             if (rec.dst, rec.tag, rec.label) != (other.dst, other.tag, other.label):
                 return ("steps", i, rec)

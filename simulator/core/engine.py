@@ -122,6 +122,9 @@ class Engine:
         # when it holds one (``waiting_since()``); and per-run caches those layers keep, by name.
         self.held_calls: dict[tuple, Any] = {}
         self.caches: dict[str, dict] = {}
+        # The isolation check's hook (simulator/checker/isolation.py): set before ``finish``, every payload a receive
+        # hands to its program passes through it, (rank, payload) -> the payload to hand over instead.
+        self.replay: Callable[[int, Any], Any] | None = None
         # Payload copies the engine holds, against World.max_buffered_bytes: those the trace keeps, and those
         # waiting in a mailbox (by id: released when received, where the trace keeps none)
         self._buffered = 0

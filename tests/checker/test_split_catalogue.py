@@ -47,6 +47,26 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
      "device 0 was given all of X; its part is rows 0:4"),
     ("zero-1-step", P.zero_state_under_own_name, "FAILED", "device 0 holds 64 bytes of the optimizer state m"),
     ("zero-1-step", P.zero_whole_update_in_numpy, "FAILED", "device 0 never received device 1's half of p.new"),
+    # data moved outside messages (issue 38): each FAILED by the isolation check, in the seed's words
+    ("row-split", P.row_total_from_a_module_dict, "FAILED",
+     "device 0's result depends on X (columns 2:4) and W (rows 2:4), which only device 1 holds, but no message "
+     "carried it: the program shares it outside messages (a global, a class attribute, another device's frame?). "
+     "Real processes cannot do that."),
+    ("ring-all-reduce", P.ring_tokens_and_a_module_dict, "FAILED",
+     "device 0's v depends on xs[1], xs[2] and xs[3], which only devices 1, 2 and 3 hold, but no message carried it"),
+    ("data-parallel-average", P.average_through_a_class_attribute, "FAILED",
+     "device 0's g depends on X (rows 4:8) and y (elements 4:8), which only device 1 holds, but no message"),
+    ("ring-all-reduce", P.ring_read_from_the_scheduler_frame, "FAILED",
+     "device 0's v depends on xs[1], xs[2] and xs[3], which only devices 1, 2 and 3 hold, but no message carried it"),
+    ("row-split", P.row_sent_from_the_scheduler_frame, "FAILED",
+     "the message device 1 sent to device 0 (message #0) depends on X (columns 0:2) and W (rows 0:2), which only "
+     "device 0 holds, but no message carried it"),
+    ("data-parallel-average", P.average_returned_from_the_scheduler_frame, "FAILED",
+     "device 0's result depends on X (rows 4:8) and y (elements 4:8), which only device 1 holds, but no message"),
+    ("split-the-seed", P.seed_b_from_nowhere_after_a_token, "FAILED",
+     "device 1's B depends on x, which only device 0 holds, but no message carried it"),
+    ("column-split", P.column_other_block_from_its_frame, "FAILED",
+     "device 1's result depends on W (columns 0:3), which only device 0 holds, but no message carried it"),
     ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
      "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
     ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),

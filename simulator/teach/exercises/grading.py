@@ -131,7 +131,7 @@ def _differential(exercise: Exercise, program: Any, inputs: Mapping[str, Any], s
     exercise whose answer is not a rank program, a schedule, has no devices' data to change)."""
     if exercise.run is not None:
         return False
-    return Differential.of_inputs(exercise.size, inputs, split, lambda new: exercise.run_program(program, new, split))
+    return Differential.of_inputs(exercise.size, inputs, split, lambda new: exercise.start_program(program, new, split))
 
 
 def _pointed(report: CheckReport) -> Any:
