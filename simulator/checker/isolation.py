@@ -231,10 +231,13 @@ def _what(change: tuple[str, int, Any], rank: int) -> str:
 
 
 def _leak(rank: int, hits: list, groups: list[frozenset[int]], differential: Differential) -> Violation:
-    """One device that changed outside messages, named with the devices whose data reached it: those of the runs
-    that changed it, less those of the runs that did not (where each run changed one device, exactly those)."""
+    """One device that changed outside messages, named with the devices whose data reached it: those in every run
+    that changed it (or, for several, in some), less those of the runs that did not (where each run changed one
+    device, exactly those)."""
     flagged = {g for g, _ in hits}
-    sources = set().union(*flagged) - set().union(*(g for g in groups if g not in flagged and rank not in g))
+    cleared = set().union(*(g for g in groups if g not in flagged and rank not in g))
+    # one source is in every run that changed the device; several, each in some
+    sources = (set.intersection(*map(set, flagged)) - cleared) or (set().union(*flagged) - cleared)
     sources = sources or set().union(*flagged)
     change = min((c for _, c in hits), key=lambda c: c[1])
     own = [name for s in sorted(sources) for name in differential.own.get(s, ())]
