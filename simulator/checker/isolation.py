@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from ..core.columnar import ColumnarTrace
+from ..core.columns import FREE, HOLD
+from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Trace
 from .differential import Differential, held_generators
 from .verdict import Unchecked, Violation
@@ -132,21 +135,57 @@ def _found(base: _Steps, reruns: list[tuple[frozenset[int], _Steps]]) -> dict[in
 
 
 class _Steps:
-    """One run's events by device, in program order ((index in the trace, kind, record)), and its results."""
+    """One run's events by device, in program order, and its results. An event is (index in the trace, kind, what
+    must match: a peer and tag, or a name, its payload: what it sent or received, or an op's (inputs, output), and
+    where its record is). A columnar trace is read from its columns: a record is made only for what is reported."""
 
     def __init__(self, trace: Trace, outputs: list) -> None:
-        self.outputs = outputs
-        self.events: list[list[tuple[int, str, Any]]] = [[] for _ in range(trace.world_size)]
+        self.trace, self.outputs = trace, outputs
+        self.events: list[list[tuple]] = [[] for _ in range(trace.world_size)]
+        if isinstance(trace, ColumnarTrace):
+            self._from_columns(trace)
+            return
         for i, (kind, rec) in enumerate(trace.events):
             if kind == "send":
-                self.events[rec.src].append((i, kind, rec))
+                self.events[rec.src].append((i, kind, (rec.dst, rec.tag), rec.payload, rec))
             elif kind == "recv":
-                self.events[rec.dst].append((i, kind, rec))
+                self.events[rec.dst].append((i, kind, (rec.src, rec.tag), rec.payload, rec))
             elif kind in ("op", "hold"):
-                self.events[rec.rank].append((i, kind, rec))
+                self.events[rec.rank].append((i, kind, rec.name, (rec.inputs, rec.output), rec))
+
+    def _from_columns(self, trace: ColumnarTrace) -> None:
+        cols = trace.event_columns()
+        kinds, rows, ranks, op_kinds, names = (cols[k].tolist() for k in ("kind", "row", "rank", "op_kind", "name"))
+        rec = trace._rec  # the columns' payloads, as the checker's walk reads them (walk.py)
+        msgs = rec.table("msgs", copy=False)
+        src, dst, tag = msgs["src"].tolist(), msgs["dst"].tolist(), msgs["tag"].tolist()
+        msg_payloads, op_payloads, texts = rec.msg_payloads, rec.op_payloads, rec.names.values
+        events = self.events
+        for i, (kind, row, rank, op_kind, name) in enumerate(zip(kinds, rows, ranks, op_kinds, names)):
+            if kind == CODE_SEND:
+                events[rank].append((i, "send", (dst[row], tag[row]), msg_payloads[row], (0, row)))
+            elif kind == CODE_RECV:
+                events[rank].append((i, "recv", (src[row], tag[row]), msg_payloads[row], (0, row)))
+            elif op_kind != FREE:
+                kind_text = "hold" if op_kind == HOLD else "op"
+                events[rank].append((i, kind_text, texts[name], op_payloads[row], (1, row)))
+
+    def record(self, where: Any) -> Any:
+        """The record of an event (made from the columns where the trace keeps columns)."""
+        if isinstance(where, tuple):
+            return self.trace.op_at_row(where[1]) if where[0] else self.trace.message_at_row(where[1])
+        return where
+
+    def received(self, rank: int) -> list:
+        """What device ``rank`` received, in order."""
+        return [payload for _, kind, _, payload, _ in self.events[rank] if kind == "recv"]
 
     def first_change(self, other: _Steps, rank: int) -> tuple[str, int, Any] | None:
-        return _first_change(self.events[rank], self.outputs[rank], other.events[rank], other.outputs[rank])
+        change = _first_change(self.events[rank], self.outputs[rank], other.events[rank], other.outputs[rank])
+        if change is None:
+            return None
+        what, i, where = change
+        return what, i, None if where is None else self.record(where)
 
 
 class _Replay:
@@ -154,7 +193,7 @@ class _Replay:
     its k-th receive in the unchanged run (a payload of the same shape and dtype; anything else as it comes)."""
 
     def __init__(self, base: _Steps, changed: frozenset[int]) -> None:
-        self.received = [[rec.payload for _, kind, rec in events if kind == "recv"] for events in base.events]
+        self.received = [base.received(r) for r in range(len(base.events))]
         self.changed = changed
         self.taken = [0] * len(base.events)
 
@@ -170,30 +209,24 @@ class _Replay:
 
 
 def _first_change(ea: list, a_out: Any, eb: list, b_out: Any) -> tuple[str, int, Any] | None:
-    """The first of a device's events that differs between two runs, (what, event index in the first run, its
-    record), or None. A receive differs by where it came from, not by its payload: the rerun hands the device
-    the unchanged run's payload (``_Replay``)."""
-    for (i, kind, rec), (_, kind_b, other) in zip(ea, eb):
-        if kind != kind_b:
-            return ("steps", i, rec)
+    """The first of a device's events that differs between two runs, (what, event index in the first run, where
+    its record is), or None. A receive differs by where it came from, not by its payload: the rerun hands the
+    device the unchanged run's payload (``_Replay``)."""
+    for (i, kind, key, payload, where), (_, kind_b, key_b, payload_b, _) in zip(ea, eb):
+        if kind != kind_b or key != key_b:
+            return ("steps", i, where)
         if kind == "recv":
-            if (rec.src, rec.tag) != (other.src, other.tag):
-                return ("steps", i, rec)
-        elif kind == "send":
-            if (rec.dst, rec.tag, rec.label) != (other.dst, other.tag, other.label):
-                return ("steps", i, rec)
-            if not _same(rec.payload, other.payload):
-                return ("send", i, rec)
-        else:
-            if (rec.name, repr(rec.index)) != (other.name, repr(other.index)):
-                return ("steps", i, rec)
-            if not _same(rec.inputs, other.inputs):
-                return ("input", i, rec)
-            if not _same(rec.output, other.output):
-                return (kind, i, rec)
+            continue
+        if kind == "send":
+            if not _same(payload, payload_b):
+                return ("send", i, where)
+        elif not _same(payload[0], payload_b[0]):
+            return ("input", i, where)
+        elif not _same(payload[1], payload_b[1]):
+            return (kind, i, where)
     if len(ea) != len(eb):
-        at = ea[len(eb)] if len(ea) > len(eb) else (ea[-1] if ea else (-1, None, None))
-        return ("steps", at[0], at[2])
+        at = ea[len(eb)] if len(ea) > len(eb) else (ea[-1] if ea else (-1, None, None, None, None))
+        return ("steps", at[0], at[4])
     if not _same(a_out, b_out):
         return ("result", ea[-1][0] if ea else -1, None)
     return None
@@ -206,7 +239,9 @@ def _same(a: Any, b: Any) -> bool:
     if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
         if not (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)) or a.shape != b.shape or a.dtype != b.dtype:
             return False
-        return bool(np.array_equal(a, b, equal_nan=a.dtype.kind in "fc"))
+        if a.dtype.kind in "biufc":  # the same bits: equal NaNs are equal, a changed sign of zero is a change
+            return a.tobytes() == b.tobytes()
+        return bool(np.array_equal(a, b))
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):
