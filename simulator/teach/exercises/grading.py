@@ -128,10 +128,14 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
 
 def _differential(exercise: Exercise, program: Any, inputs: Mapping[str, Any], split: Any) -> Differential | bool:
     """How the isolation check reruns the program: each device's own part of the inputs changed in turn (an
-    exercise whose answer is not a rank program, a schedule, has no devices' data to change)."""
+    exercise whose answer is not a rank program, a schedule, or whose devices are all given everything, has
+    no device's own data to change)."""
     if exercise.run is not None:
         return False
-    return Differential.of_inputs(exercise.size, inputs, split, lambda new: exercise.start_program(program, new, split))
+    differential = Differential.of_inputs(
+        exercise.size, inputs, split, lambda new: exercise.start_program(program, new, split)
+    )
+    return differential if differential.own else False  # every device given all (zero-1-step): nothing to change
 
 
 def _pointed(report: CheckReport) -> Any:
