@@ -95,7 +95,10 @@ def check_isolation(run: Any, differential: Differential) -> Isolation:
             except BaseException as exc:  # noqa: BLE001 (a rerun that stops, SystemExit too, says so; the check goes on)
                 failed.append(_stopped(group, differential, exc))
                 continue
-            reruns.append((group, _Steps(done.trace, list(done.outputs))))
+            steps = _Steps(done.trace, list(done.outputs))
+            del done  # a large run's rerun is compared as it comes, and kept only if it found something
+            if _found(base, [(group, steps)]):
+                reruns.append((group, steps))
         found = _found(base, reruns)
         runs, notes = len(groups), []
         if found:  # the control: the unchanged program again, from the same generators' state

@@ -271,3 +271,71 @@ def test_a_differential_of_named_inputs_changes_only_what_one_device_is_given_al
     changed = seen[0] != np.arange(8.0).reshape(2, 4)
     assert changed[:, 0:2].all() and not changed[:, 2:].any()  # column 2 is not device 0's alone
     assert np.array_equal(x, np.arange(8.0).reshape(2, 4))  # put back after the run
+
+
+# ---- every collective and every way to receive: what crosses in messages is never accused -----------------------
+def _collective(kind, algorithm):
+    def program(dev, x):
+        p = dev.world_size
+        if kind == "all_reduce":
+            out = dev.all_reduce(x, algorithm=algorithm)
+        elif kind == "reduce_scatter":
+            out = dev.reduce_scatter(x, algorithm=algorithm)
+        elif kind == "all_gather":
+            out = dev.all_gather(x, algorithm=algorithm)
+        elif kind == "broadcast":
+            out = dev.broadcast(x, src=1, algorithm=algorithm)
+        elif kind == "reduce":
+            out = dev.reduce(x, dst=2, algorithm=algorithm)
+        elif kind == "scatter":
+            out = dev.scatter(list(np.split(x, p)) if dev.rank == 0 else None, src=0, algorithm=algorithm)
+        elif kind == "gather":
+            out = dev.gather(x, dst=3, algorithm=algorithm)
+        else:
+            out = dev.all_to_all(list(np.split(x, p)), algorithm=algorithm)
+        return dev.compute("out", lambda *v: np.concatenate([np.ravel(a) for a in v]) if v else None, *_arrays(out))
+
+    return program
+
+
+def _arrays(out):
+    if out is None:
+        return []
+    return list(out) if isinstance(out, (list, tuple)) else [out]
+
+
+COLLECTIVES = [
+    ("all_reduce", "ring"), ("all_reduce", "halving_doubling"), ("all_reduce", "tree"), ("all_reduce", "direct"),
+    ("reduce_scatter", "ring"), ("reduce_scatter", "halving_doubling"), ("reduce_scatter", "direct"),
+    ("all_gather", "ring"), ("all_gather", "halving_doubling"), ("all_gather", "direct"),
+    ("broadcast", "tree"), ("broadcast", "direct"), ("reduce", "tree"), ("reduce", "direct"),
+    ("scatter", "tree"), ("scatter", "direct"), ("gather", "tree"), ("gather", "direct"),
+    ("all_to_all", "direct"), ("all_to_all", "pairwise"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("kind, algorithm", COLLECTIVES)
+def test_no_collective_is_taken_for_data_outside_messages(kind, algorithm):
+    rng = np.random.default_rng(3)
+    xs = [rng.normal(size=8) for _ in range(4)]
+    run = World(4).run(_collective(kind, algorithm), PerDevice(xs))
+    report = check(run, Reference.of(lambda dev: None), isolation=True, own_names=True)
+    assert not report.leaks and report.isolation_runs == 4, report.text()
+
+
+@pytest.mark.parametrize("send_mode", ["eager", "rendezvous"])
+def test_irecv_and_wait_and_rendezvous_sends_are_not_accused(send_mode):
+    def exchange(dev, x):
+        other = 1 - dev.rank
+        req = dev.irecv(src=other, shape=x.shape, dtype=x.dtype)
+        if dev.rank == 0:
+            dev.send(x, dst=other)
+            got = dev.wait(req)
+        else:
+            got = dev.wait(req)
+            dev.send(x, dst=other)
+        return dev.compute("sum", np.add, x, got)
+
+    run = World(2, send_mode=send_mode).run(exchange, PerDevice([np.arange(3.0), np.ones(3)]))
+    report = check(run, Reference.of(lambda dev: None), isolation=True, own_names=True)
+    assert not report.leaks and report.isolation_runs == 2, report.text()
