@@ -26,7 +26,7 @@ not accused.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -70,58 +70,90 @@ def plan(size: int, owners: list[int]) -> list[frozenset[int]]:
 
 
 def check_isolation(run: Any, differential: Differential) -> Isolation:
-    """Run ``differential`` with each planned set of devices' own data changed; compare each with ``run``."""
+    """Run ``differential`` with each planned set of devices' own data changed; compare each with ``run``.
+
+    The two halves apart, for a grader that must not run student code where it decides (the reruns run the
+    program; the comparison only reads their traces): ``reruns(run, differential)`` and ``control_run`` in the
+    program's process, ``compared(run, the reruns, differential, control)`` where the verdict is made."""
     if not differential.own:
         note = (
             "isolation not checked: no device was given data of its own (pass each device its part with "
             "PerDevice, or declare what each is given in the split), so there was nothing to change"
         )
         return Isolation([], [], [note], 0)
-    trace = run if isinstance(run, Trace) else run.trace
-    outputs = list(getattr(run, "outputs", None) or trace.outputs or [None] * trace.world_size)
-    groups = plan(differential.size, sorted(differential.own))
-    base = _Steps(trace, outputs)
-    reruns: list[tuple[frozenset[int], _Steps]] = []
-    failed: list[Unchecked] = []
     with held_generators() as reset:
-        for group in groups:
-            reset()
-            try:
-                with differential.started(group) as engine:
-                    engine.replay = _Replay(base, group)
-                    done = engine.finish()
-            except KeyboardInterrupt:
-                raise
-            except BaseException as exc:  # noqa: BLE001 (a rerun that stops, SystemExit too, says so; the check goes on)
-                failed.append(_stopped(group, differential, exc))
-                continue
-            steps = _Steps(done.trace, list(done.outputs))
-            del done  # a large run's rerun is compared as it comes, and kept only if it found something
-            if _found(base, [(group, steps)]):
-                reruns.append((group, steps))
-        found = _found(base, reruns)
-        runs, notes = len(groups), []
-        if found:  # the control: the unchanged program again, from the same generators' state
-            reset()
-            try:
-                with differential.started(frozenset()) as engine:
-                    again = engine.finish()
-            except KeyboardInterrupt:
-                raise
-            except BaseException:  # noqa: BLE001 (it ran before: what changed is the program's own state)
-                again = None
-            runs += 1
-            control = None if again is None else _Steps(again.trace, list(again.outputs))
-            moved = [j for j in range(trace.world_size) if control is None or base.first_change(control, j)]
-            if moved:
-                notes.append(
-                    f"device {moved[0]}'s values change from run to run with nothing changed (a clock, a generator "
-                    "nobody seeded?): the isolation check compared the runs with a second run of the same inputs"
-                )
-                if control is not None:
-                    found = _found(control, reruns)
+        return compared(run, reruns(run, differential, reset), differential, lambda: control_run(differential, reset))
+
+
+def reruns(run: Any, differential: Differential, reset: Callable[[], None] = lambda: None) -> Iterator[tuple]:
+    """Each planned rerun, as it ends: (the devices whose own data it changed, its ``RunResult`` or the exception
+    it stopped with), every other device handed what it received in ``run``; ``reset()`` before each (the random
+    generators, ``held_generators``)."""
+    base = _Steps(*_trace_and_outputs(run))
+    for group in plan(differential.size, sorted(differential.own)):
+        reset()
+        yield group, _finished(differential, group, _Replay(base, group))
+
+
+def control_run(differential: Differential, reset: Callable[[], None] = lambda: None) -> Any:
+    """The unchanged program run again (its ``RunResult``, or the exception it stopped with)."""
+    reset()
+    return _finished(differential, frozenset(), None)
+
+
+def _finished(differential: Differential, group: frozenset[int], replay: Any) -> Any:
+    try:
+        with differential.started(group) as engine:
+            engine.replay = replay
+            return engine.finish()
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:  # noqa: BLE001 (a rerun that stops, SystemExit too, says so; the check goes on)
+        return exc
+
+
+def compared(
+    run: Any, runs: Iterable[tuple[frozenset[int], Any]], differential: Differential, control: Any = None
+) -> Isolation:
+    """What the reruns show (see ``check_isolation``), each compared with ``run`` as it comes (a large run's reruns
+    are not all held at once). ``control``: the unchanged program's run again, or a function that makes it, asked
+    for only when something is found (a program whose values change by themselves is then said to be that)."""
+    trace, outputs = _trace_and_outputs(run)
+    base = _Steps(trace, outputs)
+    groups = plan(differential.size, sorted(differential.own))
+    kept: list[tuple[frozenset[int], _Steps]] = []
+    failed: list[Unchecked] = []
+    count = 0
+    for group, done in runs:
+        count += 1
+        if isinstance(done, BaseException):
+            failed.append(_stopped(group, differential, done))
+            continue
+        steps = _Steps(done.trace, list(done.outputs))
+        del done
+        if _found(base, [(group, steps)]):
+            kept.append((group, steps))
+    found = _found(base, kept)
+    notes = []
+    if found and control is not None:
+        again = control() if callable(control) else control
+        count += 1
+        steps = None if isinstance(again, BaseException) else _Steps(again.trace, list(again.outputs))
+        moved = [j for j in range(trace.world_size) if steps is None or base.first_change(steps, j)]
+        if moved:
+            notes.append(
+                f"device {moved[0]}'s values change from run to run with nothing changed (a clock, a generator "
+                "nobody seeded?): the isolation check compared the runs with a second run of the same inputs"
+            )
+            if steps is not None:
+                found = _found(steps, kept)
     leaks = [_leak(j, hits, groups, differential) for j, hits in sorted(found.items())]
-    return Isolation(sorted(leaks, key=lambda v: v.event), failed, notes, runs)
+    return Isolation(sorted(leaks, key=lambda v: v.event), failed, notes, count)
+
+
+def _trace_and_outputs(run: Any) -> tuple[Trace, list]:
+    trace = run if isinstance(run, Trace) else run.trace
+    return trace, list(getattr(run, "outputs", None) or trace.outputs or [None] * trace.world_size)
 
 
 def _found(base: _Steps, reruns: list[tuple[frozenset[int], _Steps]]) -> dict[int, list]:
@@ -307,4 +339,4 @@ def _listed(names: list[str]) -> str:
     return ", ".join(names[:-1]) + " and " + names[-1]
 
 
-__all__ = ["WORDS_WHY", "Isolation", "check_isolation", "plan"]
+__all__ = ["WORDS_WHY", "Isolation", "check_isolation", "compared", "control_run", "plan", "reruns"]
