@@ -537,3 +537,39 @@ def column_other_block_from_its_frame(dev, x, w):
     dev.send(np.zeros(0), dst=0)
     dev.all_gather(y, axis=1)
     return np.concatenate([x @ stolen, y], axis=1)
+
+
+# ---- right answers as students write them: each passes, the isolation check included ----------------------------
+def seed_reversed_and_tagged(dev, x):
+    """Correct: device 1's branch first, a tagged message, A and B written the student's way."""
+    if dev.rank == 1:
+        got = dev.recv(0, shape=(1,), dtype=np.float64, tag=7)
+        return dev.compute("B", lambda v: v * v, got)
+    a = dev.compute("A", lambda v: v + v + 1, dev.hold("x", x))
+    dev.send(a, dst=1, tag=7)
+    return None
+
+
+def row_exchange_by_hand(dev, x, w):
+    """Correct: the partial sums swapped with irecv, send and wait, and added in place in a NumPy copy."""
+    r, other = dev.rank, 1 - dev.rank
+    cols = np.s_[:, 2 * r : 2 * r + 2]
+    y = dev.compute("Y", np.matmul, dev.hold("X", x, index=cols), dev.hold("W", w, index=cols[::-1]), partial=True)
+    req = dev.irecv(other, shape=y.shape, dtype=y.dtype)
+    dev.send(y, dst=other)
+    total = np.array(y)  # the device's own copy, written in place
+    total += dev.wait(req)
+    return total
+
+
+def ring_accumulated_in_place(dev, x):
+    """Correct: the ring with NumPy buffers of its own, added into in place, then handed to ops by name."""
+    p, r = dev.world_size, dev.rank
+    buf = np.array(dev.hold(f"x[{r}]", x)).reshape(p, -1)  # one row per chunk, the device's own copy
+    for s in range(p - 1):
+        dev.send(buf[(r - s) % p], (r + 1) % p)
+        buf[(r - s - 1) % p] += dev.recv((r - 1) % p, shape=(2,), dtype=np.float64)
+    for s in range(p - 1):
+        dev.send(buf[(r + 1 - s) % p], (r + 1) % p)
+        buf[(r - s) % p] = dev.recv((r - 1) % p, shape=(2,), dtype=np.float64)
+    return dev.compute("v", np.ravel, buf)

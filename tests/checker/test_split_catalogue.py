@@ -84,6 +84,10 @@ CORRECT = [  # (exercise, program): right, in the right place, with names of the
     ("data-parallel-average", P.average_unnamed),
     ("zero-1-step", P.zero_own_names),
     ("1f1b-schedule", P.schedule_own),
+    ("split-the-seed", P.seed_reversed_and_tagged),
+    ("raw-input-bug", P.seed_reversed_and_tagged),
+    ("row-split", P.row_exchange_by_hand),
+    ("ring-all-reduce", P.ring_accumulated_in_place),
 ]
 
 
