@@ -67,6 +67,8 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
      "device 1's B depends on x, which only device 0 holds, but no message carried it"),
     ("column-split", P.column_other_block_from_its_frame, "FAILED",
      "device 1's result depends on W (columns 0:3), which only device 0 holds, but no message carried it"),
+    ("column-split", P.column_y_from_no_inputs, "FAILED",
+     "device 0's Y depends on W (columns 3:6), which only device 1 holds, but no message carried it"),
     ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
      "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
     ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),
@@ -382,3 +384,22 @@ def test_an_op_labelled_as_a_collective_it_never_called_is_held_to_the_split():
 
     report = check(World(2).run(forged, X3), Reference.of(model, X3), split=SEED_SPLIT)
     assert report.verdict == "FAILED" and "device 1 computed A, which belongs to device 0" in words(str(report))
+
+
+FROM_NO_INPUTS = [  # an op given no inputs, over data that reached its device outside messages
+    ("split-the-seed", P.seed_b_from_nowhere_after_a_token),
+    ("raw-input-bug", P.seed_b_from_nowhere_after_a_token),
+    ("ring-all-reduce", P.ring_tokens_and_a_module_dict),
+    ("column-split", P.column_y_from_no_inputs),
+    ("row-split", P.row_through_a_shared_dict),
+    ("data-parallel-average", P.average_through_a_class_attribute),
+]
+
+
+@pytest.mark.parametrize("exercise, program", FROM_NO_INPUTS, ids=lambda v: getattr(v, "__name__", None))
+def test_a_value_from_no_inputs_is_failed_in_every_exercise_where_devices_hold_data_of_their_own(exercise, program):
+    result = grade(exercise, program, seed=4)
+    assert result.verdict == "FAILED" and result.diagnosis == "isolation", words(result.text())
+    leak = result.report.leaks[0]
+    assert leak.record is not None and len(leak.record.inputs) == 0  # an op from no inputs
+    assert result.where is not None and "dev.compute(" in result.where  # the student's line of that op
