@@ -295,8 +295,15 @@ def _what(change: tuple[str, int, Any], rank: int) -> str:
         return f"device {rank}'s result"
     if kind == "send":
         return f"the message device {rank} sent to device {rec.dst} (message #{rec.id})"
-    if kind == "steps":
-        return f"the steps device {rank} takes (from its event #{change[1]} on)"
+    if kind == "steps":  # another op, another peer, one event more or fewer: where the paths part
+        at = (
+            ""
+            if rec is None
+            else f" (from its {rec.name} on)"
+            if hasattr(rec, "rank")
+            else f" (from message #{rec.id} on)"
+        )
+        return f"the steps device {rank} takes{at}"
     return f"device {rank}'s {rec.name}"
 
 

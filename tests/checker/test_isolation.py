@@ -339,3 +339,22 @@ def test_irecv_and_wait_and_rendezvous_sends_are_not_accused(send_mode):
     run = World(2, send_mode=send_mode).run(exchange, PerDevice([np.arange(3.0), np.ones(3)]))
     report = check(run, Reference.of(lambda dev: None), isolation=True, own_names=True)
     assert not report.leaks and report.isolation_runs == 2, report.text()
+
+
+def test_a_path_that_a_shared_value_decides_is_outside_messages_too():
+    store = {}
+
+    def branches_on_a_dict(dev, x):  # device 1 takes another branch when device 0's x is negative
+        if dev.rank == 0:
+            store["sign"] = float(np.sign(x[0]))
+            dev.send(dev.compute("A", seeds.stage_a, dev.hold("x", x)), dst=1)
+            return None
+        a = dev.recv(src=0, shape=(1,), dtype=np.float64, name="A")
+        if store["sign"] < 0:
+            a = dev.compute("flipped", np.negative, a)
+        return dev.compute("B", seeds.stage_b, a)
+
+    x = np.array([3.0])
+    report = check(World(2).run(branches_on_a_dict, PerDevice({0: x})), Reference.of(seeds.model, x), isolation=True)
+    assert report.verdict == "FAILED", report.text()
+    assert "the steps device 1 takes (from its B on) depends on x, which only device 0 holds" in words(report.text())
