@@ -7,9 +7,10 @@ Two workloads, each checked without and with the isolation check (``simulator.ch
 - a 32-device program: a ring written with send and recv, every device given its vector by ``PerDevice``
   (``check(..., isolation=True)``: two reruns per bit of the rank, 10 for 32 devices).
 
-For each: the runs a check makes (the run itself and the reruns: at most N+1), and the check's CPU time in
-units of one run's (the reruns share the reference, the split and the world with the check: what they add is
-their own runs and one walk over their events). Medians of ``--rounds`` rounds, with the spread and the load
+For each: the runs a check makes (the run itself and the reruns: at most N+1), the check without isolation and
+the isolation check alone (``check_isolation``, what ``isolation=`` adds), in units of one run's CPU time. The
+reruns share the reference, the split and the world with the check (they are compared with the run, not with
+the model): what each adds is its own run and one walk over its events. Medians of ``--rounds`` rounds, with the spread and the load
 (benchmarks/sidebyside.py).
 
 Run: python benchmarks/isolation_cost.py [--rounds R]
@@ -24,6 +25,7 @@ from sidebyside import cpu_timed, load, loads, spread
 
 from simulator import PerDevice, World
 from simulator.checker import Differential, Reference, check
+from simulator.checker.isolation import check_isolation
 from simulator.teach.exercises import ring
 
 
@@ -78,8 +80,7 @@ def exercise_case():
 
     def isolated(r):
         start = lambda new: exercise.start_program(ring_by_hand, new, split)  # noqa: E731
-        diff = Differential.of_inputs(exercise.size, inputs, split, start)
-        return check(r, reference, split=split, own_names=True, isolation=diff)
+        return check_isolation(r, Differential.of_inputs(exercise.size, inputs, split, start))
 
     return f"exercise ring-all-reduce, {exercise.size} devices", exercise.size, run, plain, isolated
 
@@ -95,7 +96,7 @@ def large_case(p: int = 32):
         return check(r, reference, own_names=True)
 
     def isolated(r):
-        return check(r, reference, own_names=True, isolation=True)
+        return check_isolation(r, Differential.of_run(r))
 
     return f"a ring written with send and recv, {p} devices", p, run, plain, isolated
 
@@ -103,25 +104,25 @@ def large_case(p: int = 32):
 def measure(case, rounds: int) -> None:
     title, n, run, plain, isolated = case
     isolated(run())  # warm-up: imports and first-call costs are not the check's
-    t_runs, plain_ratio, iso_ratio, extra = [], [], [], []
+    t_runs, plain_ratio, iso_ratio, per_rerun = [], [], [], []
     before, after = [], []
     for _ in range(rounds):
         before.append(load())
         result, t_run = cpu_timed(run)
         report, t_plain = cpu_timed(plain, result)
-        report_iso, t_iso = cpu_timed(isolated, result)
+        found, t_iso = cpu_timed(isolated, result)
         after.append(load())
-        assert report.ok and report_iso.ok, (report.text(), report_iso.text())
+        assert report.ok and not found.leaks and not found.unchecked, (report.text(), found)
         t_runs.append(t_run * 1e3)
         plain_ratio.append(t_plain / t_run)
         iso_ratio.append(t_iso / t_run)
-        extra.append((t_iso - t_plain) / t_run)
-        runs = 1 + report_iso.isolation_runs
+        per_rerun.append(t_iso / t_run / found.runs)
+        runs = 1 + found.runs
     print(f"{title}: {runs} runs per check with isolation (at most N+1 = {n + 1})")
-    print(f"  one run:                        {spread(t_runs)} ms CPU")
-    print(f"  check without isolation / run:  {spread(plain_ratio)}")
-    print(f"  check with isolation / run:     {spread(iso_ratio)}")
-    print(f"  what isolation adds, in runs:   {spread(extra)} (its {runs - 1} reruns, and their walks)")
+    print(f"  one run:                           {spread(t_runs)} ms CPU")
+    print(f"  the check without isolation / run: {spread(plain_ratio)}")
+    print(f"  the isolation check / run:         {spread(iso_ratio)} (its {runs - 1} reruns and their walks)")
+    print(f"  ... per rerun:                     {spread(per_rerun)} runs (a rerun, and the walk that compares it)")
     print(loads(before, after))
 
 
