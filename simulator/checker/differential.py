@@ -125,7 +125,7 @@ class Differential:
                     fresh = np.array(value, copy=True)
                     for r in sorted(ranks & masks.keys()):
                         fresh[masks[r]] = changed(value, _rng(ranks, r))[masks[r]]
-                    if isinstance(value, np.ndarray) and value.flags.writeable:
+                    if _writable_alone(value, name, inputs):
                         undo.append((value, value.copy()))
                         value[...] = fresh
                     else:
@@ -136,6 +136,14 @@ class Differential:
                     value[...] = old
 
         return cls(size, {r: tuple(v) for r, v in own.items()}, started)
+
+
+def _writable_alone(value: Any, name: str, inputs: Mapping[str, Any]) -> bool:
+    """Whether ``value`` can be changed in place without changing another input (a view of the same memory)."""
+    if not isinstance(value, np.ndarray) or not value.flags.writeable:
+        return False
+    others = (v for k, v in inputs.items() if k != name and isinstance(v, np.ndarray))
+    return not any(np.shares_memory(value, v) for v in others)
 
 
 def _part_name(name: str, index: Any, shape: tuple[int, ...]) -> str:

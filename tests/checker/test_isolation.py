@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from simulator import PerDevice, World
-from simulator.checker import Differential, Reference, Split, check
+from simulator.checker import ALL, Differential, Reference, Split, check
 from simulator.checker.isolation import plan
 from simulator.teach.examples import seeds
 
@@ -358,3 +358,20 @@ def test_a_path_that_a_shared_value_decides_is_outside_messages_too():
     report = check(World(2).run(branches_on_a_dict, PerDevice({0: x})), Reference.of(seeds.model, x), isolation=True)
     assert report.verdict == "FAILED", report.text()
     assert "the steps device 1 takes (from its B on) depends on x, which only device 0 holds" in words(report.text())
+
+
+def test_an_input_that_shares_memory_with_another_is_changed_in_a_copy():
+    whole = np.arange(8.0)
+    inputs = {"X": whole[:4], "Y": whole[4:], "Z": whole}  # Z is every device's, and X's memory too
+    split = Split(given={"X": {0: np.s_[0:4]}, "Z": ALL})
+    seen = []
+
+    def start_with(new):
+        seen.append({k: np.array(v) for k, v in new.items()})
+        return World(2).start(lambda dev: None)
+
+    diff = Differential.of_inputs(2, inputs, split, start_with)
+    with diff.started(frozenset([0])) as engine:
+        engine.finish()
+    assert np.array_equal(whole, np.arange(8.0))  # Z (and so X's memory) untouched
+    assert not np.array_equal(seen[0]["X"], np.arange(4.0)) and np.array_equal(seen[0]["Z"], np.arange(8.0))
