@@ -69,6 +69,11 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
      "device 1's result depends on W (columns 0:3), which only device 0 holds, but no message carried it"),
     ("column-split", P.column_y_from_no_inputs, "FAILED",
      "device 0's Y depends on W (columns 3:6), which only device 1 holds, but no message carried it"),
+    # answers remembered from an earlier run of the process look isolated to the reruns: the split and the
+    # requirements (what must arrive in messages) fail them
+    ("split-the-seed", P.seed_b_remembered, "FAILED",
+     "carried [], which is none of the model's values, but only A may cross from device 0 to device 1"),
+    ("ring-all-reduce", P.ring_remembered, "FAILED", "device 0 never received chunk 0 of the sum"),
     ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
      "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
     ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),
