@@ -6,6 +6,7 @@ import csv
 import inspect
 import textwrap
 
+import numpy as np
 import pytest
 
 from simulator.cli.main import main
@@ -156,3 +157,36 @@ def test_in_process_as_a_notebook_grades_the_same_verdicts(folder, seed):
 def test_one_file_graded_in_process_says_where_data_came_outside_messages(folder):
     row = grade_file(folder / "ann_row_dict.py")
     assert row["verdict"] == "FAILED" and row["first_divergence"] == "outside messages: device 0"
+
+
+RUNS: list = []
+
+
+def patches_the_isolation_check_on_its_second_run(dev, x):
+    """The seed's split through a dict, and from its second run on, the isolation check's comparison replaced."""
+    import simulator.checker.isolation as iso
+
+    if dev.rank == 0:
+        RUNS.append(1)
+        if len(RUNS) > 1:
+            iso._same = lambda a, b: True
+        PATCHED_A[:] = [dev.compute("A", lambda v: 2 * v + 1, dev.hold("x", x))]
+        dev.send(np.zeros(0), dst=1)
+        return None
+    dev.recv(src=0, shape=(0,), dtype=np.float64)
+    return dev.compute("B", lambda: PATCHED_A[0] ** 2)
+
+
+PATCHED_A: list = []
+
+
+def test_a_program_that_patches_the_isolation_check_while_it_reruns_is_refused():
+    import simulator.checker.isolation as iso
+
+    same = iso._same
+    try:
+        result = grade("split-the-seed", patches_the_isolation_check_on_its_second_run, seed=1)
+    finally:
+        iso._same = same
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "simulator.checker.isolation._same" in result.text()

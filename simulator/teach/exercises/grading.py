@@ -110,6 +110,10 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         own_names=True,
         isolation=_differential(exercise, program, inputs, split),
     )
+    if snapshot is not None:  # the isolation check ran the program again: it may have changed the grader then
+        refused = _tampered(exercise, snapshot)
+        if refused is not None:
+            return refused
     if report.verdict != PASSED:
         kind = diagnosis(report)
         record = _pointed(report)
