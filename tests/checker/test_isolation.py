@@ -375,3 +375,17 @@ def test_an_input_that_shares_memory_with_another_is_changed_in_a_copy():
         engine.finish()
     assert np.array_equal(whole, np.arange(8.0))  # Z (and so X's memory) untouched
     assert not np.array_equal(seen[0]["X"], np.arange(4.0)) and np.array_equal(seen[0]["Z"], np.arange(8.0))
+
+
+def test_the_reruns_and_the_comparison_work_apart_as_a_grader_in_another_process_would_use_them():
+    from simulator.checker.isolation import check_isolation, compared, control_run, reruns
+
+    program = _seed_through({})
+    run = World(2).run(program, PerDevice({0: X3}))
+    diff = Differential.of_run(run)
+    made = list(reruns(run, diff))  # where the program may run: the runs, nothing decided
+    assert [group for group, _ in made] == [frozenset([0])]
+    apart = compared(run, made, diff, control_run(diff))  # where the verdict is made: traces read, nothing run
+    together = check_isolation(run, diff)
+    assert [v.text for v in apart.leaks] == [v.text for v in together.leaks] and apart.leaks
+    assert apart.runs == together.runs == 2  # the rerun, and the control asked for once something was found
