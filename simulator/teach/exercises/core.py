@@ -26,7 +26,7 @@ import numpy as np
 
 from ...checker import References, Split
 from ...core.arguments import PerDevice
-from ...core.engine import RunResult
+from ...core.engine import Engine, RunResult
 from ...core.world import World
 from . import sealed
 
@@ -117,6 +117,10 @@ class Exercise:
         """Run the program on these inputs, each device given its part of them."""
         if self.run is not None:
             return self.run(program, inputs)
+        return self.start_program(program, inputs, split).finish()
+
+    def start_program(self, program: Any, inputs: Mapping[str, Any], split: Split) -> Engine:
+        """The program started on these inputs (not yet run), each device given its part of them."""
         args = []
         for name in self.arguments:
             value = inputs[name]
@@ -124,7 +128,7 @@ class Exercise:
                 args.append(PerDevice(lambda r, n=name, v=value: split.part(n, r, v)))
             else:
                 args.append(value)
-        return World(self.size).run(program, *args)
+        return World(self.size).start(program, *args)
 
 
 def held_bytes(run: RunResult, rank: int, names: Callable[[str], bool]) -> int:
