@@ -58,6 +58,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/pingpong_ceiling.py
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
 	$(BIN)/python benchmarks/checker_cost.py
+	$(BIN)/python benchmarks/isolation_cost.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
 	$(BIN)/python benchmarks/blas_threads.py

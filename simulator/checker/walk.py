@@ -22,7 +22,9 @@ from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
 from .compare import same, show, structured
+from .differential import Differential
 from .explain import _Explanations, _floaty
+from .isolation import check_isolation
 from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
@@ -40,6 +42,7 @@ def check(
     atol: float | None = None,
     split: Split | None = None,
     own_names: bool = False,
+    isolation: bool | Differential = False,
 ) -> CheckReport:
     """Compare a run with single-device reference(s); say passed, FAILED (first divergence) or not verified.
 
@@ -53,6 +56,9 @@ def check(
     are the program's own intermediates (a sum before it is divided, a running sum on its way round a ring):
     noted, not held against the verdict. Every value of the model and the result are still compared (an
     exercise's grade sets it).
+    isolation: also check that nothing reached a device outside messages (``simulator.checker.isolation``):
+    True runs the program again with each device's ``PerDevice`` part changed (at most N more runs, and one
+    more only when something is found); a ``Differential`` says what each device holds alone and how to rerun.
 
     The first divergence is the first by cause (``simulator.checker.causal``), so a real run, whose events
     come in measured order, is blamed where its simulation is.
@@ -73,6 +79,12 @@ def check(
         report.broken, report.split_checked = broken, True
         if broken and report.first is not None:
             report.split_first = checker.order.key(broken[0].event) < checker.first_key
+    if isolation is not False and isolation is not None:
+        differential = Differential.of_run(run) if isolation is True else isolation
+        found = check_isolation(run, differential)
+        report.leaks, report.isolation_runs = found.leaks, found.runs
+        report.unchecked += found.unchecked
+        report.notes += found.notes
     return report
 
 

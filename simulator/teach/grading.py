@@ -195,6 +195,9 @@ def _stopped(row: Row, words: dict[str, Any], when: str) -> None:
 def _where(report: Any) -> str:
     """The first divergence in a few words: which message or value, on which device (or the split's first broken
     rule, where that comes first)."""
+    leaks = getattr(report, "leaks", None)
+    if leaks:  # data that reached a device outside messages is said first (simulator.checker.isolation)
+        return f"outside messages: device {leaks[0].rank}"
     broken = getattr(report, "broken", None)
     if broken and (report.first is None or report.split_first):
         return f"the split: {broken[0].kind} on device {broken[0].rank}"

@@ -136,9 +136,14 @@ class RemoteAnswer(AnswerElsewhere):
             self.loaded = self._reply(("loaded", "load failed"))
 
     # ---- what the grade asks ----------------------------------------------------------------------
-    def run(self, size: int, args: Sequence[Any]) -> RunResult:
+    def start(self, size: int, args: Sequence[Any]) -> _Started:
+        return _Started(self, size, args)
+
+    def run(self, size: int, args: Sequence[Any], replay: Any = None) -> RunResult:
+        """Run the answer there on these arguments; ``replay``: what the isolation check hands the devices a rerun
+        does not change (``Engine.replay``; it crosses to that process with the request)."""
         given = [("per device", [a.part(r) for r in range(size)]) if isinstance(a, PerDevice) else a for a in args]
-        reply = self._ask({"kind": "run", "size": size, "args": given}, ("ran", "error"))
+        reply = self._ask({"kind": "run", "size": size, "args": given, "replay": replay}, ("ran", "error"))
         self._calls = [Call(*c) for c in reply.get("calls", ()) if _is_call(c)]
         if reply["kind"] == "error":
             raise _error(reply["error"])
@@ -303,6 +308,17 @@ class RemoteAnswer(AnswerElsewhere):
                 with contextlib.suppress(OSError):
                     if token in Path(entry.path, "environ").read_bytes().split(b"\0"):
                         os.kill(int(entry.name), signal.SIGKILL)
+
+
+class _Started:
+    """A run asked for but not yet made (``World.start``'s counterpart): set ``replay``, then ``finish()``."""
+
+    def __init__(self, answer: RemoteAnswer, size: int, args: Sequence[Any]) -> None:
+        self.answer, self.size, self.args = answer, size, args
+        self.replay: Any = None
+
+    def finish(self) -> RunResult:
+        return self.answer.run(self.size, self.args, self.replay)
 
 
 # ---- reading a record without running anything of the student's ------------------------------------

@@ -223,8 +223,8 @@ def plain_trace(trace: Any) -> Any:
     return out
 
 
-def answer(request: dict[str, Any], program: Any, path: Path) -> dict[str, Any]:
-    """One request's reply (see the module docstring)."""
+def answer(request: dict[str, Any], program: Any, path: Path, reset: Any = lambda: None) -> dict[str, Any]:
+    """One request's reply (see the module docstring); ``reset()`` puts the random generators back first."""
     if request["kind"] == "call":
         try:
             return {"kind": "called", "value": plain(program(*request["args"]))}
@@ -236,9 +236,12 @@ def answer(request: dict[str, Any], program: Any, path: Path) -> dict[str, Any]:
 
     args = [PerDevice(a[1]) if isinstance(a, tuple) and a[0] == "per device" else a for a in request["args"]]
     sites = CallSites()
+    reset()  # every run starts NumPy's and Python's random generators where the first did (the reruns compare)
     try:
         with sites:
-            run = World(request["size"]).run(program, *args)
+            engine = World(request["size"]).start(program, *args)
+            engine.replay = request.get("replay")  # the isolation check's rerun: what the others received before
+            run = engine.finish()
     except BaseException as exc:  # noqa: BLE001 (SystemExit in the answer too: the run's error is the reply)
         return {"kind": "error", "error": error_words(exc, path), "calls": _calls(sites)}
     return {"kind": "ran", "trace": plain_trace(run.trace), "outputs": plain(run.outputs), "calls": _calls(sites)}
@@ -291,11 +294,21 @@ def main() -> int:
             "answer": program if isinstance(program, str) else ("" if callable(program) else "not a function"),
         },
     )
+    import random
+
+    import numpy as np
+
+    states = np.random.get_state(), random.getstate()
+
+    def reset() -> None:
+        np.random.set_state(states[0])
+        random.setstate(states[1])
+
     while True:
         request = read_frame(requests)
         if request["kind"] == "bye":
             return 0
-        write_frame(channel, answer(request, program, path))
+        write_frame(channel, answer(request, program, path, reset))
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import numpy as np
 
 from ...checker import References, Split
 from ...core.arguments import PerDevice
-from ...core.engine import RunResult
+from ...core.engine import Engine, RunResult
 from ...core.world import World
 from . import sealed
 
@@ -72,13 +72,15 @@ class Requirement:
 
 class AnswerElsewhere(ABC):
     """An answer that runs in another process (``simulator.teach.remote_answer``: the grader never runs student
-    code). ``run`` runs it as a rank program on ``size`` devices, each given its part of ``args`` (a
-    ``PerDevice`` is a part per device), and returns the run's record, checked like a run made here; calling it
-    calls the answer there (the schedule exercise's ``schedule(p, m)``). Any check that needs more runs of the
-    program (the isolation check's) asks ``Exercise.run_program``, which asks this."""
+    code). ``start`` starts it as a rank program on ``size`` devices, each given its part of ``args`` (a
+    ``PerDevice`` is a part per device), as ``World.start`` does: what it returns has ``replay`` (what the
+    isolation check hands the devices a rerun does not change, ``Engine.replay``) and ``finish()``, which runs it
+    there and returns the run's record, checked like a run made here. Calling it calls the answer there (the
+    schedule exercise's ``schedule(p, m)``). Every run a grade needs, the isolation check's reruns too, goes
+    through ``Exercise.start_program``, which asks this."""
 
     @abstractmethod
-    def run(self, size: int, args: Sequence[Any]) -> RunResult: ...
+    def start(self, size: int, args: Sequence[Any]) -> Any: ...
 
     @abstractmethod
     def __call__(self, *args: Any) -> Any: ...
@@ -136,6 +138,11 @@ class Exercise:
         """Run the program on these inputs, each device given its part of them."""
         if self.run is not None:
             return self.run(program, inputs)
+        return self.start_program(program, inputs, split).finish()
+
+    def start_program(self, program: Any, inputs: Mapping[str, Any], split: Split) -> Engine | Any:
+        """The program started on these inputs (not yet run), each device given its part of them (an answer that
+        runs elsewhere: its ``start``)."""
         args = []
         for name in self.arguments:
             value = inputs[name]
@@ -144,8 +151,8 @@ class Exercise:
             else:
                 args.append(value)
         if isinstance(program, AnswerElsewhere):
-            return program.run(self.size, args)
-        return World(self.size).run(program, *args)
+            return program.start(self.size, args)
+        return World(self.size).start(program, *args)
 
 
 def held_bytes(run: RunResult, rank: int, names: Callable[[str], bool]) -> int:
