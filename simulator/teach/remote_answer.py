@@ -2,9 +2,10 @@
 
 ``RemoteAnswer(path, exercise)`` copies the student's file alone into a scratch folder and starts
 ``student_process.py`` there, in its own session, limited (memory, CPU, output, processes) and guarded (see that
-module). The grader then uses it as an answer (``exercises.core.AnswerElsewhere``): ``Exercise.run_program`` asks it
-for each run the grade needs (the notebook's inputs, the random ones, and any other a check asks for) and gets
-the run's record, which the grade checks in this process as it checks a run made here. This process never loads
+module). The grader then uses it as an answer (``exercises.core.AnswerElsewhere``): ``Exercise.start_program`` asks
+it for each run the grade needs (the notebook's inputs, the random ones, and the isolation check's reruns, whose
+``replay`` crosses with the request) and gets the run's record, which the grade checks in this process as it
+checks a run made here. This process never loads
 the student's code, nor anything the student's process made except plain data: a record is read by an unpickler
 that builds only traces, messages, ops, arrays and Python's own values.
 
