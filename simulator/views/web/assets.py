@@ -12,6 +12,7 @@ from importlib.resources import files
 
 VIEW = ("dom.js", "timeline.js", "cards.js", "view.js")  # the step-through view: page and widget
 EXPLORER = ("dom.js", "schedules.js", "explorer.js")  # the schedule explorer page (styles: explorer.css)
+MEMORY = ("dom.js", "memory.js")  # the memory calculator page (styles: memory.css)
 
 
 def asset(name: str) -> str:
