@@ -127,8 +127,16 @@ def test_a_projected_page_is_legible_whole_and_counts_every_message(browser, tmp
 def test_the_page_asks_for_full_screen_when_the_browser_s_bars_take_room(browser, tmp_path):
     page = write_html("pipeline-1f1b", tmp_path / "p.html", present=True)
     browser.execute_cdp_cmd(
-        "Emulation.setDeviceMetricsOverride", {"width": WIDTH, "height": 590, "deviceScaleFactor": 1, "mobile": False}
-    )
+        "Emulation.setDeviceMetricsOverride",
+        {
+            "width": WIDTH,
+            "height": 590,
+            "screenWidth": WIDTH,
+            "screenHeight": HEIGHT,
+            "deviceScaleFactor": 1,
+            "mobile": False,
+        },
+    )  # a 1280 x 720 screen with the browser's bars taking 130 px
     try:
         open_page(browser, page)
         assert goto(browser, 10)["fullscreen"]

@@ -93,6 +93,8 @@ def assert_numbers_as_python_wrote_them(item, cells, where):
     """Every number shown is Python's at its place; all of them, unless the matrix is shortened (then its leading
     and trailing rows and columns, around an ellipsis)."""
     flat = [c for row in cells for c in row]
+    if not item["shown"]:
+        return  # not one row fits the card: its shape, in the item's head, stands for it
     assert all(flat[k] == text for k, text in item["shown"]), where
     ks = [k for k, _ in item["shown"]]
     assert ks == sorted(ks), where  # in order, left to right and down

@@ -46,6 +46,7 @@ function matrixTable(cells, bad, room, least = MIN_FONT) {
   const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), least, 16);
   const rowsShown = keep(grid.length, Math.max(1, Math.floor((room.height - 4) / (1.3 * size))));
   const colsShown = keep(cols, Math.max(1, Math.floor(room.width / (size * perCell))));
+  if (!rowsShown.some((i) => i !== null)) return null; // not one row fits: the value's shape says enough
   const table = h("table", { class: "psv-matrix", style: `font-size: ${size}px` });
   if (rowsShown.length < grid.length || colsShown.length < cols) table.dataset.shortened = `${grid.length}x${cols}`;
   for (const i of rowsShown) {
@@ -96,11 +97,12 @@ function numbers(doc, li, i, bad, room) {
   const least = bad ? BAD_FONT : MIN_FONT;
   const share = dueCells && cells ? (room.height - 22) / 2 : room.height - (due !== undefined ? 24 : 0);
   const wrong = bad && check && check.cells ? new Set(check.cells) : null;
-  if (cells) li.append(matrixTable(cells, wrong, { width: room.width, height: share }, least));
+  const table = cells ? matrixTable(cells, wrong, { width: room.width, height: share }, least) : null;
+  if (table) li.append(table);
   if (due === undefined) return;
   const should = h("div", { class: "psv-expected" }, h("span", { text: "should be " }));
-  if (dueCells) should.append(matrixTable(dueCells, null, { width: room.width, height: share }, least));
-  else should.append(h("span", { class: "psv-value", text: shortText(due) }));
+  const dueTable = dueCells ? matrixTable(dueCells, null, { width: room.width, height: share }, least) : null;
+  should.append(dueTable || h("span", { class: "psv-value", text: shortText(due) }));
   li.append(should);
 }
 

@@ -195,7 +195,12 @@ function rankNames(ctx, p, rowH, top, font) {
   ctx.font = `${font}px system-ui, sans-serif`;
   ctx.textBaseline = "middle";
   ctx.textAlign = "left";
-  for (let r = 0; r < p; r += every) ctx.fillText(`device ${r}`, 6, top + r * rowH + rowH / 2);
+  const bottom = top + p * rowH;
+  for (let r = 0; r < p; r += every) {
+    const y = top + r * rowH + rowH / 2;
+    if (y + font / 2 > bottom + 1 && r > 0) break; // a name that would spill past the chart
+    ctx.fillText(`device ${r}`, 6, clamp(y, font / 2 + 1, Math.max(font / 2 + 1, bottom - font / 2)));
+  }
 }
 
 // One schedule's timeline on a canvas; returns it, and what it drew (for the tests: every block, its label).

@@ -126,7 +126,8 @@ export function mount(el, doc, options = {}) {
         text: "For the projector, go full screen (F11; on a Mac Ctrl+Cmd+F): this page is laid out for the whole screen.",
       })
     : null;
-  const tooShort = () => window.innerHeight < 700 && !document.fullscreenElement;
+  // the browser's bars take room: the page is shorter than the screen by more than a few pixels
+  const tooShort = () => !document.fullscreenElement && window.innerHeight < (window.screen.height || 720) - 40;
 
   const button = (action, text, title, fn) =>
     h("button", { type: "button", "data-action": action, title, text, onclick: fn });
