@@ -75,15 +75,28 @@ function liveOverTime(rows) {
   return { at, count };
 }
 
-const cases = new Map(); // a case's order, made once per page
+const cases = new Map(); // the last few cases' orders
 function caseOf(choice) {
   const k = `${choice.schedule}|${choice.p}|${choice.m}|${choice.v}`;
-  if (!cases.has(k)) cases.set(k, makeCase(choice.schedule, choice.p, choice.m, choice.v));
+  if (!cases.has(k)) {
+    if (cases.size >= 12) cases.delete(cases.keys().next().value); // a p = 64, m = 512 order is 400,000 actions
+    cases.set(k, makeCase(choice.schedule, choice.p, choice.m, choice.v));
+  }
   return cases.get(k);
 }
 
-// What the page shows for one choice: the times, the step, each rank's busy and idle time, its peak.
+const models = new Map(); // the last few choices' models: a redraw (a resize, a second schedule) reuses them
 function model(data, choice) {
+  const k = ["schedule", "p", "m", "v", "F", "B", "W"].map((x) => choice[x]).join("|");
+  if (!models.has(k)) {
+    if (models.size >= 6) models.delete(models.keys().next().value);
+    models.set(k, timed(data, { ...choice, versus: "" })); // the second schedule is the page's to check
+  }
+  return models.get(k);
+}
+
+// What the page shows for one choice: the times, the step, each rank's busy and idle time, its peak.
+function timed(data, choice) {
   const problem = checkChoice(data, choice);
   if (problem) return { error: problem };
   const c = caseOf(choice);
