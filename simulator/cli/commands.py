@@ -1,4 +1,4 @@
-"""What each command does: ``demo``, ``list``, ``run``, ``figures``, ``export``, ``html``, ``explore``, ``grade``,
+"""What each command does: ``demo``, ``list``, ``run``, ``figures``, ``export``, ``html``, ``explore``, ``memory``, ``grade``,
 ``timeline``, ``calibrate`` (``whatif`` and ``validate`` are in ``whatif.py``), and how they report what they wrote.
 
 Each ``cmd_*`` takes the parsed arguments (``options.py`` declares them) and returns the exit status.
@@ -152,6 +152,20 @@ def cmd_explore(args: argparse.Namespace) -> int:
 
     try:
         path = write_explorer(args.out)
+    except OSError as exc:
+        return _cannot_write(exc, args.out)
+    size = f" ({path.stat().st_size / 1e3:,.0f} kB)" if path.is_file() else ""
+    print(f"wrote {_where(path)}{size}: open it in any browser, no network needed", file=_said(args.out))
+    return 0
+
+
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Write the memory calculator: one self-contained page where you pick a model, the ZeRO stage, recomputation,
+    TP, PP, DP, CP and the microbatch, and see parameters, gradients, optimizer state and activations per device."""
+    from ..views.web.memory_page import write_memory_page
+
+    try:
+        path = write_memory_page(args.out)
     except OSError as exc:
         return _cannot_write(exc, args.out)
     size = f" ({path.stat().st_size / 1e3:,.0f} kB)" if path.is_file() else ""

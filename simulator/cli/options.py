@@ -19,6 +19,7 @@ from .commands import (
     cmd_grade,
     cmd_html,
     cmd_list,
+    cmd_memory,
     cmd_run,
     cmd_timeline,
 )
@@ -119,6 +120,17 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             metavar="FILE",
             default="schedules.html",
             help="the page to write (default: schedules.html)",
+        ),
+    ),
+    "memory": (
+        cmd_memory,
+        lambda p: p.add_argument(
+            "-o",
+            "--out",
+            type=output_file_like("memory.html"),
+            metavar="FILE",
+            default="memory.html",
+            help="the page to write (default: memory.html)",
         ),
     ),
     "grade": (
