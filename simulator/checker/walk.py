@@ -21,9 +21,9 @@ from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import same, show, structured
+from .compare import identical, same, show, structured, tolerances
 from .explain import _Explanations, _floaty
-from .reference import Reference
+from .reference import Reference, part
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
@@ -109,6 +109,11 @@ class _Checker(_ResultChecks, _Explanations):
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
         self._block_searches = 64
+        # per (reference, name, index): the expected value and, once a comparison found other bytes, its tolerance
+        self._expectations: dict[tuple, list] = {}
+        self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
+        self._sums: dict[tuple, Any] = {}  # (reference, names, index) -> those values added up (_running_sum)
+        self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
 
     @cached_property
     def order(self) -> CausalOrder:
@@ -148,14 +153,21 @@ class _Checker(_ResultChecks, _Explanations):
         cols = t.event_columns()
         rec = t._rec
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
-        last, origin, knows = self.last_event, self.origin, {}
+        last, origin = self.last_event, self.origin
+        dsts: list[int] | None = None
         columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 last[rank] = i
                 origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
             elif kind == CODE_SEND:
-                if label < 0 or extra.get(row, (None,))[0] is not None:
+                named = extra.get(row)
+                if named is not None and named[0] is not None:
+                    if dsts is None:
+                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                    if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
+                        self._send(i, t.message_at_row(row))
+                elif label < 0:
                     self._send(i, t.message_at_row(row))
                 else:  # a collective's chunk, unnamed: checked where the collective ends
                     last[rank] = i
@@ -163,14 +175,76 @@ class _Checker(_ResultChecks, _Explanations):
                 self._hold(i, t.op_at_row(row))
             elif op_kind != FREE:
                 ref = self._ref(rank)
-                known = knows.get((id(ref), name))
-                if known is None:
-                    known = knows[(id(ref), name)] = ref.knows(names[name])
-                if known or label < 0:
+                if self._knows(ref, names[name]) or label < 0:
                     self._op(i, t.op_at_row(row))
                 else:  # a collective's own reduction: checked through its result
                     last[rank] = i
                     origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+
+    def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
+        """A named message read off the columns, with no record made: True when its value is the model's (and
+        then it is counted as ``_send`` would count it); False leaves it to ``_send`` (an unknown name, a
+        difference, a value that equals other named values too)."""
+        ref = self._ref(dst)
+        if not self._knows(ref, name):
+            return False
+        slot = self._expect(ref, name, index)
+        if slot is None or not self._same(payload, slot):
+            return False
+        if self._ambiguous(ref, payload, name, None):
+            return False  # it makes a note: said by _send, with the message's words
+        self.last_event[src] = i
+        self.produced.setdefault(id(ref), set()).add(name)
+        self.checked += 1
+        return True
+
+    def _knows(self, ref: Reference, name: str) -> bool:
+        known = self._known.get((id(ref), name))
+        if known is None:
+            known = self._known[(id(ref), name)] = ref.knows(name)
+        return known
+
+    def _expect(self, ref: Reference, name: str, index: Any) -> list | None:
+        """[the expected value of ``name`` at ``index``, its tolerance or None]: worked out once per name and index
+        (a running sum's name adds the model's values up), None where an index cannot be a key (an array)."""
+        at = _index_key(index)
+        if at is None:
+            return None
+        key = (id(ref), name, at)
+        slot = self._expectations.get(key)
+        if slot is None:
+            if name in ref.values or name in ref.aliases or "+" not in name:
+                value = ref.expected(name, index)
+            else:  # a running sum: the sum of its first terms (worked out for the message before) plus its last
+                value = self._running_sum(ref, tuple(name.split("+")), index, at)
+            slot = self._expectations[key] = [value, None]
+        return slot
+
+    def _running_sum(self, ref: Reference, terms: tuple[str, ...], index: Any, at: str) -> Any:
+        """The model's values ``terms`` at ``index``, added in that order as ``Reference.expected`` adds them (the
+        same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by one
+        term a step, and each is then one addition."""
+        key = (id(ref), terms, at)
+        total = self._sums.get(key)
+        if total is None:
+            last = part(ref.values[terms[-1]], index)
+            total = last if len(terms) == 1 else self._running_sum(ref, terms[:-1], index, at) + last
+            self._sums[key] = total
+        return total
+
+    def _same(self, found: Any, slot: list) -> bool:
+        """``same(found, expected)``, with the expected value's tolerance worked out on its first mismatch only."""
+        expected = slot[0]
+        if slot[1] is None:
+            if structured(found) or structured(expected):
+                return same(found, expected, self.rtol, self.atol)
+            a, b = np.asarray(found), np.asarray(expected)
+            if a.shape == b.shape and a.dtype == b.dtype and b.dtype.kind in "biufc" and identical(a, b):
+                return True
+            if b.dtype.kind not in "fc":
+                return same(found, expected, self.rtol, self.atol)
+            slot[1] = tolerances(b, self.rtol, self.atol)
+        return same(found, expected, tol=slot[1])
 
     def _cause(self, d: Divergence) -> tuple[int, int, int, int]:
         """Where a divergence stands by cause: a result after its device's last event, anything else at its event."""
@@ -181,9 +255,10 @@ class _Checker(_ResultChecks, _Explanations):
         self.refs[id(ref)] = ref
         return ref
 
-    def _compare(self, where, rank, i, rec, name, expected, found, position=None, path="") -> bool:
+    def _compare(self, where, rank, i, rec, name, expected, found, position=None, path="", slot=None) -> bool:
+        """Count and compare a value; a difference is kept as a divergence. slot: ``_expect``'s, if there is one."""
         self.checked += 1
-        if same(found, expected, self.rtol, self.atol):
+        if self._same(found, slot) if slot is not None else same(found, expected, self.rtol, self.atol):
             return True
         self.diverged.append(
             Divergence(where, rank, i, rec, name, expected, found, [], self._ref(rank), position, path=path)
@@ -197,7 +272,7 @@ class _Checker(_ResultChecks, _Explanations):
                 self._place(i, msg)
             return
         ref = self._ref(msg.dst)
-        if not ref.knows(msg.name):
+        if not self._knows(ref, msg.name):
             # a collective names its members' terms f"{partials}[m]" (partials=): the model must have them
             term = msg.label is not None and re.fullmatch(r"(.+)\[\d+\]", msg.name)
             self._unknown(
@@ -209,9 +284,10 @@ class _Checker(_ResultChecks, _Explanations):
             )
             return
         self.produced.setdefault(id(ref), set()).add(msg.name)
-        expected = ref.expected(msg.name, msg.index)
-        if self._compare("message", msg.dst, i, msg, msg.name, expected, msg.payload):
-            self._ambiguous(ref, msg.payload, msg.name, f"{_message(msg)} carries {msg.name} =")
+        slot = self._expect(ref, msg.name, msg.index)
+        expected = slot[0] if slot is not None else ref.expected(msg.name, msg.index)
+        if self._compare("message", msg.dst, i, msg, msg.name, expected, msg.payload, slot=slot):
+            self._ambiguous(ref, msg.payload, msg.name, lambda: f"{_message(msg)} carries {msg.name} =")
 
     def _recv(self, i: int, msg: Message) -> None:
         self.last_event[msg.dst] = i
@@ -224,7 +300,7 @@ class _Checker(_ResultChecks, _Explanations):
         self.last_event[rec.rank] = i
         self.origin[rec.rank][id(rec.output)] = rec
         ref = self._ref(rec.rank)
-        if not ref.knows(rec.name):
+        if not self._knows(ref, rec.name):
             if rec.label is None:  # a collective's own reductions are checked through its result
                 self._unknown(rec.rank, rec.name, rec.output, "", partial=rec.partial is not None)
             return
@@ -234,7 +310,9 @@ class _Checker(_ResultChecks, _Explanations):
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
-        output_right = self._compare(where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output)
+        slot = self._expect(ref, rec.name, rec.index)
+        expected = slot[0] if slot is not None else ref.expected(rec.name, rec.index)
+        output_right = self._compare(where, rec.rank, i, rec, rec.name, expected, rec.output, slot=slot)
         ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
             return
@@ -247,7 +325,9 @@ class _Checker(_ResultChecks, _Explanations):
         for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
             self.checked += 1
             if same(found, exp, self.rtol, self.atol):
-                self._ambiguous(ref, found, None, f"input {pos} of op {rec.name} on device {rec.rank} is")
+                self._ambiguous(
+                    ref, found, None, lambda pos=pos: f"input {pos} of op {rec.name} on device {rec.rank} is"
+                )
             elif not output_right:
                 inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
@@ -292,10 +372,10 @@ class _Checker(_ResultChecks, _Explanations):
         ref = self._ref(msg.dst)
         if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
             if ref.identify(msg.payload, rtol=self.rtol, atol=self.atol):
-                self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+                self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
-            self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
         self.unchecked.append(
             Unchecked(
@@ -325,25 +405,40 @@ class _Checker(_ResultChecks, _Explanations):
                     return f"the block {at} of {n} on one device", f"{n} with index=np.s_{at}"
         return None
 
-    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str) -> None:
-        """A correct value that also equals another named value: this input cannot tell the two apart.
+    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str | Callable[[], str] | None) -> bool:
+        """A correct value that also equals another named value: this input cannot tell the two apart. Notes it
+        (``where``: its words, or a function that makes them; None: only say whether there is something to note).
 
         ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
         result is ambiguous when two different named values equal it.
         """
         if structured(value):
-            return
+            return False
         a = np.asarray(value)
-        if a.dtype.kind not in "biuf" or not np.any(a):
-            return  # zeros (fresh buffers, zero gradients) equal each other in every model
-        names = ref.identify(value, rtol=self.rtol, atol=self.atol)
+        if a.dtype.kind not in "biuf" or not a.any():
+            return False  # zeros (fresh buffers, zero gradients) equal each other in every model
+        names = self._identify_names(ref, a)
         others = [n for n in names if n != name]
-        if len(others) >= (1 if name in names else 2):
+        if len(others) < (1 if name in names else 2):
+            return False
+        if where is not None:
+            where = where if isinstance(where, str) else where()
             self.notes.append(
                 f"{where} {show(value)}, but with these inputs "
                 + " and ".join(names[:4])
                 + " are equal: a program that used one for the other would look the same; try another input"
             )
+        return True
+
+    def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
+        """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
+        if a.size > 64:
+            return ref.identify(a, rtol=self.rtol, atol=self.atol)
+        key = (id(ref), a.shape, a.dtype.str, a.tobytes())
+        names = self._identified.get(key)
+        if names is None:
+            names = self._identified[key] = ref.identify(a, rtol=self.rtol, atol=self.atol)
+        return names
 
     # ---- partial sums ----------------------------------------------------------------------------
     def _add_partial(self, i: int, rec: Op) -> None:
@@ -432,6 +527,21 @@ class _Origins(dict):
         if type(found) is int:
             return self.trace.op_at_row(found >> 1) if found & 1 else self.trace.message_at_row(found >> 1)
         return found
+
+
+def _index_key(index: Any) -> Any:
+    """A key for an index made of integers, slices and None (slices are not hashable before Python 3.12); None for
+    any other (an array, a function), which is then not remembered."""
+    if index is None:
+        return ()
+    parts = index if type(index) is tuple else (index,)
+    for p in parts:
+        if type(p) is slice:
+            if not all(v is None or isinstance(v, (int, np.integer)) for v in (p.start, p.stop, p.step)):
+                return None
+        elif not (p is None or p is Ellipsis or isinstance(p, (int, np.integer))):
+            return None
+    return repr(index)
 
 
 def _same_role(found: Any, expected: Any) -> bool:
