@@ -102,19 +102,40 @@ def same(
     return not downcast(a, b) and _all_close(a, b, rtol, atol, tol)
 
 
+def lower_tolerance(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """``tolerances(expected, rtol, atol)`` less the floor from the median of ``expected`` (no median taken): a
+    value within it is within the tolerance, which is never smaller."""
+    if rtol is None:
+        b = np.asarray(expected)
+        rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
+    return rtol, atol or 0.0
+
+
 def _all_close(a: np.ndarray, b: np.ndarray, rtol: float | None, atol: float | None, tol: tuple | None) -> bool:
-    """``np.all(close(a, b))``, first by np.isclose's own test written out (a few NumPy calls, where isclose makes
-    a dozen): where every difference is finite its answer is isclose's, element for element; anything else (a
-    difference over the tolerance, an infinity, a NaN) is left to isclose itself."""
+    """``np.all(close(a, b))``. Without ``tol``, first under ``lower_tolerance`` (most values that differ in their
+    last bits are within it: the median is then never taken), then under the full tolerance."""
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
         return bool(np.all(a == b))
-    r, t = tol if tol is not None else tolerances(b, rtol, atol)
     y = b if b.dtype.kind in "fc" else b.astype(np.result_type(b, 1.0))  # as isclose casts the expected value
+    if tol is None:
+        if _within(a, y, lower_tolerance(b, rtol, atol)):
+            return True
+        tol = tolerances(b, rtol, atol)
+    within = _within(a, y, tol)
+    return bool(np.all(close(a, b, tol=tol))) if within is None else within
+
+
+def _within(a: np.ndarray, y: np.ndarray, tol: tuple[float, float]) -> bool | None:
+    """np.isclose's own test, written out (a few NumPy calls, where isclose makes a dozen): where every difference
+    is finite, its answer is isclose's element for element; None where one is not (an infinity, a NaN: isclose's
+    own rules decide those)."""
+    r, t = tol
     with np.errstate(all="ignore"):
         diff = np.abs(a - y)
-        if np.all(diff <= t + r * np.abs(y)) and np.all(np.isfinite(diff)):
-            return True
-    return bool(np.all(close(a, b, tol=(r, t))))
+        ok = diff <= t + r * np.abs(y)
+        if not np.all(np.isfinite(diff)):
+            return None
+        return bool(np.all(ok | (a == y)))
 
 
 def identical(a: np.ndarray, b: np.ndarray) -> bool:
