@@ -147,19 +147,22 @@ def block_of(a: np.ndarray, b: np.ndarray) -> tuple | None:
 
 
 def _could_start(a: np.ndarray, b: np.ndarray, axis: int, n: int) -> list[int]:
-    """Where along ``axis`` a block of ``b`` equal to ``a`` may start: every place, less those whose first element
-    differs from ``a``'s by more than any comparison allows (compare.py's tolerances are all far tighter than
-    2% of the element plus 2% of ``b``'s largest finite magnitude). A look at one element per place, in one
-    NumPy expression: the full comparisons are then made only where a block may match."""
+    """Where along ``axis`` a block of ``b`` equal to ``a`` may start: every place, less those whose first or last
+    element differs from ``a``'s by more than any comparison allows (compare.py's tolerances are all far tighter than
+    2% of the element plus 2% of ``b``'s largest finite magnitude). A look at two elements per place, in two
+    NumPy expressions: the full comparisons are then made only where a block may match."""
     starts = b.shape[axis] - n + 1
     if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
         return list(range(starts))
-    first = float(a.flat[0])
-    line = b[tuple(slice(0, starts) if d == axis else 0 for d in range(b.ndim))].astype(np.float64)
     finite = np.abs(b[np.isfinite(b)]) if b.dtype.kind == "f" else np.abs(b.astype(np.float64))
     scale = float(finite.max()) if finite.size else 0.0
-    with np.errstate(invalid="ignore", over="ignore"):
-        apart = np.abs(first - line) > 0.02 * (np.abs(line) + scale)  # NaN and inf: never apart, compared in full
+    apart = np.zeros(starts, dtype=bool)
+    # a's first element against the first of each place, and its last against the last
+    for mine, at, other in ((a.flat[0], 0, 0), (a.flat[-1], n - 1, -1)):
+        line = b[tuple(slice(at, at + starts) if d == axis else other for d in range(b.ndim))]
+        line = line.astype(np.float64)
+        with np.errstate(invalid="ignore", over="ignore"):  # NaN and inf: never apart, compared in full
+            apart |= np.abs(float(mine) - line) > 0.02 * (np.abs(line) + scale)
     return np.flatnonzero(~apart).tolist()
 
 

@@ -128,9 +128,12 @@ def test_the_block_search_finds_what_a_search_of_every_place_finds():
         a = b[start : start + n].copy()
         if rng.random() < 0.4:
             a[0, 0] += rng.choice([1e-9, 0.5, 3.0])
-        every = next(
-            (s for s in range(len(b) - n + 1) if same(a, b[s : s + n])),
-            None,
-        )
+        every = next((s for s in range(len(b) - n + 1) if same(a, b[s : s + n])), None)
         found = block_of(a, b)
         assert (found[0].start if found else None) == every, (a, b)
+        found = block_of(a.T, b.T)  # along the last axis
+        assert (found[1].start if found else None) == every, (a, b)
+        line, whole = a[:, 0], b[:, 0]  # one axis only
+        every = next((s for s in range(len(whole) - n + 1) if same(line, whole[s : s + n])), None)
+        found = block_of(line, whole) if n < len(whole) else None
+        assert (found[0].start if found else None) == every or n == len(whole), (line, whole)
