@@ -154,8 +154,11 @@ def _could_start(a: np.ndarray, b: np.ndarray, axis: int, n: int) -> list[int]:
     starts = b.shape[axis] - n + 1
     if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
         return list(range(starts))
-    finite = np.abs(b[np.isfinite(b)]) if b.dtype.kind == "f" else np.abs(b.astype(np.float64))
-    scale = float(finite.max()) if finite.size else 0.0
+    # the largest magnitude (of the finite ones, if there are others; integers as floats: abs(-128) is int8's -128)
+    scale = float(np.abs(b if b.dtype.kind == "f" else b.astype(np.float64)).max()) if b.size else 0.0
+    if scale != scale or scale == np.inf:
+        finite = np.abs(b[np.isfinite(b)])
+        scale = float(finite.max()) if finite.size else 0.0
     apart = np.zeros(starts, dtype=bool)
     # a's first element against the first of each place, and its last against the last
     for mine, at, other in ((a.flat[0], 0, 0), (a.flat[-1], n - 1, -1)):

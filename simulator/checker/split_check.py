@@ -290,7 +290,8 @@ class _SplitWalk:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
         Python object the devices share (a global, a closure), which real processes do not have."""
         if (
-            value is None
+            not self.split.compute  # no value belongs to some devices only: none can be foreign (_elsewhere)
+            or value is None
             or structured(value)
             or type(value) is MetaArray
             or np.asarray(value).dtype.kind not in "biufc"
