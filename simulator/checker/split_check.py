@@ -176,27 +176,32 @@ class _SplitWalk:
 
     # ---- ops and held values -------------------------------------------------------------------------
     def _record(self, i: int, kind: str, rec: Op) -> None:
-        if type(rec.output) is MetaArray:  # a torch op priced by its shapes: its module's output has the values
+        output = rec.output  # (each field read once: a record of a columnar trace unpacks its row per field)
+        if type(output) is MetaArray:  # a torch op priced by its shapes: its module's output has the values
             return
-        call = native_call(rec.label)
-        if call is not None:
-            self.collected[rec.rank].append(rec.output)  # what a native collective brought
-            self._collective(i, rec.rank, call[0], rec)
-            return
-        if op_kind(rec.label) is not None and _call_of(rec.label) in self.calls[rec.rank]:
-            self.collected[rec.rank].append(rec.output)
-            return  # a collective's own reduction: its messages say what ran
-        if kind == "hold" and self.split.gives(rec.name):
+        label, rank = rec.label, rec.rank
+        if label is not None:  # (native_call and op_kind say None to no label)
+            call = native_call(label)
+            if call is not None:
+                self.collected[rank].append(output)  # what a native collective brought
+                self._collective(i, rank, call[0], rec)
+                return
+            if op_kind(label) is not None and _call_of(label) in self.calls[rank]:
+                self.collected[rank].append(output)
+                return  # a collective's own reduction: its messages say what ran
+        name = rec.name
+        if kind == "hold" and self.split.gives(name):
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)
-        self.own[rec.rank].append((rec.name, rec.output))
-        self.own_names[rec.rank].add(rec.name)
-        if kind == "op" and rec.inputs:
+        self.own[rank].append((name, output))
+        self.own_names[rank].add(name)
+        inputs = rec.inputs if kind == "op" else None
+        if inputs:
             self._inputs(i, rec)
-            for x in rec.inputs:
-                self._foreign(i, rec.rank, x, rec, f"computed {rec.name} from")
-        elif kind == "op" and rec.inputs is not None:
+            for x in inputs:
+                self._foreign(i, rank, x, rec, f"computed {name} from")
+        elif inputs is not None:
             self._from_nothing(i, rec)
 
     def _identify(self, ref: Reference, value: Any) -> list[str]:
