@@ -22,7 +22,7 @@ from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import identical, lower_tolerance, same, show, structured, tolerances
+from .compare import bounded, downcast, identical, same, show, structured, tolerances
 from .explain import _Explanations, _floaty
 from .reference import Reference, part
 from .results import _ResultChecks
@@ -276,8 +276,11 @@ class _Checker(_ResultChecks, _Explanations):
                 return True
             if b.dtype.kind not in "fc":
                 return same(found, expected, self.rtol, self.atol)
-            if same(found, expected, tol=lower_tolerance(b, self.rtol, self.atol)):
-                return True  # within the tolerance's lower bound: no median taken
+            if a.shape != b.shape or downcast(a, b) or a.dtype.kind not in "biufc":
+                return same(found, expected, self.rtol, self.atol)
+            verdict = bounded(a, b, self.rtol, self.atol)
+            if verdict is not None:
+                return verdict  # within the tolerance's lower bound, or past its upper: no median taken
             slot[1] = tolerances(b, self.rtol, self.atol)
         return same(found, expected, tol=slot[1])
 
