@@ -22,9 +22,10 @@ from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import bounded, downcast, identical, same, show, structured, tolerances
+from .compare import identical, same, show, structured
+from .expected import _Expectations, _index_key
 from .explain import _Explanations, _floaty
-from .reference import Reference, part
+from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
@@ -94,9 +95,9 @@ class _Partial:
     record: Op
 
 
-class _Checker(_ResultChecks, _Explanations):
+class _Checker(_ResultChecks, _Explanations, _Expectations):
     """One check: the walk over the trace's events, then the result (results.py) and the explanation of
-    the first divergence (explain.py)."""
+    the first divergence (explain.py); what each name should hold is worked out once (expected.py)."""
 
     def __init__(
         self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol, own_names=False
@@ -118,11 +119,7 @@ class _Checker(_ResultChecks, _Explanations):
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
         self._block_searches = 64
-        # per (reference, name, index): the expected value and, once a comparison found other bytes, its tolerance
-        self._expectations: dict[tuple, list] = {}
-        self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
-        self._sums: dict[tuple, Any] = {}  # (reference, names, index) -> those values added up (_running_sum)
-        self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
+        self._start_expectations()
 
     @cached_property
     def order(self) -> CausalOrder:
@@ -229,60 +226,6 @@ class _Checker(_ResultChecks, _Explanations):
         produced.add(name)
         self.checked += 1
         return True
-
-    def _knows(self, ref: Reference, name: str) -> bool:
-        known = self._known.get((id(ref), name))
-        if known is None:
-            known = self._known[(id(ref), name)] = ref.knows(name)
-        return known
-
-    def _expect(self, ref: Reference, name: str, index: Any) -> list | None:
-        """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
-        worked out once per name and index
-        (a running sum's name adds the model's values up), None where an index cannot be a key (an array)."""
-        at = _index_key(index)
-        if at is None:
-            return None
-        key = (id(ref), name, at)
-        slot = self._expectations.get(key)
-        if slot is None:
-            if name in ref.values or name in ref.aliases or "+" not in name:
-                value = ref.expected(name, index)
-            else:  # a running sum: the sum of its first terms (worked out for the message before) plus its last
-                value = self._running_sum(ref, tuple(name.split("+")), index, at)
-            slot = self._expectations[key] = [value, None, None]
-        return slot
-
-    def _running_sum(self, ref: Reference, terms: tuple[str, ...], index: Any, at: str) -> Any:
-        """The model's values ``terms`` at ``index``, added in that order as ``Reference.expected`` adds them (the
-        same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by one
-        term a step, and each is then one addition."""
-        key = (id(ref), terms, at)
-        total = self._sums.get(key)
-        if total is None:
-            last = part(ref.values[terms[-1]], index)
-            total = last if len(terms) == 1 else self._running_sum(ref, terms[:-1], index, at) + last
-            self._sums[key] = total
-        return total
-
-    def _same(self, found: Any, slot: list) -> bool:
-        """``same(found, expected)``, with the expected value's tolerance worked out on its first mismatch only."""
-        expected = slot[0]
-        if slot[1] is None:
-            if structured(found) or structured(expected):
-                return same(found, expected, self.rtol, self.atol)
-            a, b = np.asarray(found), np.asarray(expected)
-            if a.shape == b.shape and a.dtype == b.dtype and b.dtype.kind in "biufc" and identical(a, b):
-                return True
-            if b.dtype.kind not in "fc":
-                return same(found, expected, self.rtol, self.atol)
-            if a.shape != b.shape or downcast(a, b) or a.dtype.kind not in "biufc":
-                return same(found, expected, self.rtol, self.atol)
-            verdict = bounded(a, b, self.rtol, self.atol)
-            if verdict is not None:
-                return verdict  # within the tolerance's lower bound, or past its upper: no median taken
-            slot[1] = tolerances(b, self.rtol, self.atol)
-        return same(found, expected, tol=slot[1])
 
     def _cause(self, d: Divergence) -> tuple[int, int, int, int]:
         """Where a divergence stands by cause: a result after its device's last event, anything else at its event."""
@@ -470,16 +413,6 @@ class _Checker(_ResultChecks, _Explanations):
             )
         return True
 
-    def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
-        """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
-        if a.size > 64:
-            return ref.identify(a, rtol=self.rtol, atol=self.atol)
-        key = (id(ref), a.shape, a.dtype.str, a.tobytes())
-        names = self._identified.get(key)
-        if names is None:
-            names = self._identified[key] = ref.identify(a, rtol=self.rtol, atol=self.atol)
-        return names
-
     # ---- partial sums ----------------------------------------------------------------------------
     def _add_partial(self, i: int, rec: Op) -> None:
         group = rec.partial
@@ -567,31 +500,6 @@ class _Origins(dict):
         if type(found) is int:
             return self.trace.op_at_row(found >> 1) if found & 1 else self.trace.message_at_row(found >> 1)
         return found
-
-
-def _index_key(index: Any) -> Any:
-    """A key for an index made of integers, slices of integers and None (slices are not hashable before Python
-    3.12); None for any other (an array, a function), which is then not remembered."""
-    if index is None:
-        return ()
-    if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
-        a, b, c = index.start, index.stop, index.step
-        if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):
-            return (False, (a, b, c))
-        return None
-    key: list = [type(index) is tuple]
-    for p in index if type(index) is tuple else (index,):
-        kind = type(p)
-        if kind is slice:
-            a, b, c = p.start, p.stop, p.step
-            if not ((a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)):
-                return None
-            key.append((a, b, c))
-        elif kind is int or p is None or p is Ellipsis:
-            key.append(p)
-        else:
-            return None
-    return tuple(key)
 
 
 def _same_role(found: Any, expected: Any) -> bool:
