@@ -326,7 +326,12 @@ class _SplitWalk:
         if not wanted or any(structured(w) for w in wanted):
             return
         names = [ns for ns in (self._identify(ref, w) for w in wanted) if ns]
-        if self._brought(rank, rec.name) or any(self._present(rank, n) for ns in names for n in ns):
+        held = self.own_names[rank]  # (asked first: the cheapest way to be fine, the same answer)
+        if (
+            any(n in held for ns in names for n in ns)
+            or self._brought(rank, rec.name)
+            or any(self._present(rank, n) for ns in names for n in ns)
+        ):
             return  # a collective's result named after it arrived, or a closure over what the device holds
         missing = [ns[0] for ns in names if all(self._never_had(rank, n) for n in ns)]
         model = f"the model computes it from {_listed(ns[0] for ns in names) or 'its inputs'}"
