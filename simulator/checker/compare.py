@@ -68,7 +68,9 @@ def close(
 
 def structured(x: Any) -> bool:
     """A tuple, list or dict of values (what an op returning several arrays gives), not one array."""
-    return isinstance(x, (tuple, list, Mapping))
+    return type(x) is not np.ndarray and isinstance(
+        x, (tuple, list, Mapping)
+    )  # (an array first: Mapping's check is slow)
 
 
 def same(

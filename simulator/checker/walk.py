@@ -195,14 +195,11 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         ref = self.ref_of(dst)
         rid = id(ref)
         self.refs[rid] = ref
-        known = self._known.get((rid, name))
-        if known is None:
-            known = self._knows(ref, name)
-        at = _index_key(index) if known else None
-        if at is None:
-            return False
-        slot = self._expectations.get((rid, name, at))
-        if slot is None:
+        at = _index_key(index)
+        slot = self._expectations.get((rid, name, at)) if at is not None else None
+        if slot is None:  # (a slot is made for a name the model knows only)
+            if at is None or not self._knows(ref, name):
+                return False
             slot = self._expect(ref, name, index)
         expected = slot[0]
         if not (
