@@ -7,8 +7,9 @@ rank's greenlet and its thread pass one baton: the greenlet starts the thread an
 program until it needs the device (a collective, a send, a receive's wait) and hands the request over; the
 greenlet does it on the device (which may let other ranks run, in their turn) and hands the answer back.
 Only one thread runs at any moment, in the order the engine decides: the same program gives the same trace,
-event for event. The default random generator (one per process in torch) is swapped at each hand-over, so
-each rank draws from its own, as separate processes do, each starting from torch's default seed.
+event for event. What torch keeps per process is swapped at each hand-over, so each rank has its own, as
+separate processes do: the default random generator (each starting from torch's default seed) and the default
+dtype (each starting from the caller's). DTensor's custom op handlers are kept per rank by ``c10d``.
 
 What the program does between requests (the aten ops it computes, the modules' outputs) waits in the rank's
 ``RankSink`` and is recorded on the device at the next request, in program order, before the request.
@@ -188,7 +189,8 @@ class RankThread:
 
     timeout: the seconds of wall-clock time the program may compute between two torch.distributed calls (None:
              no limit); past them the thread is stopped and ``stops.NoProgressError`` names where every rank of
-             ``peers()`` (the run's threads) was."""
+             ``peers()`` (the run's threads) was.
+    dtype:   the default dtype the program starts with (the caller's; None: the one now)."""
 
     def __init__(
         self,
@@ -198,6 +200,7 @@ class RankThread:
         store: Any,
         timeout: float | None = None,
         peers: Callable[[], Iterable[RankThread]] | None = None,
+        dtype: torch.dtype | None = None,
     ) -> None:
         install_sleep()
         self.ctx = ctx
@@ -209,6 +212,7 @@ class RankThread:
         self._to_rank: queue.SimpleQueue = queue.SimpleQueue()
         self._to_device: queue.SimpleQueue = queue.SimpleQueue()
         self._rng = _DEFAULT_RNG.clone()
+        self._dtype = dtype or torch.get_default_dtype()
         self._aborted = False
         # the thread waits for its greenlet (in a request, or done): it runs none of the program's code now
         self._parked = False
@@ -269,7 +273,7 @@ class RankThread:
             if self._aborted:
                 raise RankAborted
             self._parked = True
-        self._rng = torch.get_rng_state()
+        self._rng, self._dtype = torch.get_rng_state(), torch.get_default_dtype()
         _TURN.release()
         self._to_device.put(("call", fn, what))
         kind, answer = self._to_rank.get()
@@ -279,6 +283,7 @@ class RankThread:
         with self._state:
             self._parked = False
         torch.set_rng_state(self._rng)
+        torch.set_default_dtype(self._dtype)
         return answer
 
     def _main(self) -> None:
@@ -286,6 +291,7 @@ class RankThread:
         enter(ctx)
         _TURN.acquire()
         torch.set_rng_state(self._rng)
+        torch.set_default_dtype(self._dtype)
         try:
             with recording(ctx.sink), Pricing():
                 hook = sys.excepthook  # torch prefixes the process's tracebacks with its rank: not one rank's here

@@ -74,15 +74,15 @@ def simulate_torch(
     number = next(_SIMULATIONS)
     store = dist.HashStore()
     threads: dict[int, RankThread] = {}
+    caller_rng, caller_dtype = torch.get_rng_state(), torch.get_default_dtype()
 
     def torch_rank(dev: Any) -> Any:
         ctx = RankContext(dev.rank, world_size, None, algorithms=algorithms, group_tag=f"sim{number}.r{dev.rank}")
-        thread = RankThread(ctx, program, copy.deepcopy(args), store, timeout, peers=threads.values)
+        thread = RankThread(ctx, program, copy.deepcopy(args), store, timeout, threads.values, caller_dtype)
         threads[dev.rank] = thread
         return thread.run(dev)
 
     torch_rank.__name__ = torch_rank.__qualname__ = getattr(program, "__name__", "program")
-    caller_rng = torch.get_rng_state()
     try:
         return world.run(torch_rank)
     except NoProgressError:
@@ -94,6 +94,7 @@ def simulate_torch(
         for thread in threads.values():
             thread.abort()
         torch.set_rng_state(caller_rng)
+        torch.set_default_dtype(caller_dtype)
 
 
 def _not_a_device_program(program: Callable[..., Any]) -> None:
