@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from .bookkeeping import message_label
 from .context import RankContext, call_site, internal
 from .values import numpy_dtype, to_numpy, write_into
 from .works import AsyncCollective, SimWork, done, what_call
@@ -309,8 +310,8 @@ class SimProcessGroup(dist.ProcessGroup):
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
         peer = self._member(dst, "destination", "send")
         x = self._np(tensors[0], "send")
-        what, site = f"send to rank {peer}", call_site()
-        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), what_call(what, site))
+        what, site, label = f"send to rank {peer}", call_site(), message_label(self._ctx)
+        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag, label=label), what_call(what, site))
         return SimWork(self._ctx, req, what, site, sent=(tensors[0], x))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:

@@ -100,6 +100,19 @@ class RankSink(ModuleRecorder):
         self._values: dict[int, tuple[weakref.ref, list[Value]]] = {}
         self._received: dict[int, tuple[weakref.ref, Any]] = {}  # id(tensor) -> the receive that filled it
 
+    # ---- the module hooks, none while torch does its own bookkeeping (a pipeline stage's shape inference) ----
+    def _pre(self, module: nn.Module, args: tuple) -> None:
+        if not self.ctx.bookkeeping:
+            super()._pre(module, args)
+
+    def _raw(self, module: nn.Module, output: Any) -> None:
+        if not self.ctx.bookkeeping:
+            super()._raw(module, output)
+
+    def _final(self, module: nn.Module, output: Any) -> None:
+        if not self.ctx.bookkeeping:
+            super()._final(module, output)
+
     # ---- what the program did -------------------------------------------------------------------
     def priced(self, name: str, flops: float, inputs: list, out: Any) -> None:
         where = self.stack[-1].path if self.stack and self.stack[-1].path else None
