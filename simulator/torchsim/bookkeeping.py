@@ -3,7 +3,7 @@
 - ``PipelineStage`` infers what its stage receives and sends by running the stage's forward (and backward) once,
   on stand-in tensors (empty, or ones), before the schedule's first microbatch, and its stages vote on whether
   shapes may change. Those calls are no microbatch: while they run (``ctx.bookkeeping > 0``), modules are not
-  recorded, so microbatch k's values keep the names the single-device reference gives them (``layers.0 (call
+  named (``names.paused``), so microbatch k's values keep the names the single-device reference gives them (``layers.0 (call
   k+1)``). Their ops are still priced: a real rank computes them too.
 - ``send_object_list`` and ``recv_object_list`` (the stage's shapes, a program's own Python objects) send pickled
   bytes as tensors.
@@ -16,6 +16,9 @@ from __future__ import annotations
 import functools
 import inspect
 import sys
+import threading
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch.distributed.distributed_c10d as c10d
@@ -35,20 +38,24 @@ _OBJECT_CALLS = frozenset(
 )
 
 
-def install() -> None:
-    """Mark PipelineStage's shape inference as bookkeeping (once; idempotent)."""
+_lock = threading.Lock()
+
+
+def install(paused: Callable[[], AbstractContextManager]) -> None:
+    """Mark PipelineStage's shape inference as bookkeeping, its modules not named while ``paused()`` (once)."""
     try:
         from torch.distributed.pipelining import stage
     except ImportError:  # a torch without pipelining
         return
-    for cls in (stage._PipelineStageBase, stage.PipelineStage):
-        for name in _INFERENCE:
-            fn = cls.__dict__.get(name)
-            if fn is not None and not getattr(fn, "_bookkeeping", False):
-                setattr(cls, name, _bookkeeping(fn))
+    with _lock:
+        for cls in (stage._PipelineStageBase, stage.PipelineStage):
+            for name in _INFERENCE:
+                fn = cls.__dict__.get(name)
+                if fn is not None and not getattr(fn, "_bookkeeping", False):
+                    setattr(cls, name, _bookkeeping(fn, paused))
 
 
-def _bookkeeping(fn: Any) -> Any:
+def _bookkeeping(fn: Any, paused: Callable[[], AbstractContextManager]) -> Any:
     @functools.wraps(fn)
     def inferring(*args: Any, **kwargs: Any) -> Any:
         ctx = current()
@@ -56,7 +63,8 @@ def _bookkeeping(fn: Any) -> Any:
             return fn(*args, **kwargs)
         ctx.bookkeeping += 1
         try:
-            return fn(*args, **kwargs)
+            with paused():
+                return fn(*args, **kwargs)
         finally:
             ctx.bookkeeping -= 1
 

@@ -32,7 +32,6 @@ import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import _unregister_process_group
 
-from . import bookkeeping
 from .context import current
 from .process_group import SimProcessGroup
 
@@ -183,6 +182,5 @@ def install() -> None:
         noted_to_local.__doc__ = to_local.__doc__
         DTensor.to_local = noted_to_local
         _dispatcher_per_rank(DTensor._op_dispatcher)
-        bookkeeping.install()
         if BACKEND.upper() not in dist.Backend._plugins:
             dist.Backend.register_backend(BACKEND, _creator, devices=["cpu"])

@@ -68,7 +68,7 @@ class RankContext:
     internal: int = 0  # > 0 while the backend itself computes with torch (not the program: not priced)
     group_tag: str = ""  # makes this rank's process-group names unique in the process (see c10d.py)
     unwaited: list = field(default_factory=list)  # collectives called with async_op=True, not waited on yet
-    bookkeeping: int = 0  # > 0 while torch does its own bookkeeping (bookkeeping.py): no module is recorded
+    bookkeeping: int = 0  # > 0 while torch does its own bookkeeping (bookkeeping.py): its messages are labelled
     stop: threading.Event = field(default_factory=threading.Event)  # set when the rank is stopped (stops.py)
 
 

@@ -29,9 +29,10 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from . import bookkeeping
 from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
-from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, paused, recording
 from .pricing import Pricing
 from .stops import install_sleep, interrupt, no_progress, program_line
 from .values import LocalPart, placement_of, to_numpy
@@ -99,19 +100,6 @@ class RankSink(ModuleRecorder):
         # id(tensor) -> the values it was recorded as (a module's output is often its last submodule's too)
         self._values: dict[int, tuple[weakref.ref, list[Value]]] = {}
         self._received: dict[int, tuple[weakref.ref, Any]] = {}  # id(tensor) -> the receive that filled it
-
-    # ---- the module hooks, none while torch does its own bookkeeping (a pipeline stage's shape inference) ----
-    def _pre(self, module: nn.Module, args: tuple) -> None:
-        if not self.ctx.bookkeeping:
-            super()._pre(module, args)
-
-    def _raw(self, module: nn.Module, output: Any) -> None:
-        if not self.ctx.bookkeeping:
-            super()._raw(module, output)
-
-    def _final(self, module: nn.Module, output: Any) -> None:
-        if not self.ctx.bookkeeping:
-            super()._final(module, output)
 
     # ---- what the program did -------------------------------------------------------------------
     def priced(self, name: str, flops: float, inputs: list, out: Any) -> None:
@@ -216,6 +204,7 @@ class RankThread:
         dtype: torch.dtype | None = None,
     ) -> None:
         install_sleep()
+        bookkeeping.install(paused)
         self.ctx = ctx
         self.timeout, self.peers = timeout, peers or (lambda: [self])
         ctx.request = self._request
