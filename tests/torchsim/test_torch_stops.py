@@ -100,6 +100,10 @@ def sends_to(dst):
     return program
 
 
+def sends_to_seven():  # importable by real ranks (tests/torchsim/test_torch_gloo_stages.py)
+    return sends_to(7)()
+
+
 @pytest.mark.parametrize("dst", [7, -1])
 def test_a_send_to_a_rank_that_is_not_there_is_named_as_torch_names_it(dst):
     with pytest.raises(RankError) as info:
