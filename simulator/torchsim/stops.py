@@ -26,6 +26,9 @@ from typing import Any
 from ..core.errors import SimulationError
 from .context import RankAborted, current, is_library_file
 
+_SIMULATOR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# the simulator's own files that hold programs (the examples), where a rank's line may be
+_EXAMPLES = {os.path.join(_SIMULATOR, "torchsim", f"{name}.py") for name in ("programs", "stage_programs")}
 DEFAULT_TIMEOUT = 60.0  # seconds a rank may compute between two torch.distributed calls before it is stopped
 _sleep = time.sleep
 _patched = threading.Lock()
@@ -72,12 +75,18 @@ def program_line(thread: threading.Thread) -> str:
     frame = sys._current_frames().get(thread.ident or -1)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not is_library_file(name) and not name.startswith("<"):  # <string>: code torch generates
+        if not _machinery(name):
             line = linecache.getline(name, frame.f_lineno).strip()
             where = f"{os.path.basename(name)}:{frame.f_lineno}"
             return f"{where} `{line}`" if line else where
         frame = frame.f_back
     return ""
+
+
+def _machinery(name: str) -> bool:
+    """Whether a frame of file ``name`` is torch's or the simulator's (the pricing of an op), not the program's."""
+    simulator = name.startswith(_SIMULATOR + os.sep) and name not in _EXAMPLES
+    return simulator or is_library_file(name) or name.startswith("<")  # <string>: code torch generates
 
 
 def no_progress(stopped: int, timeout: float, ranks: Iterable[Any], world_size: int) -> NoProgressError:
