@@ -190,7 +190,7 @@ class RankThread:
 
     timeout: the seconds of wall-clock time the program may compute between two torch.distributed calls (None:
              no limit); past them the thread is stopped and ``stops.NoProgressError`` names where every rank of
-             ``peers()`` (the run's threads) was.
+             ``peers()`` (the simulation's threads; None on a real rank: this one alone) was.
     dtype:   the default dtype the program starts with (the caller's; None: the one now)."""
 
     def __init__(
@@ -206,7 +206,7 @@ class RankThread:
         install_sleep()
         bookkeeping.install(paused)
         self.ctx = ctx
-        self.timeout, self.peers = timeout, peers or (lambda: [self])
+        self.timeout, self.peers = timeout, peers
         ctx.request = self._request
         ctx.world = RankWorld()
         ctx.sink = RankSink(ctx)
@@ -254,6 +254,8 @@ class RankThread:
             return self._to_device.get(timeout=self.timeout)
         except queue.Empty:
             self.line = program_line(self.thread)
+            if self.peers is None:  # a real rank: the others are processes of their own
+                raise no_progress(self.ctx.rank, self.timeout or 0.0, [self], None) from None
             raise no_progress(self.ctx.rank, self.timeout or 0.0, self.peers(), self.ctx.world_size) from None
 
     def abort(self) -> None:

@@ -160,9 +160,12 @@ def real_rank(dev: Any, program: Callable[..., Any], packed: bytes, run: str) ->
     install()
     store = dist.PrefixStore(f"recorded-{run}", dist.distributed_c10d._get_default_store())
     ctx = RankContext(dev.rank, dev.world_size, None, group_tag=f"real-{run}.r{dev.rank}")
-    thread = RankThread(ctx, program, pickle.loads(packed), store)
+    # a rank that computes past the world's communication timeout is stopped where it is, as its peers are
+    thread = RankThread(ctx, program, pickle.loads(packed), store, timeout=getattr(dev, "timeout", None))
     try:
         return thread.run(dev)
+    except NoProgressError:
+        raise  # it says where the rank was already
     except SimulationError as exc:
         _name_torch_calls(exc, {dev.rank: thread})
         raise

@@ -89,14 +89,15 @@ def _machinery(name: str) -> bool:
     return simulator or is_library_file(name) or name.startswith("<")  # <string>: code torch generates
 
 
-def no_progress(stopped: int, timeout: float, ranks: Iterable[Any], world_size: int) -> NoProgressError:
+def no_progress(stopped: int, timeout: float, ranks: Iterable[Any], world_size: int | None) -> NoProgressError:
     """The error for rank ``stopped``, which computed ``timeout`` seconds without a torch.distributed call.
 
-    ranks: the threads of the ranks that have started (``ranks.RankThread``: ``ctx.rank``, ``doing``,
-    ``last_calls``, ``line``), in any order; the stopped one's ``line`` was taken before it was stopped."""
+    ranks:      the threads of the ranks that have started (``ranks.RankThread``: ``ctx.rank``, ``doing``,
+                ``last_calls``, ``line``), in any order; the stopped one's ``line`` was taken before it was stopped
+    world_size: the simulation's; None on a real rank, whose peers are other processes (they report their own)"""
     started = {t.ctx.rank: t for t in ranks}
     where: dict[int, str] = {}
-    for rank in range(world_size):
+    for rank in range(world_size) if world_size is not None else sorted(started):
         t = started.get(rank)
         if t is None:
             where[rank] = "has not started (a rank starts when the ranks before it first wait)"
@@ -112,6 +113,15 @@ def no_progress(stopped: int, timeout: float, ranks: Iterable[Any], world_size: 
         last = "; ".join(t.last_calls) if t.last_calls else "none"
         where[t.ctx.rank] = f"{state}\n      its last calls: {last}"
     lines = "\n".join(f"  rank {r}: {w}" for r, w in where.items())
+    if world_size is None:  # a real rank: its peers time out waiting for it
+        return NoProgressError(
+            f"rank {stopped} made no torch.distributed call for {timeout:g} s (the world's timeout), so it was "
+            f"stopped (the other ranks wait for it):\n{lines}\nA program that sleeps or loops until another rank "
+            "changes something should wait in a torch.distributed call instead (a recv, a barrier). If the rank "
+            "only computes for long, give it the time: TorchWorld(..., timeout=seconds).",
+            stopped,
+            where,
+        )
     return NoProgressError(
         f"simulate_torch: rank {stopped} made no torch.distributed call for {timeout:g} s, so it was stopped "
         f"(the other ranks cannot go on without it). Where each rank was:\n{lines}\n"

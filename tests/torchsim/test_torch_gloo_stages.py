@@ -1,6 +1,7 @@
 """The same verdict on real ranks (gloo) as simulated, for torch programs written as engineers write them:
 ``torch.distributed.pipelining`` under its schedules (forward only, and a training step), ``loss_parallel``,
-each with a planted bug; and a send to a rank that is not there, refused alike (gloo itself crashes on it)."""
+each with a planted bug; a send to a rank that is not there, refused alike (gloo itself crashes on it); and a
+rank that sleeps, stopped at its line after the world's timeout."""
 
 import pytest
 
@@ -12,7 +13,7 @@ from simulator.real.errors import RemoteRankError  # noqa: E402
 from simulator.torchsim import stage_programs as sp  # noqa: E402
 from simulator.torchsim.simulate import run_real  # noqa: E402
 from tests.torchsim import test_torch_rank_state as lp  # noqa: E402
-from tests.torchsim.test_torch_stops import sends_to_seven  # noqa: E402
+from tests.torchsim.test_torch_stops import last_rank_sleeps, sends_to_seven  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -84,3 +85,12 @@ def test_one_verdict_simulated_and_real(name, worlds):
 def test_a_send_to_a_rank_that_is_not_there_is_refused_on_real_ranks_too(worlds):
     with pytest.raises(RemoteRankError, match=r"invalid destination rank: 7 \(send at test_torch_stops.py:"):
         run_real(worlds(2), sends_to_seven)
+
+
+def test_a_sleeping_rank_is_stopped_at_its_line_on_real_ranks(gloo_worlds):
+    with pytest.raises(RemoteRankError) as info:
+        run_real(gloo_worlds(2, timeout=3), last_rank_sleeps)
+    text = str(info.value)
+    assert "device 1 raised NoProgressError: rank 1 made no torch.distributed call for 3 s" in text
+    assert "rank 1: computes, outside torch.distributed, at test_torch_stops.py:" in text and "time.sleep(3600)" in text
+    assert "its last calls: all_reduce on ranks [0, 1]" in text
