@@ -57,7 +57,7 @@ def install_sleep() -> None:
                 return _sleep(seconds)
             if seconds < 0:
                 raise ValueError("sleep length must be non-negative")
-            if ctx.stop.wait(seconds):
+            if ctx.stop.wait(min(seconds, threading.TIMEOUT_MAX)):
                 raise RankAborted
 
         sleep.__doc__ = _sleep.__doc__
