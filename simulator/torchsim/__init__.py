@@ -6,6 +6,7 @@ same trace, views and checker serve torch programs (see docs/torch.md):
     simulate.py       simulate_torch, and run_real: the same program on a TorchWorld's real ranks, recorded alike
     reference.py      Reference.of_torch: the model on one device, named module by module
     ranks.py          a rank's thread and the baton it passes with its greenlet; what it records
+    process_state.py  what torch keeps per process (default dtype, anomaly mode, attention backends), per rank
     stops.py          a rank that makes no progress stopped (its thread too), with where each rank was
     c10d.py           torch.distributed's state per simulated rank; the "simulator" backend
     names.py          modules named by their path, through torch's global module hooks

@@ -8,8 +8,9 @@ program until it needs the device (a collective, a send, a receive's wait) and h
 greenlet does it on the device (which may let other ranks run, in their turn) and hands the answer back.
 Only one thread runs at any moment, in the order the engine decides: the same program gives the same trace,
 event for event. What torch keeps per process is swapped at each hand-over, so each rank has its own, as
-separate processes do: the default random generator (each starting from torch's default seed) and the default
-dtype (each starting from the caller's). DTensor's custom op handlers are kept per rank by ``c10d``.
+separate processes do: the default random generator (each starting from torch's default seed), and the default
+dtype, anomaly mode and attention backends (``process_state``; each starting from the caller's). DTensor's
+custom op handlers are kept per rank by ``c10d``.
 
 What the program does between requests (the aten ops it computes, the modules' outputs) waits in the rank's
 ``RankSink`` and is recorded on the device at the next request, in program order, before the request.
@@ -34,6 +35,7 @@ from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
 from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, paused, recording
 from .pricing import Pricing
+from .process_state import TorchState
 from .stops import install_sleep, interrupt, no_progress, program_line
 from .values import LocalPart, placement_of, to_numpy
 from .works import unwaited_error
@@ -191,7 +193,7 @@ class RankThread:
     timeout: the seconds of wall-clock time the program may compute between two torch.distributed calls (None:
              no limit); past them the thread is stopped and ``stops.NoProgressError`` names where every rank of
              ``peers()`` (the simulation's threads; None on a real rank: this one alone) was.
-    dtype:   the default dtype the program starts with (the caller's; None: the one now)."""
+    start:   torch's per-process state the program starts with (the caller's; None: as it is now)."""
 
     def __init__(
         self,
@@ -201,7 +203,7 @@ class RankThread:
         store: Any,
         timeout: float | None = None,
         peers: Callable[[], Iterable[RankThread]] | None = None,
-        dtype: torch.dtype | None = None,
+        start: TorchState | None = None,
     ) -> None:
         install_sleep()
         bookkeeping.install(paused)
@@ -214,7 +216,7 @@ class RankThread:
         self._to_rank: queue.SimpleQueue = queue.SimpleQueue()
         self._to_device: queue.SimpleQueue = queue.SimpleQueue()
         self._rng = _DEFAULT_RNG.clone()
-        self._dtype = dtype or torch.get_default_dtype()
+        self._torch = start or TorchState.now()  # this rank's own per-process state, while another rank runs
         self._aborted = False
         # the thread waits for its greenlet (in a request, or done): it runs none of the program's code now
         self._parked = False
@@ -277,7 +279,7 @@ class RankThread:
             if self._aborted:
                 raise RankAborted
             self._parked = True
-        self._rng, self._dtype = torch.get_rng_state(), torch.get_default_dtype()
+        self._rng, self._torch = torch.get_rng_state(), TorchState.now()
         _TURN.release()
         self._to_device.put(("call", fn, what))
         kind, answer = self._to_rank.get()
@@ -287,7 +289,7 @@ class RankThread:
         with self._state:
             self._parked = False
         torch.set_rng_state(self._rng)
-        torch.set_default_dtype(self._dtype)
+        self._torch.restore()
         return answer
 
     def _main(self) -> None:
@@ -295,7 +297,7 @@ class RankThread:
         enter(ctx)
         _TURN.acquire()
         torch.set_rng_state(self._rng)
-        torch.set_default_dtype(self._dtype)
+        self._torch.restore()
         try:
             with recording(ctx.sink), Pricing():
                 hook = sys.excepthook  # torch prefixes the process's tracebacks with its rank: not one rank's here

@@ -33,6 +33,7 @@ from ..core.engine import RunResult
 from ..core.errors import SimulationError
 from ..core.world import World
 from .context import RankContext
+from .process_state import TorchState
 from .ranks import RankThread, install
 from .stops import DEFAULT_TIMEOUT, NoProgressError
 
@@ -74,11 +75,11 @@ def simulate_torch(
     number = next(_SIMULATIONS)
     store = dist.HashStore()
     threads: dict[int, RankThread] = {}
-    caller_rng, caller_dtype = torch.get_rng_state(), torch.get_default_dtype()
+    caller_rng, caller = torch.get_rng_state(), TorchState.now()
 
     def torch_rank(dev: Any) -> Any:
         ctx = RankContext(dev.rank, world_size, None, algorithms=algorithms, group_tag=f"sim{number}.r{dev.rank}")
-        thread = RankThread(ctx, program, copy.deepcopy(args), store, timeout, threads.values, caller_dtype)
+        thread = RankThread(ctx, program, copy.deepcopy(args), store, timeout, threads.values, caller)
         threads[dev.rank] = thread
         return thread.run(dev)
 
@@ -94,7 +95,7 @@ def simulate_torch(
         for thread in threads.values():
             thread.abort()
         torch.set_rng_state(caller_rng)
-        torch.set_default_dtype(caller_dtype)
+        caller.restore()
 
 
 def _not_a_device_program(program: Callable[..., Any]) -> None:

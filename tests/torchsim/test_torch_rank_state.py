@@ -85,3 +85,22 @@ def test_the_default_dtype_is_each_ranks_own():
     run = simulate_torch(default_dtype_per_rank, 2)
     assert run.outputs == ["torch.float64", "torch.float32"]
     assert torch.get_default_dtype() == before
+
+
+def context_managers_on_each_rank():
+    """Each rank enters, waits while the other enters and leaves, and leaves: what it sees is its own."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel(SDPBackend.FLASH_ATTENTION), torch.autograd.detect_anomaly():
+        dist.barrier()
+        inside = torch.backends.cuda.math_sdp_enabled(), torch.is_anomaly_enabled()
+        dist.barrier()
+    return [*inside, torch.backends.cuda.math_sdp_enabled(), torch.is_anomaly_enabled()]
+
+
+@pytest.mark.filterwarnings("ignore:Anomaly Detection has been enabled")
+def test_attention_backends_and_anomaly_mode_are_each_ranks_own():
+    assert torch.backends.cuda.math_sdp_enabled() and not torch.is_anomaly_enabled()
+    run = simulate_torch(context_managers_on_each_rank, 2)
+    assert run.outputs == [[False, True, True, False]] * 2  # inside its own context; outside, as it started
+    assert torch.backends.cuda.math_sdp_enabled() and not torch.is_anomaly_enabled()  # the caller's, untouched
