@@ -12,6 +12,10 @@ are threads of one process. ``install()`` (once per process, idempotent) puts th
   module output that a parallel style turned into a plain tensor is still checked as the right shard.
 - The "simulator" backend: ``init_process_group("simulator", ...)`` and ``new_group`` on a simulated rank
   make ``process_group.SimProcessGroup``s.
+- DTensor's op dispatcher (one object for the process) keeps its custom op handlers per simulated rank:
+  ``loss_parallel()`` adds handlers and removes them at its exit, context parallelism swaps them. Shared, one
+  rank's exit would remove the handlers another rank is still using (``KeyError: aten._log_softmax``). Each
+  rank starts from a copy of the process's. (``implicit_replication()`` sets a flag torch keeps per thread.)
 
 Outside simulated ranks all of this passes straight through to torch.
 """
@@ -19,6 +23,7 @@ Outside simulated ranks all of this passes straight through to torch.
 from __future__ import annotations
 
 import contextlib
+import copy
 import threading
 import weakref
 from typing import Any
@@ -46,6 +51,7 @@ class RankWorld(c10d._World):
         self._count = 0
         # id(local tensor) -> (a weak reference to it, the spec of the DTensor it is the local piece of)
         self.local_specs: dict[int, tuple[weakref.ref, Any]] = {}
+        self.dispatcher: dict[str, Any] = {}  # this rank's own values of DTensor's dispatcher state (_PER_RANK)
 
     def spec_of(self, t: Any) -> Any:
         """The spec of the DTensor whose ``to_local()`` gave ``t``, or None."""
@@ -102,6 +108,42 @@ class _ThreadWorld:
         setattr(self._target(), name, value)
 
 
+# DTensor's op dispatcher's attributes that context managers change for a while: kept per simulated rank
+_PER_RANK = ("_custom_op_handlers",)  # (implicit_replication sets a flag torch keeps per thread already)
+
+
+def _per_rank(attr: str) -> property:
+    """The dispatcher's ``attr``: the running simulated rank's own (a copy of the process's at its first use),
+    else the process's."""
+
+    def own() -> dict | None:
+        ctx = current()
+        return None if ctx is None or ctx.world is None else ctx.world.dispatcher
+
+    def get(self: Any) -> Any:
+        mine = own()
+        if mine is None:
+            return self.__dict__[attr]
+        if attr not in mine:
+            mine[attr] = copy.copy(self.__dict__[attr])
+        return mine[attr]
+
+    def put(self: Any, value: Any) -> None:
+        mine = own()
+        if mine is None:
+            self.__dict__[attr] = value
+        else:
+            mine[attr] = value
+
+    return property(get, put)
+
+
+def _dispatcher_per_rank(dispatcher: Any) -> None:
+    """Make ``_PER_RANK`` of DTensor's one dispatcher per simulated rank (a subclass whose properties see the rank)."""
+    cls = type(dispatcher)
+    dispatcher.__class__ = type(f"PerRank{cls.__name__}", (cls,), {a: _per_rank(a) for a in _PER_RANK})
+
+
 def _creator(store: Any, group_rank: int, group_size: int, timeout: Any) -> SimProcessGroup:
     ctx = current()
     if ctx is None:
@@ -139,5 +181,6 @@ def install() -> None:
 
         noted_to_local.__doc__ = to_local.__doc__
         DTensor.to_local = noted_to_local
+        _dispatcher_per_rank(DTensor._op_dispatcher)
         if BACKEND.upper() not in dist.Backend._plugins:
             dist.Backend.register_backend(BACKEND, _creator, devices=["cpu"])

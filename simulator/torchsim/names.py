@@ -226,6 +226,17 @@ def recording(recorder: ModuleRecorder) -> Iterator[ModuleRecorder]:
                 _global_hooks.clear()
 
 
+@contextlib.contextmanager
+def paused() -> Iterator[None]:
+    """No module this thread calls is named while the block runs (torch's own bookkeeping, ``bookkeeping.py``)."""
+    recorder = _recorder()
+    _local.recorder = None
+    try:
+        yield
+    finally:
+        _local.recorder = recorder
+
+
 @dataclass
 class Gradients:
     """The gradients of the parameters of the modules a recorder saw, at the end of a run."""
