@@ -261,7 +261,12 @@ class _Checker(_ResultChecks, _Explanations):
         self._seen_unknown.add((rank, name))
         ref = self._ref(rank)
         hint = self._identify(ref, value)
-        if hint:
+        if hint and ref.modules:  # a torch program names values by module path: that is what it can change
+            advice = (
+                f", but it equals {hint[0]}: give the module the path it has in the single-device model, "
+                f"{hint[1].split(' with ')[0]} (Reference.of_torch names each module's output by its path)"
+            )
+        elif hint:
             advice = f", but it equals {hint[0]}: name it {hint[1]}"
         elif partials is not None:  # a collective's term, named by partials=
             advice = (
@@ -272,6 +277,11 @@ class _Checker(_ResultChecks, _Explanations):
             advice = (
                 ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
                 "reference, with partial=True as now"
+            )
+        elif ref.modules:
+            advice = (
+                ", and its value is none of the single-device model's: give the module the path it has in the model "
+                "(Reference.of_torch names each module's output by its path, wrappers' module. and _orig_mod. left out)"
             )
         else:
             advice = (

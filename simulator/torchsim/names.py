@@ -6,6 +6,13 @@ A module's output is named by the module's path in the model (``mlp.fc2``); its 
 Its positional tensor inputs are ``mlp.fc2:in0``, ``mlp.fc2:in1``, ... (the reference says which value
 feeds them). Parameters are ``mlp.fc2.weight`` and their gradients ``mlp.fc2.weight.grad``.
 
+Wrappers are looked through, as ``torch.distributed.checkpoint``'s ``get_model_state_dict`` names parameters:
+``DistributedDataParallel``'s (and ``DataParallel``'s) ``module.``, ``torch.compile``'s ``_orig_mod.``, FSDP's
+``_fsdp_wrapped_module.`` and activation checkpointing's ``_checkpoint_wrapped_module.`` are left out of a
+path, so ``DDP(model)``'s ``module.fc1`` is ``fc1``, the name the single-device model gives it. The module a
+wrapper calls has the wrapper's path and its call is the wrapper's (one value, not a second call), and a
+forward run again inside a backward pass (activation checkpointing's recomputation) is no new call.
+
 The path of a module: from the module whose forward called it (its parent on the stack of modules in
 forward), else from the modules the user's code holds in its local variables (``model.a(x)`` in a pipeline
 stage: ``model`` holds ``a``); a module found in neither is the root (its output, the model's result, is
@@ -47,6 +54,7 @@ class Call:
     name: str  # the value's name: the path, with " (call k)" from the second call on
     inputs: tuple[torch.Tensor, ...]  # the positional tensor arguments
     raw: Any = None  # the module's output before its own forward hooks
+    quiet: bool = False  # a wrapped module (its wrapper's call), or a recomputation in backward: not named
 
 
 def input_name(call_name: str, i: int) -> str:
@@ -76,6 +84,11 @@ class ModuleRecorder:
         path = self.path_of(module)
         if not known:
             self._handles.append(module.register_forward_hook(_final_hook))
+        outer = self.stack[-1] if self.stack else None
+        if (outer is not None and outer.path == path) or torch._C._current_graph_task_id() != -1:
+            name = outer.name if outer is not None and outer.path == path else path
+            self.stack.append(Call(module, path, name, (), quiet=True))
+            return
         count = self.calls.get(path, 0) + 1
         self.calls[path] = count
         name = path if count == 1 else f"{path} (call {count})"
@@ -92,7 +105,7 @@ class ModuleRecorder:
         if not self.stack or self.stack[-1].module is not module:
             return
         call = self.stack.pop()
-        if not call.path:
+        if not call.path or call.quiet:
             return
         same = call.raw is output
         for suffix, raw_leaf, leaf in _leaves(call.raw if not same else output, output):
@@ -154,10 +167,27 @@ def _join(base: str, rel: str) -> str:
 
 
 def _relative(parent: nn.Module, module: nn.Module) -> str | None:
+    """``module``'s path inside ``parent``, wrappers' own names left out ("" for a module a wrapper holds)."""
     for name, sub in parent.named_modules():
         if sub is module and name:
-            return name
+            return canonical(parent, name)
     return None
+
+
+# the attributes under which wrappers hold the module they wrap (torch's own names for them)
+_WRAPPED = {"_orig_mod", "_fsdp_wrapped_module", "_checkpoint_wrapped_module"}
+
+
+def canonical(root: nn.Module, name: str) -> str:
+    """A dotted path inside ``root`` without wrappers' names: ``module.fc1`` under ``DistributedDataParallel`` is
+    ``fc1``, ``_orig_mod.layers.0._checkpoint_wrapped_module.attn`` is ``layers.0.attn``."""
+    kept, at = [], root
+    for part in name.split("."):
+        wrapper = part in _WRAPPED or (part == "module" and isinstance(at, _DATA_PARALLEL))
+        if not wrapper:
+            kept.append(part)
+        at = getattr(at, part)
+    return ".".join(kept)
 
 
 def _is_dtensor(value: Any) -> bool:
@@ -178,6 +208,7 @@ def _leaves(raw: Any, final: Any) -> Iterator[tuple[str, Any, Any]]:
 
 
 _TORCH_DIR = torch.__file__.rsplit("/", 1)[0]
+_DATA_PARALLEL = (nn.DataParallel, nn.parallel.DistributedDataParallel)
 
 
 # ---- torch's global hooks, sent to this thread's recorder -------------------------------------------------

@@ -87,7 +87,7 @@ def reference_of_torch(model: Any, *args: Any, microbatches: int | None = None, 
     if microbatches is not None and (not isinstance(microbatches, int) or microbatches < 1):
         raise ValueError(f"Reference.of_torch(microbatches={microbatches!r}): give a number of microbatches >= 1")
     model, args, kwargs = copy.deepcopy((model, args, kwargs))
-    ref = Reference()
+    ref = Reference(modules=True)
     recorder = _ReferenceRecorder(ref)
     for name, value in _named_inputs(model, args, kwargs):
         recorder.hold(name, value, "the model's input")
