@@ -13,7 +13,7 @@ from . import diagnose
 from .causal import native_call
 from .comm_summary import message_kind
 from .compare import same, structured
-from .terms import unsummed_terms
+from .terms import bias_count, unsummed_terms
 from .verdict import Divergence
 
 
@@ -200,9 +200,20 @@ class _Explanations:
                 at = diagnose.show_index(block)
                 how = f"dev.hold({d.name!r}, ..., index=np.s_{at})" if d.where == "held value" else f"index=np.s_{at}"
                 return f"It is the block {at} of {d.name}: say which block a device holds with {how}."
+        counted = bias_count(d.reference, d.name, getattr(d.record, "index", None), found, self.rtol, self.atol)
+        if counted is not None:
+            bias, k = counted
+            what = d.reference.aliases.get(d.name, d.name)
+            if k == 0:
+                return f"It is {what} less its bias {bias}: the bias, added after the sum of a row-parallel layer, is missing?"
+            return (
+                f"It is {what} with its bias {bias} counted {k} times: added by each of {k} devices before the sum "
+                "adds their terms? (Add it on one device only, or after the sum.)"
+            )
         terms = None
         if d.where == "output":
-            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol)
+            torch = d.reference is not None and d.reference.modules
+            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, torch=torch)
         elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
             taken_early = self._called(d.rank, "all_reduce")
             terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
@@ -230,6 +241,13 @@ class _Explanations:
         block = diagnose.block_of(found, whole)
         if block is None:
             return None
+        dims = getattr(getattr(d.record, "index", None), "mesh_dims", lambda: ())()
+        if len(dims) > 1:  # several mesh dims split the value: a block of the right size picked by the wrong one
+            return (
+                f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+                f"this device should hold on its mesh of dims {', '.join(dims)}: the block picked by its coordinate on "
+                "another mesh dim (mesh['tp'] where mesh['dp'] was meant, or the dims in another order)?"
+            )
         return (
             f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
             "this device should hold: a shard taken from another device, or an index off by one?"

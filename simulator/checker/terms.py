@@ -5,15 +5,22 @@ add up to the value each should hold (a row-parallel layer whose all-reduce is m
 the other devices (the k-th record of a name on each device: a value computed per step or per microbatch
 pairs with its own), adds up each group of devices whose terms could form the sum (all of them, then the
 devices whose record has the same shape), and says which devices' terms add up to the expected value.
+
+``before_bias(reference, name, found, expected)``: a torch module's output that is its value less the module's
+bias, as the partial sums of a row-parallel layer add up when the bias is added after the sum (Megatron's
+``RowParallelLinear``, ``skip_bias_add``): the module's own output, not a value that feeds on (those are
+compared whole), and the model's result is compared with the bias in.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from .compare import same, structured
+from .reference import part
 
 
 def unsummed_terms(
@@ -24,10 +31,12 @@ def unsummed_terms(
     atol: float | None,
     kind: str = "op",
     reduced: bool = False,
+    torch: bool = False,
 ) -> str | None:
     """Words for a value that, added to the same value on other devices, gives the expected one; else None.
     record: an op's output (kind "op"), or a held value (kind "hold"), compared with the k-th of its name elsewhere;
-    reduced: the device did all-reduce (so the term was taken before the sum came, rather than never summed)."""
+    reduced: the device did all-reduce (so the term was taken before the sum came, rather than never summed);
+    torch: a torch program's, whose way to say a term is partial is DTensor's ``Partial``, not ``partial=True``."""
     if structured(record.output) or structured(expected) or getattr(record, "partial", None) is not None:
         return None
     found = np.asarray(record.output)
@@ -62,4 +71,44 @@ def unsummed_terms(
             "before work.wait() of an all_reduce called with async_op=True, or the array given to dev.all_reduce "
             "rather than the one it returns)"
         )
+    if torch:
+        return (
+            f"{head} The all-reduce that adds them (after a row-parallel layer) is missing? Or were they said to be "
+            "Replicate()? (Terms of a sum are Partial(): DTensor.from_local(t, mesh, [Partial()]).)"
+        )
     return f"{head} The all-reduce that adds them (after a row-parallel layer) is missing? (If one follows, say so with partial=True.)"
+
+
+def bias_count(
+    reference: Any, name: str, index: Any, found: Any, rtol: float | None, atol: float | None
+) -> tuple[str, int] | None:
+    """(the module's bias, k) when ``found`` is part ``index`` of the module's value with its bias counted k times
+    instead of once (k = 0: the bias left for after the sum; k > 1: added by k devices before it), else None."""
+    if not getattr(reference, "modules", False) or structured(found):
+        return None
+    source = reference.aliases.get(name, name)
+    bias_name = re.sub(r" \(call \d+\)$", "", source) + ".bias"
+    bias = reference.values.get(bias_name)
+    whole = reference.values.get(source)
+    if bias is None or whole is None or structured(whole) or not np.any(bias):
+        return None
+    whole, bias, found = np.asarray(whole), np.asarray(bias), np.asarray(found)
+    if whole.ndim == 0 or bias.shape != whole.shape[-1:] or found.dtype.kind not in "fc":
+        return None
+    less = part(whole - bias, index)
+    if np.shape(less) != found.shape:
+        return None
+    spread = part(np.broadcast_to(bias, whole.shape), index)  # the bias where each element of the part has it
+    k = float(np.vdot(spread, found - less)) / float(np.vdot(spread, spread))
+    if not np.isfinite(k) or abs(k - round(k)) > 1e-3 or round(k) == 1 or not 0 <= round(k) <= 1024:
+        return None
+    return (bias_name, round(k)) if same(found, less + round(k) * spread, rtol, atol) else None
+
+
+def before_bias(
+    reference: Any, name: str, index: Any, found: Any, rtol: float | None, atol: float | None
+) -> str | None:
+    """The module's bias if ``found`` is part ``index`` of the module's value less that bias (see the module
+    docstring); else None."""
+    counted = bias_count(reference, name, index, found, rtol, atol)
+    return counted[0] if counted is not None and counted[1] == 0 else None

@@ -31,7 +31,7 @@ from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
 from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
 from .pricing import Pricing
-from .values import LocalPart, placement_of, to_numpy
+from .values import LocalPart, Nested, placement_of, to_numpy
 from .works import unwaited_error
 
 _DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
@@ -138,10 +138,17 @@ class RankSink(ModuleRecorder):
         spec = _dtensor_spec(t)
         if spec is None and self.ctx.world is not None:
             spec = self.ctx.world.spec_of(t)
+        world, rank = self.ctx.world, self.ctx.rank
+        places = world.places(rank) if world is not None else ()
+        groups = world.groups(rank) if world is not None else ()
         if spec is not None:
-            return placement_of(spec)
-        places = self.ctx.world.places(self.ctx.rank) if self.ctx.world is not None else ()
-        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size, places), None, None
+            index, group, op = placement_of(spec)
+            # the DTensor may itself be a block of the model's value (split by the mesh's other dims)
+            names = spec.mesh.mesh_dim_names or ()
+            others = tuple(g for g in groups if g[2] not in names) if names else ()
+            outer = LocalPart(tuple(spec.shape), rank, self.ctx.world_size, places, others)
+            return Nested(index, tuple(spec.shape), outer, tuple(names)), group, op
+        return LocalPart(tuple(t.shape), rank, self.ctx.world_size, places, groups), None, None
 
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]
@@ -157,14 +164,34 @@ class RankSink(ModuleRecorder):
         group (it is now marked so), and the all-reduce's result is the module's value: its name is returned."""
         if op not in ("sum", "avg") or len(group) < 2:
             return None
+        world = self.ctx.world
+        others = world.groups(self.ctx.rank, without=group) if world is not None else ()
+        # the terms' sum is the whole value, or (on a mesh of several dims) the block the other dims give this rank
+        index = (
+            Nested(None, tuple(t.shape), LocalPart(tuple(t.shape), self.ctx.rank, groups=others)) if others else None
+        )
+        terms = self._terms(t, group, index)
+        # the collective's result is named for the whole value only (a block's sum is checked as its terms' sum)
+        return terms[-1].name if terms and index is None else None
+
+    def declared(self, t: torch.Tensor, spec: Any) -> None:
+        """``DTensor.from_local(t, mesh, placements)`` said what ``t`` is: a module's output declared ``Partial`` is
+        one term of a sum over the mesh's ranks that share the rank's coordinates on the other dims."""
+        index, group, op = placement_of(spec)
+        if group is not None and len(group) > 1 and op in ("sum", "avg"):
+            self._terms(t, group, index)
+
+    def _terms(self, t: torch.Tensor, group: tuple[int, ...], index: Any) -> list[Value]:
+        """Mark the module outputs ``t`` was recorded as (not yet said to be partial) as terms of a sum over
+        ``group``; ``index``: the block of the whole value they are terms of (None: all of it)."""
         terms = [v for v in self.recorded(t) if v.kind == "op" and v.partial is None]
         for v in terms:
-            v.index = None if isinstance(v.index, LocalPart) else v.index  # a term of the whole value
+            v.index = index if index is not None or isinstance(v.index, LocalPart) else v.index
             if v.row is None:  # not on the device yet: it goes there as a partial sum
                 v.partial = group
             else:
                 self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
-        return terms[-1].name if terms else None
+        return terms
 
     def received(self, t: torch.Tensor, req: Any) -> None:
         self._received[id(t)] = (weakref.ref(t), req)

@@ -145,3 +145,103 @@ def renamed_dp(state: dict, x: torch.Tensor) -> torch.Tensor:
     model = Renamed(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
     model.load_state_dict({k.replace("fc", "layer"): v for k, v in state.items()})
     return model(x.chunk(p)[rank])
+
+
+def megatron_bias_after(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
+    """Megatron's MLP with fc2 an ``nn.Linear`` without bias whose partial products are all-reduced, and the bias
+    added after the all-reduce (``RowParallelLinear`` with ``skip_bias_add``: the caller adds it). bug "no bias":
+    the bias is never added."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = nn.Module()
+    model.fc1, model.fc2 = nn.Linear(d, h // p), nn.Linear(h // p, d, bias=False)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[rank])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[rank])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[rank])
+    y = model.fc2(torch.relu(model.fc1(x)))
+    dist.all_reduce(y)
+    return y if bug == "no bias" else y + state["fc2.bias"]
+
+
+def from_local_partial(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
+    """fc2's partial products wrapped by ``DTensor.from_local(local, mesh, [Partial()])`` and made whole by
+    ``full_tensor()``; the bias on rank 0 only. bug "replicate": ``[Replicate()]`` said of the partial sums."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Partial, Replicate
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (p,))
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = nn.Module()
+    model.fc1, model.fc2 = nn.Linear(d, h // p), nn.Linear(h // p, d)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[rank])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[rank])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[rank])
+        model.fc2.bias.copy_(state["fc2.bias"] if rank == 0 else torch.zeros_like(state["fc2.bias"]))
+    local = model.fc2(torch.relu(model.fc1(x)))
+    placement = Replicate() if bug == "replicate" else Partial()
+    return DTensor.from_local(local, mesh, [placement]).full_tensor()
+
+
+def reduce_scatter_rows(state: dict, x: torch.Tensor) -> torch.Tensor:
+    """fc2's partial products reduce-scattered by rows (``dist.reduce_scatter_tensor``): each rank returns its rows
+    of fc2 (sequence parallelism's way out of a row-parallel layer)."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = nn.Module()
+    model.fc1, model.fc2 = nn.Linear(d, h // p), nn.Linear(h // p, d)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[rank])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[rank])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[rank])
+        model.fc2.bias.copy_(state["fc2.bias"] / p)  # each rank a share of the bias: the shares add up to it
+    y = model.fc2(torch.relu(model.fc1(x)))
+    mine = torch.empty(y.shape[0] // p, y.shape[1])
+    dist.reduce_scatter_tensor(mine, y)
+    return mine
+
+
+def mesh_mlp(state: dict, x: torch.Tensor, shape: tuple, names: tuple, bug: str | None = None) -> torch.Tensor:
+    """The MLP tensor-parallel (``parallelize_module``) over the mesh dim "tp", data-parallel over "dp" (each "dp"
+    coordinate its rows of the batch) and, where the mesh has "cp", split by tokens (dim 1 of x) over it, on a mesh
+    of any dim order. bug "wrong mesh dim": the batch split by the
+    "tp" coordinate (tensor-parallel partners then hold different rows)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+    model = MLP(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    parallelize_module(model, mesh["tp"], {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    return model(_my_tokens(mesh, names, x, bug))
+
+
+def _my_tokens(mesh: Any, names: tuple, x: torch.Tensor, bug: str | None) -> torch.Tensor:
+    """The rank's rows of the batch (by its "dp" coordinate) and, on a mesh with "cp", its part of the sequence."""
+    dp = mesh["tp"] if bug == "wrong mesh dim" else mesh["dp"]
+    mine = x.chunk(dp.size())[dp.get_local_rank()]
+    if "cp" in names:
+        mine = mine.chunk(mesh["cp"].size(), dim=1)[mesh["cp"].get_local_rank()]
+    return mine
+
+
+def mesh_by_hand(state: dict, x: torch.Tensor, shape: tuple, names: tuple, bug: str | None = None) -> torch.Tensor:
+    """``mesh_mlp`` by hand: fc1's columns and fc2's rows by the "tp" coordinate, the batch's rows by "dp", fc2's
+    partial sums all-reduced over the "tp" group (the mesh's own process group). bug as ``mesh_mlp``'s."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh("cpu", shape, mesh_dim_names=names)
+    tp = mesh["tp"]
+    p, r = tp.size(), tp.get_local_rank()
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = MLP(d, h // p)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[r])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[r])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[r])
+        model.fc2.bias.copy_(state["fc2.bias"] if r == 0 else torch.zeros_like(state["fc2.bias"]))
+    y = model(_my_tokens(mesh, names, x, bug))
+    dist.all_reduce(y, group=tp.get_group())
+    return y

@@ -71,3 +71,83 @@ def test_a_module_under_another_path_gets_advice_a_torch_program_can_follow():
     assert "layer1 on device 0 is not a name in the reference, but it equals the block [0:4, :] of fc1" in text
     assert "give the module the path it has in the single-device model, fc1" in text
     assert "index=" not in text
+
+
+# ---- 2. sums as real code writes them ---------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def mlp_ref():
+    return Reference.of_torch(MODEL, X)
+
+
+def expected_output():
+    with torch.no_grad():
+        return MODEL(X).numpy()
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_megatron_bias_added_after_the_all_reduce_passes(n, mlp_ref):
+    run = simulate_torch(en.megatron_bias_after, n, STATE, X)
+    np.testing.assert_allclose(run.outputs[0], expected_output(), rtol=1e-5, atol=1e-6)
+    report = check(run, mlp_ref)
+    assert report.ok, str(report)
+    assert "fc2 was found less its bias fc2.bias, added after the sum" in words(str(report))
+    assert check(simulate_torch(en.megatron_mlp, n, STATE, X), mlp_ref).ok  # the bias inside RowParallelLinear
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_megatron_bias_never_added_or_added_on_every_rank_fails(n, mlp_ref):
+    report, text = failure(simulate_torch(en.megatron_bias_after, n, STATE, X, "no bias"), mlp_ref)
+    assert report.first.name == "output"  # what the rank returned: the sum the bias never joined
+    assert (
+        "It is fc2 less its bias fc2.bias: the bias, added after the sum of a row-parallel layer, is missing?" in text
+    )
+    report, text = failure(simulate_torch(en.megatron_mlp, n, STATE, X, "bias before"), mlp_ref)
+    assert report.first.where == "partial sums" and report.first.name == "fc2"
+    assert f"It is fc2 with its bias fc2.bias counted {n} times: added by each of {n} devices before the sum" in text
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_from_local_partial_is_a_term_of_a_sum_and_replicate_is_not(n, mlp_ref):
+    run = simulate_torch(en.from_local_partial, n, STATE, X)
+    np.testing.assert_allclose(run.outputs[0], expected_output(), rtol=1e-5, atol=1e-6)
+    assert check(run, mlp_ref).ok
+    fc2 = [op.partial for op in run.trace.ops if op.name == "fc2"]
+    assert fc2.count(tuple(range(n))) == n  # declared partial by from_local
+    report, text = failure(simulate_torch(en.from_local_partial, n, STATE, X, "replicate"), mlp_ref)
+    assert report.first.name == "fc2" and report.first.where == "output"
+    assert f"the values of fc2 on devices {', '.join(map(str, range(n)))} add up to fc2" in text
+    assert "Or were they said to be Replicate()? (Terms of a sum are Partial()" in text
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_reduce_scatter_output_is_the_rank_s_rows_of_the_sum(n, mlp_ref):
+    run = simulate_torch(en.reduce_scatter_rows, n, STATE, X)
+    np.testing.assert_allclose(np.concatenate(run.outputs), expected_output(), rtol=1e-5, atol=1e-6)
+    assert check(run, mlp_ref).ok
+
+
+MESHES = [((2, 2), ("dp", "tp")), ((2, 2), ("tp", "dp")), ((2, 1), ("dp", "tp")), ((1, 2), ("tp", "dp"))]
+MESHES_3D = [((2, 2, 2), ("dp", "cp", "tp")), ((2, 2, 2), ("tp", "cp", "dp")), ((1, 2, 2), ("cp", "tp", "dp"))]
+X3 = torch.randn(4, 4, 8, generator=torch.Generator().manual_seed(3))  # (batch, tokens, features)
+
+
+@pytest.mark.parametrize("program", [en.mesh_mlp, en.mesh_by_hand])
+@pytest.mark.parametrize("shape, names", MESHES + MESHES_3D)
+def test_meshes_of_two_and_three_dims_in_any_order_pass(program, shape, names):
+    x = X3 if len(shape) == 3 else X
+    n = int(np.prod(shape))
+    run = simulate_torch(program, n, STATE, x, shape, names)
+    report = check(run, Reference.of_torch(MODEL, x))
+    assert report.ok, str(report)
+    fc1 = [op for op in run.trace.ops if op.name == "fc1" and op.rank == n - 1]
+    assert fc1 and fc1[0].index.resolve(x.shape[:-1] + (16,)) is not None  # checked as a block, by the mesh
+
+
+@pytest.mark.parametrize("program", [en.mesh_mlp, en.mesh_by_hand])
+@pytest.mark.parametrize("shape, names", [MESHES[0], MESHES[1], MESHES_3D[0], MESHES_3D[1]])
+def test_the_batch_split_by_the_wrong_mesh_dim_fails_saying_so(program, shape, names):
+    x = X3 if len(shape) == 3 else X
+    run = simulate_torch(program, int(np.prod(shape)), STATE, x, shape, names, "wrong mesh dim")
+    report, text = failure(run, Reference.of_torch(MODEL, x))
+    assert report.first.name == "fc1"
+    assert "the block picked by its coordinate on another mesh dim (mesh['tp'] where mesh['dp'] was meant" in text
