@@ -169,7 +169,7 @@ class LocalPart:
         if best is None:
             return None
         index = [slice(None)] * len(whole)
-        for g, a, p in zip(best[1], axes, sizes):
+        for g, a in zip(best[1], axes):
             m = self.shape[a]
             index[a] = slice(self.groups[g][1] * m, (self.groups[g][1] + 1) * m)
         return tuple(index)

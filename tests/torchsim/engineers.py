@@ -5,6 +5,8 @@ classic bug. Module-level functions, so that real ranks can import them."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.distributed as dist
 from torch import nn
