@@ -241,6 +241,14 @@ class _Explanations:
         block = diagnose.block_of(found, whole)
         if block is None:
             return None
+        alike = self._alike_elsewhere(d)
+        if alike and block[0] != slice(None) and all(b == slice(None) for b in block[1:]):
+            return (
+                f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+                f"this device should hold, and device{'s' if len(alike) > 1 else ''} {', '.join(map(str, alike))} "
+                "computed the same rows: every replica saw the same rows of the batch (each rank takes its own: "
+                "x.chunk(world_size)[rank], or a DistributedSampler for its DataLoader)?"
+            )
         dims = getattr(getattr(d.record, "index", None), "mesh_dims", lambda: ())()
         if len(dims) > 1:  # several mesh dims split the value: a block of the right size picked by the wrong one
             return (
@@ -252,6 +260,24 @@ class _Explanations:
             f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
             "this device should hold: a shard taken from another device, or an index off by one?"
         )
+
+    def _alike_elsewhere(self, d: Divergence) -> list[int]:
+        """The other devices whose record of the same name, made the same time (the k-th), equals this one's."""
+        rec, pool = d.record, self.trace.ops
+        if not isinstance(rec, Op) or structured(rec.output):
+            return []
+        mine = [op.id for op in pool if op.rank == rec.rank and op.name == rec.name]
+        k = mine.index(rec.id) if rec.id in mine else None
+        if k is None:
+            return []
+        found = []
+        for rank in range(self.trace.world_size):
+            theirs = [op for op in pool if op.rank == rank and op.name == rec.name] if rank != rec.rank else []
+            if len(theirs) > k and not structured(theirs[k].output):
+                other = np.asarray(theirs[k].output)
+                if other.shape == np.shape(rec.output) and same(other, rec.output, self.rtol, self.atol):
+                    found.append(rank)
+        return found
 
 
 def _partial_words(p: Op, how: str) -> str:

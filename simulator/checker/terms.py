@@ -4,7 +4,8 @@ add up to the value each should hold (a row-parallel layer whose all-reduce is m
 ``unsummed_terms(trace, record, expected)`` looks at the records of the same name made the same time on
 the other devices (the k-th record of a name on each device: a value computed per step or per microbatch
 pairs with its own), adds up each group of devices whose terms could form the sum (all of them, then the
-devices whose record has the same shape), and says which devices' terms add up to the expected value.
+devices whose record has the same shape), and says which devices' terms add up to the expected value, or
+average to it (a replica's own gradient, stepped with before the all-reduce that averages them).
 
 ``before_bias(reference, name, found, expected)``: a torch module's output that is its value less the module's
 bias, as the partial sums of a row-parallel layer add up when the bias is added after the sum (Megatron's
@@ -58,9 +59,16 @@ def unsummed_terms(
         return None
     ranks = sorted(terms)
     total = sum((terms[r] for r in ranks[1:]), terms[ranks[0]])
-    if not same(total, expected, rtol, atol):
-        return None
     group = ", ".join(map(str, ranks))
+    if not same(total, expected, rtol, atol):
+        if found.dtype.kind not in "fc" or not same(total / len(ranks), expected, rtol, atol):
+            return None
+        own = "gradient" if ".grad" in record.name else "value"  # a replica's: its own samples' share
+        return (
+            f"It is device {record.rank}'s own {own}, not averaged: the values of {record.name} on devices {group} "
+            f"average to {record.name}, so each replica went on with its own (the all-reduce that averages them, "
+            "dist.all_reduce(g, op=dist.ReduceOp.AVG), or SUM and then / world size, is missing?)"
+        )
     head = (
         f"It is device {record.rank}'s term of a sum: the values of {record.name} on devices {group} add up to "
         f"{record.name}, so each holds a partial sum used as if it were the complete value."

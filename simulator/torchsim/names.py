@@ -22,6 +22,10 @@ A module's output is what the module returns to its caller, after its own forwar
 ``to_local``, its all-reduce); on a simulated rank the module's raw output is also named when it is a DTensor
 (a ``RowwiseParallel`` layer's partial sums, before they are added up).
 
+Gradients at each optimizer step: ``fc1.weight.grad (step k)``, the gradient an optimizer's k-th ``step()`` uses
+(torch's global optimizer step hook), so a replica that steps with its own gradient, not averaged, is caught at
+the step; ``fc1.weight.grad`` is the gradient at the end of the run.
+
 Hooks are torch's global module hooks, present only while some recorder is in use (``recording``); each
 thread has its own recorder, so ranks (threads) and simulations never see each other's.
 """
@@ -38,6 +42,7 @@ from typing import Any
 import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
+from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -70,6 +75,7 @@ class ModuleRecorder:
         self.calls: dict[str, int] = {}
         self.stack: list[Call] = []
         self._handles: list[Any] = []  # per-module hooks, removed by close()
+        self.steps = 0  # optimizer steps taken
 
     # ---- what subclasses do with the names ----------------------------------------------------
     def started(self, call: Call, first: bool) -> None:
@@ -77,6 +83,16 @@ class ModuleRecorder:
 
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         """A module's output (``raw``: before its own forward hooks), one tensor of it, named ``name``."""
+
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        """The gradient of a parameter that optimizer step ``step`` uses, named ``name``."""
+
+    # ---- optimizer steps ------------------------------------------------------------------------
+    def _step(self, optimizer: Any) -> None:
+        self.steps += 1
+        params = {id(p) for group in optimizer.param_groups for p in group["params"]}
+        for name, grad in Gradients.of(self, params).items:
+            self.gradient(f"{name} (step {self.steps})", grad, self.steps)
 
     # ---- the hooks ------------------------------------------------------------------------------
     def _pre(self, module: nn.Module, args: tuple) -> None:
@@ -234,14 +250,22 @@ def _final_hook(module: nn.Module, args: tuple, output: Any) -> None:
         rec._final(module, output)
 
 
+def _step_hook(optimizer: Any, args: tuple, kwargs: dict) -> None:
+    rec = _recorder()
+    if rec is not None:
+        rec._step(optimizer)
+
+
 @contextlib.contextmanager
 def recording(recorder: ModuleRecorder) -> Iterator[ModuleRecorder]:
     """Name the modules this thread calls with ``recorder`` while the block runs."""
     global _users
+    recorder.steps = 0
     with _lock:
         if _users == 0:
             _global_hooks.append(nn_module.register_module_forward_pre_hook(_pre_hook))
             _global_hooks.append(nn_module.register_module_forward_hook(_raw_hook))
+            _global_hooks.append(register_optimizer_step_pre_hook(_step_hook))
         _users += 1
     _local.recorder = recorder
     try:
@@ -264,12 +288,13 @@ class Gradients:
     items: list[tuple[str, torch.Tensor]] = field(default_factory=list)
 
     @classmethod
-    def of(cls, recorder: ModuleRecorder) -> Gradients:
+    def of(cls, recorder: ModuleRecorder, only: set[int] | None = None) -> Gradients:
+        """``only``: the ids of the parameters to take (None: every one)."""
         out = cls()
         for path, module in recorder.modules():
             if not path:  # a root's own parameters have no path to name them by (as its output has none)
                 continue
             for pname, param in module.named_parameters(recurse=False):
-                if param.grad is not None:
+                if param.grad is not None and (only is None or id(param) in only):
                     out.items.append((parameter_name(path, pname) + ".grad", param.grad))
         return out

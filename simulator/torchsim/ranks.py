@@ -114,6 +114,9 @@ class RankSink(ModuleRecorder):
                 if _dtensor_spec(param) is not None:  # a plain parameter may be any part of the model's
                     self.value("hold", parameter_name(call.path, pname), param, (), f"parameter {pname} of {call.path}")
 
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        self.value("hold", name, grad, (), f"the gradient optimizer step {step} uses")
+
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         with internal(self.ctx):
             inputs = tuple(to_numpy(t, self.ctx.rank, name) for t in call.inputs)

@@ -70,6 +70,9 @@ class _ReferenceRecorder(ModuleRecorder):
             for pname, param in call.module.named_parameters(recurse=False):
                 self.hold(parameter_name(call.path, pname), param, f"parameter {pname} of {call.path}")
 
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        self.hold(name, grad, f"the gradient optimizer step {step} uses")
+
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         ref = self.ref
         ref.values[name] = to_numpy(value, 0, name)

@@ -151,3 +151,26 @@ def test_the_batch_split_by_the_wrong_mesh_dim_fails_saying_so(program, shape, n
     report, text = failure(run, Reference.of_torch(MODEL, x))
     assert report.first.name == "fc1"
     assert "the block picked by its coordinate on another mesh dim (mesh['tp'] where mesh['dp'] was meant" in text
+
+
+# ---- 7. diagnoses for data parallelism ---------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 4])
+def test_data_parallelism_by_hand_passes_step_by_step(n, sgd_ref):
+    run = simulate_torch(en.manual_dp, n, STATE, X, Y)
+    assert check(run, sgd_ref).ok
+    held = {rec.name for kind, rec in run.trace.events if kind == "hold" and rec.rank == 0}
+    assert {"fc1.weight.grad (step 1)", "fc2.bias.grad (step 2)"} <= held  # the gradient each step used
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_every_replica_on_the_same_rows_is_named(n, sgd_ref):
+    report, text = failure(simulate_torch(en.ddp, n, STATE, X, Y, 2, "same rows"), sgd_ref)
+    assert report.first.name == "fc1" and report.first.rank == 1
+    assert "computed the same rows: every replica saw the same rows of the batch" in text
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_rank_s_own_gradient_not_averaged_is_named_at_the_first_step(n, sgd_ref):
+    report, text = failure(simulate_torch(en.manual_dp, n, STATE, X, Y, 2, "not averaged"), sgd_ref)
+    assert report.first.name == "fc1.weight.grad (step 1)" and report.first.rank == 0
+    assert "It is device 0's own gradient, not averaged: the values of fc1.weight.grad (step 1) on devices" in text
