@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from .compare import same, structured
-from .reference import part
 
 
 def unsummed_terms(
@@ -103,10 +102,10 @@ def bias_count(
     whole, bias, found = np.asarray(whole), np.asarray(bias), np.asarray(found)
     if whole.ndim == 0 or bias.shape != whole.shape[-1:] or found.dtype.kind not in "fc":
         return None
-    less = part(whole - bias, index)
+    less = _part(whole - bias, index)
     if np.shape(less) != found.shape:
         return None
-    spread = part(np.broadcast_to(bias, whole.shape), index)  # the bias where each element of the part has it
+    spread = _part(np.broadcast_to(bias, whole.shape), index)  # the bias where each element of the part has it
     k = float(np.vdot(spread, found - less)) / float(np.vdot(spread, spread))
     if not np.isfinite(k) or abs(k - round(k)) > 1e-3 or round(k) == 1 or not 0 <= round(k) <= 1024:
         return None
@@ -120,3 +119,10 @@ def before_bias(
     docstring); else None."""
     counted = bias_count(reference, name, index, found, rtol, atol)
     return counted[0] if counted is not None and counted[1] == 0 else None
+
+
+def _part(value: Any, index: Any) -> Any:
+    """Part ``index`` of a value (as ``Reference.expected`` takes it: a numpy index, a function, or None: all)."""
+    if index is None:
+        return value
+    return index(value) if callable(index) else np.asarray(value)[index]
