@@ -10,7 +10,9 @@ are threads of one process. ``install()`` (once per process, idempotent) puts th
   collectives DTensor uses): on a simulated rank a group's name gets the rank's tag (``"0@sim3.r1"``).
 - ``DTensor.to_local`` notes, on a simulated rank, which DTensor a plain tensor is the local piece of, so a
   module output that a parallel style turned into a plain tensor is still checked as the right shard; and
-  ``DTensor.from_local(t, mesh, [Partial()])`` marks a module output ``t`` as one term of a sum.
+  ``DTensor.from_local(t, mesh, [Partial()])`` marks a module output ``t`` as one term of a sum; and
+  ``backward(h, grad)`` with a received ``grad`` names its message the gradient of the value ``h`` is
+  (``a.grad``: a pipeline stage's gradient from the next stage).
 - The "simulator" backend: ``init_process_group("simulator", ...)`` and ``new_group`` on a simulated rank
   make ``process_group.SimProcessGroup``s.
 
@@ -24,6 +26,7 @@ import threading
 import weakref
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import _unregister_process_group
@@ -165,5 +168,15 @@ def install() -> None:
 
         noted_from_local.__doc__ = from_local.__doc__
         DTensor.from_local = staticmethod(noted_from_local)
+        backward = torch.autograd.backward
+
+        def noted_backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
+            ctx = current()
+            if ctx is not None and ctx.sink is not None and grad_tensors is not None:  # received gradients, named
+                ctx.sink.backward(tensors, grad_tensors)
+            return backward(tensors, grad_tensors, *args, **kwargs)
+
+        noted_backward.__doc__ = backward.__doc__
+        torch.autograd.backward = noted_backward
         if BACKEND.upper() not in dist.Backend._plugins:
             dist.Backend.register_backend(BACKEND, _creator, devices=["cpu"])

@@ -66,6 +66,11 @@ def input_name(call_name: str, i: int) -> str:
     return f"{call_name}:in{i}"
 
 
+def grad_name(value_name: str) -> str:
+    """The name of the gradient of a named value: ``a.grad``, ``b (call 2):in0.grad``."""
+    return f"{value_name}.grad"
+
+
 class ModuleRecorder:
     """Names modules' calls on one thread and hands each named value on (``started``, ``output``, ``ended``)."""
 

@@ -29,7 +29,7 @@ from torch import nn
 
 from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
-from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording
 from .pricing import Pricing
 from .values import LocalPart, Nested, placement_of, to_numpy
 from .works import unwaited_error
@@ -195,6 +195,19 @@ class RankSink(ModuleRecorder):
             else:
                 self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
         return terms
+
+    def backward(self, tensors: Any, grads: Any) -> None:
+        """``torch.autograd.backward(tensors, grads)``: a received tensor given as the gradient of a module's output
+        carries that output's gradient (``a.grad``, as ``Reference.of_torch`` names it)."""
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        grads = [grads] if isinstance(grads, torch.Tensor) else list(grads)
+        for t, g in zip(tensors, grads):
+            entry = self._received.pop(id(g), None) if isinstance(g, torch.Tensor) else None
+            values = [v for v in self.recorded(t) if v.kind == "op"]
+            if entry is None or entry[0]() is not g or not values:
+                continue
+            name, req, index = grad_name(values[-1].name), entry[1], values[-1].index
+            self.events.append(Amend(lambda dev, q=req, n=name, x=index: dev.amend_received(q, name=n, index=x)))
 
     def received(self, t: torch.Tensor, req: Any) -> None:
         self._received[id(t)] = (weakref.ref(t), req)

@@ -247,3 +247,54 @@ def mesh_by_hand(state: dict, x: torch.Tensor, shape: tuple, names: tuple, bug: 
     y = model(_my_tokens(mesh, names, x, bug))
     dist.all_reduce(y, group=tp.get_group())
     return y
+
+
+class Stages(nn.Module):
+    """Two stages with parameters: ``a`` (a linear layer and a ReLU), then ``b`` (a linear layer)."""
+
+    def __init__(self, d: int = 8) -> None:
+        super().__init__()
+        self.a = nn.Sequential(nn.Linear(d, d), nn.ReLU())
+        self.b = nn.Linear(d, d)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def stages_step(model: nn.Module, x: torch.Tensor, microbatches: int) -> torch.Tensor:
+    """The single-device twin of ``pipeline_fwd_bwd``: each microbatch forward, then backward of its loss."""
+    outs = []
+    for mb in x.chunk(microbatches):
+        y = model(mb)
+        (y**2).sum().backward()
+        outs.append(y.detach())
+    return torch.cat(outs)
+
+
+def pipeline_fwd_bwd(state: dict, x: torch.Tensor, microbatches: int = 2, bug: str | None = None) -> Any:
+    """GPipe by hand on 2 ranks: rank 0 runs stage a and sends each microbatch's activation; rank 1 runs stage b,
+    the loss and its backward, and sends back the gradient of each activation, which rank 0 feeds to its
+    backward. bug "reversed gradients": rank 1 sends the gradients last microbatch first."""
+    model = Stages(state["b.weight"].shape[0])
+    model.load_state_dict(state)
+    if dist.get_rank() == 0:
+        outs = [model.a(mb) for mb in x.chunk(microbatches)]
+        for h in outs:
+            dist.send(h.detach(), dst=1)
+        for h in outs:
+            grad = torch.empty_like(h)
+            dist.recv(grad, src=1)
+            h.backward(grad)
+        return None
+    ins, ys = [], []
+    for mb in x.chunk(microbatches):
+        h = torch.empty(mb.shape[0], state["b.weight"].shape[1])
+        dist.recv(h, src=0)
+        h.requires_grad_()
+        y = model.b(h)
+        (y**2).sum().backward()
+        ins.append(h)
+        ys.append(y.detach())
+    for h in reversed(ins) if bug == "reversed gradients" else ins:
+        dist.send(h.grad, dst=0)
+    return torch.cat(ys)

@@ -174,3 +174,29 @@ def test_a_rank_s_own_gradient_not_averaged_is_named_at_the_first_step(n, sgd_re
     report, text = failure(simulate_torch(en.manual_dp, n, STATE, X, Y, 2, "not averaged"), sgd_ref)
     assert report.first.name == "fc1.weight.grad (step 1)" and report.first.rank == 0
     assert "It is device 0's own gradient, not averaged: the values of fc1.weight.grad (step 1) on devices" in text
+
+
+# ---- 4. backward as values ---------------------------------------------------------------------------------
+def test_reference_names_the_gradients_of_module_outputs_and_inputs():
+    torch.manual_seed(0)
+    model, x = en.Stages(), torch.randn(4, 8)
+    ref = Reference.of_torch(en.stages_step, model, x, 2)
+    assert {"a.grad", "b:in0.grad", "a (call 2).grad", "b.weight.grad"} <= set(ref.values) | set(ref.aliases)
+    y = model.b(model.a(x[:2]))
+    (y**2).sum().backward()
+    np.testing.assert_allclose(ref.expected("a.grad"), (2 * y @ model.b.weight).detach().numpy(), rtol=1e-5)
+
+
+def test_a_hand_written_pipeline_s_gradient_messages_are_checked():
+    torch.manual_seed(0)
+    model, x = en.Stages(), torch.randn(4, 8)
+    ref = Reference.of_torch(en.stages_step, model, x, 2)
+    run = simulate_torch(en.pipeline_fwd_bwd, 2, model.state_dict(), x, 2)
+    report = check(run, ref)
+    assert report.ok, str(report)
+    back = [m for m in run.trace.messages if m.src == 1]
+    assert [m.name for m in back] == ["a.grad", "a (call 2).grad"]  # named by the backward they fed on rank 0
+    report, text = failure(simulate_torch(en.pipeline_fwd_bwd, 2, model.state_dict(), x, 2, "reversed gradients"), ref)
+    assert report.first.where == "message" and report.first.name == "a.grad"
+    assert "device 0 should have received a.grad (the gradient of the output of module a)" in text
+    assert "is a.1 (call 2).grad" in text
