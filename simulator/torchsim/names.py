@@ -66,6 +66,13 @@ def input_name(call_name: str, i: int) -> str:
     return f"{call_name}:in{i}"
 
 
+def result_name(recorder: ModuleRecorder) -> str:
+    """The name of what the program returns when no module returned it: ``output``, or ``result`` where a module
+    has the path ``output`` (torchtitan's projection to the vocabulary), which names that module's output."""
+    paths = {path for path, _ in recorder.modules()}
+    return next(n for n in ("output", "result", "the result") if n not in paths)
+
+
 def grad_name(value_name: str) -> str:
     """The name of the gradient of a named value: ``a.grad``, ``b (call 2):in0.grad``."""
     return f"{value_name}.grad"

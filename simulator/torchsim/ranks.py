@@ -29,7 +29,7 @@ from torch import nn
 
 from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
-from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording
+from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording, result_name
 from .pricing import Pricing
 from .values import LocalPart, Nested, placement_of, to_numpy
 from .works import unwaited_error
@@ -301,7 +301,7 @@ class RankThread:
                 grads = Gradients.of(ctx.sink)
                 for name, g in grads.items:
                     ctx.sink.value("hold", name, g, (), "a gradient")
-                plan = _plan(ctx.sink, out)
+                plan = _plan(ctx.sink, out, result_name(ctx.sink))
             answer: tuple = ("done", plan, None)
         except RankAborted:
             answer = ()

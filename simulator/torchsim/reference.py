@@ -28,7 +28,7 @@ import torch
 from torch import nn
 
 from ..checker.reference import Reference
-from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording
+from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording, result_name
 from .values import to_numpy
 
 
@@ -125,7 +125,7 @@ def reference_of_torch(model: Any, *args: Any, microbatches: int | None = None, 
             out = _joined(outs)
         for name, grad in Gradients.of(recorder).items:
             recorder.hold(name, grad, "a gradient")
-    ref.result = _result(recorder, out, "output")
+    ref.result = _result(recorder, out, result_name(recorder))
     return ref
 
 

@@ -52,7 +52,8 @@ def to_numpy(t: torch.Tensor, rank: int, where: str) -> np.ndarray:
             "as NumPy arrays. Use float32 (or float16) on simulated ranks"
         )
     with torch.no_grad():
-        arr = t.detach().resolve_conj().resolve_neg().cpu().numpy().copy()
+        # .numpy() makes the tensor's storage unresizable, which FSDP2 frees and reallocates: read through a copy
+        arr = t.detach().resolve_conj().resolve_neg().cpu().clone().numpy()
     arr.setflags(write=False)
     return arr
 
