@@ -236,6 +236,8 @@ class _Explanations:
             index = index.resolve(whole.shape) if hasattr(index, "resolve") else None
             if index is None:
                 return None
+        if isinstance(index, tuple) and len(index) < whole.ndim:  # said in full, as the found block is
+            index = index + (slice(None),) * (whole.ndim - len(index))
         if not _floaty(found, whole) or found.shape == whole.shape:
             return None
         block = diagnose.block_of(found, whole)
