@@ -217,7 +217,27 @@ class _Explanations:
         elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
             taken_early = self._called(d.rank, "all_reduce")
             terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
-        return terms or self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+        return (
+            terms
+            or self._wrong_block(d)
+            or diagnose.explain(found, expected, self._group_sizes(d))
+            or self._clipped(d.name, found, expected)
+        )
+
+    def _clipped(self, name: str, found: np.ndarray, expected: np.ndarray) -> str | None:
+        """A gradient that is the right one times a factor no sum explains: scaled (clipped) by another norm."""
+        if ".grad" not in name or found.shape != expected.shape or not _floaty(found, expected):
+            return None
+        bb = float(np.vdot(expected, expected))
+        k = float(np.vdot(expected, found)) / bb if bb else 0.0
+        if not np.isfinite(k) or k <= 0 or same(found, expected, self.rtol, self.atol):
+            return None
+        if not same(found, k * expected, self.rtol, self.atol):
+            return None
+        return (
+            f"Every element is {k:.4g} times what it should be: the gradient scaled by another factor, as clipping "
+            "by the norm of this rank's shards (to_local()) rather than of the whole gradient scales it?"
+        )
 
     def _group_sizes(self, d: Divergence) -> list[int]:
         """The sizes of the groups this device sums over (its collectives, partial sums): k times too big names one.

@@ -298,3 +298,55 @@ def pipeline_fwd_bwd(state: dict, x: torch.Tensor, microbatches: int = 2, bug: s
     for h in reversed(ins) if bug == "reversed gradients" else ins:
         dist.send(h.grad, dst=0)
     return torch.cat(ys)
+
+
+def adamw_steps(model: nn.Module, x: torch.Tensor, y: torch.Tensor, steps: int = 2) -> torch.Tensor:
+    """The single-device twin of ``adamw_tp``: AdamW steps of the MSE, gradients clipped to norm 0.5."""
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05, foreach=False)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=False)
+        opt.step()
+    return loss.detach()
+
+
+def adamw_tp(state: dict, x: torch.Tensor, y: torch.Tensor, steps: int = 2, bug: str | None = None) -> torch.Tensor:
+    """``MLP`` tensor-parallel through ``parallelize_module``, AdamW on its DTensor parameters, gradients clipped by
+    their norm. bug "local norm": each rank clips by the norm of its own shards (``to_local()``), not the whole's."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+
+    mesh = init_device_mesh("cpu", (dist.get_world_size(),))
+    model = MLP(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    parallelize_module(model, mesh, {"fc1": ColwiseParallel(), "fc2": RowwiseParallel()})
+    opt = torch.optim.AdamW(model.parameters(), lr=0.05, foreach=False)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        if bug == "local norm":
+            grads = [p.grad.to_local() for p in model.parameters()]
+            norm = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g) for g in grads]))
+            for g in grads:
+                g.mul_(min(1.0, 0.5 / (float(norm) + 1e-6)))
+        else:
+            torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5, foreach=False)
+        opt.step()
+    return loss.detach()
+
+
+def redistribute_rows(state: dict, x: torch.Tensor) -> torch.Tensor:
+    """Each rank given its rows as a ``Shard(0)`` DTensor, gathered by ``redistribute(mesh, [Replicate()])``, then
+    the whole MLP on the whole batch on every rank."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor import DTensor, Replicate, Shard
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    mesh = init_device_mesh("cpu", (p,))
+    model = MLP(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    rows = DTensor.from_local(x.chunk(p)[rank], mesh, [Shard(0)])
+    return model(rows.redistribute(mesh, [Replicate()]).to_local())

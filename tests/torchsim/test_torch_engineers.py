@@ -200,3 +200,22 @@ def test_a_hand_written_pipeline_s_gradient_messages_are_checked():
     assert report.first.where == "message" and report.first.name == "a.grad"
     assert "device 0 should have received a.grad (the gradient of the output of module a)" in text
     assert "is a.1 (call 2).grad" in text
+
+
+# ---- the rest of the corpus: AdamW after tensor parallelism, redistribute --------------------------------------
+@pytest.mark.parametrize("n", [2, 4])
+def test_adamw_after_tensor_parallelism_with_clipping(n):
+    ref = Reference.of_torch(en.adamw_steps, MODEL, X, Y)
+    run = simulate_torch(en.adamw_tp, n, STATE, X, Y)
+    np.testing.assert_allclose(run.outputs[0], ref.result, rtol=1e-5)
+    assert check(run, ref).ok
+    report, text = failure(simulate_torch(en.adamw_tp, n, STATE, X, Y, 2, "local norm"), ref)
+    assert report.first.name == "fc1.weight.grad (step 1)"
+    assert "the gradient scaled by another factor, as clipping by the norm of this rank's shards" in text
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_rows_gathered_by_redistribute(n, mlp_ref):
+    run = simulate_torch(en.redistribute_rows, n, STATE, X)
+    np.testing.assert_allclose(run.outputs[n - 1], expected_output(), rtol=1e-5, atol=1e-6)
+    assert check(run, mlp_ref).ok
