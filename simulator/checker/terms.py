@@ -7,6 +7,11 @@ pairs with its own), adds up each group of devices whose terms could form the su
 devices whose record has the same shape), and says which devices' terms add up to the expected value, or
 average to it (a replica's own gradient, stepped with before the all-reduce that averages them).
 
+``hand_summed(trace, record, expected)``: the same terms, added up by the program's own messages (a ring
+all-reduce written with isend and irecv): every device of the sum later holds the whole value. The terms are
+then partial sums, and ``running_sum(payload, terms)`` says whether an unnamed message carries a chunk of the
+sum of some of them (a running sum on its way round the ring).
+
 ``before_bias(reference, name, found, expected)``: a torch module's output that is its value less the module's
 bias, as the partial sums of a row-parallel layer add up when the bias is added after the sum (Megatron's
 ``RowParallelLinear``, ``skip_bias_add``): the module's own output, not a value that feeds on (those are
@@ -21,6 +26,77 @@ from typing import Any
 import numpy as np
 
 from .compare import same, structured
+
+
+def _terms_of(trace: Any, record: Any, kind: str = "op") -> dict[int, np.ndarray]:
+    """The k-th record of ``record``'s name on each device (``record`` is its device's k-th), of its shape."""
+    pool = trace.ops if kind == "op" else [rec for k, rec in trace.events if k == kind]
+    mine = [op for op in pool if op.rank == record.rank and op.name == record.name and op.label is None]
+    k = next((i for i, op in enumerate(mine) if op.id == record.id), None)
+    found = np.asarray(record.output)
+    terms = {record.rank: found} if k is not None else {}
+    for rank in range(trace.world_size) if k is not None else ():
+        theirs = [op for op in pool if op.rank == rank and op.name == record.name and op.label is None]
+        if rank != record.rank and len(theirs) > k and np.shape(theirs[k].output) == found.shape:
+            terms[rank] = np.asarray(theirs[k].output)
+    return terms
+
+
+def hand_summed(trace: Any, record: Any, expected: Any, rtol: float | None, atol: float | None) -> dict | None:
+    """The terms by device (see the module docstring) if they add up to ``expected`` and each of their devices
+    later receives running sums of them from the others and holds ``expected`` itself, having called no
+    collective; else None."""
+    if structured(record.output) or structured(expected) or getattr(record, "partial", None) is not None:
+        return None
+    if np.asarray(record.output).shape != np.shape(expected):
+        return None
+    terms = _terms_of(trace, record)
+    if len(terms) < 2:
+        return None
+    total = sum((terms[r] for r in sorted(terms)[1:]), terms[min(terms)])
+    if not same(total, expected, rtol, atol):
+        return None
+    events = trace.events
+    at = next(i for i, (kind, rec) in enumerate(events) if kind == "op" and rec.id == record.id)
+    for rank in terms:
+        if any(m.label is not None for m in trace.messages if m.src == rank):
+            return None  # a collective's: its own checks hold
+        later = [
+            rec for kind, rec in events[at + 1 :]
+            if kind in ("op", "hold") and rec.rank == rank and not structured(rec.output)
+            and rec.name != record.name and np.shape(rec.output) == np.shape(expected)
+        ]  # fmt: skip
+        if not any(same(rec.output, expected, rtol, atol) for rec in later):
+            return None
+        carried = [
+            rec for kind, rec in events[at + 1 :]
+            if kind == "recv" and rec.dst == rank and rec.src in terms and running_sum(rec.payload, terms, rtol, atol)
+        ]  # fmt: skip
+        if not carried:  # the sum must have reached the device in messages, not through memory it shares
+            return None
+    return terms
+
+
+def running_sum(payload: Any, terms: dict, rtol: float | None, atol: float | None) -> bool:
+    """Whether ``payload`` is a chunk (the torch.chunk way, of the flattened value) of the sum of the terms of
+    devices next to each other in a ring of ``terms``' devices (one device's term, or all of them)."""
+    if structured(payload):
+        return False
+    flat_payload = np.asarray(payload).reshape(-1)
+    ranks = sorted(terms)
+    p = len(ranks)
+    for start in range(p):
+        total = None
+        for length in range(p):
+            term = np.asarray(terms[ranks[(start - length) % p]]).reshape(-1)
+            total = term if total is None else total + term
+            n = total.size
+            size = -(-n // p)
+            bounds = [min(i * size, n) for i in range(p + 1)]
+            for a, b in zip(bounds, bounds[1:]):
+                if b - a == flat_payload.size and same(flat_payload, total[a:b], rtol, atol):
+                    return True
+    return False
 
 
 def unsummed_terms(

@@ -27,7 +27,7 @@ from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
-from .terms import before_bias
+from .terms import before_bias, hand_summed, running_sum
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -115,6 +115,7 @@ class _Checker(_ResultChecks, _Explanations):
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
         self._block_searches = 64
+        self._unplaced: list[Message] = []  # unnamed messages no value placed (in the order of their Unchecked)
 
     @cached_property
     def order(self) -> CausalOrder:
@@ -139,6 +140,7 @@ class _Checker(_ResultChecks, _Explanations):
         self._results()
         self._unfinished_partials()
         self._never_computed()
+        self._summed_by_hand()
         first = min(self.diverged, key=self._cause) if self.diverged else None
         if first is not None:
             self.first_key = self._cause(first)
@@ -320,6 +322,7 @@ class _Checker(_ResultChecks, _Explanations):
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
             self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
             return
+        self._unplaced.append(msg)
         self.unchecked.append(
             Unchecked(
                 "unplaced message",
@@ -423,6 +426,39 @@ class _Checker(_ResultChecks, _Explanations):
                         f"only (not on {missing}), so they could not be added up and compared with {name}",
                     )
                 )
+
+    def _summed_by_hand(self) -> None:
+        """Terms of a sum that the program adds up with its own messages (a ring written with isend and irecv,
+        ``terms.hand_summed``): not divergences but partial sums, and the unnamed messages that carry chunks of
+        their running sums are placed."""
+        sums, kept = [], []
+        for d in self.diverged:
+            terms = None
+            if d.where == "output" and isinstance(d.record, Op):
+                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol)
+            if terms is None:
+                kept.append(d)
+                continue
+            sums.append(terms)
+            note = (
+                f"{d.name} on devices {', '.join(map(str, sorted(terms)))} are terms of a sum the program adds up with "
+                "its own messages: checked as partial sums, their total and what each device holds after"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        if not sums:
+            return
+        self.diverged = kept
+        placed = {
+            id(m) for m in self._unplaced
+            if any(m.src in t and running_sum(m.payload, t, self.rtol, self.atol) for t in sums)
+        }  # fmt: skip
+        texts = {_message(m) for m in self._unplaced if id(m) in placed}
+        self.checked += len(placed)
+        self.unchecked = [
+            u for u in self.unchecked
+            if not (u.kind == "unplaced message" and any(u.text.startswith(t + " has no name") for t in texts))
+        ]  # fmt: skip
 
     # ---- names no device computed ----------------------------------------------------------------
     def _never_computed(self) -> None:

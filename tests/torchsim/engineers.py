@@ -350,3 +350,38 @@ def redistribute_rows(state: dict, x: torch.Tensor) -> torch.Tensor:
     model.load_state_dict(state)
     rows = DTensor.from_local(x.chunk(p)[rank], mesh, [Shard(0)])
     return model(rows.redistribute(mesh, [Replicate()]).to_local())
+
+
+def ring_all_reduce(t: torch.Tensor, steps: int | None = None) -> None:
+    """A ring all-reduce by hand, in place, with ``dist.isend`` and ``dist.irecv`` (reduce-scatter, then
+    all-gather, over the tensor's p chunks, as NCCL's ring does); ``steps``: stop after that many."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    chunks = list(t.view(-1).chunk(p))
+    right, left = (rank + 1) % p, (rank - 1) % p
+    for step in range(2 * (p - 1) if steps is None else steps):
+        send_at, recv_at = (rank - step) % p, (rank - step - 1) % p
+        got = torch.empty_like(chunks[recv_at])
+        req = dist.isend(chunks[send_at].clone(), dst=right)
+        dist.irecv(got, src=left).wait()
+        req.wait()
+        if step < p - 1:
+            chunks[recv_at] += got  # a running sum on its way round
+        else:
+            chunks[recv_at].copy_(got)  # the finished sum, passed on
+
+
+def ring_tp_mlp(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
+    """Megatron's MLP by hand (the bias on rank 0), fc2's partial sums added by ``ring_all_reduce``. bug "half a
+    ring": the reduce-scatter half only (the ring stops before the all-gather)."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    d, h = state["fc1.weight"].shape[1], state["fc1.weight"].shape[0]
+    model = MLP(d, h // p)
+    with torch.no_grad():
+        model.fc1.weight.copy_(state["fc1.weight"].chunk(p, dim=0)[rank])
+        model.fc1.bias.copy_(state["fc1.bias"].chunk(p, dim=0)[rank])
+        model.fc2.weight.copy_(state["fc2.weight"].chunk(p, dim=1)[rank])
+        model.fc2.bias.copy_(state["fc2.bias"] if rank == 0 else torch.zeros_like(state["fc2.bias"]))
+    with torch.no_grad():
+        y = model(x)
+    ring_all_reduce(y, p - 1 if bug == "half a ring" else None)
+    return y
