@@ -63,7 +63,7 @@ def hand_summed(trace: Any, record: Any, expected: Any, rtol: float | None, atol
             return None  # a collective's: its own checks hold
         later = [
             rec for kind, rec in events[at + 1 :]
-            if kind in ("op", "hold") and rec.rank == rank and not structured(rec.output)
+            if kind in ("op", "hold") and rec.rank == rank and rec.label is None and not structured(rec.output)
             and rec.name != record.name and np.shape(rec.output) == np.shape(expected)
         ]  # fmt: skip
         if not any(same(rec.output, expected, rtol, atol) for rec in later):

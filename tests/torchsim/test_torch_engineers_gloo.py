@@ -39,6 +39,12 @@ CASES = {  # name -> (world size, program, arguments, reference, verdict)
         2, en.pipeline_fwd_bwd, (STAGES.state_dict(), XS, 2), lambda: Reference.of_torch(en.stages_step, STAGES, XS, 2),
         "passed",
     ),
+    "ring by hand": (4, en.ring_tp_mlp, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "ring, half way": (4, en.ring_tp_mlp, (STATE, X, "half a ring"), lambda: Reference.of_torch(MODEL, X), "FAILED"),
+    "AdamW after TP, local norm": (
+        2, en.adamw_tp, (STATE, X, Y, 2, "local norm"), lambda: Reference.of_torch(en.adamw_steps, MODEL, X, Y),
+        "FAILED",
+    ),
 }  # fmt: skip
 
 
