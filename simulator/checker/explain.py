@@ -221,7 +221,7 @@ class _Explanations:
             terms
             or self._wrong_block(d)
             or diagnose.explain(found, expected, self._group_sizes(d))
-            or self._clipped(d.name, found, expected)
+            or (self._clipped(d.name, found, expected) if d.reference.modules else None)
         )
 
     def _clipped(self, name: str, found: np.ndarray, expected: np.ndarray) -> str | None:
