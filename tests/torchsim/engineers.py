@@ -385,3 +385,26 @@ def ring_tp_mlp(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.T
         y = model(x)
     ring_all_reduce(y, p - 1 if bug == "half a ring" else None)
     return y
+
+
+def fsdp2(state: dict, x: torch.Tensor, y: torch.Tensor, steps: int = 2, bug: str | None = None) -> torch.Tensor:
+    """FSDP2: ``fully_shard`` on each layer and the model over all ranks, each rank its rows, SGD. bug "same rows":
+    every rank takes rank 0's rows."""
+    from torch.distributed.fsdp import fully_shard
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    model = MLP(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    fully_shard(model.fc1)
+    fully_shard(model.fc2)
+    fully_shard(model)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    take = 0 if bug == "same rows" else rank
+    xs, ys = x.chunk(p)[take], y.chunk(p)[take]
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(xs), ys)
+        loss.backward()
+        opt.step()
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss.detach()

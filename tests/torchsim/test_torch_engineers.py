@@ -232,3 +232,16 @@ def test_a_ring_all_reduce_by_hand_is_checked_as_partial_sums(n, mlp_ref):
     report, text = failure(simulate_torch(en.ring_tp_mlp, n, STATE, X, "half a ring"), mlp_ref)
     assert report.first.name == "fc2"
     assert f"the values of fc2 on devices {', '.join(map(str, range(n)))} add up to fc2" in text
+
+
+@pytest.mark.filterwarnings("ignore:FSDP2-wrapped module")
+@pytest.mark.parametrize("n", [2, 4])
+def test_fsdp2_passes_with_its_sharded_parameters_and_gradients(n, sgd_ref):
+    run = simulate_torch(en.fsdp2, n, STATE, X, Y)
+    np.testing.assert_allclose(run.outputs[0], sgd_ref.result, rtol=1e-5)
+    report = check(run, sgd_ref)
+    assert report.ok, str(report)
+    grads = [rec for kind, rec in run.trace.events if kind == "hold" and rec.name == "fc1.weight.grad (step 1)"]
+    assert len(grads) == n and all(rec.output.shape == (16 // n, 8) for rec in grads)  # each rank its shard
+    report, text = failure(simulate_torch(en.fsdp2, n, STATE, X, Y, 2, "same rows"), sgd_ref)
+    assert "every replica saw the same rows of the batch" in text
