@@ -1,4 +1,4 @@
-"""Torch programs as engineers write them (``tests/torchsim/engineers.py``), checked against one device: each
+"""Torch programs as engineers write them (``engineers.py``, ``engineers_tp.py``), checked against one device: each
 right program passes at 2 and 4 ranks, each planted bug FAILS with its reason."""
 
 import numpy as np
@@ -11,6 +11,7 @@ from simulator.torchsim import programs as tp  # noqa: E402
 from simulator.torchsim.names import canonical  # noqa: E402
 from tests.report_words import words  # noqa: E402
 from tests.torchsim import engineers as en  # noqa: E402
+from tests.torchsim import engineers_tp as et  # noqa: E402
 
 MODEL = tp.mlp(0)
 STATE = MODEL.state_dict()
@@ -86,34 +87,34 @@ def expected_output():
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_megatron_bias_added_after_the_all_reduce_passes(n, mlp_ref):
-    run = simulate_torch(en.megatron_bias_after, n, STATE, X)
+    run = simulate_torch(et.megatron_bias_after, n, STATE, X)
     np.testing.assert_allclose(run.outputs[0], expected_output(), rtol=1e-5, atol=1e-6)
     report = check(run, mlp_ref)
     assert report.ok, str(report)
     assert "fc2 was found less its bias fc2.bias, added after the sum" in words(str(report))
-    assert check(simulate_torch(en.megatron_mlp, n, STATE, X), mlp_ref).ok  # the bias inside RowParallelLinear
+    assert check(simulate_torch(et.megatron_mlp, n, STATE, X), mlp_ref).ok  # the bias inside RowParallelLinear
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_megatron_bias_never_added_or_added_on_every_rank_fails(n, mlp_ref):
-    report, text = failure(simulate_torch(en.megatron_bias_after, n, STATE, X, "no bias"), mlp_ref)
+    report, text = failure(simulate_torch(et.megatron_bias_after, n, STATE, X, "no bias"), mlp_ref)
     assert report.first.name == "output"  # what the rank returned: the sum the bias never joined
     assert (
         "It is fc2 less its bias fc2.bias: the bias, added after the sum of a row-parallel layer, is missing?" in text
     )
-    report, text = failure(simulate_torch(en.megatron_mlp, n, STATE, X, "bias before"), mlp_ref)
+    report, text = failure(simulate_torch(et.megatron_mlp, n, STATE, X, "bias before"), mlp_ref)
     assert report.first.where == "partial sums" and report.first.name == "fc2"
     assert f"It is fc2 with its bias fc2.bias counted {n} times: added by each of {n} devices before the sum" in text
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_from_local_partial_is_a_term_of_a_sum_and_replicate_is_not(n, mlp_ref):
-    run = simulate_torch(en.from_local_partial, n, STATE, X)
+    run = simulate_torch(et.from_local_partial, n, STATE, X)
     np.testing.assert_allclose(run.outputs[0], expected_output(), rtol=1e-5, atol=1e-6)
     assert check(run, mlp_ref).ok
     fc2 = [op.partial for op in run.trace.ops if op.name == "fc2"]
     assert fc2.count(tuple(range(n))) == n  # declared partial by from_local
-    report, text = failure(simulate_torch(en.from_local_partial, n, STATE, X, "replicate"), mlp_ref)
+    report, text = failure(simulate_torch(et.from_local_partial, n, STATE, X, "replicate"), mlp_ref)
     assert report.first.name == "fc2" and report.first.where == "output"
     assert f"the values of fc2 on devices {', '.join(map(str, range(n)))} add up to fc2" in text
     assert "Or were they said to be Replicate()? (Terms of a sum are Partial()" in text
@@ -121,7 +122,7 @@ def test_from_local_partial_is_a_term_of_a_sum_and_replicate_is_not(n, mlp_ref):
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_reduce_scatter_output_is_the_rank_s_rows_of_the_sum(n, mlp_ref):
-    run = simulate_torch(en.reduce_scatter_rows, n, STATE, X)
+    run = simulate_torch(et.reduce_scatter_rows, n, STATE, X)
     np.testing.assert_allclose(np.concatenate(run.outputs), expected_output(), rtol=1e-5, atol=1e-6)
     assert check(run, mlp_ref).ok
 
@@ -131,7 +132,7 @@ MESHES_3D = [((2, 2, 2), ("dp", "cp", "tp")), ((2, 2, 2), ("tp", "cp", "dp")), (
 X3 = torch.randn(4, 4, 8, generator=torch.Generator().manual_seed(3))  # (batch, tokens, features)
 
 
-@pytest.mark.parametrize("program", [en.mesh_mlp, en.mesh_by_hand])
+@pytest.mark.parametrize("program", [et.mesh_mlp, et.mesh_by_hand])
 @pytest.mark.parametrize("shape, names", MESHES + MESHES_3D)
 def test_meshes_of_two_and_three_dims_in_any_order_pass(program, shape, names):
     x = X3 if len(shape) == 3 else X
@@ -143,7 +144,7 @@ def test_meshes_of_two_and_three_dims_in_any_order_pass(program, shape, names):
     assert fc1 and fc1[0].index.resolve(x.shape[:-1] + (16,)) is not None  # checked as a block, by the mesh
 
 
-@pytest.mark.parametrize("program", [en.mesh_mlp, en.mesh_by_hand])
+@pytest.mark.parametrize("program", [et.mesh_mlp, et.mesh_by_hand])
 @pytest.mark.parametrize("shape, names", [MESHES[0], MESHES[1], MESHES_3D[0], MESHES_3D[1]])
 def test_the_batch_split_by_the_wrong_mesh_dim_fails_saying_so(program, shape, names):
     x = X3 if len(shape) == 3 else X
@@ -205,31 +206,31 @@ def test_a_hand_written_pipeline_s_gradient_messages_are_checked():
 # ---- the rest of the corpus: AdamW after tensor parallelism, redistribute --------------------------------------
 @pytest.mark.parametrize("n", [2, 4])
 def test_adamw_after_tensor_parallelism_with_clipping(n):
-    ref = Reference.of_torch(en.adamw_steps, MODEL, X, Y)
-    run = simulate_torch(en.adamw_tp, n, STATE, X, Y)
+    ref = Reference.of_torch(et.adamw_steps, MODEL, X, Y)
+    run = simulate_torch(et.adamw_tp, n, STATE, X, Y)
     np.testing.assert_allclose(run.outputs[0], ref.result, rtol=1e-5)
     assert check(run, ref).ok
-    report, text = failure(simulate_torch(en.adamw_tp, n, STATE, X, Y, 2, "local norm"), ref)
+    report, text = failure(simulate_torch(et.adamw_tp, n, STATE, X, Y, 2, "local norm"), ref)
     assert report.first.name == "fc1.weight.grad (step 1)"
     assert "the gradient scaled by another factor, as clipping by the norm of this rank's shards" in text
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_rows_gathered_by_redistribute(n, mlp_ref):
-    run = simulate_torch(en.redistribute_rows, n, STATE, X)
+    run = simulate_torch(et.redistribute_rows, n, STATE, X)
     np.testing.assert_allclose(run.outputs[n - 1], expected_output(), rtol=1e-5, atol=1e-6)
     assert check(run, mlp_ref).ok
 
 
 @pytest.mark.parametrize("n", [2, 4])
 def test_a_ring_all_reduce_by_hand_is_checked_as_partial_sums(n, mlp_ref):
-    run = simulate_torch(en.ring_tp_mlp, n, STATE, X)
+    run = simulate_torch(et.ring_tp_mlp, n, STATE, X)
     np.testing.assert_allclose(run.outputs[n - 1], expected_output(), rtol=1e-5, atol=1e-6)
     report = check(run, mlp_ref)
     assert report.ok, str(report)  # the unnamed running sums placed, not NOT VERIFIED
     assert len(run.trace.messages) == 2 * (n - 1) * n
     assert "are terms of a sum the program adds up with its own messages" in words(str(report))
-    report, text = failure(simulate_torch(en.ring_tp_mlp, n, STATE, X, "half a ring"), mlp_ref)
+    report, text = failure(simulate_torch(et.ring_tp_mlp, n, STATE, X, "half a ring"), mlp_ref)
     assert report.first.name == "fc2"
     assert f"the values of fc2 on devices {', '.join(map(str, range(n)))} add up to fc2" in text
 

@@ -1,4 +1,4 @@
-"""The programs engineers write (``tests/torchsim/engineers.py``) on real gloo ranks through ``run_real``: the
+"""The programs engineers write (``engineers.py``, ``engineers_tp.py``) on real gloo ranks through ``run_real``: the
 same verdict as simulated, for right programs and planted bugs. One TorchWorld per world size."""
 
 import numpy as np
@@ -10,6 +10,7 @@ from simulator import Reference, check, simulate_torch  # noqa: E402
 from simulator.torchsim import programs as tp  # noqa: E402
 from simulator.torchsim.simulate import run_real  # noqa: E402
 from tests.torchsim import engineers as en  # noqa: E402
+from tests.torchsim import engineers_tp as et  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.gloo]
 
@@ -28,21 +29,21 @@ CASES = {  # name -> (world size, program, arguments, reference, verdict)
         2, en.manual_dp, (STATE, X, Y, 2, "not averaged"), lambda: Reference.of_torch(en.sgd_steps, MODEL, X, Y),
         "FAILED",
     ),
-    "Megatron bias after": (2, en.megatron_bias_after, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
-    "from_local Partial": (2, en.from_local_partial, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
-    "2-D mesh": (4, en.mesh_mlp, (STATE, X, (2, 2), ("dp", "tp")), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "Megatron bias after": (2, et.megatron_bias_after, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "from_local Partial": (2, et.from_local_partial, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "2-D mesh": (4, et.mesh_mlp, (STATE, X, (2, 2), ("dp", "tp")), lambda: Reference.of_torch(MODEL, X), "passed"),
     "2-D mesh, wrong dim": (
-        4, en.mesh_mlp, (STATE, X, (2, 2), ("dp", "tp"), "wrong mesh dim"), lambda: Reference.of_torch(MODEL, X),
+        4, et.mesh_mlp, (STATE, X, (2, 2), ("dp", "tp"), "wrong mesh dim"), lambda: Reference.of_torch(MODEL, X),
         "FAILED",
     ),
     "pipeline fwd+bwd": (
         2, en.pipeline_fwd_bwd, (STAGES.state_dict(), XS, 2), lambda: Reference.of_torch(en.stages_step, STAGES, XS, 2),
         "passed",
     ),
-    "ring by hand": (4, en.ring_tp_mlp, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
-    "ring, half way": (4, en.ring_tp_mlp, (STATE, X, "half a ring"), lambda: Reference.of_torch(MODEL, X), "FAILED"),
+    "ring by hand": (4, et.ring_tp_mlp, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "ring, half way": (4, et.ring_tp_mlp, (STATE, X, "half a ring"), lambda: Reference.of_torch(MODEL, X), "FAILED"),
     "AdamW after TP, local norm": (
-        2, en.adamw_tp, (STATE, X, Y, 2, "local norm"), lambda: Reference.of_torch(en.adamw_steps, MODEL, X, Y),
+        2, et.adamw_tp, (STATE, X, Y, 2, "local norm"), lambda: Reference.of_torch(et.adamw_steps, MODEL, X, Y),
         "FAILED",
     ),
 }  # fmt: skip
