@@ -10,11 +10,13 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 - ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
 - ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
-- ``block_of``        the value is one block of the expected one (an op working on a shard)
+- ``block_of``        the value is one block of the expected one (an op working on a shard), along one axis or
+                      on a grid of blocks (a mesh of several dims)
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,7 @@ import numpy as np
 from .compare import close, same
 
 MAX_PARTS = 8  # blocks tried when looking for pieces in the wrong order or joined on the wrong axis
+MAX_BLOCKS = 4096  # blocks of a grid tried when a value is split along several axes
 
 
 INF = float("inf")
@@ -135,11 +138,23 @@ def wrong_axis(a: np.ndarray, b: np.ndarray) -> str | None:
 
 
 def block_of(a: np.ndarray, b: np.ndarray) -> tuple | None:
-    """The slices of ``b`` (along the one axis where the sizes differ) that equal ``a``, if any."""
+    """The slices of ``b`` that equal ``a``, if any: along the one axis where the sizes differ, or on a grid of
+    blocks of ``a``'s shape where several differ."""
     if a.ndim != b.ndim or a.shape == b.shape or a.size == 0:
         return None
     differing = [d for d in range(a.ndim) if a.shape[d] != b.shape[d]]
-    if len(differing) != 1 or a.shape[differing[0]] > b.shape[differing[0]]:
+    if any(a.shape[d] > b.shape[d] for d in differing):
+        return None
+    if len(differing) > 1:  # a block of a mesh of several dims: the grid of equal blocks, each tried
+        starts = [range(0, b.shape[d] - a.shape[d] + 1, a.shape[d]) for d in differing]
+        if np.prod([len(r) for r in starts]) > MAX_BLOCKS:
+            return None
+        for corner in itertools.product(*starts):
+            index = [slice(None)] * b.ndim
+            for d, s in zip(differing, corner):
+                index[d] = slice(s, s + a.shape[d])
+            if same(a, b[tuple(index)]):
+                return tuple(index)
         return None
     axis, n = differing[0], a.shape[differing[0]]
     for start in _could_start(a, b, axis, n):

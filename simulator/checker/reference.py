@@ -44,6 +44,9 @@ class Reference:
     # Other names of values: a torch module's input "b:in0" is the value that feeds it ("a"). A found value is
     # compared with the value an alias stands for, and is never said to *be* an alias (only the value's own name).
     aliases: dict[str, str] = field(default_factory=dict)
+    # Named by torch module paths (Reference.of_torch): advice then speaks of module paths, which a torch program
+    # can change, not of dev.compute's name= and index=, which it cannot write.
+    modules: bool = False
 
     @classmethod
     def from_trace(cls, trace: Trace, result: Any = NO_RESULT) -> Reference:

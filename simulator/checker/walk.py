@@ -31,9 +31,15 @@ from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
+from .terms import before_bias, hand_summed, running_sum
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
+_BIASED = (
+    "output",
+    "partial sums",
+    "message",
+)  # where a module's own value may stand before its bias (terms.before_bias)
 
 
 def check(
@@ -132,6 +138,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self.last_event = [-1] * trace.world_size
         self._block_searches = 64
         self._start_expectations()
+        self._unplaced: list[Message] = []  # unnamed messages no value placed (in the order of their Unchecked)
 
     @cached_property
     def order(self) -> CausalOrder:
@@ -156,6 +163,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self._results()
         self._unfinished_partials()
         self._never_computed()
+        self._summed_by_hand()
         first = min(self.diverged, key=self._cause) if self.diverged else None
         if first is not None:
             self.first_key = self._cause(first)
@@ -250,6 +258,13 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self.checked += 1
         if self._same(found, slot) if slot is not None else same(found, expected, self.rtol, self.atol):
             return True
+        index = getattr(rec, "index", None)
+        bias = before_bias(self._ref(rank), name, index, found, self.rtol, self.atol) if where in _BIASED else None
+        if bias is not None:  # a row-parallel layer's sum, its bias added after (the result is compared with it)
+            note = f"{name} was found less its bias {bias}, added after the sum (as Megatron's RowParallelLinear does)"
+            if note not in self.notes:
+                self.notes.append(note)
+            return True
         self.diverged.append(
             Divergence(where, rank, i, rec, name, expected, found, [], self._ref(rank), position, path=path)
         )
@@ -331,7 +346,12 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self._seen_unknown.add((rank, name))
         ref = self._ref(rank)
         hint = self._identify(ref, value)
-        if hint:
+        if hint and ref.modules:  # a torch program names values by module path: that is what it can change
+            advice = (
+                f", but it equals {hint[0]}: give the module the path it has in the single-device model, "
+                f"{hint[1].split(' with ')[0]} (Reference.of_torch names each module's output by its path)"
+            )
+        elif hint:
             advice = f", but it equals {hint[0]}: name it {hint[1]}"
         elif partials is not None:  # a collective's term, named by partials=
             advice = (
@@ -342,6 +362,11 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
             advice = (
                 ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
                 "reference, with partial=True as now"
+            )
+        elif ref.modules:
+            advice = (
+                ", and its value is none of the single-device model's: give the module the path it has in the model "
+                "(Reference.of_torch names each module's output by its path, wrappers' module. and _orig_mod. left out)"
             )
         else:
             advice = (
@@ -367,6 +392,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
             self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
+        self._unplaced.append(msg)
         self.unchecked.append(
             Unchecked(
                 "unplaced message",
@@ -477,6 +503,39 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
                         f"only (not on {missing}), so they could not be added up and compared with {name}",
                     )
                 )
+
+    def _summed_by_hand(self) -> None:
+        """Terms of a sum that the program adds up with its own messages (a ring written with isend and irecv,
+        ``terms.hand_summed``): not divergences but partial sums, and the unnamed messages that carry chunks of
+        their running sums are placed."""
+        sums, kept = [], []
+        for d in self.diverged:
+            terms = None
+            if d.where == "output" and isinstance(d.record, Op):
+                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol)
+            if terms is None:
+                kept.append(d)
+                continue
+            sums.append(terms)
+            note = (
+                f"{d.name} on devices {', '.join(map(str, sorted(terms)))} are terms of a sum the program adds up with "
+                "its own messages: checked as partial sums, their total and what each device holds after"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        if not sums:
+            return
+        self.diverged = kept
+        placed = {
+            id(m) for m in self._unplaced
+            if any(m.src in t and running_sum(m.payload, t, self.rtol, self.atol) for t in sums)
+        }  # fmt: skip
+        texts = {_message(m) for m in self._unplaced if id(m) in placed}
+        self.checked += len(placed)
+        self.unchecked = [
+            u for u in self.unchecked
+            if not (u.kind == "unplaced message" and any(u.text.startswith(t + " has no name") for t in texts))
+        ]  # fmt: skip
 
     # ---- names no device computed ----------------------------------------------------------------
     def _never_computed(self) -> None:

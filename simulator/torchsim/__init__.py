@@ -20,6 +20,7 @@ same trace, views and checker serve torch programs (see docs/torch.md):
     dtensor_volumes.py  what DTensor's redistribute sends, asked of torch on a fake process group
     programs.py       example programs (the seed split, tensor-parallel MLPs, a pipeline) and their bugs
     stage_programs.py torch.distributed.pipelining's stages under each of torch's schedules, and a bug
+    llama.py          a small Llama laid out as torchtitan's, trained with FSDP2 and tensor parallelism
 
 This package imports nothing from ``simulator.real``: ``run_real`` is handed a TorchWorld. Importing it does
 not import torch; the modules that need it do.

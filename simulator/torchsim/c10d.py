@@ -9,7 +9,10 @@ are threads of one process. ``install()`` (once per process, idempotent) puts th
 - Group names stay unique in the process (torch registers every group by name, in C++, for the functional
   collectives DTensor uses): on a simulated rank a group's name gets the rank's tag (``"0@sim3.r1"``).
 - ``DTensor.to_local`` notes, on a simulated rank, which DTensor a plain tensor is the local piece of, so a
-  module output that a parallel style turned into a plain tensor is still checked as the right shard.
+  module output that a parallel style turned into a plain tensor is still checked as the right shard; and
+  ``DTensor.from_local(t, mesh, [Partial()])`` marks a module output ``t`` as one term of a sum; and
+  ``backward(h, grad)`` with a received ``grad`` names its message the gradient of the value ``h`` is
+  (``a.grad``: a pipeline stage's gradient from the next stage).
 - The "simulator" backend: ``init_process_group("simulator", ...)`` and ``new_group`` on a simulated rank
   make ``process_group.SimProcessGroup``s.
 - DTensor's op dispatcher (one object for the process) keeps its custom op handlers per simulated rank:
@@ -28,6 +31,7 @@ import threading
 import weakref
 from typing import Any
 
+import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 from torch._C._distributed_c10d import _unregister_process_group
@@ -65,6 +69,19 @@ class RankWorld(c10d._World):
             if rank in members:
                 found.setdefault(len(members), []).append(members[rank])
         return tuple(sorted((size, at[0]) for size, at in found.items() if len(at) == 1))
+
+    def groups(self, rank: int, without: tuple[int, ...] = ()) -> tuple[tuple[int, int, str], ...]:
+        """(size, ``rank``'s place in it, mesh dim name or "") of each group ``rank`` is in, the world's and the
+        group of ranks ``without`` left out, in the order they were made (a mesh's dims in its order:
+        ``init_device_mesh`` makes them so)."""
+        found = []
+        for pg, members in self.pg_group_ranks.items():
+            if set(members) == set(without):
+                continue
+            if rank in members and len(members) > 1 and pg is not self.default_pg:
+                desc = getattr(pg, "group_desc", "") or ""
+                found.append((len(members), members[rank], desc[5:] if desc.startswith("mesh_") else ""))
+        return tuple(found)
 
     pg_map = property(lambda self: self._maps["pg_map"])
     pg_names = property(lambda self: self._maps["pg_names"])
@@ -154,7 +171,8 @@ def _creator(store: Any, group_rank: int, group_size: int, timeout: Any) -> SimP
 
 
 def install() -> None:
-    """Put the per-rank state, unique group names, the ``to_local`` note and the backend in place (once)."""
+    """Put the per-rank state, unique group names, the ``to_local`` and ``from_local`` notes and the backend in place
+    (once)."""
     with _lock:
         if _installed:
             return
@@ -182,5 +200,26 @@ def install() -> None:
         noted_to_local.__doc__ = to_local.__doc__
         DTensor.to_local = noted_to_local
         _dispatcher_per_rank(DTensor._op_dispatcher)
+        from_local = DTensor.from_local  # a staticmethod
+
+        def noted_from_local(local_tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            out = from_local(local_tensor, *args, **kwargs)
+            ctx = current()
+            if ctx is not None and ctx.sink is not None:  # a module's output said Partial: a term of a sum
+                ctx.sink.declared(local_tensor, out._spec)
+            return out
+
+        noted_from_local.__doc__ = from_local.__doc__
+        DTensor.from_local = staticmethod(noted_from_local)
+        backward = torch.autograd.backward
+
+        def noted_backward(tensors: Any, grad_tensors: Any = None, *args: Any, **kwargs: Any) -> Any:
+            ctx = current()
+            if ctx is not None and ctx.sink is not None and grad_tensors is not None:  # received gradients, named
+                ctx.sink.backward(tensors, grad_tensors)
+            return backward(tensors, grad_tensors, *args, **kwargs)
+
+        noted_backward.__doc__ = backward.__doc__
+        torch.autograd.backward = noted_backward
         if BACKEND.upper() not in dist.Backend._plugins:
             dist.Backend.register_backend(BACKEND, _creator, devices=["cpu"])

@@ -33,11 +33,21 @@ from torch import nn
 from . import bookkeeping
 from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
-from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, paused, recording
+from .names import (
+    Call,
+    Gradients,
+    ModuleRecorder,
+    grad_name,
+    input_name,
+    parameter_name,
+    paused,
+    recording,
+    result_name,
+)
 from .pricing import Pricing
 from .process_state import TorchState
 from .stops import install_sleep, interrupt, no_progress, program_line
-from .values import LocalPart, placement_of, to_numpy
+from .values import LocalPart, Nested, placement_of, to_numpy
 from .works import unwaited_error
 
 _DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
@@ -120,6 +130,9 @@ class RankSink(ModuleRecorder):
                 if _dtensor_spec(param) is not None:  # a plain parameter may be any part of the model's
                     self.value("hold", parameter_name(call.path, pname), param, (), f"parameter {pname} of {call.path}")
 
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        self.value("hold", name, grad, (), f"the gradient optimizer step {step} uses")
+
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         with internal(self.ctx):
             inputs = tuple(to_numpy(t, self.ctx.rank, name) for t in call.inputs)
@@ -144,10 +157,17 @@ class RankSink(ModuleRecorder):
         spec = _dtensor_spec(t)
         if spec is None and self.ctx.world is not None:
             spec = self.ctx.world.spec_of(t)
+        world, rank = self.ctx.world, self.ctx.rank
+        places = world.places(rank) if world is not None else ()
+        groups = world.groups(rank) if world is not None else ()
         if spec is not None:
-            return placement_of(spec)
-        places = self.ctx.world.places(self.ctx.rank) if self.ctx.world is not None else ()
-        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size, places), None, None
+            index, group, op = placement_of(spec)
+            # the DTensor may itself be a block of the model's value (split by the mesh's other dims)
+            names = spec.mesh.mesh_dim_names or ()
+            others = tuple(g for g in groups if g[2] not in names) if names else ()
+            outer = LocalPart(tuple(spec.shape), rank, self.ctx.world_size, places, others)
+            return Nested(index, tuple(spec.shape), outer, tuple(names)), group, op
+        return LocalPart(tuple(t.shape), rank, self.ctx.world_size, places, groups), None, None
 
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]
@@ -163,14 +183,47 @@ class RankSink(ModuleRecorder):
         group (it is now marked so), and the all-reduce's result is the module's value: its name is returned."""
         if op not in ("sum", "avg") or len(group) < 2:
             return None
+        world = self.ctx.world
+        others = world.groups(self.ctx.rank, without=group) if world is not None else ()
+        # the terms' sum is the whole value, or (on a mesh of several dims) the block the other dims give this rank
+        index = (
+            Nested(None, tuple(t.shape), LocalPart(tuple(t.shape), self.ctx.rank, groups=others)) if others else None
+        )
+        terms = self._terms(t, group, index)
+        # the collective's result is named for the whole value only (a block's sum is checked as its terms' sum)
+        return terms[-1].name if terms and index is None else None
+
+    def declared(self, t: torch.Tensor, spec: Any) -> None:
+        """``DTensor.from_local(t, mesh, placements)`` said what ``t`` is: a module's output declared ``Partial`` is
+        one term of a sum over the mesh's ranks that share the rank's coordinates on the other dims."""
+        index, group, op = placement_of(spec)
+        if group is not None and len(group) > 1 and op in ("sum", "avg"):
+            self._terms(t, group, index)
+
+    def _terms(self, t: torch.Tensor, group: tuple[int, ...], index: Any) -> list[Value]:
+        """Mark the module outputs ``t`` was recorded as (not yet said to be partial) as terms of a sum over
+        ``group``; ``index``: the block of the whole value they are terms of (None: all of it)."""
         terms = [v for v in self.recorded(t) if v.kind == "op" and v.partial is None]
         for v in terms:
-            v.index = None if isinstance(v.index, LocalPart) else v.index  # a term of the whole value
+            v.index = index if index is not None or isinstance(v.index, LocalPart) else v.index
             if v.row is None:  # not on the device yet: it goes there as a partial sum
                 v.partial = group
             else:
                 self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
-        return terms[-1].name if terms else None
+        return terms
+
+    def backward(self, tensors: Any, grads: Any) -> None:
+        """``torch.autograd.backward(tensors, grads)``: a received tensor given as the gradient of a module's output
+        carries that output's gradient (``a.grad``, as ``Reference.of_torch`` names it)."""
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        grads = [grads] if isinstance(grads, torch.Tensor) else list(grads)
+        for t, g in zip(tensors, grads):
+            entry = self._received.pop(id(g), None) if isinstance(g, torch.Tensor) else None
+            values = [v for v in self.recorded(t) if v.kind == "op"]
+            if entry is None or entry[0]() is not g or not values:
+                continue
+            name, req, index = grad_name(values[-1].name), entry[1], values[-1].index
+            self.events.append(Amend(lambda dev, q=req, n=name, x=index: dev.amend_received(q, name=n, index=x)))
 
     def received(self, t: torch.Tensor, req: Any) -> None:
         self._received[id(t)] = (weakref.ref(t), req)
@@ -310,7 +363,7 @@ class RankThread:
                 grads = Gradients.of(ctx.sink)
                 for name, g in grads.items:
                     ctx.sink.value("hold", name, g, (), "a gradient")
-                plan = _plan(ctx.sink, out)
+                plan = _plan(ctx.sink, out, result_name(ctx.sink))
             answer: tuple = ("done", plan, None)
         except RankAborted:
             answer = ()
