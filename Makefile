@@ -61,8 +61,11 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/floor.py
 	$(BIN)/python benchmarks/engine_throughput.py
 	$(BIN)/python benchmarks/pingpong_ceiling.py
-	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py
+	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 64 --kept
+	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 256 --kept
+	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 1024
 	$(BIN)/python benchmarks/checker_cost.py
+	$(BIN)/python benchmarks/isolation_cost.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
 	$(BIN)/python benchmarks/scale_3d_step.py
 	$(BIN)/python benchmarks/blas_threads.py

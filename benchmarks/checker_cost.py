@@ -1,57 +1,116 @@
-"""What checking a run costs beside running it: ``check(run, reference)`` per event against the run's own cost.
+"""What checking a run costs beside running it: ``check(run, reference)`` against the run's own cost, on three workloads.
 
-The run: a ring all-reduce over 256 devices that keeps its payloads (the checker needs them), each device
-holding its term of x (``partial=True``); the reference: x on one device. Each round times the run and
-then its check, in CPU seconds of this process; each figure is the median of ``--rounds`` rounds, with
-the spread and the load (benchmarks/sidebyside.py). The checker reads the trace's columns and makes a
-record only for an event it compares (simulator/checker/run_check.py). Target: the check costs no more per
-event than the run.
+- partial all-reduce: a ring all-reduce over 256 devices that keeps its payloads (the checker needs them), each
+  device holding its term of x (``partial=True``); the reference: x on one device. Mostly a collective's own
+  chunks, checked where the collective ends.
+- named ring: the ring all-reduce written by hand over 32 devices, as the README writes it: each device holds its
+  vector ``x[r]``, and every receive names what it carries, a running sum ``x[3]+x[4]+x[5]`` of one chunk on its
+  way round, then the finished chunk of ``v``. Every message is compared.
+- context parallel: the teaching scenarios cp-ring-balanced and cp-ring-contiguous (ring attention over four
+  devices, one training step), checked as ``Scenario.run`` checks them: values and the declared split.
 
-Run: python benchmarks/checker_cost.py [--devices N] [--rounds R]
+Each round times the run and then its check, in CPU seconds of this process; each figure is the median of
+``--rounds`` rounds, with the spread and the load (benchmarks/sidebyside.py). Target: check / run at most 1 on
+every workload.
+
+Run: python benchmarks/checker_cost.py [--devices N] [--ring N] [--rounds R]
 """
 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 from sidebyside import cpu_timed, load, loads, spread
 
 from simulator import World
 from simulator.checker import Reference, check
+from simulator.teach.examples.context import SCENARIOS
 
 
-def program(dev, p):
+def partial_program(dev, p):
     return dev.all_reduce(dev.hold("x", np.full(p, float(dev.rank)), partial=True))
 
 
-def model(dev, p):
+def partial_model(dev, p):
     return dev.hold("x", np.full(p, p * (p - 1) / 2))
+
+
+def vectors(p: int) -> np.ndarray:
+    """Device r's vector x[r]: 2p small integers as floats (two elements a chunk)."""
+    return (np.arange(p * 2 * p, dtype=np.float64).reshape(p, 2 * p) % 7) - 3
+
+
+def ring_model(dev, p):
+    xs = vectors(p)
+    for r in range(p):
+        dev.hold(f"x[{r}]", xs[r])
+    return dev.compute("v", lambda: xs.sum(axis=0))
+
+
+def named_ring(dev, p):
+    """The ring all-reduce by hand: p - 1 steps of reduce-scatter, p - 1 of all-gather, every receive named."""
+    r = dev.rank
+    x = dev.hold(f"x[{r}]", vectors(p)[r])
+    size = x.size // p
+    chunks = [x[c * size : (c + 1) * size] for c in range(p)]
+    right, left = (r + 1) % p, (r - 1) % p
+    for s in range(p - 1):  # chunk (r - s - 1) arrives holding the sum of x over devices r - s - 1 .. r - 1
+        out_c, in_c = (r - s) % p, (r - s - 1) % p
+        dev.send(chunks[out_c], right)
+        terms = "+".join(f"x[{(in_c + k) % p}]" for k in range(s + 1))
+        chunks[in_c] = dev.recv(left, name=terms, index=np.s_[in_c * size : (in_c + 1) * size]) + chunks[in_c]
+    for s in range(p - 1):  # the finished chunks go round
+        out_c, in_c = (r - s + 1) % p, (r - s) % p
+        dev.send(chunks[out_c], right)
+        chunks[in_c] = dev.recv(left, name="v", index=np.s_[in_c * size : (in_c + 1) * size])
+    return np.concatenate(chunks)
+
+
+def workloads(devices: int, ring: int) -> list[tuple[str, Callable[[], Any], Callable[[Any], Any]]]:
+    """(title, run it, check its result) per workload."""
+    out = []
+    ref = Reference.of(partial_model, devices)
+    out.append((f"partial all-reduce, {devices} devices", lambda: World(devices).run(partial_program, devices),
+                lambda run, ref=ref: check(run, ref)))  # fmt: skip
+    ring_ref = Reference.of(ring_model, ring)
+    out.append((f"named ring, {ring} devices", lambda: World(ring).run(named_ring, ring),
+                lambda run: check(run, ring_ref)))  # fmt: skip
+    for sc in SCENARIOS:
+        if sc.expect != "match":
+            continue
+        sc_ref = sc.reference()
+        out.append((f"{sc.name} (with its split)", lambda sc=sc: sc.world.run(sc.program, *sc.args),
+                    lambda run, sc=sc, sc_ref=sc_ref: check(run, sc_ref, split=sc.split)))  # fmt: skip
+    return out
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--devices", type=int, default=256)
+    parser.add_argument("--devices", type=int, default=256, help="devices of the partial all-reduce")
+    parser.add_argument("--ring", type=int, default=32, help="devices of the named ring")
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    p = args.devices
-    reference = Reference.of(model, p)
-    runs, checks, ratios, before, after = [], [], [], [], []
-    for _ in range(args.rounds):
-        before.append(load())
-        run, t_run = cpu_timed(World(p).run, program, p)
-        report, t_check = cpu_timed(check, run, reference)
-        after.append(load())
-        assert report.ok, report.text()
-        events = len(run.trace.events)
-        runs.append(t_run / events * 1e6)
-        checks.append(t_check / events * 1e6)
-        ratios.append(t_check / t_run)
-        del run, report
-    print(f"ring all-reduce over {p} devices with payloads, {events:,} events; CPU us per event, median (min to max)")
-    print(f"  the run:   {spread(runs)}")
-    print(f"  its check: {spread(checks)}")
-    print(f"  check / run: {spread(ratios)} (target: at most 1)")
+    print("check(run, reference) against the run, CPU us per event: median (min to max) of the rounds")
+    print(f"{'':<34} {'events':>8} {'run':>22} {'check':>22} {'check / run':>20}")
+    before, after = [], []
+    for title, run_it, check_it in workloads(args.devices, args.ring):
+        runs, checks, ratios = [], [], []
+        for _ in range(args.rounds):
+            before.append(load())
+            run, t_run = cpu_timed(run_it)
+            report, t_check = cpu_timed(check_it, run)
+            after.append(load())
+            assert report.ok, report.text()
+            events = len(run.trace.events)
+            runs.append(t_run / events * 1e6)
+            checks.append(t_check / events * 1e6)
+            ratios.append(t_check / t_run)
+            del run, report
+        print(f"{title:<34} {events:>8,} {spread(runs):>22} {spread(checks):>22} {spread(ratios):>20}")
+    print("target: check / run at most 1 on every workload")
     print(loads(before, after))
 
 

@@ -9,7 +9,8 @@ the simulated end time:
                path every run that keeps payloads, steps or checks takes): each chunk sent, booked on its
                link and recorded, each reduction a recorded op
   SimPy        the independent model of benchmarks/simpy_peer.py (a Store holding (arrival, payload) per
-               channel, SimPy's fastest idiom), recording the same metadata
+               channel, SimPy's fastest idiom), recording the same metadata, run as its users run it
+  SimPy no GC  the same with Python's garbage collector off (the engine turns it off while it runs)
 
 Each side runs in a fresh process (its peak memory, ru_maxrss, is its own), in turns, for ``--rounds``
 rounds; every figure is the median of the rounds' own side-by-side figures, with their spread and the
@@ -20,7 +21,9 @@ message and its transient peak (the most it held during the run, over what it ke
 Targets: message by message at least 8x SimPy, its peak under a third of SimPy's, at most 100 bytes kept
 per message and a transient peak at most 1.3x what is kept; booked at least 20x SimPy.
 
-Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--rounds R] [--baseline DIR]
+`make bench` runs it at 64, 256 and 1,024 devices (the bytes kept with the first two).
+
+Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--rounds R] [--kept N ...] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -65,6 +68,13 @@ def run_simpy(p: int, n: int):
     return simpy_peer.ring_all_reduce(COST, p, n)
 
 
+def run_simpy_no_gc(p: int, n: int):
+    """SimPy with Python's garbage collector off, as the engine runs (its log of a tuple per message makes the
+    collector scan more and more as a run grows: at 1,024 devices much of SimPy's time)."""
+    gc.disable()
+    return simpy_peer.ring_all_reduce(COST, p, n)
+
+
 def kept_message(p: int, n: int) -> None:
     """Run message by message under tracemalloc: the bytes the finished result keeps per message, and the most
     held during the run over that (imports and first-use caches warmed by a small run first)."""
@@ -84,6 +94,7 @@ SIDES = {
     "booked": run_engine,
     "message": lambda p, n: run_engine(p, n, booked=False),
     "simpy": run_simpy,
+    "simpy_nogc": run_simpy_no_gc,
     "baseline": run_engine,
 }
 
@@ -126,7 +137,7 @@ def main() -> None:
 
     print(f"ring all-reduce of {n} float32 over {p} devices, {2 * p * (p - 1):,} messages; each side in a fresh")
     print(f"process, CPU seconds; {args.rounds} rounds, each figure the median of the rounds (min to max)")
-    sides = [("booked", ROOT), ("message", ROOT), ("simpy", ROOT)]
+    sides = [("booked", ROOT), ("message", ROOT), ("simpy", ROOT), ("simpy_nogc", ROOT)]
     if args.baseline:
         sides.append(("baseline", str(Path(args.baseline).resolve())))
     rounds: list[dict[str, dict]] = []
@@ -143,14 +154,16 @@ def main() -> None:
             assert r[side]["digest"] == s["digest"] and r[side]["first"] == p * (p - 1) / 2, "different sums"
             assert abs(r[side]["sim_time"] - s["sim_time"]) <= 1e-9 * s["sim_time"], "simulated end times differ"
     m = 2 * p * (p - 1)
-    print(f"{'':<9} {'CPU s':>22} {'msg/s (median)':>15} {'peak MB':>22}")
+    print(f"{'':<10} {'CPU s':>22} {'msg/s (median)':>15} {'peak MB':>22}")
     for side, _ in [*sides, ("floor", ROOT)]:
         cpus = [r[side]["cpu"] for r in rounds]
         peak = spread([r[side]["peak_mb"] for r in rounds], "{:.0f}") if side != "floor" else ""
-        print(f"{side:<9} {spread(cpus):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
+        print(f"{side:<10} {spread(cpus):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
     ratio = {side: [r["simpy"]["cpu"] / r[side]["cpu"] for r in rounds] for side, _ in sides if side != "simpy"}
+    no_gc = [r["simpy_nogc"]["cpu"] / r["message"]["cpu"] for r in rounds]
     mem = [r["message"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]
     print(f"message by message: {spread(ratio['message'])}x SimPy's rate (target: at least 8x)")
+    print(f"  against SimPy with its garbage collector off: {spread(no_gc)}x")
     print(f"  its peak: {spread(mem)} of SimPy's (target: at most 1/3)")
     print(f"  of the floor: {spread([r['floor']['cpu'] / r['message']['cpu'] for r in rounds])}")
     print(f"booked whole: {spread(ratio['booked'])}x SimPy's rate (target: at least 20x)")

@@ -409,3 +409,216 @@ def mlp_wrong_w2_on_device_1(dev, x, a, b):
     w2 = dev.hold("W2", b[0:3] if dev.rank == 1 else b[rows], index=rows)  # BUG on device 1
     z = dev.compute("Z", np.matmul, h, w2, partial=True)
     return dev.all_reduce(z, name="Z")
+
+
+# ---- data moved outside messages (issue 38): each FAILED by the isolation check ---------------------------------
+# Module-level, as a student's file has them: a dict, a class attribute, the engine's frames. On real processes
+# each rank has its own module, so these programs stop (KeyError) or compute from their own data only.
+ROW_PARTS: dict = {}
+
+
+def row_total_from_a_module_dict(dev, x, w):
+    """Each device leaves its partial product in a module-level dict, syncs with a 0-byte message, and adds both
+    partial sums from the dict in plain NumPy."""
+    rows = slice(2 * dev.rank, 2 * dev.rank + 2)
+    x = dev.hold("X", x, index=np.s_[:, rows])
+    w = dev.hold("W", w, index=np.s_[rows, :])
+    ROW_PARTS[dev.rank] = dev.compute("Y", np.matmul, x, w, partial=True)
+    other = 1 - dev.rank
+    dev.send(np.zeros(0), dst=other)
+    dev.recv(src=other, shape=(0,), dtype=np.float64)
+    return ROW_PARTS[0] + ROW_PARTS[1]
+
+
+RING_VECTORS: dict = {}
+
+
+def ring_tokens_and_a_module_dict(dev, x):
+    """A ring of 0-byte tokens (within any budget), the vectors read from a module-level dict, and the sum handed
+    to an op with no inputs: ``dev.compute("v", lambda: v)``."""
+    p, r = dev.world_size, dev.rank
+    RING_VECTORS[r] = dev.hold(f"x[{r}]", x)
+    for _ in range(2 * (p - 1)):
+        dev.send(np.zeros(0), dst=(r + 1) % p)
+        dev.recv(src=(r - 1) % p, shape=(0,), dtype=np.float64)
+    v = sum(RING_VECTORS[k] for k in range(p))
+    return dev.compute("v", lambda: v)
+
+
+class Batch:
+    """A class attribute: one object for every simulated device of the process."""
+
+    rows: dict = {}
+
+
+def average_through_a_class_attribute(dev, x, y, w):
+    """Each replica leaves its rows on a class attribute, all-reduces zeros, and takes the whole batch's gradient."""
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    Batch.rows[dev.rank] = (dev.hold("X", x, index=rows), dev.hold("y", y, index=rows))
+    dev.all_reduce(np.zeros(3))
+    whole_x = np.concatenate([Batch.rows[0][0], Batch.rows[1][0]])
+    whole_y = np.concatenate([Batch.rows[0][1], Batch.rows[1][1]])
+    return dev.compute("g", lambda: data.mean_gradient(whole_x, whole_y, w))
+
+
+def _frames_of(dev, name):
+    """Every value called ``name`` in the frames above the engine's scheduler (the caller's, the grader's)."""
+    frame = dev._engine._sched.gr_frame
+    while frame is not None:
+        if name in frame.f_locals:
+            yield frame.f_locals[name]
+        frame = frame.f_back
+
+
+def _inputs_from_the_frames(dev):
+    return next(v for v in _frames_of(dev, "inputs") if isinstance(v, dict) and "xs" in v or "X" in v)
+
+
+def ring_read_from_the_scheduler_frame(dev, x):
+    """Every device reads all the vectors from the grader's frame, above the scheduler's, and returns their sum
+    (tokens sent round the ring for show)."""
+    p, r = dev.world_size, dev.rank
+    dev.hold(f"x[{r}]", x)
+    dev.send(np.zeros(0), dst=(r + 1) % p)
+    dev.recv(src=(r - 1) % p, shape=(0,), dtype=np.float64)
+    return dev.compute("v", lambda: np.asarray(_inputs_from_the_frames(dev)["xs"]).sum(axis=0))
+
+
+def row_sent_from_the_scheduler_frame(dev, x, w):
+    """Device 1 reads all of X and W from the grader's frame, computes Y in plain NumPy and sends it to device 0."""
+    rows = slice(2 * dev.rank, 2 * dev.rank + 2)
+    x = dev.hold("X", x, index=np.s_[:, rows])
+    w = dev.hold("W", w, index=np.s_[rows, :])
+    dev.compute("Y", np.matmul, x, w, partial=True)
+    if dev.rank == 1:
+        inputs = _inputs_from_the_frames(dev)
+        y = inputs["X"] @ inputs["W"]
+        dev.send(y, dst=0)
+        return y
+    return dev.recv(src=1, shape=(2, 6), dtype=np.float64)
+
+
+def average_returned_from_the_scheduler_frame(dev, x, y, w):
+    """Each replica computes its own term, then returns the whole batch's gradient computed from the grader's frame."""
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    x, y = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows)
+    dev.all_reduce(dev.compute("g.local", data.mean_gradient, x, y, dev.hold("w", w)), op="avg", name="g")
+    inputs = _inputs_from_the_frames(dev)
+    return data.mean_gradient(inputs["X"], inputs["y"], w)
+
+
+SEED_A: list = []
+
+
+def seed_b_from_nowhere_after_a_token(dev, x):
+    """Device 0 leaves A in a module-level list and sends a 0-byte token; device 1 computes B from no inputs."""
+    if dev.rank == 0:
+        SEED_A[:] = [dev.compute("A", stage_a, dev.hold("x", x))]
+        dev.send(np.zeros(0), dst=1)
+        return None
+    dev.recv(src=0, shape=(0,), dtype=np.float64)
+    return dev.compute("B", lambda: stage_b(SEED_A[0]))
+
+
+def column_other_block_from_its_frame(dev, x, w):
+    """Device 1 takes device 0's columns of W out of device 0's suspended frame and returns all of Y made from them
+    (the all-gather runs, for show)."""
+    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
+    x = dev.hold("X", x)
+    mine = dev.hold("W", w, index=cols)
+    y = dev.compute("Y", np.matmul, x, mine, index=cols)
+    if dev.rank == 0:
+        dev.recv(src=1, shape=(0,), dtype=np.float64)  # waits here, its frame open, holding ``mine``
+        return dev.all_gather(y, axis=1)
+    frame = dev._engine._greenlets[0].gr_frame
+    while "mine" not in frame.f_locals:
+        frame = frame.f_back
+    stolen = frame.f_locals["mine"]
+    dev.send(np.zeros(0), dst=0)
+    dev.all_gather(y, axis=1)
+    return np.concatenate([x @ stolen, y], axis=1)
+
+
+# ---- right answers as students write them: each passes, the isolation check included ----------------------------
+def seed_reversed_and_tagged(dev, x):
+    """Correct: device 1's branch first, a tagged message, A and B written the student's way."""
+    if dev.rank == 1:
+        got = dev.recv(0, shape=(1,), dtype=np.float64, tag=7)
+        return dev.compute("B", lambda v: v * v, got)
+    a = dev.compute("A", lambda v: v + v + 1, dev.hold("x", x))
+    dev.send(a, dst=1, tag=7)
+    return None
+
+
+def row_exchange_by_hand(dev, x, w):
+    """Correct: the partial sums swapped with irecv, send and wait, and added in place in a NumPy copy."""
+    r, other = dev.rank, 1 - dev.rank
+    cols = np.s_[:, 2 * r : 2 * r + 2]
+    y = dev.compute("Y", np.matmul, dev.hold("X", x, index=cols), dev.hold("W", w, index=cols[::-1]), partial=True)
+    req = dev.irecv(other, shape=y.shape, dtype=y.dtype)
+    dev.send(y, dst=other)
+    total = np.array(y)  # the device's own copy, written in place
+    total += dev.wait(req)
+    return total
+
+
+def ring_accumulated_in_place(dev, x):
+    """Correct: the ring with NumPy buffers of its own, added into in place, then handed to ops by name."""
+    p, r = dev.world_size, dev.rank
+    buf = np.array(dev.hold(f"x[{r}]", x)).reshape(p, -1)  # one row per chunk, the device's own copy
+    for s in range(p - 1):
+        dev.send(buf[(r - s) % p], (r + 1) % p)
+        buf[(r - s - 1) % p] += dev.recv((r - 1) % p, shape=(2,), dtype=np.float64)
+    for s in range(p - 1):
+        dev.send(buf[(r + 1 - s) % p], (r + 1) % p)
+        buf[(r - s) % p] = dev.recv((r - 1) % p, shape=(2,), dtype=np.float64)
+    return dev.compute("v", np.ravel, buf)
+
+
+COLUMN_BLOCKS: dict = {}
+
+
+def column_y_from_no_inputs(dev, x, w):
+    """Each device leaves its block of W in a module-level dict, sends a 0-byte token, and computes all of Y from no
+    inputs: ``dev.compute("Y", lambda: ...)``."""
+    cols = np.s_[:, 3 * dev.rank : 3 * dev.rank + 3]
+    COLUMN_BLOCKS[dev.rank] = dev.hold("W", w, index=cols)
+    x = dev.hold("X", x)
+    dev.send(np.zeros(0), dst=1 - dev.rank)
+    dev.recv(src=1 - dev.rank, shape=(0,), dtype=np.float64)
+    return dev.compute("Y", lambda: x @ np.concatenate([COLUMN_BLOCKS[0], COLUMN_BLOCKS[1]], axis=1))
+
+
+# ---- answers that remember what they computed in an earlier run of the same process --------------------------------
+# With every other device handed what it received before, a device that answers from such a memory looks isolated
+# to the reruns: the trials and the exercises' requirements (what must arrive in messages) find these.
+SEED_MEMORY: dict = {}
+SEED_A_SEEN: list = []
+
+
+def seed_b_remembered(dev, x):
+    """Device 0 leaves A in a list; device 1 squares it and remembers the answer by what it was given (nothing)."""
+    if dev.rank == 0:
+        SEED_A_SEEN[:] = [dev.compute("A", stage_a, dev.hold("x", x))]
+        dev.send(np.zeros(0), dst=1)
+        return None
+    dev.recv(src=0, shape=(0,), dtype=np.float64)
+    if "B" not in SEED_MEMORY:
+        SEED_MEMORY["B"] = stage_b(SEED_A_SEEN[0])
+    return dev.compute("B", lambda: SEED_MEMORY["B"])
+
+
+RING_MEMORY: dict = {}
+
+
+def ring_remembered(dev, x):
+    """The module-dict ring, with each device's answer remembered by its own vector."""
+    p, r = dev.world_size, dev.rank
+    RING_VECTORS[r] = dev.hold(f"x[{r}]", x)
+    for _ in range(2 * (p - 1)):
+        dev.send(np.zeros(0), dst=(r + 1) % p)
+        dev.recv(src=(r - 1) % p, shape=(0,), dtype=np.float64)
+    key = (r, x.tobytes())
+    if key not in RING_MEMORY:
+        RING_MEMORY[key] = sum(RING_VECTORS[k] for k in range(p))
+    return dev.compute("v", lambda: RING_MEMORY[key])

@@ -43,3 +43,29 @@ def test_the_lab_installs_torch_for_the_notebooks_that_start_real_processes():
     assert "torch" in extras  # without it notebooks 06 and 12 stop at their first cells, and 07 at its comparison
     first = nbformat.read(ROOT / real[0], as_version=4).cells[0].source
     assert "It needs torch" in first and "make lab" in first  # and it says so, for a student installing by hand
+
+
+def test_the_lab_plan_prints_the_answers_it_states():
+    """docs/lab.md's expected answers are computed by its own block: the block's output is the text under it."""
+    import contextlib
+    import io
+
+    text = (ROOT / "docs" / "lab.md").read_text()
+    code, stated = re.search(r"```python\n(.*?)```\n\n```\n(.*?)```", text, re.S).groups()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(compile(code, "lab.md", "exec"), {})
+    assert out.getvalue() == stated
+    assert stated.startswith("v = 1: zb-h1")  # the answer the lab asks for, with one stage per device
+
+
+def test_the_lab_installs_without_torch_and_says_where_torch_is_needed():
+    readme = (ROOT / "README.md").read_text()
+    without_make = readme[readme.index("Without `make`") :].split("\n\n")[0]
+    assert '".[notebooks]"' in without_make and "06" in without_make and "12" in without_make
+    assert '".[notebooks,torch]"' in without_make
+    for name in ("06_simulated_vs_real_processes", "12_torch_programs"):
+        first = nbformat.read(ROOT / "notebooks" / f"{name}.ipynb", as_version=4).cells[0].source
+        assert "It needs torch" in first and "notebooks,torch" in first, name
+    plan = (ROOT / "docs" / "lab.md").read_text()
+    assert "git archive" in plan and ":!instructor" in plan and "full screen" in plan.lower()

@@ -18,7 +18,9 @@ The verdict is one of three:
   the run keeps its declared split, where one is given);
 - **FAILED**: the first place the run differs, with what was expected, what was found and, where it
   can tell, why ("[3.] is x, the model's raw input"; "4 times what it should be"; "a partial sum"); or
-  the first place it breaks its declared split ("device 1 computed A, which belongs to device 0"). The
+  the first place it breaks its declared split ("device 1 computed A, which belongs to device 0"); or, with
+  ``isolation=``, a value on a device that depends on data only another device holds, with no message that
+  carried it (``isolation.py``). The
   first is first by cause (``causal.py``), so a real run is blamed where its simulation is;
 - **not verified**: nothing differs, but something could not be compared: a name the reference does
   not know, a reference value no device computed, a message that carries no value of the model, a
@@ -29,7 +31,10 @@ Modules, each building only on those after it in this list (checked by import-li
 
 - ``run_check.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
 - ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
+- ``isolation.py``     data that reached a device outside messages, found by differential runs
+- ``differential.py``  ``Differential``: the program run again with some devices' own inputs changed
 - ``results.py``       the result each device returns, and which parts of the model's result were covered
+- ``expected.py``      what each name should hold, its tolerance and whether the model knows it, worked out once
 - ``explain.py``       the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
 - ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``, ``Violation``: the verdict and its text
 - ``split.py``         ``Split``: who owns what beside the model (compute, given, crosses, collectives, budget)
@@ -43,6 +48,7 @@ Modules, each building only on those after it in this list (checked by import-li
 """
 
 from .comm_summary import CommSummary, comm_summary, message_table
+from .differential import Differential
 from .reference import NO_RESULT, Reference
 from .run_check import References, check
 from .split import ALL, Budget, Split
@@ -57,6 +63,7 @@ __all__ = [
     "PASSED",
     "CheckReport",
     "CommSummary",
+    "Differential",
     "Divergence",
     "Reference",
     "References",

@@ -25,6 +25,9 @@ from ..cost.units import inline
 
 RTOL = {8: 1e-7, 4: 1e-4, 2: 1e-2}  # float itemsize -> default relative tolerance
 SHOW_UP_TO = 16  # arrays with at most this many elements are printed whole in explanations
+EXACT_BY_BYTES = (
+    1 << 14
+)  # arrays up to this many elements are compared by their bytes (a copy of each), larger ones in place
 
 
 def _numeric(a: np.ndarray) -> bool:
@@ -49,25 +52,35 @@ def downcast(found: Any, expected: Any) -> bool:
     return a.dtype.kind in "fc" and b.dtype.kind in "fc" and a.dtype.itemsize < b.dtype.itemsize
 
 
-def close(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> np.ndarray:
-    """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree)."""
+def close(
+    found: Any, expected: Any, rtol: float | None = None, atol: float | None = None, *, tol: tuple | None = None
+) -> np.ndarray:
+    """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree).
+
+    tol: ``tolerances(expected, rtol, atol)`` if already worked out (a checker keeps them per name)."""
     a, b = np.asarray(found), np.asarray(expected)
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
         return a == b
-    r, t = tolerances(b, rtol, atol)
+    r, t = tol if tol is not None else tolerances(b, rtol, atol)
     with np.errstate(invalid="ignore", over="ignore"):
         return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
 
 
 def structured(x: Any) -> bool:
     """A tuple, list or dict of values (what an op returning several arrays gives), not one array."""
-    return isinstance(x, (tuple, list, Mapping))
+    return type(x) is not np.ndarray and isinstance(
+        x, (tuple, list, Mapping)
+    )  # (an array first: Mapping's check is slow)
 
 
-def same(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> bool:
+def same(
+    found: Any, expected: Any, rtol: float | None = None, atol: float | None = None, *, tol: tuple | None = None
+) -> bool:
     """Equal shape and value under the tolerance above; values that are not numbers compare with ==.
 
-    Tuples, lists and dicts (an op that returns several arrays) compare part by part.
+    Tuples, lists and dicts (an op that returns several arrays) compare part by part. The same bytes are equal
+    at once; the tolerance is worked out only when they differ (``tol``: already worked out for this
+    ``expected``, a plain array).
     """
     if isinstance(expected, Mapping) or isinstance(found, Mapping):
         return (
@@ -84,9 +97,70 @@ def same(found: Any, expected: Any, rtol: float | None = None, atol: float | Non
         return False
     if a.shape != b.shape:
         return False
+    if a.dtype == b.dtype and a.dtype.kind in "biufc" and identical(a, b):
+        return True  # the same bytes: equal under any tolerance (a NaN equals a NaN here, as below)
     if not (_numeric(a) and _numeric(b)):
         return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
-    return not downcast(a, b) and bool(np.all(close(a, b, rtol, atol)))
+    return not downcast(a, b) and _all_close(a, b, rtol, atol, tol)
+
+
+def lower_tolerance(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
+    """``tolerances(expected, rtol, atol)`` less the floor from the median of ``expected`` (no median taken): a
+    value within it is within the tolerance, which is never smaller."""
+    if rtol is None:
+        b = np.asarray(expected)
+        rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
+    return rtol, atol or 0.0
+
+
+def bounded(found: np.ndarray, expected: np.ndarray, rtol: float | None, atol: float | None) -> bool | None:
+    """Whether two float arrays of one shape are the same without taking the median the tolerance needs: True
+    within ``lower_tolerance``, False past the tolerance the largest magnitude would give (the median's never
+    exceeds it), None between the two (then only ``tolerances`` can say)."""
+    y = expected if expected.dtype.kind in "fc" else expected.astype(np.result_type(expected, 1.0))
+    r, t = lower_tolerance(expected, rtol, atol)
+    within = _within(found, y, (r, t))
+    if within is not False:
+        return within or None
+    # every difference is finite, so every expected element is: the floor is at most rtol 1e-2 of the largest
+    return False if _within(found, y, (r, max(t, r * 1e-2 * float(np.abs(y).max())))) is False else None
+
+
+def _all_close(a: np.ndarray, b: np.ndarray, rtol: float | None, atol: float | None, tol: tuple | None) -> bool:
+    """``np.all(close(a, b))``. Without ``tol``, first ``bounded`` (most values that differ in their last bits are
+    within the lower bound, most that differ plainly past the upper: the median is then never taken), then under
+    the full tolerance."""
+    if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+        return bool(np.all(a == b))
+    if tol is None:
+        verdict = bounded(a, b, rtol, atol)
+        if verdict is not None:
+            return verdict
+        tol = tolerances(b, rtol, atol)
+    y = b if b.dtype.kind in "fc" else b.astype(np.result_type(b, 1.0))  # as isclose casts the expected value
+    within = _within(a, y, tol)
+    return bool(np.all(close(a, b, tol=tol))) if within is None else within
+
+
+def _within(a: np.ndarray, y: np.ndarray, tol: tuple[float, float]) -> bool | None:
+    """np.isclose's own test, written out (a few NumPy calls, where isclose makes a dozen): where every difference
+    is finite, its answer is isclose's element for element; None where one is not (an infinity, a NaN: isclose's
+    own rules decide those)."""
+    r, t = tol
+    with np.errstate(all="ignore"):
+        diff = np.abs(a - y)
+        ok = diff <= t + r * np.abs(y)
+        if not np.isfinite(diff).all():
+            return None
+        return bool(ok.all() or (ok | (a == y)).all())
+
+
+def identical(a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether two arrays of one shape and dtype hold the same bytes: the cheap test every comparison tries first
+    (most values a checked run holds are exactly the model's), before any tolerance is worked out."""
+    if a.size <= EXACT_BY_BYTES:
+        return a.tobytes() == b.tobytes()
+    return bool(np.array_equal(a, b))  # no copies of large arrays (a NaN makes it False: the tolerance decides)
 
 
 def _same_objects(found: Any, expected: Any) -> bool:

@@ -10,11 +10,13 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 - ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
 - ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
-- ``block_of``        the value is one block of the expected one (an op working on a shard)
+- ``block_of``        the value is one block of the expected one (an op working on a shard), along one axis or
+                      on a grid of blocks (a mesh of several dims)
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,10 @@ import numpy as np
 from .compare import close, same
 
 MAX_PARTS = 8  # blocks tried when looking for pieces in the wrong order or joined on the wrong axis
+MAX_BLOCKS = 4096  # blocks of a grid tried when a value is split along several axes
+
+
+INF = float("inf")
 
 
 def _floats(*arrays: np.ndarray) -> bool:
@@ -132,18 +138,55 @@ def wrong_axis(a: np.ndarray, b: np.ndarray) -> str | None:
 
 
 def block_of(a: np.ndarray, b: np.ndarray) -> tuple | None:
-    """The slices of ``b`` (along the one axis where the sizes differ) that equal ``a``, if any."""
+    """The slices of ``b`` that equal ``a``, if any: along the one axis where the sizes differ, or on a grid of
+    blocks of ``a``'s shape where several differ."""
     if a.ndim != b.ndim or a.shape == b.shape or a.size == 0:
         return None
     differing = [d for d in range(a.ndim) if a.shape[d] != b.shape[d]]
-    if len(differing) != 1 or a.shape[differing[0]] > b.shape[differing[0]]:
+    if any(a.shape[d] > b.shape[d] for d in differing):
+        return None
+    if len(differing) > 1:  # a block of a mesh of several dims: the grid of equal blocks, each tried
+        starts = [range(0, b.shape[d] - a.shape[d] + 1, a.shape[d]) for d in differing]
+        if np.prod([len(r) for r in starts]) > MAX_BLOCKS:
+            return None
+        for corner in itertools.product(*starts):
+            index = [slice(None)] * b.ndim
+            for d, s in zip(differing, corner):
+                index[d] = slice(s, s + a.shape[d])
+            if same(a, b[tuple(index)]):
+                return tuple(index)
         return None
     axis, n = differing[0], a.shape[differing[0]]
-    for start in range(b.shape[axis] - n + 1):
+    for start in _could_start(a, b, axis, n):
         index = tuple(slice(start, start + n) if d == axis else slice(None) for d in range(b.ndim))
         if same(a, b[index]):
             return index
     return None
+
+
+def _could_start(a: np.ndarray, b: np.ndarray, axis: int, n: int) -> list[int]:
+    """Where along ``axis`` a block of ``b`` equal to ``a`` may start: every place, less those whose first or last
+    element differs from ``a``'s by more than any comparison allows (compare.py's tolerances are all far tighter than
+    2% of the element plus 2% of ``b``'s largest finite magnitude). A look at two elements per place: the full
+    comparisons are then made only where a block may match."""
+    starts = b.shape[axis] - n + 1
+    if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf":
+        return list(range(starts))
+    whole = b if b.dtype == np.float64 else b.astype(np.float64)  # (integers as floats: abs(-128) is int8's -128)
+    scale = float(np.abs(whole).max()) if whole.size else 0.0  # the largest magnitude, of the finite ones if need be
+    if scale != scale or scale == INF:
+        finite = np.abs(whole[np.isfinite(whole)])
+        scale = float(finite.max()) if finite.size else 0.0
+    # a's first element against the first of each place, its last against the last; in Python's floats, where a
+    # comparison with NaN is False as in NumPy: a NaN or an infinity is never apart, compared in full
+    firsts = whole[tuple(slice(0, starts) if d == axis else 0 for d in range(b.ndim))].tolist()
+    lasts = whole[tuple(slice(n - 1, n - 1 + starts) if d == axis else -1 for d in range(b.ndim))].tolist()
+    x0, x1 = float(a.flat[0]), float(a.flat[-1])
+    return [
+        s
+        for s, (y0, y1) in enumerate(zip(firsts, lasts))
+        if not (abs(x0 - y0) > 0.02 * (abs(y0) + scale) or abs(x1 - y1) > 0.02 * (abs(y1) + scale))
+    ]
 
 
 def show_index(index: Any) -> str:

@@ -13,7 +13,7 @@ from . import diagnose
 from .causal import native_call
 from .comm_summary import message_kind
 from .compare import same, structured
-from .terms import unsummed_terms
+from .terms import bias_count, unsummed_terms
 from .verdict import Divergence
 
 
@@ -200,13 +200,44 @@ class _Explanations:
                 at = diagnose.show_index(block)
                 how = f"dev.hold({d.name!r}, ..., index=np.s_{at})" if d.where == "held value" else f"index=np.s_{at}"
                 return f"It is the block {at} of {d.name}: say which block a device holds with {how}."
+        counted = bias_count(d.reference, d.name, getattr(d.record, "index", None), found, self.rtol, self.atol)
+        if counted is not None:
+            bias, k = counted
+            what = d.reference.aliases.get(d.name, d.name)
+            if k == 0:
+                return f"It is {what} less its bias {bias}: the bias, added after the sum of a row-parallel layer, is missing?"
+            return (
+                f"It is {what} with its bias {bias} counted {k} times: added by each of {k} devices before the sum "
+                "adds their terms? (Add it on one device only, or after the sum.)"
+            )
         terms = None
         if d.where == "output":
-            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol)
+            torch = d.reference is not None and d.reference.modules
+            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, torch=torch)
         elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
             taken_early = self._called(d.rank, "all_reduce")
             terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
-        return terms or self._wrong_block(d) or diagnose.explain(found, expected, self._group_sizes(d))
+        return (
+            terms
+            or self._wrong_block(d)
+            or diagnose.explain(found, expected, self._group_sizes(d))
+            or (self._clipped(d.name, found, expected) if d.reference.modules else None)
+        )
+
+    def _clipped(self, name: str, found: np.ndarray, expected: np.ndarray) -> str | None:
+        """A gradient that is the right one times a factor no sum explains: scaled (clipped) by another norm."""
+        if ".grad" not in name or found.shape != expected.shape or not _floaty(found, expected):
+            return None
+        bb = float(np.vdot(expected, expected))
+        k = float(np.vdot(expected, found)) / bb if bb else 0.0
+        if not np.isfinite(k) or k <= 0 or same(found, expected, self.rtol, self.atol):
+            return None
+        if not same(found, k * expected, self.rtol, self.atol):
+            return None
+        return (
+            f"Every element is {k:.4g} times what it should be: the gradient scaled by another factor, as clipping "
+            "by the norm of this rank's shards (to_local()) rather than of the whole gradient scales it?"
+        )
 
     def _group_sizes(self, d: Divergence) -> list[int]:
         """The sizes of the groups this device sums over (its collectives, partial sums): k times too big names one.
@@ -225,15 +256,50 @@ class _Explanations:
             index = index.resolve(whole.shape) if hasattr(index, "resolve") else None
             if index is None:
                 return None
+        if isinstance(index, tuple) and len(index) < whole.ndim:  # said in full, as the found block is
+            index = index + (slice(None),) * (whole.ndim - len(index))
         if not _floaty(found, whole) or found.shape == whole.shape:
             return None
         block = diagnose.block_of(found, whole)
         if block is None:
             return None
+        alike = self._alike_elsewhere(d)
+        if alike and block[0] != slice(None) and all(b == slice(None) for b in block[1:]):
+            return (
+                f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+                f"this device should hold, and device{'s' if len(alike) > 1 else ''} {', '.join(map(str, alike))} "
+                "computed the same rows: every replica saw the same rows of the batch (each rank takes its own: "
+                "x.chunk(world_size)[rank], or a DistributedSampler for its DataLoader)?"
+            )
+        dims = getattr(getattr(d.record, "index", None), "mesh_dims", lambda: ())()
+        if len(dims) > 1:  # several mesh dims split the value: a block of the right size picked by the wrong one
+            return (
+                f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
+                f"this device should hold on its mesh of dims {', '.join(dims)}: the block picked by its coordinate on "
+                "another mesh dim (mesh['tp'] where mesh['dp'] was meant, or the dims in another order)?"
+            )
         return (
             f"It is the block {diagnose.show_index(block)} of {d.name}, not the block {diagnose.show_index(index)} "
             "this device should hold: a shard taken from another device, or an index off by one?"
         )
+
+    def _alike_elsewhere(self, d: Divergence) -> list[int]:
+        """The other devices whose record of the same name, made the same time (the k-th), equals this one's."""
+        rec, pool = d.record, self.trace.ops
+        if not isinstance(rec, Op) or structured(rec.output):
+            return []
+        mine = [op.id for op in pool if op.rank == rec.rank and op.name == rec.name]
+        k = mine.index(rec.id) if rec.id in mine else None
+        if k is None:
+            return []
+        found = []
+        for rank in range(self.trace.world_size):
+            theirs = [op for op in pool if op.rank == rank and op.name == rec.name] if rank != rec.rank else []
+            if len(theirs) > k and not structured(theirs[k].output):
+                other = np.asarray(theirs[k].output)
+                if other.shape == np.shape(rec.output) and same(other, rec.output, self.rtol, self.atol):
+                    found.append(rank)
+        return found
 
 
 def _partial_words(p: Op, how: str) -> str:

@@ -52,6 +52,9 @@ class Reference:
     # Other names of values: a torch module's input "b:in0" is the value that feeds it ("a"). A found value is
     # compared with the value an alias stands for, and is never said to *be* an alias (only the value's own name).
     aliases: dict[str, str] = field(default_factory=dict)
+    # Named by torch module paths (Reference.of_torch): advice then speaks of module paths, which a torch program
+    # can change, not of dev.compute's name= and index=, which it cannot write.
+    modules: bool = False
 
     @classmethod
     def from_trace(cls, trace: Trace, result: Any = NO_RESULT) -> Reference:
@@ -98,7 +101,7 @@ class Reference:
         """Whether ``name`` is a reference value, or a sum of them written 'A+B' (partial sums)."""
         if name in self.values or name in self.aliases:
             return True
-        return "+" in name and all(p in self.values for p in name.split("+"))
+        return "+" in name and self.values.keys() >= set(name.split("+"))  # every term a value
 
     def expected(self, name: str, index: Any = None) -> Any:
         """The value ``name`` (or its part ``index``: a numpy index, or a function of the value).
@@ -140,6 +143,11 @@ class Reference:
             if same(a, v, rtol, atol):
                 hits.append(n)
         return hits
+
+    def has_shape(self, shape: tuple) -> bool:
+        """Whether some named value (not a tuple of several) has this shape: if none has, ``identify`` finds no
+        plain array of it."""
+        return shape in self._by_shape()
 
     def _by_shape(self) -> dict[tuple, list[tuple[str, np.ndarray, float | None]]]:
         """(name, value, its largest magnitude) grouped by shape; built once, as identify runs for every value."""

@@ -7,6 +7,7 @@ the first divergence (explain.py). The verdict it returns is in verdict.py.
 
 from __future__ import annotations
 
+import gc
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -21,15 +22,24 @@ from ..core.rows import FREE, HOLD
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import same, show, structured
+from .compare import identical, same, show, structured
+from .differential import Differential
+from .expected import _Expectations, _index_key
 from .explain import _Explanations, _floaty
+from .isolation import check_isolation
 from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
+from .terms import before_bias, hand_summed, running_sum
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
+_BIASED = (
+    "output",
+    "partial sums",
+    "message",
+)  # where a module's own value may stand before its bias (terms.before_bias)
 
 
 def check(
@@ -40,6 +50,7 @@ def check(
     atol: float | None = None,
     split: Split | None = None,
     own_names: bool = False,
+    isolation: bool | Differential = False,
 ) -> CheckReport:
     """Compare a run with single-device reference(s); say passed, FAILED (first divergence) or not verified.
 
@@ -56,6 +67,10 @@ def check(
             values, are the program's own intermediates (a sum before it is divided, a running sum on its way
             round a ring): noted, not held against the verdict. Every value of the model and the result are
             still compared (an exercise's grade sets it).
+        isolation: also check that nothing reached a device outside messages (``simulator.checker.isolation``):
+            True runs the program again with each device's ``PerDevice`` part changed (at most N more runs, and
+            one more only when something is found); a ``Differential`` says what each device holds alone and how
+            to rerun.
 
     Returns:
         The verdict, a ``CheckReport``: passed, FAILED or not verified, with the first divergence.
@@ -82,18 +97,32 @@ def check(
     outputs = getattr(run, "outputs", None) if not isinstance(run, Trace) else None
     if outputs is None:
         outputs = trace.outputs
+    if split is not None and not isinstance(split, Split):
+        raise TypeError(f"check(split={split!r}): give a Split (simulator.checker.split)")
     ref_of = _resolver(reference)
-    checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
-    report = checker.report()
-    if split is not None:
-        if not isinstance(split, Split):
-            raise TypeError(f"check(split={split!r}): give a Split (simulator.checker.split)")
-        broken = sorted(
-            violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event)
-        )
-        report.broken, report.split_checked = broken, True
-        if broken and report.first is not None:
-            report.split_first = checker.order.key(broken[0].event) < checker.first_key
+    # The walk makes many small records and makes no reference cycles: pausing the cyclic garbage collector
+    # saves its full scans of everything the process holds (a large trace), as the engine's run does.
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
+        report = checker.report()
+        if split is not None:
+            broken = sorted(
+                violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event)
+            )
+            report.broken, report.split_checked = broken, True
+            if broken and report.first is not None:
+                report.split_first = checker.order.key(broken[0].event) < checker.first_key
+    finally:
+        if collecting:
+            gc.enable()
+    if isolation is not False and isolation is not None:
+        differential = Differential.of_run(run) if isolation is True else isolation
+        found = check_isolation(run, differential)
+        report.leaks, report.isolation_runs = found.leaks, found.runs
+        report.unchecked += found.unchecked
+        report.notes += found.notes
     return report
 
 
@@ -106,9 +135,9 @@ class _Partial:
     record: Op
 
 
-class _Checker(_ResultChecks, _Explanations):
+class _Checker(_ResultChecks, _Explanations, _Expectations):
     """One check: the walk over the trace's events, then the result (results.py) and the explanation of
-    the first divergence (explain.py)."""
+    the first divergence (explain.py); what each name should hold is worked out once (expected.py)."""
 
     def __init__(
         self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol, own_names=False
@@ -130,6 +159,8 @@ class _Checker(_ResultChecks, _Explanations):
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
         self._block_searches = 64
+        self._start_expectations()
+        self._unplaced: list[Message] = []  # unnamed messages no value placed (in the order of their Unchecked)
 
     @cached_property
     def order(self) -> CausalOrder:
@@ -154,6 +185,7 @@ class _Checker(_ResultChecks, _Explanations):
         self._results()
         self._unfinished_partials()
         self._never_computed()
+        self._summed_by_hand()
         first = min(self.diverged, key=self._cause) if self.diverged else None
         if first is not None:
             self.first_key = self._cause(first)
@@ -169,14 +201,21 @@ class _Checker(_ResultChecks, _Explanations):
         cols = t.event_columns()
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
-        last, origin, knows = self.last_event, self.origin, {}
+        last, origin = self.last_event, self.origin
+        dsts: list[int] | None = None
         columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 last[rank] = i
                 origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
             elif kind == CODE_SEND:
-                if label < 0 or extra.get(row, (None,))[0] is not None:
+                named = extra.get(row)
+                if named is not None and named[0] is not None:
+                    if dsts is None:
+                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                    if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
+                        self._send(i, t.message_at_row(row))
+                elif label < 0:
                     self._send(i, t.message_at_row(row))
                 else:  # a collective's chunk, unnamed: checked where the collective ends
                     last[rank] = i
@@ -184,14 +223,48 @@ class _Checker(_ResultChecks, _Explanations):
                 self._hold(i, t.op_at_row(row))
             elif op_kind != FREE:
                 ref = self._ref(rank)
-                known = knows.get((id(ref), name))
-                if known is None:
-                    known = knows[(id(ref), name)] = ref.knows(names[name])
-                if known or label < 0:
+                if self._knows(ref, names[name]) or label < 0:
                     self._op(i, t.op_at_row(row))
                 else:  # a collective's own reduction: checked through its result
                     last[rank] = i
                     origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+
+    def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
+        """A named message read off the columns, with no record made: True when it carries exactly the model's
+        value and that value equals no other named one (then it is counted as ``_send`` would count it); False
+        leaves it to ``_send`` (an unknown name, other bytes, a value to note as ambiguous). The hot path of a
+        program that names every receive: a few dictionary look-ups and one comparison of bytes."""
+        ref = self.ref_of(dst)
+        rid = id(ref)
+        self.refs[rid] = ref
+        at = _index_key(index)
+        slot = self._expectations.get((rid, name, at)) if at is not None else None
+        if slot is None:  # (a slot is made for a name the model knows only)
+            if at is None or not self._knows(ref, name):
+                return False
+            slot = self._expect(ref, name, index)
+        expected = slot[0]
+        if not (
+            type(payload) is np.ndarray
+            and type(expected) is np.ndarray
+            and payload.shape == expected.shape
+            and payload.dtype == expected.dtype
+            and payload.dtype.kind in "biuf"
+            and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
+        ):
+            return False
+        ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
+        if ambiguous is None:
+            ambiguous = slot[2] = self._ambiguous(ref, expected, name, None)
+        if ambiguous:
+            return False  # it makes a note: said by _send, with the message's words
+        self.last_event[src] = i
+        produced = self.produced.get(rid)
+        if produced is None:
+            produced = self.produced[rid] = set()
+        produced.add(name)
+        self.checked += 1
+        return True
 
     def _cause(self, d: Divergence) -> tuple[int, int, int, int]:
         """Where a divergence stands by cause: a result after its device's last event, anything else at its event."""
@@ -202,9 +275,17 @@ class _Checker(_ResultChecks, _Explanations):
         self.refs[id(ref)] = ref
         return ref
 
-    def _compare(self, where, rank, i, rec, name, expected, found, position=None, path="") -> bool:
+    def _compare(self, where, rank, i, rec, name, expected, found, position=None, path="", slot=None) -> bool:
+        """Count and compare a value; a difference is kept as a divergence. slot: ``_expect``'s, if there is one."""
         self.checked += 1
-        if same(found, expected, self.rtol, self.atol):
+        if self._same(found, slot) if slot is not None else same(found, expected, self.rtol, self.atol):
+            return True
+        index = getattr(rec, "index", None)
+        bias = before_bias(self._ref(rank), name, index, found, self.rtol, self.atol) if where in _BIASED else None
+        if bias is not None:  # a row-parallel layer's sum, its bias added after (the result is compared with it)
+            note = f"{name} was found less its bias {bias}, added after the sum (as Megatron's RowParallelLinear does)"
+            if note not in self.notes:
+                self.notes.append(note)
             return True
         self.diverged.append(
             Divergence(where, rank, i, rec, name, expected, found, [], self._ref(rank), position, path=path)
@@ -218,7 +299,7 @@ class _Checker(_ResultChecks, _Explanations):
                 self._place(i, msg)
             return
         ref = self._ref(msg.dst)
-        if not ref.knows(msg.name):
+        if not self._knows(ref, msg.name):
             # a collective names its members' terms f"{partials}[m]" (partials=): the model must have them
             term = msg.label is not None and re.fullmatch(r"(.+)\[\d+\]", msg.name)
             self._unknown(
@@ -230,9 +311,10 @@ class _Checker(_ResultChecks, _Explanations):
             )
             return
         self.produced.setdefault(id(ref), set()).add(msg.name)
-        expected = ref.expected(msg.name, msg.index)
-        if self._compare("message", msg.dst, i, msg, msg.name, expected, msg.payload):
-            self._ambiguous(ref, msg.payload, msg.name, f"{_message(msg)} carries {msg.name} =")
+        slot = self._expect(ref, msg.name, msg.index)
+        expected = slot[0] if slot is not None else ref.expected(msg.name, msg.index)
+        if self._compare("message", msg.dst, i, msg, msg.name, expected, msg.payload, slot=slot):
+            self._ambiguous(ref, msg.payload, msg.name, lambda: f"{_message(msg)} carries {msg.name} =")
 
     def _recv(self, i: int, msg: Message) -> None:
         self.last_event[msg.dst] = i
@@ -245,7 +327,7 @@ class _Checker(_ResultChecks, _Explanations):
         self.last_event[rec.rank] = i
         self.origin[rec.rank][id(rec.output)] = rec
         ref = self._ref(rec.rank)
-        if not ref.knows(rec.name):
+        if not self._knows(ref, rec.name):
             if rec.label is None:  # a collective's own reductions are checked through its result
                 self._unknown(rec.rank, rec.name, rec.output, "", partial=rec.partial is not None)
             return
@@ -255,7 +337,9 @@ class _Checker(_ResultChecks, _Explanations):
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
-        output_right = self._compare(where, rec.rank, i, rec, rec.name, ref.expected(rec.name, rec.index), rec.output)
+        slot = self._expect(ref, rec.name, rec.index)
+        expected = slot[0] if slot is not None else ref.expected(rec.name, rec.index)
+        output_right = self._compare(where, rec.rank, i, rec, rec.name, expected, rec.output, slot=slot)
         ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
             return
@@ -268,7 +352,9 @@ class _Checker(_ResultChecks, _Explanations):
         for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
             self.checked += 1
             if same(found, exp, self.rtol, self.atol):
-                self._ambiguous(ref, found, None, f"input {pos} of op {rec.name} on device {rec.rank} is")
+                self._ambiguous(
+                    ref, found, None, lambda pos=pos: f"input {pos} of op {rec.name} on device {rec.rank} is"
+                )
             elif not output_right:
                 inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
@@ -282,7 +368,12 @@ class _Checker(_ResultChecks, _Explanations):
         self._seen_unknown.add((rank, name))
         ref = self._ref(rank)
         hint = self._identify(ref, value)
-        if hint:
+        if hint and ref.modules:  # a torch program names values by module path: that is what it can change
+            advice = (
+                f", but it equals {hint[0]}: give the module the path it has in the single-device model, "
+                f"{hint[1].split(' with ')[0]} (Reference.of_torch names each module's output by its path)"
+            )
+        elif hint:
             advice = f", but it equals {hint[0]}: name it {hint[1]}"
         elif partials is not None:  # a collective's term, named by partials=
             advice = (
@@ -293,6 +384,11 @@ class _Checker(_ResultChecks, _Explanations):
             advice = (
                 ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
                 "reference, with partial=True as now"
+            )
+        elif ref.modules:
+            advice = (
+                ", and its value is none of the single-device model's: give the module the path it has in the model "
+                "(Reference.of_torch names each module's output by its path, wrappers' module. and _orig_mod. left out)"
             )
         else:
             advice = (
@@ -313,11 +409,12 @@ class _Checker(_ResultChecks, _Explanations):
         ref = self._ref(msg.dst)
         if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
             if ref.identify(msg.payload, rtol=self.rtol, atol=self.atol):
-                self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+                self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
         if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
-            self._ambiguous(ref, msg.payload, None, f"{_message(msg)}, with no name, carries")
+            self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
+        self._unplaced.append(msg)
         self.unchecked.append(
             Unchecked(
                 "unplaced message",
@@ -346,25 +443,32 @@ class _Checker(_ResultChecks, _Explanations):
                     return f"the block {at} of {n} on one device", f"{n} with index=np.s_{at}"
         return None
 
-    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str) -> None:
-        """A correct value that also equals another named value: this input cannot tell the two apart.
+    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str | Callable[[], str] | None) -> bool:
+        """A correct value that also equals another named value: this input cannot tell the two apart. Notes it
+        (``where``: its words, or a function that makes them; None: only say whether there is something to note).
 
         ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
         result is ambiguous when two different named values equal it.
         """
         if structured(value):
-            return
+            return False
         a = np.asarray(value)
-        if a.dtype.kind not in "biuf" or not np.any(a):
-            return  # zeros (fresh buffers, zero gradients) equal each other in every model
-        names = ref.identify(value, rtol=self.rtol, atol=self.atol)
+        if not ref.has_shape(a.shape):
+            return False  # no named value of its shape: it equals none (the common case, told at once)
+        if a.dtype.kind not in "biuf" or not a.any():
+            return False  # zeros (fresh buffers, zero gradients) equal each other in every model
+        names = self._identify_names(ref, a)
         others = [n for n in names if n != name]
-        if len(others) >= (1 if name in names else 2):
+        if len(others) < (1 if name in names else 2):
+            return False
+        if where is not None:
+            where = where if isinstance(where, str) else where()
             self.notes.append(
                 f"{where} {show(value)}, but with these inputs "
                 + " and ".join(names[:4])
                 + " are equal: a program that used one for the other would look the same; try another input"
             )
+        return True
 
     # ---- partial sums ----------------------------------------------------------------------------
     def _add_partial(self, i: int, rec: Op) -> None:
@@ -421,6 +525,39 @@ class _Checker(_ResultChecks, _Explanations):
                         f"only (not on {missing}), so they could not be added up and compared with {name}",
                     )
                 )
+
+    def _summed_by_hand(self) -> None:
+        """Terms of a sum that the program adds up with its own messages (a ring written with isend and irecv,
+        ``terms.hand_summed``): not divergences but partial sums, and the unnamed messages that carry chunks of
+        their running sums are placed."""
+        sums, kept = [], []
+        for d in self.diverged:
+            terms = None
+            if d.where == "output" and isinstance(d.record, Op):
+                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol)
+            if terms is None:
+                kept.append(d)
+                continue
+            sums.append(terms)
+            note = (
+                f"{d.name} on devices {', '.join(map(str, sorted(terms)))} are terms of a sum the program adds up with "
+                "its own messages: checked as partial sums, their total and what each device holds after"
+            )
+            if note not in self.notes:
+                self.notes.append(note)
+        if not sums:
+            return
+        self.diverged = kept
+        placed = {
+            id(m) for m in self._unplaced
+            if any(m.src in t and running_sum(m.payload, t, self.rtol, self.atol) for t in sums)
+        }  # fmt: skip
+        texts = {_message(m) for m in self._unplaced if id(m) in placed}
+        self.checked += len(placed)
+        self.unchecked = [
+            u for u in self.unchecked
+            if not (u.kind == "unplaced message" and any(u.text.startswith(t + " has no name") for t in texts))
+        ]  # fmt: skip
 
     # ---- names no device computed ----------------------------------------------------------------
     def _never_computed(self) -> None:

@@ -59,12 +59,15 @@ class _SplitWalk:
         self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
         self.collected: list[list[Any]] = [[] for _ in range(n)]  # per device, what its collectives' ops made
         self.own: list[list[tuple[str, Any]]] = [[] for _ in range(n)]  # per device, (name, value) it held or computed
+        self.own_names: list[set[str]] = [set() for _ in range(n)]  # per device, those names
         self._carried: dict[int, list[str]] = {}  # message id -> the model's values it equals (found when asked)
         self.sent_bytes, self.sent_messages = [0] * n, [0] * n
         self.over: dict[tuple[int, str], int] = {}  # (device, "bytes"/"messages") -> event where it went over
         # per device, the collective calls ("all_reduce#0") whose messages it sent or received: an op labelled as
         # one of those is the call's own reduction; one labelled as a call it had no message of is the program's
         self.calls: list[set[str]] = [set() for _ in range(n)]
+        self._identified: dict[tuple[int, int], tuple[Any, list[str]]] = {}  # see _identify
+        self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
         last = [-1] * self.trace.world_size
@@ -173,27 +176,42 @@ class _SplitWalk:
 
     # ---- ops and held values -------------------------------------------------------------------------
     def _record(self, i: int, kind: str, rec: Op) -> None:
-        if type(rec.output) is MetaArray:  # a torch op priced by its shapes: its module's output has the values
+        output = rec.output  # (each field read once: a record of a columnar trace unpacks its row per field)
+        if type(output) is MetaArray:  # a torch op priced by its shapes: its module's output has the values
             return
-        call = native_call(rec.label)
-        if call is not None:
-            self.collected[rec.rank].append(rec.output)  # what a native collective brought
-            self._collective(i, rec.rank, call[0], rec)
-            return
-        if op_kind(rec.label) is not None and _call_of(rec.label) in self.calls[rec.rank]:
-            self.collected[rec.rank].append(rec.output)
-            return  # a collective's own reduction: its messages say what ran
-        if kind == "hold" and self.split.gives(rec.name):
+        label, rank = rec.label, rec.rank
+        if label is not None:  # (native_call and op_kind say None to no label)
+            call = native_call(label)
+            if call is not None:
+                self.collected[rank].append(output)  # what a native collective brought
+                self._collective(i, rank, call[0], rec)
+                return
+            if op_kind(label) is not None and _call_of(label) in self.calls[rank]:
+                self.collected[rank].append(output)
+                return  # a collective's own reduction: its messages say what ran
+        name = rec.name
+        if kind == "hold" and self.split.gives(name):
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)
-        self.own[rec.rank].append((rec.name, rec.output))
-        if kind == "op" and rec.inputs:
+        self.own[rank].append((name, output))
+        self.own_names[rank].add(name)
+        inputs = rec.inputs if kind == "op" else None
+        if inputs:
             self._inputs(i, rec)
-            for x in rec.inputs:
-                self._foreign(i, rec.rank, x, rec, f"computed {rec.name} from")
-        elif kind == "op" and rec.inputs is not None:
+            for x in inputs:
+                self._foreign(i, rank, x, rec, f"computed {name} from")
+        elif inputs is not None:
             self._from_nothing(i, rec)
+
+    def _identify(self, ref: Reference, value: Any) -> list[str]:
+        """``ref.identify(value)``, once per value: an op's inputs are other ops' outputs, looked at again and again.
+        Kept by identity, with the value (so that its id is not given to another while the walk goes on)."""
+        key = (id(ref), id(value))
+        known = self._identified.get(key)
+        if known is None:
+            known = self._identified[key] = (value, ref.identify(value, rtol=self.rtol, atol=self.atol))
+        return known[1]
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
         split, name, rank = self.split, rec.name, rec.rank
@@ -277,13 +295,14 @@ class _SplitWalk:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
         Python object the devices share (a global, a closure), which real processes do not have."""
         if (
-            value is None
+            not self.split.compute  # no value belongs to some devices only: none can be foreign (_elsewhere)
+            or value is None
             or structured(value)
             or type(value) is MetaArray
             or np.asarray(value).dtype.kind not in "biufc"
         ):
             return
-        names = self.ref_of(rank).identify(value, rtol=self.rtol, atol=self.atol)
+        names = self._identify(self.ref_of(rank), value)
         if not names or not all(self._elsewhere(rank, n) for n in names):
             return
         name = names[0]
@@ -306,8 +325,13 @@ class _SplitWalk:
         wanted = ref.inputs.get(rec.name)
         if not wanted or any(structured(w) for w in wanted):
             return
-        names = [ns for ns in (ref.identify(w, rtol=self.rtol, atol=self.atol) for w in wanted) if ns]
-        if self._brought(rank, rec.name) or any(self._present(rank, n) for ns in names for n in ns):
+        names = [ns for ns in (self._identify(ref, w) for w in wanted) if ns]
+        held = self.own_names[rank]  # (asked first: the cheapest way to be fine, the same answer)
+        if (
+            any(n in held for ns in names for n in ns)
+            or self._brought(rank, rec.name)
+            or any(self._present(rank, n) for ns in names for n in ns)
+        ):
             return  # a collective's result named after it arrived, or a closure over what the device holds
         missing = [ns[0] for ns in names if all(self._never_had(rank, n) for n in ns)]
         model = f"the model computes it from {_listed(ns[0] for ns in names) or 'its inputs'}"
@@ -326,26 +350,35 @@ class _SplitWalk:
 
     def _brought(self, rank: int, name: str) -> bool:
         """Whether ``name``, or a block of it, reached device ``rank`` in a message or a collective."""
-        return self._arrived(rank, name) or self._among(self.collected[rank], name, rank)
+        return self._arrived(rank, name) or self._among("collected", name, rank)
 
     def _present(self, rank: int, name: str) -> bool:
         """Whether ``name``, or a block of it, was ever on device ``rank``: held or computed there under any name,
         received, or brought by a collective."""
-        if any(n == name for n, _ in self.own[rank]) or self._brought(rank, name):
+        if name in self.own_names[rank] or self._brought(rank, name):
             return True
-        return self._among([v for _, v in self.own[rank]], name, rank)
+        return self._among("own", name, rank)
 
-    def _among(self, values: list, name: str, rank: int) -> bool:
-        """Whether one of ``values`` is the model's ``name`` or a block of it (True when there is nothing to
-        compare with)."""
+    def _among(self, which: str, name: str, rank: int) -> bool:
+        """Whether one of the values a device's collectives brought (``which="collected"``) or it held or computed
+        itself (``"own"``) is the model's ``name`` or a block of it (True when there is nothing to compare with).
+        The lists only grow as the walk goes on: each value is looked at once per name (``_looked``)."""
         whole = self.ref_of(rank).values.get(name)
         if whole is None or structured(whole):
             return True
-        for v in values:
+        key = (which, rank, name)
+        looked = self._looked.get(key, 0)
+        if looked is True:
+            return True
+        values = self.collected[rank] if which == "collected" else self.own[rank]
+        for item in values[looked:]:
+            v = item if which == "collected" else item[1]
             if v is None or structured(v):
                 continue
             if _is_block(v, whole) or (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)):
+                self._looked[key] = True
                 return True
+        self._looked[key] = len(values)
         return False
 
     def _never_had(self, rank: int, name: str) -> bool:
@@ -360,12 +393,9 @@ class _SplitWalk:
         if owners is None or owners(rank) or self.split.gives(name) or self._arrived(rank, name):
             return False
         whole = self.ref_of(rank).values.get(name)
-        for v in self.collected[rank]:
-            if v is None or structured(v) or whole is None:
-                continue
-            if (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)) or _is_block(v, whole):
-                return False
-        return True
+        if whole is None or structured(whole):  # nothing a collective brought can be it
+            return True
+        return not self._among("collected", name, rank)
 
     def _given_to(self, name: str) -> str:
         ranks = [r for r in range(self.trace.world_size) if self.split.part_of(name, r) is not None]
@@ -376,13 +406,18 @@ class _SplitWalk:
         return f"only devices {_listed(map(str, ranks))} are given"
 
     def _arrived(self, rank: int, name: str) -> bool:
-        """Whether ``name`` (or a block of it) reached device ``rank`` in a message."""
+        """Whether ``name`` (or a block of it) reached device ``rank`` in a message. Asked again and again as the
+        walk goes on: each message is looked at once per name (``_looked``: how many were, or True once one did)."""
+        looked = self._looked.get((rank, name), 0)
+        if looked is True:
+            return True
+        received = self.received[rank]
         whole = self.ref_of(rank).values.get(name)
-        for msg in self.received[rank]:
-            if name in self._carries(msg):
+        for msg in received[looked:]:
+            if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
+                self._looked[(rank, name)] = True
                 return True
-            if whole is not None and _is_block(msg.payload, whole):
-                return True
+        self._looked[(rank, name)] = len(received)
         return False
 
     # ---- the budget ----------------------------------------------------------------------------------

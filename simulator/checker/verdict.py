@@ -98,7 +98,7 @@ class Unchecked:
 class Violation:
     """Something the run did that its declared split does not allow (``simulator.checker.split``)."""
 
-    kind: str  # "compute", "given", "cross", "collective", "budget"
+    kind: str  # "compute", "given", "cross", "collective", "budget"; "isolation" (outside messages)
     rank: int  # the device that broke it
     event: int  # index into trace.events
     text: str  # what broke, in words
@@ -128,10 +128,12 @@ class CheckReport:
     broken: list[Violation] = field(default_factory=list)  # what breaks the declared split, first cause first
     split_first: bool = False  # the first broken rule comes before the first divergence (by cause)
     split_checked: bool = False  # a split was declared and checked
+    leaks: list[Violation] = field(default_factory=list)  # data that reached a device outside messages (isolation)
+    isolation_runs: int = 0  # the runs the isolation check made with devices' own inputs changed (0: not checked)
 
     @property
     def verdict(self) -> str:
-        if self.first is not None or self.broken:
+        if self.first is not None or self.broken or self.leaks:
             return FAILED
         return NOT_VERIFIED if self.unchecked else PASSED
 
@@ -157,7 +159,11 @@ class CheckReport:
     def _verdict_text(self) -> str:
         if self.verdict == PASSED:
             split = ", and the declared split is kept" if self.split_checked else ""
+            if self.isolation_runs:
+                split += ", and nothing reaches a device outside messages"
             return f"check passed: {self.checked} values and the result match the single-device run{split}"
+        if self.leaks:
+            return self._leak_text()
         if self.broken and (self.first is None or self.split_first):
             return self._split_text()
         if self.verdict == FAILED:
@@ -176,6 +182,18 @@ class CheckReport:
             f"check NOT VERIFIED: {_compared(self.checked)} the single-device run, but "
             f"{n} thing{'s' if n > 1 else ''} could not be checked:" + _bullets(self.unchecked)
         )
+
+    def _leak_text(self) -> str:
+        """FAILED where data reached a device outside messages: said first, whatever else is wrong."""
+        first, rest = self.leaks[0], self.leaks[1:]
+        text = f"check FAILED: data reached a device outside messages: {first.text}."
+        if rest:
+            text += "\n  also outside messages:" + _bullets(rest, limit=3)
+        if self.broken:
+            text += "\n  the run breaks its declared split too:" + _bullets(self.broken, limit=3)
+        if self.first is not None:
+            text += f"\n  and a value differs: {self.first.explain()}"
+        return text
 
     def _split_text(self) -> str:
         """FAILED where the first cause is a broken rule of the split (the values may all be right)."""

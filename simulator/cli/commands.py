@@ -1,4 +1,4 @@
-"""What each command does: ``demo``, ``list``, ``run``, ``figures``, ``export``, ``html``, ``explore``, ``grade``,
+"""What each command does: ``demo``, ``list``, ``run``, ``figures``, ``export``, ``html``, ``explore``, ``memory``, ``grade``,
 ``timeline``, ``calibrate`` (``whatif`` and ``validate`` are in ``whatif.py``), and how they report what they wrote.
 
 Each ``cmd_*`` takes the parsed arguments (``options.py`` declares them) and returns the exit status.
@@ -164,11 +164,25 @@ def cmd_explore(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_memory(args: argparse.Namespace) -> int:
+    """Write the memory calculator: one self-contained page where you pick a model, the ZeRO stage, recomputation,
+    TP, PP, DP, CP and the microbatch, and see parameters, gradients, optimizer state and activations per device."""
+    from ..views.web.memory_page import write_memory_page
+
+    try:
+        path = write_memory_page(args.out)
+    except OSError as exc:
+        return _cannot_write(exc, args.out)
+    size = f" ({path.stat().st_size / 1e3:,.0f} kB)" if path.is_file() else ""
+    print(f"wrote {_where(path)}{size}: open it in any browser, no network needed", file=_said(args.out))
+    return 0
+
+
 def cmd_grade(args: argparse.Namespace) -> int:
     """Grade every student file in a folder, each in its own process with a time limit, into a CSV: one row per
     file with its exercise, verdict, try and first divergence. A file that hangs or crashes is a row, not a stop."""
     from ..teach.exercises import EXERCISES
-    from ..teach.grading import grade_folder, summary, write_csv
+    from ..teach.grading import grade_folder, students_csv, summary, write_csv, write_students
 
     if args.list:
         for name, make in EXERCISES.items():
@@ -189,6 +203,13 @@ def cmd_grade(args: argparse.Namespace) -> int:
     except OSError as exc:
         return _cannot_write(exc, args.csv)
     print(f"wrote {_where(path)}: {summary(rows)}", file=_said(args.csv))
+    if str(args.csv) != "-":  # beside it, one row per student
+        per_student = students_csv(args.csv)
+        try:
+            write_students(rows, per_student)
+        except OSError as exc:
+            return _cannot_write(exc, per_student)
+        print(f"wrote {_where(per_student)}: one row per student", file=_said(args.csv))
     return 0
 
 

@@ -1,4 +1,4 @@
-"""The command line: ``python -m simulator demo | list | run NAME | html NAME | explore | timeline NAME | export NAME |
+"""The command line: ``python -m simulator demo | list | run NAME | html NAME | explore | memory | timeline NAME | export NAME |
 figures | grade FOLDER | whatif | validate | calibrate``.
 
 ``main`` builds the parser from the table of commands (``options.COMMANDS``: each command's function in

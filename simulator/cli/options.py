@@ -19,6 +19,7 @@ from .commands import (
     cmd_grade,
     cmd_html,
     cmd_list,
+    cmd_memory,
     cmd_run,
     cmd_timeline,
 )
@@ -119,6 +120,17 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
             metavar="FILE",
             default="schedules.html",
             help="the page to write (default: schedules.html)",
+        ),
+    ),
+    "memory": (
+        cmd_memory,
+        lambda p: p.add_argument(
+            "-o",
+            "--out",
+            type=output_file_like("memory.html"),
+            metavar="FILE",
+            default="memory.html",
+            help="the page to write (default: memory.html)",
         ),
     ),
     "grade": (
@@ -262,10 +274,13 @@ EPILOGS = {
     '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
     "one function the file defines, or the one a line ANSWER = ring names, after it (ANSWER = schedule for the "
     'schedule exercise, whose answer is the function schedule(p, m)). STUDENT = "ada" names the student; by default the subfolder the file is in '
-    "(FOLDER/ada/ring.py), else the file's name. Files in name order; a student's files for one exercise are their "
-    "tries 1, 2, ... Columns: file, student, exercise, verdict (passed, FAILED, not verified; timed out, crashed, "
-    "not graded), try_number, tries, first_divergence, detail, seconds. Progress goes to stderr. Each file runs "
-    "with your rights: this is not a sandbox.",
+    "(FOLDER/ada/ring.py), else the file's name. An answer cell copied from its notebook works: the notebook's setup "
+    "names (stage_a, mean_gradient, BETA, np) are given to the file. A student's files for one exercise are their "
+    "tries 1, 2, ... by the files' times. Columns: file, student, exercise, verdict (passed, FAILED, not verified; "
+    "timed out, crashed, not graded), try_number, tries, first_divergence, detail, seconds, handed_in, hint; "
+    "beside it, FILE-students.csv has one row per student (exercises passed, tries, last verdict, hint). Progress goes to "
+    "stderr. The verdict is made in this process; each answer runs in a process of its own, from a scratch folder, "
+    "with limits on memory, time, output and processes, and cannot read instructor/ or the other files.",
 }
 
 

@@ -13,9 +13,10 @@ import json
 import sys
 from dataclasses import replace
 
-from ..cost.systems import SYSTEMS
+from ..cost.systems import SYSTEMS, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
+from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
 from ..parallel.whatif.training_setup import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
 from .types import bounded_int
 
@@ -43,40 +44,90 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     try:
         model = build_model(args)
         layout = build_layout(args)
-        report = whatif(model, layout, args.hardware)
+        machine = with_memory(with_network(system(args.hardware), args.nics_per_node, args.nic_gbps), args.gpu_memory)
+        report = whatif(model, layout, machine)
+        turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (SetupError, ValueError) as exc:
         print(f"whatif: {exc}", file=sys.stderr)
         return 2
-    print(json.dumps(report.to_json(), indent=2) if args.json else report.text())
+    low, high = band(report.tflops_per_gpu)
+    if args.json:
+        data = report.to_json()
+        data["band_tflops_per_gpu"] = {"low": low, "high": high, "out_of_sample_speed_ratios": list(OUT_OF_SAMPLE)}
+        data["knobs"] = [k.to_json() for k in turned]
+        print(json.dumps(data, indent=2))
+    else:
+        print(report.text())
+        print(uncertainty(report.tflops_per_gpu, low, high, turned))
     return 0 if report.fits else 1
 
 
+def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:
+    """The band and the knobs, as the report's last lines."""
+    lo, mid, hi = OUT_OF_SAMPLE
+    lines = [
+        "",
+        f"uncertainty: published runs of layouts it was not built on ran {1 / hi:.0%} to {1 / lo:.0%} of the predicted "
+        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU",
+    ]
+    if turned:
+        lines.append("unpublished knobs, re-asked (model TFLOP/s per GPU), largest swing first:")
+        ordered = sorted(turned, key=lambda k: -(k.swing(tflops)[1] - k.swing(tflops)[0]))
+        lines += [f"  {k.text(tflops)}" for k in ordered]
+    return "\n".join(lines)
+
+
 def cmd_validate(args: argparse.Namespace) -> int:
-    """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Tables 4 and 5; print
-    published, predicted and their ratio (exit status 1 if any ratio is outside 0.85-1.15)."""
+    """Predict every row of Narayanan et al. 2021 Table 1 and Korthikanti et al. 2022 Tables 4 and 5 (in sample),
+    then the out-of-sample rows apart; print published, predicted and their ratio (exit status 1 if any in-sample
+    ratio is outside 0.85-1.15; the out-of-sample rows are reported, with their summary, not gated)."""
     from ..parallel.whatif.tables import KORTHIKANTI_FIGURE_1, KORTHIKANTI_TABLE_4
-    from ..parallel.whatif.validate import activation_checks, layer_checks, rated, table, validate, within
+    from ..parallel.whatif.validate import (
+        activation_checks,
+        layer_checks,
+        outside,
+        outside_table,
+        rated,
+        speed_ratio,
+        table,
+        validate,
+        within,
+    )
 
     checked = validate()
     layers = layer_checks()
+    out_of_sample = outside()
     if args.json:
         rows = [
-            {"table": c.row.table, "row": c.row.label, "metric": c.row.metric, "published": c.row.published,
-             "predicted": c.predicted, "ratio": c.ratio, "within": c.within}
+            {"set": "in sample", "table": c.row.table, "row": c.row.label, "metric": c.row.metric,
+             "published": c.row.published, "predicted": c.predicted, "ratio": c.ratio, "within": c.within}
             for c in checked
         ]  # fmt: skip
         for name, metric, extra in ((KORTHIKANTI_TABLE_4, "layer_ms", layers),
                                     (KORTHIKANTI_FIGURE_1, "activation_gib", activation_checks())):  # fmt: skip
             rows += [
-                {"table": name, "row": label, "metric": metric, "published": published, "predicted": predicted,
+                {"set": "in sample", "table": name, "row": label, "metric": metric, "published": published, "predicted": predicted,
                  "ratio": predicted / published,
                  "within": within(predicted / published) if metric == "layer_ms" else None}
                 for label, published, predicted in extra
             ]  # fmt: skip
+        rows += [
+            {"set": "out of sample", "table": c.row.table, "row": c.row.label, "metric": c.row.metric,
+             "published": c.row.published, "predicted": c.predicted, "ratio": c.ratio, "speed_ratio": speed_ratio(c),
+             "within": abs(speed_ratio(c) - 1) <= 0.15, "layout": layout_json(c.row.layout)}
+            for c in out_of_sample
+        ]  # fmt: skip
         print(json.dumps(rows, indent=2))
     else:
         print(table(checked, layers))
+        print()
+        print(outside_table(out_of_sample))
     return 0 if all(within(r) for _, r in rated(checked, layers)) else 1
+
+
+def layout_json(layout: TrainingSetup) -> dict:
+    """A layout's fields as JSON values (tuples as lists)."""
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in vars(layout).items()}
 
 
 def build_model(args: argparse.Namespace) -> Transformer:
@@ -98,8 +149,22 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         global_batch=args.global_batch, schedule=args.schedule, virtual_stages=args.virtual_stages,
         recompute=args.recompute, sequence_parallel=args.sequence_parallel, zero=args.zero,
         tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, grad_fusion=not args.no_grad_fusion,
-        precision=args.precision, attention=args.attention,
+        precision=args.precision, attention=args.attention, first_stage_layers=args.first_stage_layers,
+        last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
+        launch_blocking=args.launch_blocking,
     )  # fmt: skip
+
+
+def stage_counts(text: str | None) -> tuple[int, ...] | None:
+    """``--stage-layers 7,8,8,7``: every model chunk's layers, in pipeline order."""
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"--stage-layers {text!r}: give whole numbers of layers separated by commas, e.g. 7,8,8,7"
+        ) from None
 
 
 def add_whatif_args(p: argparse.ArgumentParser) -> None:
@@ -124,6 +189,18 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     lay.add_argument("--hardware", choices=list(SYSTEMS), default="dgx-h100", help="GPU system (default dgx-h100)")
     for flag, what in (("tp", "tensor"), ("pp", "pipeline"), ("dp", "data"), ("cp", "context"), ("ep", "expert")):
         lay.add_argument(f"--{flag}", type=size, default=1, help=f"{what}-parallel size (default 1)")
+    lay.add_argument("--first-stage-layers", type=bounded_int(0, 1 << 20),
+                     help="layers of the first model chunk, the rest split evenly (Megatron-LM's "
+                          "--decoder-first-pipeline-num-layers)")  # fmt: skip
+    lay.add_argument("--last-stage-layers", type=bounded_int(0, 1 << 20),
+                     help="layers of the last model chunk (--decoder-last-pipeline-num-layers)")  # fmt: skip
+    lay.add_argument("--stage-layers", metavar="N,N,...",
+                     help="every model chunk's layers in pipeline order (pp x virtual stages counts)")  # fmt: skip
+    lay.add_argument("--nics-per-node", type=bounded_int(1, 64),
+                     help="network ports per node between nodes (default: one per GPU, as in DGX nodes)")  # fmt: skip
+    lay.add_argument("--nic-gbps", type=float, help="each port's line rate in Gb/s (default: the system's)")
+    lay.add_argument("--gpu-memory", type=float, metavar="GB",
+                     help="memory per GPU in GB, e.g. 40 for A100 40GB (default: the system's, 80)")  # fmt: skip
     lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
     lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
     priced = [name for name, record in SCHEDULES.items() if record.whatif]
@@ -144,15 +221,19 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     soft = p.add_argument_group("software (defaults: Megatron-LM today; the papers' settings in docs/whatif.md)")
     soft.add_argument("--tp-overlap", choices=TP_OVERLAP, default="backward",
                       help="which tensor-parallel collectives run behind products (default backward)")  # fmt: skip
+    soft.add_argument("--launch-blocking", action="store_true",
+                      help="CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel before issuing the next")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
     soft.add_argument(
         "--precision",
         choices=tuple(PRECISION),
         default="bf16",
-        help="bf16 (18 B a parameter; the default) or fp16 (20 B)",
+        help="bf16 (18 B a parameter; the default), fp16 (20 B) or fp8 (Transformer Engine's FP8 products, H100)",
     )
     soft.add_argument(
         "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument("--no-knobs", action="store_true",
+                   help="skip re-asking the layout at other interleaving depths, microbatches and recomputation")  # fmt: skip

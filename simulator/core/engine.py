@@ -24,7 +24,7 @@ from __future__ import annotations
 import gc
 import inspect
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from heapq import heappop, heappush
 from typing import Any
 
@@ -53,7 +53,9 @@ INF = float("inf")
 
 @dataclass
 class RunResult:
-    """What a finished run returns: each device's return value, and the trace.
+    """What a finished run returns: each device's return value, and the trace; and how to run it again (the
+    program and its arguments: the isolation check, ``simulator.checker.isolation``, reruns it with one device's
+    own inputs changed).
 
     Examples:
         >>> from simulator import World
@@ -65,6 +67,9 @@ class RunResult:
     outputs: list[Any]
     trace: Trace
     world: Any  # the World it ran under (simulator.core.world)
+    program: Callable[..., Any] | None = None
+    args: tuple = ()
+    kwargs: dict = field(default_factory=dict)
 
     @property
     def time(self) -> float:
@@ -135,6 +140,9 @@ class Engine:
         # when it holds one (``waiting_since()``); and per-run caches those layers keep, by name.
         self.held_calls: dict[tuple, Any] = {}
         self.caches: dict[str, dict] = {}
+        # The isolation check's hook (simulator/checker/isolation.py): set before ``finish``, every payload a receive
+        # hands to its program passes through it, (rank, payload) -> the payload to hand over instead.
+        self.replay: Callable[[int, Any], Any] | None = None
         # Payload copies the engine holds, against World.max_buffered_bytes: those the trace keeps, and those
         # waiting in a mailbox (by id: released when received, where the trace keeps none)
         self._buffered = 0
@@ -153,6 +161,7 @@ class Engine:
         self._in_time_order = not self._lookahead
         self._is_private = getattr(self.net, "is_private", None)
         self._sched = getcurrent()
+        self._program, self._args, self._kwargs = program, args, kwargs  # to run it again (RunResult)
         self._greenlets = [greenlet(self._body(dev, program, args, kwargs)) for dev in self.devices]
         for dev, g in zip(self.devices, self._greenlets):
             dev._greenlet = g
@@ -438,7 +447,7 @@ class Engine:
 
     def result(self) -> RunResult:
         """The run as it stands: each device's return value (None for one that has not returned) and the trace."""
-        return RunResult(self.outputs, self.trace, self.world)
+        return RunResult(self.outputs, self.trace, self.world, self._program, self._args, self._kwargs)
 
     def close(self) -> None:
         """Abandon the run: end every device's greenlet."""

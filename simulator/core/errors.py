@@ -161,6 +161,28 @@ def infinite_message(cost: Any, src: int, dst: int, nbytes: int, t: float, arriv
     )
 
 
+def copy_too_big(budget: int, rank: int, dst: int, value: Any, nbytes: int) -> BufferLimitError:
+    """A send whose copy alone would pass ``World.max_buffered_bytes`` (``budget``): refused before the copy."""
+    import numpy as np
+
+    from ..cost.units import binary_size
+
+    why = ""
+    if isinstance(value, np.ndarray) and value.size and 0 in value.strides:
+        base = binary_size(value.base.nbytes) if value.base is not None else "a few bytes"
+        why = (
+            f" It is a view of {base} that repeats its elements (np.broadcast_to, a stride of 0): a message "
+            "carries every element, so its copy is that large."
+        )
+    return BufferLimitError(
+        f"device {rank}: send(dst={dst}) of an array of shape {np.shape(value)} ({np.asarray(value).dtype}) would "
+        f"copy {nbytes:,} bytes ({binary_size(nbytes)}), over the budget of {budget:,} bytes ({binary_size(budget)}) "
+        f"for the payloads the engine holds, World(max_buffered_bytes=...); nothing was copied.{why} Send less (a "
+        "chunk at a time, or the small array the view is made from, for the receiver to expand), or raise "
+        "max_buffered_bytes if this machine has the memory."
+    )
+
+
 def infinite_op(cost: Any, rank: int, name: str, flops: float | None, seconds: float, t: float) -> InfiniteTimeError:
     """An op would end at an infinite (or NaN) time: name the cost field that makes it so."""
     if flops is not None and not flops / cost.flops < INF:

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from ..cost.meta import MetaArray
-from .errors import SimulationError, infinite_message
+from .errors import SimulationError, copy_too_big, infinite_message
 from .p2p import PointToPoint, WaitedByItsDevice, contract_violation, describe_request
 from .payloads import _immutable, check_payload, sealed
 from .rows import EV_RECV, EV_SEND, MSG, RECV
@@ -181,9 +181,15 @@ class Messaging(PointToPoint):
             payload = value  # nobody can write through it: hand it over as it is
         else:
             check_payload(value, self.rank, f"send(dst={dst})")
-            payload = sealed(np.array(value))
+            # the copy's size, counted against World.max_buffered_bytes before it is made: a broadcast_to view
+            # of a few bytes can stand for gigabytes, which would be copied for seconds and only then refused
+            nbytes = value.nbytes if type(value) is _ndarray else np.asarray(value).nbytes
+            eng = self._engine
+            if nbytes > eng.world.max_buffered_bytes:
+                raise copy_too_big(eng.world.max_buffered_bytes, self.rank, dst, value, nbytes)
             if self._rec.keep_payloads:  # the trace keeps the copy for good (see World.max_buffered_bytes)
-                self._engine._hold_copy(self.rank, payload.nbytes)
+                eng._hold_copy(self.rank, nbytes)
+            payload = sealed(np.array(value))
         rec = self._rec
         sig = rec.sigs.get((payload.shape, payload.dtype))
         if sig is None:
@@ -370,6 +376,8 @@ class Messaging(PointToPoint):
             self._contract_violated(row, payload, shape, dtype)
         self._add_recv(_pack_recv(row, self.clock))
         self._log(EV_RECV)
+        if eng.replay is not None:  # the isolation check hands over what the unchanged run received
+            payload = eng.replay(rank, payload)
         self._known = payload
         self._known_sig = sig
         if name is not None or index is not None:
@@ -446,6 +454,8 @@ class Messaging(PointToPoint):
         rec = self._rec
         self._add_recv(_pack_recv(row, self.clock))
         self._log(EV_RECV)
+        if self._engine.replay is not None:  # the isolation check hands over what the unchanged run received
+            payload = self._engine.replay(self.rank, payload)
         self._known = payload  # (and wait set _known_sig)
         if name is not None or index is not None:
             rec.msg_extra[row] = (name, index)

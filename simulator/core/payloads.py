@@ -8,6 +8,7 @@ Both backends (the simulator's ``Device`` and the torch backend's) share these r
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
@@ -83,7 +84,8 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
 
 def check_payload(value: Any, rank: int, where: str) -> None:
     """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
-    if isinstance(value, np.ma.MaskedArray):
+    ma = sys.modules.get("numpy.ma")  # not imported yet: nothing is a masked array (np.ma would import it, ~20 ms)
+    if ma is not None and isinstance(value, ma.MaskedArray):
         raise TypeError(
             f"device {rank}: {where} got a masked array; a message would drop its mask. Send the data and the "
             "mask as two arrays (value.data and value.mask)."

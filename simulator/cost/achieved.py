@@ -84,11 +84,16 @@ class Achieved:
     memory_bandwidth: bytes/s an element-wise kernel reaches (STREAM copy)
     bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
                       is required; the others fall back to it, as busbw is defined to be comparable)
-    nic_bandwidth:    bytes/s one GPU's network port carries in a collective between nodes
+    nic_bandwidth:    bytes/s one network port carries in a collective between nodes
+    launch_seconds:   the CPU's time to issue one kernel from PyTorch, the launch's round trip
+    matmul_fp8:       FLOP/s of an FP8 matrix product (Transformer Engine's), by its FLOPs; None: no FP8 tensor cores
+    nics_per_node:    network ports per node (None: one per GPU, as in DGX nodes); its GPUs share them evenly
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
     attention:        FLOP/s of a fused (flash) attention kernel, or None where none was measured
+    overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
+                      take SMs, and memory bandwidth, from it)
     sources:          where the scalar figures come from, by field name
     """
 
@@ -100,6 +105,10 @@ class Achieved:
     node_size: int
     bus_ranks: int = 8
     attention: float | None = None
+    nics_per_node: int | None = None
+    overlap_slowdown: float = 0.0
+    matmul_fp8: Curve | None = None
+    launch_seconds: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -108,19 +117,43 @@ class Achieved:
         for name in ("memory_bandwidth", "nic_bandwidth"):
             if not getattr(self, name) > 0:
                 raise ValueError(f"Achieved.{name} must be > 0 bytes/s, got {getattr(self, name)!r}")
+        if not 0 <= self.overlap_slowdown < 1:
+            raise ValueError(f"Achieved.overlap_slowdown must be a share in [0, 1), got {self.overlap_slowdown!r}")
+        if self.nics_per_node is not None and (isinstance(self.nics_per_node, bool) or self.nics_per_node < 1):
+            raise ValueError(f"Achieved.nics_per_node must be a whole number >= 1, got {self.nics_per_node!r}")
         if not (self.nic_latency >= 0 and math.isfinite(self.nic_latency)):
             raise ValueError(f"Achieved.nic_latency must be a finite number of seconds >= 0, got {self.nic_latency!r}")
 
+    @property
+    def gpu_nic_bandwidth(self) -> float:
+        """Bytes/s between nodes for one GPU while every GPU of its node sends: its share of the node's ports."""
+        ports = self.node_size if self.nics_per_node is None else self.nics_per_node
+        return self.nic_bandwidth * min(1.0, ports / self.node_size)
+
     # ---- compute ------------------------------------------------------------------------------
-    def matmul_time(self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2) -> float:
-        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs,
-        lowered by tile quantization of m and n, or their bytes at the memory bandwidth if that is slower."""
+    def matmul_time(
+        self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2, fp8: bool = False
+    ) -> float:
+        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs
+        (the FP8 curve with ``fp8``), lowered by tile quantization of m and n, or their bytes at the memory
+        bandwidth if that is slower."""
         flops = 2.0 * m * n * k * batch
         if flops <= 0:
             return 0.0
-        rate = self.matmul.at(flops) * _tile_use(m) * _tile_use(n)
+        if fp8 and self.matmul_fp8 is None:
+            raise ValueError("this GPU has no FP8 tensor cores (no FP8 rate was measured): use precision bf16")
+        curve = self.matmul_fp8 if fp8 else self.matmul
+        rate = curve.at(flops) * _tile_use(m) * _tile_use(n)
         traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
         return max(flops / rate, traffic)
+
+    def overlapped(self, compute: float, comm: float) -> tuple[float, float]:
+        """(compute seconds, exposed communication seconds) of ``compute`` with a collective of ``comm`` seconds
+        started beside it: while both run the kernel goes at 1 - ``overlap_slowdown`` of its speed."""
+        slow = 1.0 - self.overlap_slowdown
+        if comm * slow >= compute:  # the kernel finishes under the collective, which shows past it
+            return compute / slow, comm - compute / slow
+        return compute + self.overlap_slowdown * comm, 0.0
 
     def memory_time(self, nbytes: float) -> float:
         """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""
@@ -144,7 +177,7 @@ class Achieved:
         inside = factor * nbytes / curve.at(nbytes * self.bus_ranks / ranks)
         if per_node >= ranks:
             return inside
-        between = self.nic_latency + factor * nbytes / (per_node * self.nic_bandwidth)
+        between = self.nic_latency + factor * nbytes / (per_node * self.gpu_nic_bandwidth)
         return max(inside, between)
 
     def p2p_time(self, nbytes: float, same_node: bool) -> float:
@@ -153,7 +186,7 @@ class Achieved:
             return 0.0
         if same_node:
             return nbytes / self.bus["all_reduce"].at(nbytes)
-        return self.nic_latency + nbytes / self.nic_bandwidth
+        return self.nic_latency + nbytes / self.gpu_nic_bandwidth
 
 
 def _tile_use(dim: float) -> float:

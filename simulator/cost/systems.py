@@ -11,12 +11,24 @@ Sources, shortened in the fields below:
   CUDA 12.5, NCCL 2.18.5) and ND H100 v5 (8 x H100 80GB HBM3, CUDA 12.6), github.com/samuel-bohman/
   AI-benchmarking-guide, Azure_Results/ND_A100_v4_results.md and ND_H100_v5_results.md: cuBLASLt GEMMs,
   STREAM-style HBM copy, nccl-tests all_reduce bus bandwidth inside one node, FlashAttention-2.
+- [TPT-79]: zzc0721/torch-performance-test-data issue 79 (2025-10-18): torch.matmul on an NVIDIA H100 80GB
+  HBM3 (PyTorch 2.7.0, CUDA 12.8), square products; BF16: 176.6, 676.6, 788.7, 797.5 and 719.7 TFLOP/s at
+  1024, 2048, 4096, 8192 and 10240. The largest, longest-running product is the slowest of the large ones; the
+  maximum, 797.5, agrees with [MAMF]'s best BF16 shape on H100 SXM, 794.5.
 - [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
   FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
 - [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
   inter-node" per 200 Gb/s HDR port.
 - [NCCL-TESTS-150]: NVIDIA/nccl-tests issue 150, all_reduce_perf between two A100 nodes, one GPU each:
   about 19 us for the smallest messages.
+- [OVERLAP]: "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning:
+  Performance and Power Implications" (arXiv:2507.03114, July 2025): GPT and Llama training kernels on 4
+  A100s, H100s, MI250s and MI210s run on average 18.9% slower (at most 40%) while a collective overlaps them
+  than alone. NCCL's kernels take whole SMs: an all-gather of 24 blocks holds 24 of an H100's 132 SMs (18%;
+  NVIDIA developer forum, "Compute-communication overlap causes severe GEMM performance degradation", 2025).
+- [LAUNCH]: NVIDIA's Nsight Systems user guide profiles a PyTorch element-wise op on a Tesla V100: about 20 us
+  from the op's launch on the CPU to its kernel's start (as quoted in "Every CUDA kernel pays a launch tax",
+  groundy.com, 2025).
 - [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
   bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
 """
@@ -24,7 +36,7 @@ Sources, shortened in the fields below:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .achieved import Achieved, Curve
 from .model import CostModel
@@ -72,6 +84,9 @@ def _bus(gbs: tuple[float, ...]) -> tuple[tuple[float, float], ...]:
     return tuple((float(n), g * GBS) for n, g in zip(SIZES_1K_TO_8G, gbs))
 
 
+OVERLAP_SLOWDOWN = 0.189  # [OVERLAP]
+LAUNCH_SECONDS = 20e-6  # [LAUNCH]
+
 A100_MATMUL = Curve(
     _square(((1024, 119.4), (2048, 221.8), (4096, 228.0), (8192, 253.7), (16384, 256.5))),
     "[AZ-A100] cuBLASLt FP16 GEMM, m = n = k",
@@ -108,10 +123,10 @@ A100_ALL_REDUCE = Curve(
     "[AZ-A100] nccl-tests all_reduce_perf, 8 GPUs, in-place bus bandwidth, 1 kB to 8 GB",
 )
 H100_FP8_MATMUL = ((1024, 274.1), (2048, 1011.3), (4096, 1216.9), (8192, 1290.1), (16384, 1377.3), (32768, 1382.2))
-H100_MATMUL = Curve(_square(H100_FP8_MATMUL), "[AZ-H100] cuBLASLt FP8 GEMM, m = n = k").scaled(
-    794.5 / 1382.2,
-    "[AZ-H100]'s FP8 curve (the only H100 curve found) scaled to BF16's measured maximum, 794.5 TFLOP/s [MAMF]: "
-    "an assumption about its shape",
+H100_FP8_CURVE = Curve(_square(H100_FP8_MATMUL), "[AZ-H100] cuBLASLt FP8 GEMM, m = n = k")
+H100_MATMUL = Curve(
+    _square(((1024, 176.62), (2048, 676.59), (4096, 788.72), (8192, 797.51), (10240, 719.72))),
+    "[TPT-79] torch.matmul BF16 on H100 80GB HBM3, m = n = k; beyond 10240^3 the largest product's rate",
 )
 H100_ALL_REDUCE = Curve(
     _bus(
@@ -157,12 +172,16 @@ A100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=179.5 * T,
+    overlap_slowdown=OVERLAP_SLOWDOWN,
+    launch_seconds=LAUNCH_SECONDS,
     sources={
         "memory_bandwidth": "[AZ-A100] HBM copy, 1.61 TB/s (79% of the 2.04 TB/s datasheet peak)",
         "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
         "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
         "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
+        "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
+        "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },
 )
 
@@ -174,12 +193,17 @@ H100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=327.9 * T,
+    overlap_slowdown=OVERLAP_SLOWDOWN,
+    matmul_fp8=H100_FP8_CURVE,
+    launch_seconds=LAUNCH_SECONDS,
     sources={
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
         "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
         "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
+        "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
+        "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },
 )
 
@@ -192,6 +216,39 @@ def dgx_a100_system() -> System:
 def dgx_h100_system() -> System:
     """NVIDIA DGX H100 nodes."""
     return System(dgx_h100(), H100_ACHIEVED)
+
+
+NIC_SHARE = 24 / 25  # what NCCL carries of a port's line rate between nodes [NCCL-412]
+
+
+def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float | None = None) -> System:
+    """``base`` with another network between nodes: ``nics_per_node`` ports (None: one per GPU) of ``nic_gbps``
+    Gb/s line rate each (None: the preset's), carrying the share [NCCL-412] measured (96%) in collectives."""
+    if nics_per_node is None and nic_gbps is None:
+        return base
+    if nic_gbps is not None and not nic_gbps > 0:
+        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 (e.g. 200 for HDR)")
+    if nics_per_node is not None and (isinstance(nics_per_node, bool) or nics_per_node < 1):
+        raise ValueError(f"--nics-per-node {nics_per_node!r}: give a whole number of ports >= 1")
+    a = base.achieved
+    bandwidth = a.nic_bandwidth if nic_gbps is None else nic_gbps / 8 * GBS * NIC_SHARE
+    ports = a.nics_per_node if nics_per_node is None else nics_per_node
+    sources = dict(a.sources)
+    what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
+    sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
+    achieved = replace(a, nic_bandwidth=bandwidth, nics_per_node=ports, sources=sources)
+    cost = replace(base.cost, name=f"{base.cost.name} ({what})")
+    return System(cost, achieved)
+
+
+def with_memory(base: System, gigabytes: float | None) -> System:
+    """``base`` with ``gigabytes`` (10^9 bytes) of memory per GPU, e.g. 40 for A100 40GB (None: the preset's)."""
+    if gigabytes is None:
+        return base
+    if not gigabytes > 0:
+        raise ValueError(f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 (e.g. 40 for A100 40GB)")
+    cost = replace(base.cost, memory=gigabytes * 1e9, name=f"{base.cost.name} ({gigabytes:g} GB)")
+    return System(cost, base.achieved)
 
 
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}

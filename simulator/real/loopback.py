@@ -7,7 +7,9 @@ local world uses a ``FileStore`` instead (``PrivateStore``): a file whose name h
 (``secrets.token_hex``), in a folder only this user may enter (mode 0700, made by ``tempfile.mkdtemp``).
 No socket listens for it; a rank joins by presenting the file's path, which it gets from the launcher
 over its private command pipe; another user's process cannot open it, and the folder goes when the world
-stops. (A process of the same user could read the ranks' memory anyway: that is the boundary.)
+stops. (A process of the same user could read the ranks' memory anyway: that is the boundary.) A launcher
+killed outright (SIGKILL) cannot remove its folder: the folder names its owner (``owner``: the launcher's pid
+and start time), and the next ``PrivateStore`` of this user removes every folder whose owner is gone.
 Gloo's connections between ranks bind to the interface ``GLOO_SOCKET_IFNAME`` names: the worker sets
 it to ``loopback_interface()``. Nothing the ranks exchange is unpickled: payloads travel as raw bytes
 (``wire``), and the start-up exchanges are arrays (``worker``).
@@ -15,20 +17,28 @@ it to ``loopback_interface()``. Nothing the ranks exchange is unpickled: payload
 
 from __future__ import annotations
 
+import contextlib
+import os
 import secrets
 import shutil
 import socket
 import tempfile
 from pathlib import Path
 
+PREFIX = "simulator-world-"
+OWNER = "owner"  # in each folder: "<pid> <start time>" of the launcher that made it
+
 
 class PrivateStore:
     """Where one world's ranks rendezvous: a file, not there yet, in a new folder private to this user.
 
-    The ranks open it as a ``torch.distributed.FileStore`` (``path``); ``close`` removes the folder."""
+    The ranks open it as a ``torch.distributed.FileStore`` (``path``); ``close`` removes the folder. The folders
+    that launchers killed before they could close theirs go first (``remove_orphans``)."""
 
     def __init__(self) -> None:
-        self.folder = Path(tempfile.mkdtemp(prefix="simulator-world-"))  # mode 0700
+        remove_orphans()
+        self.folder = Path(tempfile.mkdtemp(prefix=PREFIX))  # mode 0700
+        (self.folder / OWNER).write_text(f"{os.getpid()} {_started(os.getpid())}")
         self.path = str(self.folder / f"store-{secrets.token_hex(16)}")
 
     def close(self) -> None:
@@ -36,6 +46,43 @@ class PrivateStore:
 
     def __repr__(self) -> str:
         return f"<PrivateStore in {self.folder}>"
+
+
+def remove_orphans(where: str | None = None) -> list[Path]:
+    """Remove this user's store folders in ``where`` (the temporary folder) whose launcher is gone; returns them.
+
+    A folder without its owner file yet (a launcher between making it and writing the file) is left alone."""
+    removed = []
+    for folder in Path(where or tempfile.gettempdir()).glob(f"{PREFIX}*"):
+        with contextlib.suppress(OSError, ValueError):  # gone meanwhile, another user's, or not ours to read
+            if folder.is_symlink() or folder.stat().st_uid != os.getuid():
+                continue
+            pid, started = (folder / OWNER).read_text().split(" ", 1)
+            if not _alive(int(pid), started):
+                shutil.rmtree(folder)
+                removed.append(folder)
+    return removed
+
+
+def _alive(pid: int, started: str) -> bool:
+    """Whether process ``pid`` runs and is the one that started at ``started`` (pids are reused)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's process has that pid now: not our launcher
+        return False
+    now = _started(pid)
+    return now == "" or started == "" or now == started
+
+
+def _started(pid: int) -> str:
+    """When process ``pid`` started (clock ticks since boot, from /proc on Linux), or "" where unknown."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return ""
+    return stat.rsplit(")", 1)[1].split()[19]  # field 22, counting the two before the command's closing ")"
 
 
 def loopback_interface() -> str | None:

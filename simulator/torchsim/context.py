@@ -34,6 +34,8 @@ _OWN = {
         "pricing",
         "ranks",
         "simulate",
+        "stops",
+        "bookkeeping",
     )  # fmt: skip
 }
 _LIBRARY = (_TORCH_DIR, os.path.dirname(threading.__file__))
@@ -66,6 +68,8 @@ class RankContext:
     internal: int = 0  # > 0 while the backend itself computes with torch (not the program: not priced)
     group_tag: str = ""  # makes this rank's process-group names unique in the process (see c10d.py)
     unwaited: list = field(default_factory=list)  # collectives called with async_op=True, not waited on yet
+    bookkeeping: int = 0  # > 0 while torch does its own bookkeeping (bookkeeping.py): its messages are labelled
+    stop: threading.Event = field(default_factory=threading.Event)  # set when the rank is stopped (stops.py)
 
 
 def current() -> RankContext | None:
@@ -100,9 +104,14 @@ def call_site(depth: int = 2) -> str:
     frame = sys._getframe(depth)
     while frame is not None:
         name = frame.f_code.co_filename
-        if name not in _OWN and not name.startswith(_LIBRARY):
+        if not is_library_file(name):
             line = linecache.getline(name, frame.f_lineno).strip()
             where = f"{os.path.basename(name)}:{frame.f_lineno}"
             return f"{where} `{line}`" if line else where
         frame = frame.f_back
     return ""
+
+
+def is_library_file(name: str) -> bool:
+    """Whether a frame of file ``name`` is torch's, this backend's or the threading module's, not the user's."""
+    return name in _OWN or name.startswith(_LIBRARY)

@@ -24,6 +24,7 @@ import torch
 import torch.distributed as dist
 import torch.distributed.distributed_c10d as c10d
 
+from .bookkeeping import message_label
 from .context import RankContext, call_site, internal
 from .values import numpy_dtype, to_numpy, write_into
 from .works import AsyncCollective, SimWork, done, what_call
@@ -87,6 +88,18 @@ class SimProcessGroup(dist.ProcessGroup):
     # ---- helpers ------------------------------------------------------------------------------
     def _run(self, api: str, fn: Any) -> Any:
         return self._ctx.request(fn, what_call(f"{api} on ranks {list(self.ranks)}", call_site()))
+
+    def _member(self, group_rank: int, role: str, api: str) -> int:
+        """The global rank of the group's ``group_rank``, the ``role`` rank of an ``api`` call; one that is not in
+        the group is refused as torch's backends refuse it ("invalid destination rank: 7"), naming the call (gloo
+        crashes on a send to rank 7 of 2, and a negative one would pick a rank from the end)."""
+        if 0 <= group_rank < self._size:
+            return self.ranks[group_rank]
+        ranks = "the world" if self._size == self._ctx.world_size else f"the group {list(self.ranks)}"
+        raise ValueError(
+            f"rank {self._ctx.rank}: invalid {role} rank: {group_rank} ({api} at {call_site() or 'the program'}): "
+            f"{ranks} has ranks 0 to {self._size - 1}; give {api} a rank of the group"
+        )
 
     def _np(self, t: torch.Tensor, api: str) -> np.ndarray:
         with internal(self._ctx):
@@ -214,7 +227,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def broadcast(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         self._start(opts)
         group, alg = self.ranks, self._algorithm("broadcast")
-        root = group[opts.rootRank]
+        root = self._member(opts.rootRank, "root", "broadcast")
         for t in tensors:
             x = self._np(t, "broadcast") if self._ctx.rank == root else None
             shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
@@ -228,7 +241,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def reduce(self, tensors: list[torch.Tensor], opts: Any = None) -> Any:
         self._start(opts)
         op, group, alg = self._op(opts.reduceOp, "reduce"), self.ranks, self._algorithm("reduce")
-        root = group[opts.rootRank]
+        root = self._member(opts.rootRank, "root", "reduce")
         for t in tensors:
             x = self._np(t, "reduce")
             name = self._ctx.sink.reduced(t, group, op)
@@ -240,7 +253,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def gather(self, outputs: list[list[torch.Tensor]], inputs: list[torch.Tensor], opts: Any = None) -> Any:
         self._start(opts)
         group, alg = self.ranks, self._algorithm("gather")
-        root = group[opts.rootRank]
+        root = self._member(opts.rootRank, "root", "gather")
         x = self._np(inputs[0], "gather")
         shapes = [tuple(o.shape) for o in outputs[0]] if outputs else None
         pieces = self._run("gather", lambda dev: dev.gather(x, root, group, alg, shapes=shapes))
@@ -252,7 +265,7 @@ class SimProcessGroup(dist.ProcessGroup):
     def scatter(self, outputs: list[torch.Tensor], inputs: list[list[torch.Tensor]], opts: Any = None) -> Any:
         self._start(opts)
         group, alg = self.ranks, self._algorithm("scatter")
-        root, out = group[opts.rootRank], outputs[0]
+        root, out = self._member(opts.rootRank, "root", "scatter"), outputs[0]
         chunks = [self._np(t, "scatter") for t in inputs[0]] if self._ctx.rank == root else None
         shape, dtype = tuple(out.shape), numpy_dtype(out.dtype)
         mine = self._run("scatter", lambda dev: dev.scatter(chunks, root, group, alg, shape=shape, dtype=dtype))
@@ -295,14 +308,14 @@ class SimProcessGroup(dist.ProcessGroup):
 
     # ---- point to point -----------------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
-        peer = self.ranks[dst]
+        peer = self._member(dst, "destination", "send")
         x = self._np(tensors[0], "send")
-        what, site = f"send to rank {peer}", call_site()
-        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag), what_call(what, site))
+        what, site, label = f"send to rank {peer}", call_site(), message_label(self._ctx)
+        req = self._ctx.request(lambda dev: dev.isend(x, peer, tag, label=label), what_call(what, site))
         return SimWork(self._ctx, req, what, site, sent=(tensors[0], x))
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
-        peer, t = self.ranks[src], tensors[0]
+        peer, t = self._member(src, "source", "recv"), tensors[0]
         shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
         what, site = f"recv from rank {peer}", call_site()
 

@@ -7,8 +7,10 @@ rank's greenlet and its thread pass one baton: the greenlet starts the thread an
 program until it needs the device (a collective, a send, a receive's wait) and hands the request over; the
 greenlet does it on the device (which may let other ranks run, in their turn) and hands the answer back.
 Only one thread runs at any moment, in the order the engine decides: the same program gives the same trace,
-event for event. The default random generator (one per process in torch) is swapped at each hand-over, so
-each rank draws from its own, as separate processes do, each starting from torch's default seed.
+event for event. What torch keeps per process is swapped at each hand-over, so each rank has its own, as
+separate processes do: the default random generator (each starting from torch's default seed), and the default
+dtype, anomaly mode and attention backends (``process_state``; each starting from the caller's). DTensor's
+custom op handlers are kept per rank by ``c10d``.
 
 What the program does between requests (the aten ops it computes, the modules' outputs) waits in the rank's
 ``RankSink`` and is recorded on the device at the next request, in program order, before the request.
@@ -20,18 +22,32 @@ import queue
 import sys
 import threading
 import weakref
-from collections.abc import Callable
+from collections import deque
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from . import bookkeeping
 from .c10d import RankWorld, install
 from .context import RankAborted, RankContext, enter, internal
-from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .names import (
+    Call,
+    Gradients,
+    ModuleRecorder,
+    grad_name,
+    input_name,
+    parameter_name,
+    paused,
+    recording,
+    result_name,
+)
 from .pricing import Pricing
-from .values import LocalPart, placement_of, to_numpy
+from .process_state import TorchState
+from .stops import install_sleep, interrupt, no_progress, program_line
+from .values import LocalPart, Nested, placement_of, to_numpy
 from .works import unwaited_error
 
 _DEFAULT_RNG = torch.Generator().get_state()  # a fresh process's generator: torch's default seed
@@ -114,6 +130,9 @@ class RankSink(ModuleRecorder):
                 if _dtensor_spec(param) is not None:  # a plain parameter may be any part of the model's
                     self.value("hold", parameter_name(call.path, pname), param, (), f"parameter {pname} of {call.path}")
 
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        self.value("hold", name, grad, (), f"the gradient optimizer step {step} uses")
+
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         with internal(self.ctx):
             inputs = tuple(to_numpy(t, self.ctx.rank, name) for t in call.inputs)
@@ -138,10 +157,17 @@ class RankSink(ModuleRecorder):
         spec = _dtensor_spec(t)
         if spec is None and self.ctx.world is not None:
             spec = self.ctx.world.spec_of(t)
+        world, rank = self.ctx.world, self.ctx.rank
+        places = world.places(rank) if world is not None else ()
+        groups = world.groups(rank) if world is not None else ()
         if spec is not None:
-            return placement_of(spec)
-        places = self.ctx.world.places(self.ctx.rank) if self.ctx.world is not None else ()
-        return LocalPart(tuple(t.shape), self.ctx.rank, self.ctx.world_size, places), None, None
+            index, group, op = placement_of(spec)
+            # the DTensor may itself be a block of the model's value (split by the mesh's other dims)
+            names = spec.mesh.mesh_dim_names or ()
+            others = tuple(g for g in groups if g[2] not in names) if names else ()
+            outer = LocalPart(tuple(spec.shape), rank, self.ctx.world_size, places, others)
+            return Nested(index, tuple(spec.shape), outer, tuple(names)), group, op
+        return LocalPart(tuple(t.shape), rank, self.ctx.world_size, places, groups), None, None
 
     def _index(self, t: torch.Tensor) -> Any:
         return self._placement(t)[0]
@@ -157,14 +183,47 @@ class RankSink(ModuleRecorder):
         group (it is now marked so), and the all-reduce's result is the module's value: its name is returned."""
         if op not in ("sum", "avg") or len(group) < 2:
             return None
+        world = self.ctx.world
+        others = world.groups(self.ctx.rank, without=group) if world is not None else ()
+        # the terms' sum is the whole value, or (on a mesh of several dims) the block the other dims give this rank
+        index = (
+            Nested(None, tuple(t.shape), LocalPart(tuple(t.shape), self.ctx.rank, groups=others)) if others else None
+        )
+        terms = self._terms(t, group, index)
+        # the collective's result is named for the whole value only (a block's sum is checked as its terms' sum)
+        return terms[-1].name if terms and index is None else None
+
+    def declared(self, t: torch.Tensor, spec: Any) -> None:
+        """``DTensor.from_local(t, mesh, placements)`` said what ``t`` is: a module's output declared ``Partial`` is
+        one term of a sum over the mesh's ranks that share the rank's coordinates on the other dims."""
+        index, group, op = placement_of(spec)
+        if group is not None and len(group) > 1 and op in ("sum", "avg"):
+            self._terms(t, group, index)
+
+    def _terms(self, t: torch.Tensor, group: tuple[int, ...], index: Any) -> list[Value]:
+        """Mark the module outputs ``t`` was recorded as (not yet said to be partial) as terms of a sum over
+        ``group``; ``index``: the block of the whole value they are terms of (None: all of it)."""
         terms = [v for v in self.recorded(t) if v.kind == "op" and v.partial is None]
         for v in terms:
-            v.index = None if isinstance(v.index, LocalPart) else v.index  # a term of the whole value
+            v.index = index if index is not None or isinstance(v.index, LocalPart) else v.index
             if v.row is None:  # not on the device yet: it goes there as a partial sum
                 v.partial = group
             else:
                 self.events.append(Amend(lambda dev, r=v.row, i=v.index: dev.amend_op(r, partial=group, index=i)))
-        return terms[-1].name if terms else None
+        return terms
+
+    def backward(self, tensors: Any, grads: Any) -> None:
+        """``torch.autograd.backward(tensors, grads)``: a received tensor given as the gradient of a module's output
+        carries that output's gradient (``a.grad``, as ``Reference.of_torch`` names it)."""
+        tensors = [tensors] if isinstance(tensors, torch.Tensor) else list(tensors)
+        grads = [grads] if isinstance(grads, torch.Tensor) else list(grads)
+        for t, g in zip(tensors, grads):
+            entry = self._received.pop(id(g), None) if isinstance(g, torch.Tensor) else None
+            values = [v for v in self.recorded(t) if v.kind == "op"]
+            if entry is None or entry[0]() is not g or not values:
+                continue
+            name, req, index = grad_name(values[-1].name), entry[1], values[-1].index
+            self.events.append(Amend(lambda dev, q=req, n=name, x=index: dev.amend_received(q, name=n, index=x)))
 
     def received(self, t: torch.Tensor, req: Any) -> None:
         self._received[id(t)] = (weakref.ref(t), req)
@@ -182,10 +241,27 @@ def _dtensor_spec(t: Any) -> Any:
 
 
 class RankThread:
-    """One simulated rank's program on its thread, driven by the rank's greenlet (see the module docstring)."""
+    """One simulated rank's program on its thread, driven by the rank's greenlet (see the module docstring).
 
-    def __init__(self, ctx: RankContext, program: Callable[..., Any], args: tuple, store: Any) -> None:
+    timeout: the seconds of wall-clock time the program may compute between two torch.distributed calls (None:
+             no limit); past them the thread is stopped and ``stops.NoProgressError`` names where every rank of
+             ``peers()`` (the simulation's threads; None on a real rank: this one alone) was.
+    start:   torch's per-process state the program starts with (the caller's; None: as it is now)."""
+
+    def __init__(
+        self,
+        ctx: RankContext,
+        program: Callable[..., Any],
+        args: tuple,
+        store: Any,
+        timeout: float | None = None,
+        peers: Callable[[], Iterable[RankThread]] | None = None,
+        start: TorchState | None = None,
+    ) -> None:
+        install_sleep()
+        bookkeeping.install(paused)
         self.ctx = ctx
+        self.timeout, self.peers = timeout, peers
         ctx.request = self._request
         ctx.world = RankWorld()
         ctx.sink = RankSink(ctx)
@@ -193,8 +269,14 @@ class RankThread:
         self._to_rank: queue.SimpleQueue = queue.SimpleQueue()
         self._to_device: queue.SimpleQueue = queue.SimpleQueue()
         self._rng = _DEFAULT_RNG.clone()
+        self._torch = start or TorchState.now()  # this rank's own per-process state, while another rank runs
         self._aborted = False
+        # the thread waits for its greenlet (in a request, or done): it runs none of the program's code now
+        self._parked = False
+        self._state = threading.Lock()  # orders _aborted and _parked between the thread and abort()
         self.doing: str | None = "computing"  # the torch call the rank is in, for errors ("finished" at the end)
+        self.last_calls: deque[str] = deque(maxlen=3)  # its latest completed torch.distributed calls
+        self.line = ""  # the program's line the thread ran when it was stopped for making no progress
         self.thread = threading.Thread(target=self._main, name=f"simulated rank {ctx.rank}", daemon=True)
 
     # ---- the device's side (the rank's greenlet) ---------------------------------------------------------
@@ -203,11 +285,12 @@ class RankThread:
         self.thread.start()
         try:
             while True:
-                kind, a, b = self._to_device.get()
+                kind, a, b = self._next()
                 if kind == "call":
                     self.ctx.sink.flush(dev)
                     self.doing = b
                     answer = a(dev)
+                    self.last_calls.append(b)
                     self.doing = "computing"
                     self._to_rank.put(("ok", answer))
                 elif kind == "done":
@@ -220,25 +303,46 @@ class RankThread:
         finally:
             self.abort()
 
+    def _next(self) -> tuple:
+        """The thread's next request; it computes meanwhile, for ``timeout`` seconds at most."""
+        try:
+            return self._to_device.get(timeout=self.timeout)
+        except queue.Empty:
+            self.line = program_line(self.thread)
+            if self.peers is None:  # a real rank: the others are processes of their own
+                raise no_progress(self.ctx.rank, self.timeout or 0.0, [self], None) from None
+            raise no_progress(self.ctx.rank, self.timeout or 0.0, self.peers(), self.ctx.world_size) from None
+
     def abort(self) -> None:
-        """End the thread if it still runs (the run failed elsewhere): its pending call raises ``RankAborted``."""
-        if self.thread.is_alive():
+        """End the thread if it still runs (the run failed, elsewhere or here, or was interrupted): ``RankAborted``
+        is raised in its pending call, or in the program's own code if it computes (``stops``)."""
+        if not self.thread.is_alive():
+            return
+        with self._state:
             self._aborted = True
-            self._to_rank.put(("abort", None))
-            self.thread.join(timeout=10)
+            self.ctx.stop.set()  # wakes a sleeping rank
+            if not self._parked:
+                interrupt(self.thread)
+        self._to_rank.put(("abort", None))
+        self.thread.join(timeout=10)
 
     # ---- the rank's side (its thread) -------------------------------------------------------------------
     def _request(self, fn: Callable[[Any], Any], what: str) -> Any:
-        if self._aborted:
-            raise RankAborted
-        self._rng = torch.get_rng_state()
+        with self._state:
+            if self._aborted:
+                raise RankAborted
+            self._parked = True
+        self._rng, self._torch = torch.get_rng_state(), TorchState.now()
         _TURN.release()
         self._to_device.put(("call", fn, what))
         kind, answer = self._to_rank.get()
         _TURN.acquire()
-        torch.set_rng_state(self._rng)
         if kind == "abort":
             raise RankAborted
+        with self._state:
+            self._parked = False
+        torch.set_rng_state(self._rng)
+        self._torch.restore()
         return answer
 
     def _main(self) -> None:
@@ -246,6 +350,7 @@ class RankThread:
         enter(ctx)
         _TURN.acquire()
         torch.set_rng_state(self._rng)
+        self._torch.restore()
         try:
             with recording(ctx.sink), Pricing():
                 hook = sys.excepthook  # torch prefixes the process's tracebacks with its rank: not one rank's here
@@ -258,7 +363,7 @@ class RankThread:
                 grads = Gradients.of(ctx.sink)
                 for name, g in grads.items:
                     ctx.sink.value("hold", name, g, (), "a gradient")
-                plan = _plan(ctx.sink, out)
+                plan = _plan(ctx.sink, out, result_name(ctx.sink))
             answer: tuple = ("done", plan, None)
         except RankAborted:
             answer = ()
@@ -271,6 +376,8 @@ class RankThread:
                 )
             answer = ("error", exc, None)
         finally:
+            with self._state:
+                self._parked = True
             ctx.world.release()
             enter(None)
             _TURN.release()

@@ -5,7 +5,8 @@
 
 The values are named as ``names`` names them on simulated ranks, so ``check(simulate_torch(...), ref)``
 compares them module by module: each module's output (and its inputs, as the op's inputs), parameters and,
-where the model's function runs a backward pass, gradients; the model's inputs by the names of its
+where the model's function runs a backward pass, gradients (of the parameters, and of each module's output and
+inputs: ``a.grad``, ``b:in0.grad``, which the messages of a pipeline's backward carry); the model's inputs by the names of its
 arguments (``x``: "the model's input"); and the model's result. A module's input that is another module's
 output (or one of the model's inputs) is an alias of that value, so a message that feeds the module is
 checked against it ("device 1 should have received b:in0, that is, a (the output of module a)").
@@ -27,7 +28,7 @@ import torch
 from torch import nn
 
 from ..checker.reference import Reference
-from .names import Call, Gradients, ModuleRecorder, input_name, parameter_name, recording
+from .names import Call, Gradients, ModuleRecorder, grad_name, input_name, parameter_name, recording, result_name
 from .values import to_numpy
 
 
@@ -39,6 +40,7 @@ class _ReferenceRecorder(ModuleRecorder):
         self.ref = ref
         self.names: dict[int, tuple[torch.Tensor, str]] = {}  # id(tensor) -> (the tensor, its value's name)
         self.when = ""  # " for microbatch 1 of 4" while the model runs on one microbatch
+        self.grads: dict[int, tuple[torch.Tensor, str]] = {}  # id(tensor) -> (the tensor, its gradient's name)
 
     def hold(self, name: str, t: torch.Tensor, doc: str) -> None:
         value = to_numpy(t, 0, name)
@@ -57,8 +59,24 @@ class _ReferenceRecorder(ModuleRecorder):
         entry = self.names.get(id(t))
         return entry[1] if entry is not None and entry[0] is t else None
 
+    def on_grad(self, t: torch.Tensor, name: str, doc: str) -> None:
+        """Hold the gradient of ``t`` as ``name``'s gradient when a backward pass reaches it; a tensor known by
+        several names (a module's output, its last submodule's, the next module's input) has one gradient, under
+        the first name, the others aliases of it."""
+        if not t.requires_grad:
+            return
+        first = self.grads.get(id(t))
+        if first is not None and first[0] is t:
+            self.ref.aliases[grad_name(name)] = first[1]
+            self.ref.docs[grad_name(name)] = doc
+            return
+        gname = grad_name(name)
+        self.grads[id(t)] = (t, gname)
+        t.register_hook(lambda g: self.hold(gname, g, doc) if gname not in self.ref.values else None)
+
     def started(self, call: Call, first: bool) -> None:
         for i, t in enumerate(call.inputs):
+            self.on_grad(t, input_name(call.name, i), f"the gradient of input {i} of module {call.path}{self.when}")
             name, source = input_name(call.name, i), self.name_of(t)
             if source is not None:
                 self.ref.aliases[name] = source
@@ -70,6 +88,9 @@ class _ReferenceRecorder(ModuleRecorder):
             for pname, param in call.module.named_parameters(recurse=False):
                 self.hold(parameter_name(call.path, pname), param, f"parameter {pname} of {call.path}")
 
+    def gradient(self, name: str, grad: torch.Tensor, step: int) -> None:
+        self.hold(name, grad, f"the gradient optimizer step {step} uses")
+
     def output(self, call: Call, name: str, value: torch.Tensor, raw: bool) -> None:
         ref = self.ref
         ref.values[name] = to_numpy(value, 0, name)
@@ -78,6 +99,7 @@ class _ReferenceRecorder(ModuleRecorder):
         ref.docs[name] = f"the output of module {call.path}{self.when}, a {kind}"
         ref.computed.append(name)
         self.names[id(value)] = (value, name)
+        self.on_grad(value, name, f"the gradient of the output of module {call.path}{self.when}")
 
 
 def reference_of_torch(model: Any, *args: Any, microbatches: int | None = None, **kwargs: Any) -> Reference:
@@ -87,7 +109,7 @@ def reference_of_torch(model: Any, *args: Any, microbatches: int | None = None, 
     if microbatches is not None and (not isinstance(microbatches, int) or microbatches < 1):
         raise ValueError(f"Reference.of_torch(microbatches={microbatches!r}): give a number of microbatches >= 1")
     model, args, kwargs = copy.deepcopy((model, args, kwargs))
-    ref = Reference()
+    ref = Reference(modules=True)
     recorder = _ReferenceRecorder(ref)
     for name, value in _named_inputs(model, args, kwargs):
         recorder.hold(name, value, "the model's input")
@@ -103,7 +125,7 @@ def reference_of_torch(model: Any, *args: Any, microbatches: int | None = None, 
             out = _joined(outs)
         for name, grad in Gradients.of(recorder).items:
             recorder.hold(name, grad, "a gradient")
-    ref.result = _result(recorder, out, "output")
+    ref.result = _result(recorder, out, result_name(recorder))
     return ref
 
 

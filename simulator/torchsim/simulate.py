@@ -33,7 +33,9 @@ from ..core.engine import RunResult
 from ..core.errors import SimulationError
 from ..core.world import World
 from .context import RankContext
+from .process_state import TorchState
 from .ranks import RankThread, install
+from .stops import DEFAULT_TIMEOUT, NoProgressError
 
 _SIMULATIONS = itertools.count()  # numbers each simulation's process-group names apart
 
@@ -44,6 +46,7 @@ def simulate_torch(
     *args: Any,
     world: World | None = None,
     algorithm: str | Mapping[str, str] | None = None,
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> RunResult:
     """Run ``program(*args)`` once per simulated rank, with torch.distributed initialised for that rank.
 
@@ -56,6 +59,9 @@ def simulate_torch(
             send_mode="rendezvous")``, whose sends wait for their receiver as gloo's do
         algorithm: the collectives' algorithm, as ``World`` programs choose it: one name for every collective
             that has it (``"tree"``), or one per collective (``{"all_reduce": "halving_doubling"}``)
+        timeout: the seconds of wall-clock time a rank may compute between two torch.distributed calls (the
+            others wait meanwhile); a rank that takes longer (it sleeps, or loops waiting for something no call
+            brings) is stopped, and ``NoProgressError`` says where each rank was. None: no limit
 
     Returns a ``RunResult`` like ``World.run``: each rank's return value (tensors as NumPy arrays) and the trace.
 
@@ -80,20 +86,25 @@ def simulate_torch(
     if not world.keep_payloads:
         raise ValueError("simulate_torch needs World(keep_payloads=True): the values are what it checks")
     algorithms = _algorithms(algorithm)
+    if timeout is not None and not timeout > 0:
+        raise ValueError(f"simulate_torch(timeout={timeout!r}): the seconds a rank may compute, > 0, or None")
     install()
     number = next(_SIMULATIONS)
     store = dist.HashStore()
     threads: dict[int, RankThread] = {}
+    caller_rng, caller = torch.get_rng_state(), TorchState.now()
 
     def torch_rank(dev: Any) -> Any:
         ctx = RankContext(dev.rank, world_size, None, algorithms=algorithms, group_tag=f"sim{number}.r{dev.rank}")
-        threads[dev.rank] = thread = RankThread(ctx, program, copy.deepcopy(args), store)
+        thread = RankThread(ctx, program, copy.deepcopy(args), store, timeout, threads.values, caller)
+        threads[dev.rank] = thread
         return thread.run(dev)
 
     torch_rank.__name__ = torch_rank.__qualname__ = getattr(program, "__name__", "program")
-    caller_rng = torch.get_rng_state()
     try:
         return world.run(torch_rank)
+    except NoProgressError:
+        raise  # it says where each rank was already
     except SimulationError as exc:
         _name_torch_calls(exc, threads)
         raise
@@ -101,6 +112,7 @@ def simulate_torch(
         for thread in threads.values():
             thread.abort()
         torch.set_rng_state(caller_rng)
+        caller.restore()
 
 
 def _not_a_device_program(program: Callable[..., Any]) -> None:
@@ -166,9 +178,12 @@ def real_rank(dev: Any, program: Callable[..., Any], packed: bytes, run: str) ->
     install()
     store = dist.PrefixStore(f"recorded-{run}", dist.distributed_c10d._get_default_store())
     ctx = RankContext(dev.rank, dev.world_size, None, group_tag=f"real-{run}.r{dev.rank}")
-    thread = RankThread(ctx, program, pickle.loads(packed), store)
+    # a rank that computes past the world's communication timeout is stopped where it is, as its peers are
+    thread = RankThread(ctx, program, pickle.loads(packed), store, timeout=getattr(dev, "timeout", None))
     try:
         return thread.run(dev)
+    except NoProgressError:
+        raise  # it says where the rank was already
     except SimulationError as exc:
         _name_torch_calls(exc, {dev.rank: thread})
         raise

@@ -17,6 +17,7 @@
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Any
 
@@ -51,7 +52,8 @@ def to_numpy(t: torch.Tensor, rank: int, where: str) -> np.ndarray:
             "as NumPy arrays. Use float32 (or float16) on simulated ranks"
         )
     with torch.no_grad():
-        arr = t.detach().resolve_conj().resolve_neg().cpu().numpy().copy()
+        # .numpy() makes the tensor's storage unresizable, which FSDP2 frees and reallocates: read through a copy
+        arr = t.detach().resolve_conj().resolve_neg().cpu().clone().numpy()
     arr.setflags(write=False)
     return arr
 
@@ -100,6 +102,15 @@ def _chunk(n: int, p: int, at: int) -> tuple[int, bool]:
     return bounds[at + 1] - bounds[at], n % p == 0
 
 
+# Which axis of a tensor a mesh dim of each name splits, where several axes are split by groups of one size:
+# the batch by data-parallel dims, the sequence by context- and sequence-parallel ones, features by tensor-parallel.
+_AXIS_OF_DIM = {
+    **dict.fromkeys(("dp", "ddp", "fsdp", "hsdp", "dp_replicate", "dp_shard", "dp_shard_cp", "batch", "data"), 0),
+    **dict.fromkeys(("cp", "sp", "seq", "context", "sequence"), 1),
+    **dict.fromkeys(("tp", "model", "tensor", "mp"), -1),
+}
+
+
 @dataclass(frozen=True)
 class LocalPart:
     """The part of the model's value a plain tensor of ``shape`` on ``rank`` holds (see the module docstring)."""
@@ -110,6 +121,9 @@ class LocalPart:
     # (group size, the rank's place in it) for each size of which the rank is in exactly one group (its own
     # new_group): a block of p is the rank's place in its group of p, e.g. groups (0, 2) and (1, 3); else rank % p
     places: tuple[tuple[int, int], ...] = ()
+    # (size, place, mesh dim name or "") of every group the rank is in, in the order they were made: a tensor
+    # split along several axes (a 2-D or 3-D mesh) has each axis split by a group of its own
+    groups: tuple[tuple[int, int, str], ...] = ()
 
     def resolve(self, whole: tuple[int, ...]) -> tuple[slice, ...] | None:
         """The block as an index into a value of shape ``whole`` (None: the whole value, or no block fits)."""
@@ -117,12 +131,16 @@ class LocalPart:
         if whole == self.shape or len(whole) != len(self.shape):
             return None
         differ = [a for a, (w, s) in enumerate(zip(whole, self.shape)) if w != s]
-        if len(differ) != 1:
-            return None
+        if len(differ) > 1:
+            return self._mesh_block(whole, differ)
         axis = differ[0]
         n, m = whole[axis], self.shape[axis]
         fits: list[int] = []
         place = dict(self.places)
+        for p in {g[0] for g in self.groups}:  # a size of several groups (a mesh's dims): the one named for this axis
+            named = [g[1] for g in self.groups if g[0] == p and _AXIS_OF_DIM.get(g[2]) in (axis, axis - len(whole))]
+            if p not in place and len(named) == 1:
+                place[p] = named[0]
         for allowed in ([p for p in range(2, n + 1) if self.world % p == 0], range(2, n + 1)):
             fits = [p for p in allowed if m > 0 and _chunk(n, p, place.get(p, self.rank % p)) == (m, True)]
             fits = fits or [p for p in allowed if m > 0 and _chunk(n, p, place.get(p, self.rank % p))[0] == m]
@@ -133,9 +151,84 @@ class LocalPart:
         bounds, at = chunk_bounds(n, fits[0]), place.get(fits[0], self.rank % fits[0])
         return (slice(None),) * axis + (slice(bounds[at], bounds[at + 1]),)
 
+    def _mesh_block(self, whole: tuple[int, ...], axes: list[int]) -> tuple[slice, ...] | None:
+        """A block split along several axes, each by one of the rank's groups (mesh dims): the groups whose sizes
+        split the axes evenly, matched one to one, by the axis a dim's name says it splits, then in mesh order."""
+        sizes = []
+        for a in axes:
+            n, m = whole[a], self.shape[a]
+            if m == 0 or n % m:
+                return None
+            sizes.append(n // m)
+        best: tuple[int, tuple[int, ...]] | None = None
+        for choice in itertools.permutations(range(len(self.groups)), len(axes)):
+            if any(self.groups[g][0] != p for g, p in zip(choice, sizes)):
+                continue
+            named = sum(_AXIS_OF_DIM.get(self.groups[g][2]) in (a, a - len(whole)) for g, a in zip(choice, axes))
+            if best is None or named > best[0]:  # ties: the first in mesh order (outer dims on lower axes)
+                best = (named, choice)
+        if best is None:
+            return None
+        index = [slice(None)] * len(whole)
+        for g, a in zip(best[1], axes):
+            m = self.shape[a]
+            index[a] = slice(self.groups[g][1] * m, (self.groups[g][1] + 1) * m)
+        return tuple(index)
+
     def __call__(self, value: Any) -> Any:
         index = self.resolve(np.shape(value))
         return value if index is None else np.asarray(value)[index]
 
     def describe(self) -> str:
         return f"rank {self.rank}'s block, by its shape {self.shape}"
+
+    def mesh_dims(self) -> tuple[str, ...]:
+        """The names of the mesh dims the rank is on (for words about a block picked by the wrong one)."""
+        return tuple(g[2] for g in self.groups if g[2])
+
+
+@dataclass(frozen=True)
+class Nested:
+    """A DTensor's local piece whose DTensor is itself a block of the model's value (a tensor-parallel layer on
+    one dim of a 2-D mesh, fed its data-parallel rows): ``inner`` (the piece's block of the DTensor's global
+    shape ``shape``, None: all of it) within ``outer``, the block of the model's value that DTensor is."""
+
+    inner: tuple[slice, ...] | None
+    shape: tuple[int, ...]
+    outer: LocalPart
+    mesh: tuple[str, ...] = ()  # the names of the DTensor's mesh dims
+
+    def resolve(self, whole: tuple[int, ...]) -> tuple[slice, ...] | None:
+        whole = tuple(whole)
+        if whole == self.shape:
+            return self.inner
+        outer = self.outer.resolve(whole)
+        if outer is None:
+            return None
+        if self.inner is None:
+            return outer
+        outer = tuple(outer) + (slice(None),) * (len(whole) - len(outer))
+        inner = tuple(self.inner) + (slice(None),) * (len(whole) - len(self.inner))
+        return tuple(_within(o, i, n) for o, i, n in zip(outer, inner, self.shape))
+
+    def __call__(self, value: Any) -> Any:
+        index = self.resolve(np.shape(value))
+        if index is None and tuple(np.shape(value)) != self.shape:
+            return value  # no block fits: compared whole, and found to differ in shape
+        return value if index is None else np.asarray(value)[index]
+
+    def __repr__(self) -> str:  # one block, whichever member of a partial sum holds it: the rank left out
+        return f"Nested({self.inner!r}, {self.shape}, {self.outer.shape}, {self.outer.groups})"
+
+    def describe(self) -> str:
+        return f"rank {self.outer.rank}'s block, by its DTensor's placements and its mesh"
+
+    def mesh_dims(self) -> tuple[str, ...]:
+        return self.mesh + self.outer.mesh_dims()
+
+
+def _within(outer: slice, inner: slice, n: int) -> slice:
+    """The slice ``inner`` of a block ``outer`` of length n, as a slice of the whole."""
+    start = outer.start or 0
+    a, b, _ = inner.indices(n)
+    return slice(start + a, start + b)

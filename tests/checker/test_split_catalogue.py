@@ -23,7 +23,7 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
     ("split-the-seed", P.a_through_a_shared_list, "FAILED",
      "device 1 computed B from A, which belongs to device 0 and never reached device 1 in a message"),
     ("split-the-seed", P.b_in_numpy_from_a_shared_list, "FAILED",
-     "A's output never reached device 1 in a message from device 0"),
+     "device 1's result depends on x, which only device 0 holds, but no message carried it"),
     ("split-the-seed", P.b_broadcast_by_device_0, "FAILED", "device 0 called broadcast, but this split allows no"),
     ("raw-input-bug", P.b_sent_under_a_collective_label, "FAILED", "device 0 called broadcast, but this split"),
     ("raw-input-bug", P.b_returned_by_device_0_too, "FAILED",
@@ -32,20 +32,48 @@ CHEATS = [  # (exercise, program, verdict, words the reason must hold)
     ("ring-all-reduce", P.ring_everyone_to_everyone, "FAILED",
      "device 0 sent 192 bytes, 2x the 96 bytes a ring all-reduce sends per device"),
     ("ring-all-reduce", P.ring_local_sum, "FAILED", "device 0 never received chunk 0 of the sum"),
-    ("ring-all-reduce", P.ring_through_a_shared_dict, "FAILED", "device 0 never received chunk 0 of the sum"),
+    ("ring-all-reduce", P.ring_through_a_shared_dict, "FAILED",
+     "device 0's v depends on xs[1], xs[2] and xs[3], which only devices 1, 2 and 3 hold, but no message carried it"),
     ("column-split", P.column_by_swapping_weights, "FAILED", "device 0 sent 96 bytes, 2x the 48 bytes an all-gather"),
     ("column-split", P.column_through_a_shared_dict, "FAILED",
-     "device 0 never received the other device's block of Y in a message"),
+     "device 0's Y depends on W (columns 3:6), which only device 1 holds, but no message carried it"),
     ("data-parallel-average", P.average_through_a_shared_dict, "FAILED",
-     "device 0 never received the other replica's gradient in a message"),
+     "device 0's g depends on X (rows 4:8) and y (elements 4:8), which only device 1 holds, but no message"),
     ("row-split", P.row_through_a_shared_dict, "FAILED",
-     "device 0 never received the other device's partial sum of Y (or the total) in a message"),
+     "device 0's Y depends on X (columns 2:4) and W (rows 2:4), which only device 1 holds, but no message"),
     ("row-split", P.row_by_gather, "FAILED", "device 0 called all_gather, but this split allows only all_reduce"),
     ("row-split", P.row_on_the_whole_input, "FAILED", "device 0 was given all of X; its part is columns 0:2"),
     ("data-parallel-average", P.replica_on_the_whole_batch, "FAILED",
      "device 0 was given all of X; its part is rows 0:4"),
     ("zero-1-step", P.zero_state_under_own_name, "FAILED", "device 0 holds 64 bytes of the optimizer state m"),
     ("zero-1-step", P.zero_whole_update_in_numpy, "FAILED", "device 0 never received device 1's half of p.new"),
+    # data moved outside messages (issue 38): each FAILED by the isolation check, in the seed's words
+    ("row-split", P.row_total_from_a_module_dict, "FAILED",
+     "device 0's result depends on X (columns 2:4) and W (rows 2:4), which only device 1 holds, but no message "
+     "carried it: the program shares it outside messages (a global, a class attribute, another device's frame?). "
+     "Real processes cannot do that."),
+    ("ring-all-reduce", P.ring_tokens_and_a_module_dict, "FAILED",
+     "device 0's v depends on xs[1], xs[2] and xs[3], which only devices 1, 2 and 3 hold, but no message carried it"),
+    ("data-parallel-average", P.average_through_a_class_attribute, "FAILED",
+     "device 0's g depends on X (rows 4:8) and y (elements 4:8), which only device 1 holds, but no message"),
+    ("ring-all-reduce", P.ring_read_from_the_scheduler_frame, "FAILED",
+     "device 0's v depends on xs[1], xs[2] and xs[3], which only devices 1, 2 and 3 hold, but no message carried it"),
+    ("row-split", P.row_sent_from_the_scheduler_frame, "FAILED",
+     "the message device 1 sent to device 0 (message #0) depends on X (columns 0:2) and W (rows 0:2), which only "
+     "device 0 holds, but no message carried it"),
+    ("data-parallel-average", P.average_returned_from_the_scheduler_frame, "FAILED",
+     "device 0's result depends on X (rows 4:8) and y (elements 4:8), which only device 1 holds, but no message"),
+    ("split-the-seed", P.seed_b_from_nowhere_after_a_token, "FAILED",
+     "device 1's B depends on x, which only device 0 holds, but no message carried it"),
+    ("column-split", P.column_other_block_from_its_frame, "FAILED",
+     "device 1's result depends on W (columns 0:3), which only device 0 holds, but no message carried it"),
+    ("column-split", P.column_y_from_no_inputs, "FAILED",
+     "device 0's Y depends on W (columns 3:6), which only device 1 holds, but no message carried it"),
+    # answers remembered from an earlier run of the process look isolated to the reruns: the split and the
+    # requirements (what must arrive in messages) fail them
+    ("split-the-seed", P.seed_b_remembered, "FAILED",
+     "carried [], which is none of the model's values, but only A may cross from device 0 to device 1"),
+    ("ring-all-reduce", P.ring_remembered, "FAILED", "device 0 never received chunk 0 of the sum"),
     ("1f1b-schedule", P.schedule_from_the_library, "FAILED",
      "calls simulator.parallel.schedules.classic.one_f_one_b, the library's own schedule"),
     ("1f1b-schedule", P.schedule_hard_coded, "FAILED", "this is with other inputs than the notebook's: p = "),
@@ -63,6 +91,10 @@ CORRECT = [  # (exercise, program): right, in the right place, with names of the
     ("data-parallel-average", P.average_unnamed),
     ("zero-1-step", P.zero_own_names),
     ("1f1b-schedule", P.schedule_own),
+    ("split-the-seed", P.seed_reversed_and_tagged),
+    ("raw-input-bug", P.seed_reversed_and_tagged),
+    ("row-split", P.row_exchange_by_hand),
+    ("ring-all-reduce", P.ring_accumulated_in_place),
 ]
 
 
@@ -357,3 +389,22 @@ def test_an_op_labelled_as_a_collective_it_never_called_is_held_to_the_split():
 
     report = check(World(2).run(forged, X3), Reference.of(model, X3), split=SEED_SPLIT)
     assert report.verdict == "FAILED" and "device 1 computed A, which belongs to device 0" in words(str(report))
+
+
+FROM_NO_INPUTS = [  # an op given no inputs, over data that reached its device outside messages
+    ("split-the-seed", P.seed_b_from_nowhere_after_a_token),
+    ("raw-input-bug", P.seed_b_from_nowhere_after_a_token),
+    ("ring-all-reduce", P.ring_tokens_and_a_module_dict),
+    ("column-split", P.column_y_from_no_inputs),
+    ("row-split", P.row_through_a_shared_dict),
+    ("data-parallel-average", P.average_through_a_class_attribute),
+]
+
+
+@pytest.mark.parametrize("exercise, program", FROM_NO_INPUTS, ids=lambda v: getattr(v, "__name__", None))
+def test_a_value_from_no_inputs_is_failed_in_every_exercise_where_devices_hold_data_of_their_own(exercise, program):
+    result = grade(exercise, program, seed=4)
+    assert result.verdict == "FAILED" and result.diagnosis == "isolation", words(result.text())
+    leak = result.report.leaks[0]
+    assert leak.record is not None and len(leak.record.inputs) == 0  # an op from no inputs
+    assert result.where is not None and "dev.compute(" in result.where  # the student's line of that op

@@ -7,6 +7,7 @@ import pytest
 
 import simulator.parallel.whatif.validate as validate_module
 from simulator.cli.main import main
+from simulator.parallel.whatif.outside import LLAMA3, outside_rows
 from simulator.parallel.whatif.tables import published_rows
 from simulator.parallel.whatif.validate import layer_checks
 
@@ -18,6 +19,37 @@ def test_whatif_prints_where_the_time_goes(capsys):
     out = capsys.readouterr().out
     assert "TFLOP/s per GPU, MFU" in out and "where the time goes" in out and "matrix products" in out
     assert "pipeline rank   0:" in out and "DOES NOT FIT" not in out
+
+
+def test_whatif_says_its_band_and_the_knobs_that_move_it(capsys):
+    flags = ["--model", "llama2-7b", "--tp", "2", "--pp", "2", "--dp", "2", "--global-batch", "16"]
+    assert main(["whatif", *flags]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert "uncertainty: published runs of layouts it was not built on ran" in out and "TFLOP/s per GPU" in out
+    assert "interleaving depth:" in out and "microbatch:" in out and "recompute:" in out
+    assert main(["whatif", *flags, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["band_tflops_per_gpu"]["low"] < data["tflops_per_gpu"] < data["band_tflops_per_gpu"]["high"] * 1.1
+    assert {k["knob"] for k in data["knobs"]} == {"interleaving depth", "microbatch", "recompute"}
+    assert main(["whatif", *flags, "--no-knobs"]) == 0
+    assert "unpublished knobs" not in capsys.readouterr().out
+
+
+def test_uneven_layers_and_a_network_by_flags(capsys):
+    flags = ["--model", "llama3-8b", "--tp", "8", "--pp", "4", "--dp", "2", "--global-batch", "8", "--json"]
+    assert main(["whatif", *flags, "--first-stage-layers", "6", "--last-stage-layers", "6", "--nics-per-node", "4",
+                 "--nic-gbps", "100", "--no-knobs"]) == 0  # fmt: skip
+    data = json.loads(capsys.readouterr().out)
+    assert data["layout"]["first_stage_layers"] == 6 and "4 ports a node of 100 Gb/s" in data["system"]
+    assert main(["whatif", *flags, "--gpu-memory", "40", "--no-knobs"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["memory_gib"][0]["capacity"] == pytest.approx(40e9 / 2**30, abs=1e-3) and "(40 GB)" in data["system"]
+    assert main(["whatif", *flags, "--launch-blocking", "--no-knobs"]) == 0
+    assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["launch"] > 0
+    assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
+    assert "summing to the model's layers" in capsys.readouterr().err
+    assert main(["whatif", *flags, "--stage-layers", "8,x"]) == 2
+    assert "whole numbers of layers separated by commas" in capsys.readouterr().err
 
 
 def test_whatif_json_has_the_report_keys(capsys):
@@ -66,7 +98,7 @@ def test_help_explains_the_flags(capsys):
                  "--sequence-parallel", "--zero", "--json"):  # fmt: skip
         assert flag in out
     out = " ".join(out.split())  # argparse wraps the help
-    for default in ("(default selective)", "0 (the default)", "the default) or fp16", "flash, the default",
+    for default in ("(default selective)", "0 (the default)", "the default), fp16", "flash, the default",
                     "(default gelu", "(default 0: dense)", "(default 1; needs --experts)", "as many as --heads"):  # fmt: skip
         assert default in out
 
@@ -74,11 +106,17 @@ def test_help_explains_the_flags(capsys):
 def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
     two = [published_rows()[4], published_rows()[11]]  # one row of each table: the full run is in test_whatif_validate
     monkeypatch.setattr(validate_module, "published_rows", lambda: two)
+    outside = [r for r in outside_rows() if r.table == LLAMA3][1:2]  # one out-of-sample row: all in test_whatif_outside
+    monkeypatch.setattr(validate_module, "outside_rows", lambda: outside)
     assert main(["validate"]) == 0
     out = capsys.readouterr().out
     assert "published  predicted   ratio" in out and "39B (t8 p2 d32)" in out and "22B seq. par. + selective" in out
+    assert out.index("Out of sample") > out.index("22B seq. par. + selective") and outside[0].label in out
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
+    assert data[-1]["set"] == "out of sample" and data[-1]["row"] == outside[0].label
+    assert data[-1]["layout"]["first_stage_layers"] == 3 and data[-1]["speed_ratio"] > 0
+    data = [r for r in data if r["set"] == "in sample"]
     assert [r["row"] for r in data] == [
         "39B (t8 p2 d32)",
         "22B seq. par. + selective",
@@ -94,5 +132,6 @@ def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
 def test_validate_fails_and_marks_a_row_outside_the_band(capsys, monkeypatch):
     far = replace(published_rows()[0], published=100)  # 1.7B as if it had measured 100 TFLOP/s: ratio above 1.5
     monkeypatch.setattr(validate_module, "published_rows", lambda: [far])
+    monkeypatch.setattr(validate_module, "outside_rows", lambda: [])
     assert main(["validate"]) == 1
     assert "1.7B (t1 p1 d32)" in (out := capsys.readouterr().out) and "outside 0.85-1.15" in out

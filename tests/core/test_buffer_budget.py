@@ -89,3 +89,42 @@ def test_the_default_is_well_under_the_machine_memory():
 
     memory = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     assert World(2).max_buffered_bytes == default_max_buffered_bytes() == min(512 << 20, memory // 4)
+
+
+def send_view(dev, elements):
+    """Device 0 sends a broadcast_to view: 8 bytes of memory standing for ``elements`` float64s."""
+    if dev.rank == 0:
+        dev.send(np.broadcast_to(np.float64(2.0), (elements,)), dst=1)
+    else:
+        return dev.recv(src=0)
+
+
+@pytest.mark.parametrize("keep_payloads", [True, False])
+def test_a_message_larger_than_the_budget_is_refused_before_its_copy(keep_payloads):
+    import tracemalloc
+
+    world = World(2, keep_payloads=keep_payloads, max_buffered_bytes=1 << 20)
+    tracemalloc.start()
+    try:
+        with pytest.raises(BufferLimitError) as info:
+            world.run(send_view, 64 << 20)  # 512 MiB once copied
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 << 20, f"{peak:,} bytes were allocated: the view was copied before it was refused"
+    text = str(info.value)
+    assert "device 0: send(dst=1)" in text and "536,870,912 bytes (512 MiB)" in text
+    assert "over the budget of 1,048,576 bytes (1 MiB)" in text and "nothing was copied" in text
+    assert "np.broadcast_to" in text and "raise max_buffered_bytes" in text
+
+
+def test_an_8_gib_view_gets_the_budget_error_not_a_memory_error():
+    with pytest.raises(BufferLimitError, match=r"8,589,934,592 bytes \(8 GiB\)"):
+        World(2).run(send_view, 1 << 30)
+
+
+def test_a_view_within_the_budget_is_copied_and_arrives():
+    result = World(2, max_buffered_bytes=1 << 20).run(send_view, 1000)
+    got = result.outputs[1]
+    assert got.shape == (1000,) and np.all(got == 2.0) and not got.flags.writeable
+    assert result.trace.messages[0].payload.strides == (8,)  # a real copy, not the view

@@ -109,6 +109,35 @@ def test_each_world_has_its_own_private_store():
     assert not a.folder.exists()
 
 
+KILLED_LAUNCHER = """
+import os, signal, sys
+from simulator.real.loopback import PrivateStore
+print(PrivateStore().folder, flush=True)
+os.kill(os.getpid(), signal.SIGKILL)  # as a launcher killed outright: no close, no atexit
+"""
+
+
+def test_a_killed_launchers_store_folder_goes_at_the_next_start(tmp_path, monkeypatch):
+    import subprocess
+    import tempfile
+
+    from simulator.real.loopback import PrivateStore
+
+    monkeypatch.setenv("TMPDIR", str(tmp_path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # tempfile reads TMPDIR again
+    killed = subprocess.run([sys.executable, "-c", KILLED_LAUNCHER], capture_output=True, text=True, env=os.environ)
+    orphan = killed.stdout.strip()
+    assert killed.returncode == -9 and os.path.isdir(orphan) and orphan.startswith(str(tmp_path))
+    alive = PrivateStore()  # this process's own: its launcher runs, so the next start leaves it
+    try:
+        assert not os.path.exists(orphan)
+        later = PrivateStore()
+        later.close()
+        assert alive.folder.exists()
+    finally:
+        alive.close()
+
+
 def timed_out(rank, waiting, collective, message=""):
     return ErrorReport(
         rank,

@@ -184,3 +184,22 @@ def test_every_committed_picture_fits_a_16_9_slide():
             if o.endswith((".png", ".gif")):
                 width, height = Image.open(ROOT / "figures" / o).size
                 assert width / height >= 16 / 9 - 0.01, f"figures/{o} is {width} x {height}, taller than 16:9"
+
+
+def test_the_page_screenshots_are_16_9_slides_with_legible_text():
+    """Every page figure is one 1920 x 1080 screen, laid out at 1280 x 720 x 12/14 CSS pixels: the pages' smallest
+    text (12 px, held by the browser tests) reads as 14 px on a slide shown 1280 pixels wide."""
+    from PIL import Image
+
+    from simulator.teach.figures.pages import SLIDE_SCREEN
+
+    width, height = SLIDE_SCREEN
+    assert width / height == pytest.approx(16 / 9, rel=0.01) and 12 * 1280 / width >= 14
+    pages = [
+        o
+        for name in ("view-pages", "present-pages", "explorer-pages", "memory-pages")
+        for o in registry()[name].outputs
+    ]
+    assert {"view_split.png", "view_wrong_input.png", "view_tp_row.png", "memory_calculator.png"} <= set(pages)
+    for o in pages:
+        assert Image.open(ROOT / "figures" / o).size == (1920, 1080), o

@@ -91,7 +91,7 @@ def test_the_files_graded_are_the_students_in_name_order(folder):
     assert names == sorted(n for n in FILES if not n.startswith("_")) and "_notes.py" not in names
 
 
-def test_one_file_graded_in_process(folder):
+def test_one_file_graded(folder):
     right = grade_file(folder / "alice/ring_2.py")
     assert right["verdict"] == "passed" and right["exercise"] == "ring-all-reduce" and not right["first_divergence"]
     wrong = grade_file(folder / "alice/ring_1.py")
@@ -134,6 +134,14 @@ def test_a_folder_of_right_wrong_hanging_and_crashing_files_grades_to_a_csv(fold
     assert rows["alice/ring_1.py"]["first_divergence"] == "output v on device 0"
     assert "stopped after 20 s" in rows["carol_hangs.py"]["detail"]
     assert "exit status 3" in rows["dave_exits.py"]["detail"]
+    with (tmp_path / "grades-students.csv").open() as f:  # beside it, one row per student
+        students = {row["student"]: row for row in csv.DictReader(f)}
+    assert (students["alice"]["passed"], students["alice"]["tries"], students["alice"]["last_verdict"]) == (
+        "1",
+        "2",
+        "passed",
+    )
+    assert students["carol_hangs"]["last_verdict"] == "timed out" and len(students) == 9
     err = capsys.readouterr()
     assert "[10/10]" in err.err and err.out.startswith(f"wrote {out}: 2 passed, 2 FAILED, 1 timed out, 3 crashed")
 

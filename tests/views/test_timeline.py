@@ -332,3 +332,37 @@ def test_timeline_command(capsys):
     assert out[1].startswith("device 0  A") and out[2].startswith("device 1  .") and "B" in out[2]
     assert main(["timeline", "no-such-scenario"]) == 2
     assert "no scenario named" in capsys.readouterr().err
+
+
+def test_the_ring_animation_s_labels_never_overlap(tmp_path, monkeypatch):
+    """Four messages cross the ring's middle at once: their labels go outside the ring, and one that would still
+    overlap another is left off (its dot stays). Every frame's shown labels, as drawn, are apart."""
+    from simulator.views.plot import animation
+
+    frames = []
+
+    def recorded(fig, labels):
+        shown = layout(fig, labels)
+        frames.append(shown)
+        return shown
+
+    layout = animation.label_layout
+    monkeypatch.setattr(animation, "label_layout", recorded)
+    run = World(4, cost=classroom()).run(lambda dev: ring_pass(dev, np.full(500, dev.rank + 1.0), 3, 6e-6))
+    animate_messages(run, tmp_path / "ring.gif", frames=8)  # the middle of every message is a frame too
+    assert frames and max(len(shown) for shown in frames) == 4  # all four crossing at once keep their labels
+    for shown in frames:
+        assert not any(a.overlaps(b) for i, a in enumerate(shown) for b in shown[i + 1 :])
+
+
+def test_label_layout_leaves_off_a_label_that_would_cover_another():
+    import matplotlib.pyplot as plt
+
+    from simulator.views.plot.animation import label_layout
+
+    fig = plt.figure(figsize=(4, 3))
+    fig.canvas.draw()
+    labels = [fig.text(0.5, 0.5, "[1, 1, 1, ...]"), fig.text(0.52, 0.5, "[2, 2, 2, ...]"), fig.text(0.1, 0.1, "far")]
+    shown = label_layout(fig, labels)
+    assert [lab.get_text() for lab in labels] == ["[1, 1, 1, ...]", "", "far"] and len(shown) == 2
+    plt.close(fig)

@@ -260,3 +260,11 @@ def test_the_first_divergence_names_its_wrong_numbers_and_the_value_due():
 def test_a_small_wrong_value_is_marked_whole():
     check_ = build_document("wrong-input")["check"]
     assert check_["cells"] == [0] and build_document("wrong-input")["values"][check_["expected"]] == "[7.]"
+
+
+def test_an_op_the_cost_model_does_not_price_is_not_said_to_take_0_us():
+    doc = build_document("tp-row")
+    said = [" ".join(e["say"]) if isinstance(e["say"], list) else e["say"] for e in doc["events"] if e["k"] == "op"]
+    assert not [s for s in said if "taking 0 " in s]
+    free = [e for e in doc["events"] if e["k"] == "op" and e["t1"] == e["t"]]
+    assert free and all("no time in the cost model" in e["say"][-1] for e in free)

@@ -18,7 +18,9 @@ published measurements (``tables.py``). The numbers it prices with are measured,
 | report.py | ``Report``: the breakdown, throughput, memory; as text or JSON |
 | run.py | ``whatif``: the step simulated and reported |
 | tables.py | the published tables (Narayanan et al. 2021 Table 1, Korthikanti et al. 2022 Table 5), sourced |
-| validate.py | every row predicted and compared |
+| outside.py | the out-of-sample rows: MT-NLG, BLOOM, Llama 3 Table 4, llm-foundry's FSDP runs, as published |
+| validate.py | every row predicted and compared; the out-of-sample set apart, with its summary |
+| band.py | an answer's band from the out-of-sample error, and the unpublished knobs re-asked |
 | full.py | the older teaching what-if: every device of a GPT-3 1F1B step simulated (``Step3D``) |
 """
 

@@ -74,18 +74,17 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
     return total, gemm_inputs
 
 
-def chunk_activations(model: Transformer, layout: TrainingSetup) -> tuple[float, float]:
-    """(bytes, weight-gradient part) one model chunk keeps per microbatch."""
-    per_chunk = model.layers // (layout.pp * layout.stages_per_rank)
+def chunk_activations(model: Transformer, layout: TrainingSetup) -> list[tuple[float, float]]:
+    """Per model chunk: (bytes, weight-gradient part) it keeps per microbatch."""
     total, kept = layer_activations(model, layout)
-    return per_chunk * total, per_chunk * kept
+    return [(n * total, n * kept) for n in layout.chunk_layers(model)]
 
 
-def peak_activations(schedule: Schedule, rank: int, chunk: tuple[float, float]) -> float:
+def peak_activations(schedule: Schedule, rank: int, chunks: list[tuple[float, float]]) -> float:
     """The most activation bytes ``rank`` holds at once running ``schedule`` (see the module docstring)."""
-    total, kept = chunk
     held = peak = 0.0
     for a in schedule.actions[rank]:
+        total, kept = chunks[a.stage]
         if a.kind == F:
             held += total
         elif a.kind == B:
@@ -114,8 +113,8 @@ def rank_params(
     """(dense, expert) parameters pipeline rank ``rank`` holds, per tensor-parallel rank."""
     stages = len(placement)
     chunks = [s for s in range(stages) if placement[s] == rank]
-    per_chunk = model.layers // stages
-    layers = len(chunks) * per_chunk
+    counts = layout.chunk_layers(model)
+    layers = sum(counts[s] for s in chunks)
     experts = model.experts * model.mlp_params / layout.ep / layout.tp if model.experts else 0.0
     dense = layers * (layer_params_per_rank(model, layout) - experts)
     embedding = model.padded_vocab(layout.tp) * model.hidden / layout.tp

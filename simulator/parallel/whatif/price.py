@@ -9,7 +9,10 @@
 - ``tp``, ``sp_cp``, ``ep``: the part of each collective that no product hides. A collective with a ``hide``
   product is hidden up to that product's time when the product runs in the same action and the layout's
   ``tp_overlap`` allows it (``layout.py``); when a schedule splits the backward, a collective waiting for
-  the weight-gradient product (which runs later, in W) is not hidden.
+  the weight-gradient product (which runs later, in W) is not hidden;
+- ``launch``: the GPU waiting for the CPU to issue kernels (``launch_gap``);
+- ``contention``: what hiding costs: the product runs slower while the collective beside it holds SMs
+  (``Achieved.overlapped``, with the slowdown the system measured).
 """
 
 from __future__ import annotations
@@ -21,17 +24,18 @@ from .layer import Op, embedding_ops, head_ops, layer_ops
 from .model import Transformer
 from .training_setup import TrainingSetup
 
-COMPUTE = ("matmul", "attention", "elementwise", "recompute")
+COMPUTE = ("matmul", "attention", "elementwise", "recompute", "contention", "launch")
 EXPOSED = ("tp", "sp_cp", "ep")
 CATEGORIES = COMPUTE + EXPOSED
 OVERLAPS = {"none": ("always",), "backward": ("always", "backward"), "full": ("always", "backward", "full")}
 Costs = dict[str, float]
 
 
-def op_seconds(op: Op, achieved: Achieved, itemsize: int) -> float:
-    """Seconds one op takes on its own (a collective: with no compute beside it)."""
+def op_seconds(op: Op, achieved: Achieved, itemsize: int, fp8: bool = False) -> float:
+    """Seconds one op takes on its own (a collective: with no compute beside it). Under FP8 the linear layers'
+    products run on FP8 tensor cores (Transformer Engine); the attention core stays in 16 bits."""
     if op.kind == "matmul":
-        return achieved.matmul_time(*op.shape, itemsize=itemsize)
+        return achieved.matmul_time(*op.shape, itemsize=itemsize, fp8=fp8 and not op.core)
     if op.kind == "attention":
         return achieved.attention_time(op.flops)
     if op.kind == "memory":
@@ -47,18 +51,35 @@ def price(ops: list[Op], recomputed: list[Op], layout: TrainingSetup, achieved: 
     out: Costs = defaultdict(float)
     allowed = OVERLAPS[layout.tp_overlap]
     for group, is_recompute in ((recomputed, True), (ops, False)):
-        times = {op.name: op_seconds(op, achieved, itemsize) for op in group if op.kind in ("matmul", "attention")}
+        fp8 = layout.precision == "fp8"
+        times = {op.name: op_seconds(op, achieved, itemsize, fp8) for op in group if op.kind in ("matmul", "attention")}
         for op in group:
-            seconds = op_seconds(op, achieved, itemsize)
+            seconds = op_seconds(op, achieved, itemsize, fp8)
+            if seconds > 0:
+                out["launch"] += launch_gap(op, seconds, layout, achieved)
             if op.kind in EXPOSED:
                 if op.hide in times and op.overlap in allowed:
-                    seconds = max(0.0, seconds - times[op.hide])
+                    product = times[op.hide]
+                    slowed, seconds = achieved.overlapped(product, seconds)
+                    out["contention"] += slowed - product
                 out[op.kind] += seconds
             elif is_recompute:
                 out["recompute"] += seconds
             else:
                 out[{"matmul": "matmul", "attention": "attention", "memory": "elementwise"}[op.kind]] += seconds
     return out
+
+
+def launch_gap(op: Op, seconds: float, layout: TrainingSetup, achieved: Achieved) -> float:
+    """Seconds the GPU waits for the CPU around one kernel. The CPU issues kernels ahead of the GPU, so a kernel
+    shorter than the CPU's time to issue one (``Achieved.launch_seconds``) leaves the GPU idle for the rest;
+    under ``CUDA_LAUNCH_BLOCKING=1`` (``layout.launch_blocking``) the CPU waits for every kernel, collectives
+    included, and its issue time adds to each."""
+    if layout.launch_blocking:
+        return achieved.launch_seconds
+    if op.kind in EXPOSED:
+        return 0.0
+    return max(0.0, achieved.launch_seconds - seconds)
 
 
 def recomputed_ops(forward: list[Op], layout: TrainingSetup) -> list[Op]:
@@ -75,9 +96,9 @@ def recomputed_ops(forward: list[Op], layout: TrainingSetup) -> list[Op]:
 def action_costs(model: Transformer, layout: TrainingSetup, achieved: Achieved) -> list[dict[str, Costs]]:
     """Per stage (model chunk, 0 .. pp * stages_per_rank - 1): per action kind, seconds by category."""
     e = model.itemsize
-    stages = layout.pp * layout.stages_per_rank
-    per_chunk = model.layers // stages
-    ops = layer_ops(model, layout)  # one layer's; a chunk runs per_chunk of them
+    counts = layout.chunk_layers(model)
+    stages = len(counts)
+    ops = layer_ops(model, layout)  # one layer's; a chunk runs counts[s] of them
     first, last = embedding_ops(model, layout), head_ops(model, layout)
     out = []
     for s in range(stages):
@@ -86,7 +107,7 @@ def action_costs(model: Transformer, layout: TrainingSetup, achieved: Achieved) 
         for kind, phases in (("F", "F"), ("B", "IW"), ("I", "I"), ("W", "W")):
             chosen = [op for op in ops if op.phase in phases]
             again = recomputed_ops([op for op in ops if op.phase == "F"], layout) if kind in "BI" else []
-            costs = _scaled(price(chosen, again, layout, achieved, e), per_chunk)
+            costs = _scaled(price(chosen, again, layout, achieved, e), counts[s])
             ends_costs = price([op for op in extra if op.phase in phases], [], layout, achieved, e)
             kinds[kind] = {c: costs.get(c, 0.0) + ends_costs.get(c, 0.0) for c in CATEGORIES}
         out.append(kinds)

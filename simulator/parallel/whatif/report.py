@@ -24,12 +24,13 @@ from .memory import GIB, Memory
 from .model import Transformer
 from .training_setup import TrainingSetup
 
-COMPUTE_KINDS = ("matmul", "attention", "elementwise", "recompute", "optimizer")
+COMPUTE_KINDS = ("matmul", "attention", "elementwise", "recompute", "contention", "launch", "optimizer")
 COMM_KINDS = ("tp", "sp_cp", "ep", "pp", "dp")
 KINDS = COMPUTE_KINDS + COMM_KINDS + ("bubble", "idle")
 LABELS = {
     "matmul": "matrix products", "attention": "fused attention", "elementwise": "element-wise kernels",
-    "recompute": "recomputation", "optimizer": "optimizer step", "tp": "tensor-parallel all-reduces",
+    "recompute": "recomputation", "contention": "products slowed by overlapped comm.",
+    "launch": "GPU waiting for kernel launches", "optimizer": "optimizer step", "tp": "tensor-parallel all-reduces",
     "sp_cp": "sequence/context-parallel comm.", "ep": "expert-parallel all-to-all", "pp": "pipeline sends",
     "dp": "data-parallel gradients", "bubble": "pipeline bubble", "idle": "idle (waiting for the slowest)",
 }  # fmt: skip
@@ -107,7 +108,7 @@ class Report:
         return {
             "model": self.model.name or "custom",
             "system": self.system,
-            "layout": {k: getattr(lay, k) for k in lay.__dataclass_fields__},
+            "layout": {k: list(v) if isinstance(v, tuple) else v for k, v in vars(lay).items()},
             "devices": self.devices,
             "step_seconds": self.step_seconds,
             "tflops_per_gpu": self.tflops_per_gpu,

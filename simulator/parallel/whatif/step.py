@@ -41,7 +41,7 @@ from ..schedules import RECV_B, RECV_F, SEND_B, SEND_F, B, Schedule, W, make_sch
 from .layer import PerRank
 from .memory import rank_params
 from .model import Transformer
-from .price import CATEGORIES, action_costs, total
+from .price import action_costs, total
 from .training_setup import TrainingSetup
 
 RECV, SEND, COMPUTE = 0, 1, 2
@@ -169,26 +169,34 @@ class StageProgram:
 
         reduce_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
         stream = 0.0  # when the gradient stream is next free
-        per_chunk = params / max(len(chunks), 1)
+        beside = 0.0  # seconds of it that ran beside the backward (overlapped: the kernels there ran slower)
+        counts = layout.chunk_layers(model)
+        held = sum(counts[c] for c in chunks)  # this rank's layers: its chunks' gradients in proportion
         for s in sorted(done_at, key=lambda c: done_at[c][1]):
             start, end = done_at[s]
+            per_chunk = params * (counts[s] / held if held else 1 / len(chunks))
             if not layout.dp_overlap or ranks == 1:
                 stream = max(stream, time.end) + coll(reduce_kind, per_chunk, gb)
                 continue
             buckets = max(1, math.ceil(per_chunk / max(BUCKET, 1_000_000 * layout.dp)))
             for k in range(buckets):
                 ready = start + (end - start) * (k + 1) / buckets
-                stream = max(stream, ready) + coll(reduce_kind, per_chunk / buckets, gb)
-        if layout.zero >= 2:  # reduce-scattered every microbatch, not only the last
-            extra = (self.schedule.microbatches - 1) * coll("reduce_scatter", params, gb)
-            if layout.zero == 3:  # and every layer's weights gathered for each forward and backward
-                extra += 2 * self.schedule.microbatches * coll("all_gather", params, 2)
-            hidden = sum(time.seconds[c] for c in CATEGORIES) if layout.dp_overlap else 0.0  # prefetched
-            stream = max(stream, time.end) + max(0.0, extra - hidden)
+                seconds = coll(reduce_kind, per_chunk / buckets, gb)
+                begin = max(stream, ready)
+                beside += max(0.0, min(begin + seconds, time.end) - begin)
+                stream = begin + seconds
+        contention = achieved.overlap_slowdown * beside
+        if layout.zero >= 2:
+            exposed_layers, slowed = self._sharded_layers(coll, params, max(held, 1), chunks)
+            stream = max(stream, time.end) + exposed_layers
+            contention += slowed
         if layout.pp > 1 and model.tied and (0 in chunks or self.schedule.stages - 1 in chunks):
             emb = model.padded_vocab(layout.tp) * model.hidden / layout.tp * gb
             stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, 1)
         exposed = max(0.0, stream - time.end)
+        if contention > 0:
+            dev.compute("contention", _same, self.message, seconds=contention, keep=False)
+            time.seconds["contention"] += contention
         if layout.zero in (1, 2):  # the updated weights, gathered back
             gather = coll("all_gather", params, 2)
             if layout.dp_overlap:
@@ -203,6 +211,29 @@ class StageProgram:
         dev.compute("optimizer", _same, self.message, seconds=optimizer, keep=False)
         time.seconds["optimizer"] += optimizer
 
+    def _sharded_layers(self, coll, params: float, layers: int, chunks: list[int]) -> tuple[float, float]:
+        """(exposed seconds, compute slowed by the overlap) of ZeRO-2's reduce-scatters of every microbatch but
+        the last (which the bucket stream prices) and ZeRO-3's weight gathers, layer by layer as PyTorch's FSDP
+        runs them: each layer's all-gather is issued one layer ahead (prefetch depth 1: ``forward_prefetch``,
+        ``BackwardPrefetch.BACKWARD_PRE``, and in FSDP2 the implicit prefetch), so it hides behind the previous
+        layer's compute up to that compute's time; the first layer's gather has nothing before it. In the
+        backward a layer's weights are gathered again (``reshard_after_forward``) and its gradients
+        reduce-scattered beside the next layer's backward. Without ``dp_overlap`` nothing is hidden."""
+        layout, achieved = self.layout, self.system.achieved
+        m = self.schedule.microbatches
+        forward = sum(total(self.costs[s]["F"]) for s in chunks) / layers
+        backward = sum(total(self.costs[s]["B"]) for s in chunks) / layers
+        gather = coll("all_gather", params / layers, 2) if layout.zero == 3 else 0.0
+        scatter = coll("reduce_scatter", params / layers, layout.bytes_per_param[1])
+        scatters = (m - 1) * layers  # the last microbatch's go on the bucket stream
+        if not layout.dp_overlap:
+            return 2 * m * layers * gather + scatters * scatter, 0.0
+        slowed_f, exposed_f = achieved.overlapped(forward, gather)
+        slowed_b, exposed_b = achieved.overlapped(backward, gather + scatter * (m - 1) / m)
+        exposed = m * (gather + (layers - 1) * exposed_f) + m * (gather + (layers - 1) * exposed_b)
+        slowed = m * (layers - 1) * ((slowed_f - forward) + (slowed_b - backward))
+        return exposed, slowed
+
 
 def simulate(model: Transformer, layout: TrainingSetup, system: System) -> tuple[RunResult, StageProgram]:
     """Run the step (see the module docstring): the engine's result and the program with each rank's times."""
@@ -210,7 +241,9 @@ def simulate(model: Transformer, layout: TrainingSetup, system: System) -> tuple
     schedule = schedule_for(layout)
     program = StageProgram(model, layout, system, schedule)
     a, n = system.achieved, program.message.nbytes
-    latency, bandwidth = (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.nic_bandwidth)
+    latency, bandwidth = (
+        (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.gpu_nic_bandwidth)
+    )
     link = CostModel(latency=latency, bandwidth=bandwidth, flops=system.peak_flops, name=f"{system.name} pipeline")
     result = World(layout.pp, cost=link, keep_payloads=False, leftovers="error").run(program)
     return result, program

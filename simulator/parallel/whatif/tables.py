@@ -30,6 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ...cost.systems import System
 from .model import Transformer, named_model
 from .training_setup import TrainingSetup
 
@@ -48,8 +49,9 @@ class Row:
     model: Transformer
     layout: TrainingSetup
     published: float
-    metric: str  # "tflops_per_gpu" (with recomputation, as Narayanan et al. count) or "step_seconds"
-    system: str = "dgx-a100"
+    metric: str  # "tflops_per_gpu" (with recomputation, as Narayanan et al. count), "model_tflops_per_gpu"
+    # (without: the MFU count), "tokens_per_second_per_gpu" or "step_seconds"
+    system: str | System = "dgx-a100"
 
 
 NARAYANAN_2021 = dict(

@@ -18,7 +18,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``grad_fusion``: weight gradients accumulate into the fp32 main gradients inside the product
   (``--gradient-accumulation-fusion``, February 2022); off, a separate add per parameter and microbatch;
 - ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
-  gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md;
+  gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
+  "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
+  measured FP8 rate, the rest as bf16; memory as bf16, the FP8 copies and scales not counted);
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022) or "flash" (one fused kernel, FlashAttention-2).
 """
@@ -32,7 +34,9 @@ from .model import Transformer
 
 RECOMPUTE = ("none", "selective", "full")
 TP_OVERLAP = ("none", "backward", "full")
-PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16)}  # bytes a parameter: weights, gradients, optimizer state
+# bytes a parameter: weights, gradients, optimizer state; FP8 (Transformer Engine) keeps bf16 weights and fp32
+# main gradients, casting to FP8 inside each product
+PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12)}
 ATTENTION = ("flash", "unfused")
 
 
@@ -62,6 +66,10 @@ class TrainingSetup:
     precision: str = "bf16"
     attention: str = "flash"
     node_size: int = 8
+    first_stage_layers: int | None = None  # Megatron-LM's --decoder-first-pipeline-num-layers
+    last_stage_layers: int | None = None  # --decoder-last-pipeline-num-layers
+    stage_layers: tuple[int, ...] | None = None  # layers of every model chunk, in pipeline order
+    launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -78,6 +86,19 @@ class TrainingSetup:
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise SetupError(f"TrainingSetup({name}={getattr(self, name)!r}): choose one of {', '.join(allowed)}")
+        for name in ("first_stage_layers", "last_stage_layers"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 0):
+                raise SetupError(f"TrainingSetup({name}={value!r}): give a whole number of layers >= 0")
+        if self.stage_layers is not None:
+            counts = tuple(self.stage_layers)
+            if not counts or any(isinstance(c, bool) or not isinstance(c, int) or c < 0 for c in counts):
+                raise SetupError(
+                    f"TrainingSetup(stage_layers={self.stage_layers!r}): give whole numbers of layers >= 0"
+                )
+            if self.first_stage_layers is not None or self.last_stage_layers is not None:
+                raise SetupError("give either stage_layers (every chunk's layers) or first/last_stage_layers, not both")
+            object.__setattr__(self, "stage_layers", counts)
         if self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
         if self.global_batch is None:
@@ -112,6 +133,50 @@ class TrainingSetup:
     def bytes_per_param(self) -> tuple[int, int, int]:
         """(weights, gradients, optimizer state) bytes per parameter before any sharding."""
         return PRECISION[self.precision]
+
+    def chunk_layers(self, model: Transformer) -> tuple[int, ...]:
+        """Transformer layers in each model chunk (pipeline order: chunk c runs on rank c % pp), split as
+        Megatron-LM splits them: evenly; or ``first_stage_layers`` / ``last_stage_layers`` in the first and
+        last chunk and the rest evenly over the others (``--decoder-first-pipeline-num-layers`` and
+        ``--decoder-last-pipeline-num-layers``, megatron/core/transformer/transformer_block.py); or every
+        chunk's count as given (``stage_layers``). The embedding runs in the first chunk, the output layer and
+        the loss in the last, beside their layers (``price.py``)."""
+        chunks = self.pp * self.stages_per_rank
+        where = f"{chunks} model chunks (pp={self.pp} x {self.stages_per_rank} per rank)"
+        if self.stage_layers is not None:
+            if len(self.stage_layers) != chunks or sum(self.stage_layers) != model.layers:
+                raise SetupError(
+                    f"stage_layers {','.join(map(str, self.stage_layers))} gives {len(self.stage_layers)} chunks "
+                    f"and {sum(self.stage_layers)} layers; the layout has {where} and the model {model.layers} "
+                    "layers: give one count per chunk, summing to the model's layers"
+                )
+            return self.stage_layers
+        first, last = self.first_stage_layers, self.last_stage_layers
+        if first is None and last is None:
+            if model.layers % chunks:
+                raise SetupError(
+                    f"{model.layers} layers do not split evenly into {where}: give --first-stage-layers and/or "
+                    "--last-stage-layers (as Megatron-LM's --decoder-first/last-pipeline-num-layers) or "
+                    f"--stage-layers, or choose pp and --virtual-stages whose product divides {model.layers}"
+                )
+            return (model.layers // chunks,) * chunks
+        if chunks < 2:
+            raise SetupError("first/last stage layers set a pipeline's ends: they need pp > 1")
+        ends = [n for n in (first, last) if n is not None]
+        inner = chunks - len(ends)
+        rest = model.layers - sum(ends)
+        if rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
+            raise SetupError(
+                f"{model.layers} layers with {first} in the first and {last} in the last chunk leave {rest} for the "
+                f"other {inner} of {where}: choose counts that leave a multiple of {max(inner, 1)}"
+            )
+        middle = rest // inner if inner else 0
+        counts = [middle] * chunks
+        if first is not None:
+            counts[0] = first
+        if last is not None:
+            counts[-1] = last
+        return tuple(counts)
 
     # ---- where groups sit (ranks in order tp, cp, ep/dp, pp) ------------------------------------
     def per_node(self, stride: int, size: int) -> int:
@@ -159,12 +224,7 @@ class TrainingSetup:
         if fixed not in (None, 1) and self.virtual_stages not in (1, fixed):
             raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
                               f"(virtual_stages={self.virtual_stages}) or use one of {looped}")  # fmt: skip
-        chunks = self.pp * self.stages_per_rank
-        if model.layers % chunks:
-            raise SetupError(
-                f"{model.layers} layers do not split evenly into {chunks} model chunks (pp={self.pp} x "
-                f"{self.stages_per_rank} per rank): choose pp and --virtual-stages whose product divides {model.layers}"
-            )
+        self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
         if self.cp > 1 and self.attention != "flash":

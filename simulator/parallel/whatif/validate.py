@@ -3,6 +3,10 @@
 The what-if has no per-row constants: each row runs its table's configuration (``tables.py``) on the
 ``dgx-a100`` system, whose rates are all measured elsewhere (``simulator.cost.systems``). A ratio within
 0.85 .. 1.15 is the project's bar (issue 27).
+
+The out-of-sample rows (``outside.py``) are reported apart (``outside_table``): runs the costs were not found
+with, each compared as a *speed ratio* (predicted throughput over published; above 1: the what-if is
+optimistic), with how many fall within 15% and 25%, the median, and which way the errors lean.
 """
 
 from __future__ import annotations
@@ -12,6 +16,7 @@ from dataclasses import dataclass, replace
 from ...cost.systems import system
 from .layer import layer_ops
 from .memory import GIB, chunk_activations, peak_activations
+from .outside import outside_rows
 from .price import price, recomputed_ops, total
 from .report import Report
 from .run import whatif
@@ -46,6 +51,11 @@ class Checked:
     def predicted(self) -> float:
         if self.row.metric == "tflops_per_gpu":
             return self.report.hardware_tflops_per_gpu
+        if self.row.metric == "model_tflops_per_gpu":
+            return self.report.tflops_per_gpu
+        if self.row.metric == "tokens_per_second_per_gpu":
+            lay = self.report.layout
+            return lay.global_batch * self.row.model.seq / self.report.step_seconds / lay.devices
         return self.report.step_seconds
 
     @property
@@ -59,7 +69,93 @@ class Checked:
 
 def validate(rows: list[Row] | None = None) -> list[Checked]:
     """Predict every row (default: all of ``tables.published_rows()``)."""
-    return [Checked(row, whatif(row.model, row.layout, row.system)) for row in (rows or published_rows())]
+    return [
+        Checked(row, whatif(row.model, row.layout, row.system)) for row in (published_rows() if rows is None else rows)
+    ]
+
+
+def speed_ratio(c: Checked) -> float:
+    """Predicted over published throughput (above 1: optimistic), whatever the row's metric."""
+    return 1 / c.ratio if c.row.metric == "step_seconds" else c.ratio
+
+
+@dataclass(frozen=True)
+class Summary:
+    """How a set of rows lands: counts within 15% and 25%, the median speed ratio, and the lean."""
+
+    rows: int
+    within_15: int
+    within_25: int
+    median: float
+    optimistic: int  # rows predicted faster than published
+    low: float
+    high: float
+
+    @classmethod
+    def of(cls, ratios: list[float]) -> Summary:
+        ordered = sorted(ratios)
+        n = len(ordered)
+        median = (ordered[(n - 1) // 2] + ordered[n // 2]) / 2
+        return cls(n, sum(abs(r - 1) <= 0.15 for r in ordered), sum(abs(r - 1) <= 0.25 for r in ordered), median,
+                   sum(r > 1 for r in ordered), ordered[0], ordered[-1])  # fmt: skip
+
+    def text(self) -> str:
+        lean = (
+            "optimistic"
+            if self.optimistic > self.rows / 2
+            else "pessimistic"
+            if self.optimistic < self.rows / 2
+            else "even"
+        )
+        return (
+            f"{self.within_15} of {self.rows} within 15%, {self.within_25} within 25%; median speed ratio "
+            f"{self.median:.2f} (range {self.low:.2f}-{self.high:.2f}); {self.optimistic} of {self.rows} "
+            f"optimistic: the errors lean {lean}"
+        )
+
+
+def outside() -> list[Checked]:
+    """Every out-of-sample row predicted (``outside.outside_rows``)."""
+    return validate(outside_rows())
+
+
+def outside_table(checked: list[Checked]) -> str:
+    """The out-of-sample rows as text: source, configuration, published, predicted, speed ratio; the summary."""
+    lines = ["Out of sample: published runs the what-if was not built against (speed ratio: predicted throughput "
+             "over published, above 1 optimistic)"]  # fmt: skip
+    current = None
+    for c in checked:
+        if c.row.table != current:
+            current = c.row.table
+            unit = {"step_seconds": "seconds per iteration", "tflops_per_gpu": "TFLOP/s per GPU with recomputation",
+                    "model_tflops_per_gpu": "model TFLOP/s per GPU",
+                    "tokens_per_second_per_gpu": "tokens per second per GPU"}[c.row.metric]  # fmt: skip
+            lines += ["", f"{current} ({unit})"]
+            lines.append(f"  {'row':<42} {'published':>10} {'predicted':>10} {'speed':>6}")
+        r = speed_ratio(c)
+        mark = "" if abs(r - 1) <= 0.15 else "   off by more than 15%"
+        lines.append(f"  {c.row.label:<42} {_num(c.row.published):>10} {_num(c.predicted):>10} {r:>6.2f}{mark}")
+    lines += ["", Summary.of([speed_ratio(c) for c in checked]).text() if checked else "no out-of-sample rows"]
+    lines += memory_lines(checked)
+    return "\n".join(lines)
+
+
+def memory_lines(checked: list[Checked]) -> list[str]:
+    """Memory against runs known to fit: every out-of-sample run trained, so its fullest device held its tensors."""
+    if not checked:
+        return []
+    over = [c for c in checked if not c.report.fits]
+    lines = ["", f"memory: every one of these runs trained; {len(checked) - len(over)} of {len(checked)} fit as "
+             "predicted (tensors only: weights, gradients, optimizer state, activations)"]  # fmt: skip
+    for c in over:
+        fullest = max(c.report.memory, key=lambda m: m.total)
+        lines.append(f"  does not fit as predicted: {c.row.label}: {fullest.total / GIB:.1f} GiB of "
+                     f"{fullest.capacity / GIB:.1f}")  # fmt: skip
+    return lines
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.4g}"
 
 
 def activation_checks() -> list[tuple[str, float, float]]:

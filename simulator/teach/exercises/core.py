@@ -17,6 +17,7 @@ computes on a device what belongs to another gets FAILED.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -26,7 +27,7 @@ import numpy as np
 
 from ...checker import References, Split
 from ...core.arguments import PerDevice
-from ...core.engine import RunResult
+from ...core.engine import Engine, RunResult
 from ...core.world import World
 from . import sealed
 
@@ -67,6 +68,26 @@ class Requirement:
     key: str
     what: str
     unmet: Callable[[RunResult, Mapping[str, Any]], str | None]
+
+
+class AnswerElsewhere(ABC):
+    """An answer that runs in another process (``simulator.teach.remote_answer``: the grader never runs student
+    code). ``start`` starts it as a rank program on ``size`` devices, each given its part of ``args`` (a
+    ``PerDevice`` is a part per device), as ``World.start`` does: what it returns has ``replay`` (what the
+    isolation check hands the devices a rerun does not change, ``Engine.replay``) and ``finish()``, which runs it
+    there and returns the run's record, checked like a run made here. Calling it calls the answer there (the
+    schedule exercise's ``schedule(p, m)``). Every run a grade needs, the isolation check's reruns too, goes
+    through ``Exercise.start_program``, which asks this."""
+
+    @abstractmethod
+    def start(self, size: int, args: Sequence[Any]) -> Any: ...
+
+    @abstractmethod
+    def __call__(self, *args: Any) -> Any: ...
+
+    @abstractmethod
+    def calls(self) -> list[Any]:
+        """The student's device calls in the last run (``callsites.Call``), for the hint's line."""
 
 
 @dataclass(frozen=True)
@@ -117,6 +138,11 @@ class Exercise:
         """Run the program on these inputs, each device given its part of them."""
         if self.run is not None:
             return self.run(program, inputs)
+        return self.start_program(program, inputs, split).finish()
+
+    def start_program(self, program: Any, inputs: Mapping[str, Any], split: Split) -> Engine | Any:
+        """The program started on these inputs (not yet run), each device given its part of them (an answer that
+        runs elsewhere: its ``start``)."""
         args = []
         for name in self.arguments:
             value = inputs[name]
@@ -124,7 +150,9 @@ class Exercise:
                 args.append(PerDevice(lambda r, n=name, v=value: split.part(n, r, v)))
             else:
                 args.append(value)
-        return World(self.size).run(program, *args)
+        if isinstance(program, AnswerElsewhere):
+            return program.start(self.size, args)
+        return World(self.size).start(program, *args)
 
 
 def held_bytes(run: RunResult, rank: int, names: Callable[[str], bool]) -> int:

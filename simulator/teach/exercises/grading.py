@@ -8,8 +8,9 @@ folder of students' files call the same thing. A grade:
    its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
    FAILED try with the error and the student's line (only Ctrl-C, KeyboardInterrupt, stops the grade);
 3. checks each run against the single-device reference *and* the exercise's declared split, with the
-   student's own names for intermediates allowed (``check(..., split=..., own_names=True)``); then the
-   exercise's requirements;
+   student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
+   reaches a device outside messages: the program runs again with each device's own part of the inputs
+   changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's requirements;
 4. stops at the first input set that does not pass, and says which inputs they were.
 
 The result, ``Grade``, holds the verdict, the reason in words, the diagnosis (``hints.diagnosis``), the
@@ -24,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from ...checker import CheckReport, check
+from ...checker import CheckReport, Differential, check
 from ...core.values import value_text
 from .callsites import CallSites, error_line
-from .core import Exercise
+from .core import AnswerElsewhere, Exercise
 from .hints import diagnosis, error_diagnosis
 from .integrity import Snapshot
 
@@ -96,13 +97,25 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         raise
     except BaseException as exc:  # noqa: BLE001 (any error, SystemExit too, is a FAILED try, explained)
         kind = getattr(exc, "diagnosis", None) or error_diagnosis(exc)
-        where = error_line(exc) or None
+        where = getattr(exc, "where", None) or error_line(exc) or None  # a remote answer's error names its line
         return Grade(name, FAILED, f"FAILED: the run stopped with {type(exc).__name__}: {exc}", kind, where, error=exc)
     if snapshot is not None:  # the program itself may have changed the grader while it ran
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
-    report = check(run, exercise.reference(inputs), split=split, own_names=True)
+    if isinstance(program, AnswerElsewhere):  # its lines were noted where it ran (before any rerun)
+        sites.calls = program.calls()
+    report = check(
+        run,
+        exercise.reference(inputs),
+        split=split,
+        own_names=True,
+        isolation=_differential(exercise, program, inputs, split),
+    )
+    if snapshot is not None:  # the isolation check ran the program again: it may have changed the grader then
+        refused = _tampered(exercise, snapshot)
+        if refused is not None:
+            return refused
     if report.verdict != PASSED:
         kind = diagnosis(report)
         record = _pointed(report)
@@ -119,8 +132,22 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
     return Grade(name, PASSED, f"{head}{done}{sep}{notes}", "passed", report=report)
 
 
+def _differential(exercise: Exercise, program: Any, inputs: Mapping[str, Any], split: Any) -> Differential | bool:
+    """How the isolation check reruns the program: each device's own part of the inputs changed in turn (an
+    exercise whose answer is not a rank program, a schedule, or whose devices are all given everything, has
+    no device's own data to change)."""
+    if exercise.run is not None:
+        return False
+    differential = Differential.of_inputs(
+        exercise.size, inputs, split, lambda new: exercise.start_program(program, new, split)
+    )
+    return differential if differential.own else False  # every device given all (zero-1-step): nothing to change
+
+
 def _pointed(report: CheckReport) -> Any:
     """The record (op or message) the verdict points at first."""
+    if report.leaks:
+        return report.leaks[0].record
     if report.broken and (report.first is None or report.split_first):
         return report.broken[0].record
     if report.first is not None:

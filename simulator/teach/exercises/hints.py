@@ -1,6 +1,7 @@
 """Hints chosen by the diagnosis: what kind of thing went wrong decides what the hint is about.
 
-A try's diagnosis is one short key (``diagnosis``): ``stopped`` (an error), ``deadlock``, ``contract``, a
+A try's diagnosis is one short key (``diagnosis``): ``stopped`` (an error), ``deadlock``, ``contract``,
+``isolation`` (data reached a device outside messages), a
 broken rule of the split (``split:compute``, ``split:given``, ``split:cross``, ``split:collective``,
 ``split:budget``), a value that differs (``value:message``, ``value:input``, ``value:output``, ``value:held
 value``, ``value:partial sums``, ``value:result``), something not compared (``unverified:unknown name``,
@@ -22,6 +23,9 @@ GENERIC: dict[str, str] = {
     "tags on both sides), or a device that returned before sending what another waits for.",
     "contract": "A recv declared another shape or dtype than the value sent: a receiver must say exactly what "
     "arrives, as a real one allocates its buffer from it.",
+    "isolation": "A device used data another device holds without receiving it in a message: devices are "
+    "processes with private memory, so a module-level variable, a class attribute or another device's frame "
+    "is not shared on real processes. Send what the other device needs with dev.send, and receive it.",
     "split:compute": "The numbers may be right, but a device computed a value that belongs to another: each "
     "device computes only its own part, and what another device needs crosses as a message.",
     "split:given": "A device worked on more of an input than it was given: use the part your program receives "
@@ -62,6 +66,8 @@ GENERIC: dict[str, str] = {
 
 def diagnosis(report: CheckReport) -> str:
     """The key of what a check report found first (see the module docstring)."""
+    if report.leaks:
+        return "isolation"
     if report.broken and (report.first is None or report.split_first):
         return f"split:{report.broken[0].kind}"
     if report.first is not None:

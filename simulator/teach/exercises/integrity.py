@@ -1,11 +1,13 @@
 """The grader as it was when it loaded: a grade refuses to run once student code has changed it.
 
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
-every function and method of the checker, the engine and the grader itself (the object and its code); a
+every function and method of the checker, the engine and the grader itself (the object and its code), and every
+callable NumPy offers at its top level and in ``numpy.testing`` (the grader's comparisons go through them); a
 grade compares them again before it runs a program and before it gives its verdict. Replacing
-``check``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
+``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
 with what was changed, and how to start clean. (A program run in the same process could still do worse;
-this catches the monkeypatch a curious student tries, not a determined attack.)
+this catches the monkeypatch a curious student tries, not a determined attack: ``grade FOLDER`` runs no student
+code in the process that decides.)
 """
 
 from __future__ import annotations
@@ -23,12 +25,15 @@ GUARDED = (
     "simulator.checker.verdict",
     "simulator.checker.split",
     "simulator.checker.split_check",
+    "simulator.checker.isolation",
+    "simulator.checker.differential",
     "simulator.checker.causal",
     "simulator.checker.reference",
     "simulator.checker.compare",
     "simulator.checker.diagnose",
     "simulator.checker.comm_summary",
     "simulator.core.engine",
+    "simulator.core.messaging",
     "simulator.core.arguments",
     "simulator.teach.exercises",
     "simulator.teach.exercises.core",
@@ -42,6 +47,7 @@ GUARDED = (
     "simulator.teach.exercises.schedule",
     "simulator.teach.exercises.data",
 )
+NUMPY = ("numpy", "numpy.testing", "numpy.linalg")
 
 
 class Snapshot:
@@ -78,4 +84,8 @@ def _take() -> dict[str, tuple[int, Any]]:
                 for k, v in value.items():
                     if callable(v):
                         seen[f"{name}.{attr}[{k!r}]"] = (id(v), getattr(v, "__code__", None))
+    for name in NUMPY:
+        for attr, value in list(vars(importlib.import_module(name)).items()):
+            if callable(value) and not inspect.isclass(value) and not attr.startswith("_"):
+                seen[f"{name}.{attr}"] = (id(value), None)
     return seen

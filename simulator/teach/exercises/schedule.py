@@ -13,6 +13,7 @@ answer: the grade watches what it calls.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -24,7 +25,7 @@ from ...parallel.measure import bubble, peak_activation_microbatches
 from ...parallel.mlp import MLP, mlp_reference
 from ...parallel.pipeline import ActionCosts, Pipeline
 from ...parallel.schedules import Schedule
-from .core import Exercise, Question, Requirement
+from .core import AnswerElsewhere, Exercise, Question, Requirement
 
 STAGES, MICROBATCHES = 2, 4  # the notebook's
 COSTS = ActionCosts.equal(1e-6, 2e-6)  # a forward 1 us, a backward 2 us; messages take no time
@@ -110,18 +111,33 @@ def run_answer(answer: Any, inputs: Mapping[str, Any]) -> RunResult:
 
 
 def _call_watched(answer: Callable[[int, int], Any], p: int, m: int) -> Any:
+    """Call the answer with a profile hook on this thread and on any thread it starts, that notes every call into
+    the library's schedules; an answer that turns the hook off is refused too. (In a notebook the library is loaded
+    and a schedule made before the grade cannot be seen; ``grade FOLDER`` refuses the library however it is reached:
+    ``simulator.teach.student_process``.)"""
+    if isinstance(answer, AnswerElsewhere):  # its own process refuses the library however reached
+        return answer(p, m)
     library = []
 
     def watch(frame: Any, event: str, arg: Any) -> None:
         if event == "call" and "/simulator/parallel/schedules/" in frame.f_code.co_filename.replace("\\", "/"):
             library.append(f"{frame.f_globals.get('__name__')}.{frame.f_code.co_name}")
 
-    previous = sys.getprofile()
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
     sys.setprofile(watch)
+    threading.setprofile(watch)
     try:
         rows = answer(p, m)
+        watched = sys.getprofile() is watch and threading.getprofile() is watch
     finally:
         sys.setprofile(previous)
+        threading.setprofile(previous_threads)
+    if not watched:
+        raise NotAnAnswer(
+            "your schedule(p, m) turns off the grade's watch on the library (sys.setprofile): write the rows "
+            "yourself, from the rule, and grade again",
+            "copied",
+        )
     if library:
         raise NotAnAnswer(
             f"your schedule(p, m) calls {library[0]}, the library's own schedule: the exercise is to write the rows "

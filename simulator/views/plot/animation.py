@@ -153,6 +153,7 @@ def animate_messages(
             fracs.append(f)
         paths.set_segments(segs)
         dots.set_offsets(np.array(pts) if pts else np.empty((0, 2)))
+        centre = pos.mean(axis=0)
         for j, lab in enumerate(labels):
             m = flying[j] if j < len(flying) and len(flying) <= len(labels) else None
             if m is None or not 0.15 <= fracs[j] <= 0.85:  # near a device the label would cover it
@@ -160,8 +161,14 @@ def animate_messages(
                 continue
             a, b = segs[j]
             d = (b - a) / (np.hypot(*(b - a)) or 1.0)
-            lab.set_position(pts[j] + np.array([d[1], -d[0]]) * radius * 0.9)  # beside its lane, on its right
+            away = pts[j] - centre  # outside the ring, where no other lane runs; beside the lane if at the middle
+            away = away / np.hypot(*away) if np.hypot(*away) > 1e-9 else np.array([d[1], -d[0]])
+            lab.set_position(pts[j] + away * radius * 0.9)
+            lab.set_horizontalalignment(
+                "left" if away[0] > 0.3 else "right" if away[0] < -0.3 else "center"
+            )  # grows outwards
             lab.set_text(_carried(m))
+        label_layout(fig, labels)
         clock.set_text(f"t = {t * scale:.4g} {unit}")
         moved = strip.draw(t) if strip else []
         return [*circles, *op_texts, paths, dots, *labels, heading, clock, *moved]
@@ -170,6 +177,22 @@ def animate_messages(
     with atomic_path(path) as tmp:  # a failed save leaves the previous animation intact
         anim.save(tmp, writer=PillowWriter(fps=fps, metadata={"software": "parallelism-simulator"}), dpi=dpi)
     return path
+
+
+def label_layout(fig, labels) -> list:
+    """Hide each message label that would overlap one shown before it (a GIF's labels never overlap: a dot
+    without its label is still counted by the timeline); returns the shown labels' boxes, in pixels."""
+    renderer = fig.canvas.get_renderer()
+    shown = []
+    for lab in labels:
+        if not lab.get_text():
+            continue
+        box = lab.get_window_extent(renderer).padded(2)
+        if any(box.overlaps(other) for other in shown):
+            lab.set_text("")
+            continue
+        shown.append(box)
+    return shown
 
 
 class _TimelineStrip:

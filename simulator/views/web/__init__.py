@@ -11,14 +11,15 @@ of ``dom.js``, ``timeline.js``, ``cards.js`` and ``view.js``)::
 
 or ``python -m simulator html SCENARIO -o FILE [--present]`` on the command line. ``explorer.py`` writes
 the schedule explorer (``python -m simulator explore``): pick a pipeline schedule, p, m, v and the costs,
-see its timeline and bubble.
+see its timeline and bubble; ``memory_page.py`` the memory calculator (``python -m simulator memory``).
 
 =============  ==================================================================================
 document.py    a run as one JSON-able document; replay.py reads it back in Python; texts.py its values' texts
 assets.py      the .js and .css files shipped here, joined into one module per front end
 browser.py     headless Chromium for screenshots and the browser tests
 page.py        the self-contained page; widget.py the notebook widget (anywidget)
-explorer.py    the schedule explorer page: every case's order, made by the project's schedules
+explorer.py    the schedule explorer page (orders made in the page by schedules.js, timed by explorer_model.js)
+memory_page.py the memory calculator page: the what-if's memory per device, by kind, as the layout changes
 =============  ==================================================================================
 """
 

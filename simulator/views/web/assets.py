@@ -11,7 +11,13 @@ from __future__ import annotations
 from importlib.resources import files
 
 VIEW = ("dom.js", "timeline.js", "cards.js", "view.js")  # the step-through view: page and widget
-EXPLORER = ("dom.js", "explorer.js")  # the schedule explorer page (styles: explorer.css)
+EXPLORER = (
+    "dom.js",
+    "schedules.js",
+    "explorer_model.js",
+    "explorer.js",
+)  # the schedule explorer page (styles: explorer.css)
+MEMORY = ("dom.js", "memory.js")  # the memory calculator page (styles: memory.css)
 
 
 def asset(name: str) -> str:

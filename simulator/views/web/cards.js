@@ -14,35 +14,61 @@ function cardGrid(doc) {
   return { rows, cols, ranks, coords: null };
 }
 
-const MIN_FONT = 10; // px: the smallest number a projector shows legibly
+const MIN_FONT = 12; // px: the smallest number a projector shows legibly at 1280 x 720
+const BAD_FONT = 14; // px: the first divergence's numbers, larger still
+const ELLIPSIS = "\u2026";
 
-// A value's numbers as a table, sized to the room it has; the cells in `bad` (flat indices) in red. A vector
-// too long for one line at MIN_FONT goes on over several (its numbers still in order, left to right).
-function matrixTable(cells, bad, room) {
+// Rows (or columns) 0..n-1 to show when only `room` fit: all, or the leading and trailing ones with null (an
+// ellipsis) between them, so that a matrix too large for its card is shortened in the middle, never cut.
+function keep(n, room) {
+  if (n <= room) return [...Array(n).keys()];
+  if (room < 3) return room === 2 ? [0, null] : [null]; // no room for both ends: the first, or only the ellipsis
+  const head = Math.ceil((room - 1) / 2);
+  const tail = room - 1 - head;
+  return [...Array(head).keys(), null, ...Array.from({ length: tail }, (_, k) => n - tail + k)];
+}
+
+// A value's numbers as a table, sized to the room it has, at `least` px or more; the cells in `bad` (flat
+// indices) in red. A vector too long for one line goes on over several (its numbers still in order, left to
+// right); what still does not fit is shortened in the middle with an ellipsis row or column.
+function matrixTable(cells, bad, room, least = MIN_FONT) {
+  let grid = cells.map((row, i) => row.map((text, j) => [text, i * row.length + j]));
   const longest = Math.max(...cells.flat().map((c) => c.length));
-  const fits = (n) => room.width / n / (0.61 * longest + 1.0); // a digit is 0.6em, a cell's padding 0.9em
-  if (cells.length === 1 && fits(cells[0].length) < MIN_FONT) {
-    const per = Math.max(1, Math.floor(room.width / (MIN_FONT * (0.61 * longest + 1.0))));
-    cells = Array.from({ length: Math.ceil(cells[0].length / per) }, (_, k) => cells[0].slice(k * per, (k + 1) * per));
+  const perCell = 0.61 * longest + 1.0; // a digit is 0.6em, a cell's padding 0.9em
+  const fits = (n) => room.width / n / perCell;
+  if (grid.length === 1 && fits(grid[0].length) < least) {
+    const per = Math.max(1, Math.floor(room.width / (least * perCell)));
+    const flat = grid[0];
+    grid = Array.from({ length: Math.ceil(flat.length / per) }, (_, k) => flat.slice(k * per, (k + 1) * per));
   }
-  const cols = Math.max(...cells.map((row) => row.length));
-  const byHeight = (room.height - 4) / (1.3 * cells.length);
-  const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), 9, 16);
+  const cols = Math.max(...grid.map((row) => row.length));
+  const byHeight = (room.height - 4) / (1.3 * grid.length);
+  const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), least, 16);
+  const rowsShown = keep(grid.length, Math.max(1, Math.floor((room.height - 4) / (1.3 * size))));
+  const colsShown = keep(cols, Math.max(1, Math.floor(room.width / (size * perCell))));
+  if (!rowsShown.some((i) => i !== null)) return null; // not one row fits: the value's shape says enough
   const table = h("table", { class: "psv-matrix", style: `font-size: ${size}px` });
-  let k = 0;
-  for (const row of cells) {
+  if (rowsShown.length < grid.length || colsShown.length < cols) table.dataset.shortened = `${grid.length}x${cols}`;
+  for (const i of rowsShown) {
     const tr = h("tr");
-    for (const c of row) tr.append(h("td", { class: bad && bad.has(k++) ? "psv-cell-bad" : null, text: c }));
+    for (const j of colsShown) {
+      const cell = i === null || j === null ? null : grid[i][j];
+      if (cell === undefined) continue; // a wrapped vector's last line is short
+      if (cell === null) {
+        tr.append(h("td", { class: "psv-cell-more", text: i === null && j === null ? ELLIPSIS : i === null ? "\u22ee" : ELLIPSIS }));
+        continue;
+      }
+      tr.append(h("td", { class: bad && bad.has(cell[1]) ? "psv-cell-bad" : null, "data-k": cell[1], text: cell[0] }));
+    }
     table.append(tr);
   }
   return table;
 }
 
-// One value in full on a projector card: its name and tags, then its numbers.
-function fullItem(doc, name, i, { bad, isNew, room }) {
+// One value in full on a projector card: its name and tags; its numbers come once it is placed (`numbers`).
+function fullItem(doc, name, i, { bad, isNew }) {
   const e = doc.events[i];
   const v = doc.values[e.v];
-  const cells = Array.isArray(v) && v.length > 2 ? v[2] : null;
   const head = h(
     "div",
     { class: "psv-item-head" },
@@ -53,23 +79,31 @@ function fullItem(doc, name, i, { bad, isNew, room }) {
     h("span", { class: "psv-eq", text: " = " }),
     h("span", { class: "psv-value", title: longText(v), text: shortText(v) }),
   );
-  const li = h(
+  return h(
     "li",
     { class: `psv-item psv-full${bad ? " psv-bad" : ""}${isNew ? " psv-new" : ""}`, "data-name": name, "data-event": i },
     head,
   );
+}
+
+// An item's numbers in the room left under its head: its matrix (the wrong cells red, at BAD_FONT or more), and
+// for the first divergence the value due under it, the two sharing the room.
+function numbers(doc, li, i, bad, room) {
+  const v = doc.values[doc.events[i].v];
+  const cells = Array.isArray(v) && v.length > 2 ? v[2] : null;
   const check = doc.check;
+  const due = bad && check && check.expected !== null && check.expected !== undefined ? doc.values[check.expected] : undefined;
+  const dueCells = Array.isArray(due) && due.length > 2 ? due[2] : null;
+  const least = bad ? BAD_FONT : MIN_FONT;
+  const share = dueCells && cells ? (room.height - 22) / 2 : room.height - (due !== undefined ? 24 : 0);
   const wrong = bad && check && check.cells ? new Set(check.cells) : null;
-  if (cells) li.append(matrixTable(cells, wrong, { width: room.width, height: room.height - 22 }));
-  if (bad && check && check.expected !== null && check.expected !== undefined) {
-    const due = doc.values[check.expected];
-    const dueCells = Array.isArray(due) && due.length > 2 ? due[2] : null;
-    const should = h("div", { class: "psv-expected" }, h("span", { text: "should be " }));
-    if (dueCells) should.append(matrixTable(dueCells, null, { width: room.width, height: room.height / 2 }));
-    else should.append(h("span", { class: "psv-value", text: shortText(due) }));
-    li.append(should);
-  }
-  return li;
+  const table = cells ? matrixTable(cells, wrong, { width: room.width, height: share }, least) : null;
+  if (table) li.append(table);
+  if (due === undefined) return;
+  const should = h("div", { class: "psv-expected" }, h("span", { text: "should be " }));
+  const dueTable = dueCells ? matrixTable(dueCells, null, { width: room.width, height: share }, least) : null;
+  should.append(dueTable || h("span", { class: "psv-value", text: shortText(due) }));
+  li.append(should);
 }
 
 // Fill one card's body: the newest values (and the wrong one, first) in full while they fit, then the
@@ -84,7 +118,8 @@ function fillCard(body, doc, held, { marks, current, extra = null }) {
     full.append(h("li", { class: "psv-empty", text: "(empty)" }));
     return;
   }
-  const room = { width: body.clientWidth - 8, height: body.clientHeight - 26 };
+  const width = body.clientWidth - 8;
+  const bottom = () => body.getBoundingClientRect().top + body.clientHeight - older.offsetHeight - 2;
   const rest = [];
   let tries = 0; // after the first that does not fit, a few more (a short value may fit where a matrix did not)
   for (const [name, i] of entries) {
@@ -92,9 +127,11 @@ function fillCard(body, doc, held, { marks, current, extra = null }) {
       rest.push([name, i]);
       continue;
     }
-    const li = fullItem(doc, name, i, { bad: marks.has(i), isNew: i === current, room });
+    const bad = marks.has(i);
+    const li = fullItem(doc, name, i, { bad, isNew: i === current });
     full.append(li);
-    if (full.children.length > 1 && body.scrollHeight > body.clientHeight + 1) {
+    numbers(doc, li, i, bad, { width, height: bottom() - li.getBoundingClientRect().bottom });
+    if (full.children.length > 1 && li.getBoundingClientRect().bottom > bottom() + 1) {
       li.remove();
       rest.push([name, i]);
     }

@@ -264,7 +264,8 @@ def _say(kind: str, rec: Any, e: dict[str, Any], value: str, unit: str) -> str:
         label = f" ({e['lb']})" if "lb" in e else ""
         return f"device {rec.dst} receives message #{rec.id} from device {rec.src}{label}: {what}{mb}"
     if kind == "op":
-        took = f", taking {e['t1'] - e['t']:.4g} {unit}"
+        span = e["t1"] - e["t"]  # an op the cost model does not price takes no time: say so, not "taking 0 us"
+        took = f", taking {span:.4g} {unit}" if span > 0 else " (no time in the cost model)"
         kept = "" if rec.keep else " (a temporary: not kept in memory)"
         return f"device {rec.rank} computes {what}{mb}{took}{kept}"
     if kind == "hold":

@@ -1,201 +1,239 @@
-// The schedule explorer (simulator/views/web/explorer.py writes the page): pick a pipeline schedule, p, m,
-// v and the costs of F, B and W; see the timeline with every block labelled, the bubble measured and its
-// closed form, and the activations each device keeps at most.
+// The schedule explorer (simulator/views/web/explorer.py writes the page): pick a pipeline schedule, p, m, v and
+// the costs of F, B and W, and optionally a second schedule to compare on the same time axis; see each timeline
+// (blocks labelled where they have room), the bubble as idle / busy and as idle / total (measured, and each
+// closed form), the activations each device keeps at most, and those it keeps over time.
 //
-// The orders are the project's (generated in Python, stored in the page); the times come from `execute`,
-// a port of simulator.parallel.schedules.timing.execute: every action starts when its rank is free and
-// its inputs are done (the previous stage's forward, the next stage's backward or its input-gradient
-// pass, its own forward), messages take no time. The last part of one ES module, after dom.js.
+// The orders come from schedules.js (the project's generators, ported); the times from `execute` in
+// explorer_model.js, a port of simulator.parallel.schedules.timing.execute: every action starts when its rank
+// is free and its inputs are done (the previous stage's forward, the next stage's backward or its input-gradient
+// pass, its own forward); messages take no time. Drawn on canvases, so p = 64 and m = 512 (tens of thousands of blocks) draw at once.
+// The last part of one ES module, after dom.js, schedules.js and explorer_model.js.
 
 const KIND_ORDER = ["F", "B", "I", "W"];
-
-// ---- the model: orders, times, bubble, activations ---------------------------------------------
-
-function decode(c) {
-  return c.ranks.map((text) => {
-    const acts = [];
-    for (let k = 0; k < text.length; k += 3)
-      acts.push({ kind: text[k], stage: parseInt(text[k + 1], 36), mb: parseInt(text[k + 2], 36) });
-    return acts;
-  });
-}
-
-const key = (stage, kind, mb) => `${stage}${kind}${mb}`;
-
-// Every action's [start, end] per rank, as timing.execute computes them (compute actions only).
-function execute(ranks, stages, cost) {
-  const present = new Set();
-  for (const acts of ranks) for (const a of acts) present.add(key(a.stage, a.kind, a.mb));
-  const inputs = (a) => {
-    const s = a.stage;
-    if (a.kind === "F") return s === 0 ? [] : [key(s - 1, "F", a.mb)];
-    if (a.kind === "B" || a.kind === "I") {
-      const deps = [key(s, "F", a.mb)];
-      if (s < stages - 1) deps.push(key(s + 1, present.has(key(s + 1, "I", a.mb)) ? "I" : "B", a.mb));
-      return deps;
-    }
-    return [key(s, "I", a.mb)]; // W
-  };
-  const finish = new Map();
-  const clock = ranks.map(() => 0);
-  const pos = ranks.map(() => 0);
-  const out = ranks.map(() => []);
-  let progress = true;
-  while (progress) {
-    progress = false;
-    ranks.forEach((acts, r) => {
-      while (pos[r] < acts.length) {
-        const a = acts[pos[r]];
-        const deps = inputs(a);
-        if (!deps.every((d) => finish.has(d))) break;
-        const start = Math.max(clock[r], ...deps.map((d) => finish.get(d)));
-        const end = start + cost[a.kind];
-        finish.set(key(a.stage, a.kind, a.mb), end);
-        clock[r] = end;
-        out[r].push([start, end, a]);
-        pos[r]++;
-        progress = true;
-      }
-    });
-  }
-  const stuck = ranks.findIndex((acts, r) => pos[r] < acts.length);
-  if (stuck >= 0) throw new Error(`rank ${stuck} can never run ${JSON.stringify(ranks[stuck][pos[stuck]])}`);
-  return out;
-}
-
-// What the page shows for one choice: the times, the step, each rank's busy and idle time, its peak.
-function model(data, choice) {
-  const c = data.cases[`${choice.schedule}|${choice.p}|${choice.m}|${choice.v}`];
-  if (!c) return { error: `the page does not offer ${choice.schedule} with p = ${choice.p}, m = ${choice.m}, v = ${choice.v}` };
-  if (c.error) return { error: c.error };
-  const ranks = decode(c);
-  const split = ranks.some((acts) => acts.some((a) => a.kind === "I" || a.kind === "W"));
-  if (split && !(choice.W < choice.B))
-    return {
-      error:
-        `W = ${choice.W} is not less than B = ${choice.B}: this schedule splits the backward B into its ` +
-        "input-gradient pass I and its weight-gradient pass W (I = B - W), so pick W below B",
-    };
-  const cost = { F: choice.F, B: choice.B, I: choice.B - choice.W, W: choice.W };
-  const times = execute(ranks, c.stages, cost);
-  const step = Math.max(0, ...times.flat().map(([, end]) => end));
-  const busy = times.map((rows) => rows.reduce((sum, [start, end]) => sum + (end - start), 0));
-  const peaks = ranks.map((acts) => {
-    let alive = 0;
-    let peak = 0;
-    for (const a of acts) {
-      alive += (a.kind === "F") - (a.kind === "B" || a.kind === "W");
-      peak = Math.max(peak, alive);
-    }
-    return peak;
-  });
-  return { case: c, times, step, busy, ratio: busy.map((b) => (step - b) / b), peaks, split, cost };
-}
 
 // ---- drawing -------------------------------------------------------------------------------------
 
 const SHADES = [0, 14, 26, 36]; // lighter for a rank's later stages (v > 1)
+const IDLE = "#f6c9c4";
+const LEFT = 86; // room for "device 12"
+
+const BLOCK_HSL = { F: [215, 48, 44], B: [22, 72, 46], I: [38, 82, 50], W: [142, 45, 40] };
+const BLOCK_COLOURS = Object.fromEntries(
+  Object.entries(BLOCK_HSL).map(([k, [hue, sat, light]]) => [k, SHADES.map((s) => `hsl(${hue} ${sat}% ${light + s}%)`)]),
+);
 
 function blockColour(kind, chunk) {
-  const base = { F: [215, 48, 44], B: [22, 72, 46], I: [38, 82, 50], W: [142, 45, 40] }[kind];
-  return `hsl(${base[0]} ${base[1]}% ${base[2] + SHADES[Math.min(chunk, 3)]}%)`;
+  return BLOCK_COLOURS[kind][Math.min(chunk, 3)];
 }
 
-function timeline(m, width, rowH, choice) {
-  const left = 82;
-  const right = 12;
-  const top = 6;
-  const axis = 30;
+function canvasOf(width, height, cls) {
+  const canvas = h("canvas", { class: cls });
+  const ratio = window.devicePixelRatio || 1;
+  canvas.width = Math.round(width * ratio);
+  canvas.height = Math.round(height * ratio);
+  canvas.style.width = `${width}px`;
+  canvas.style.height = `${height}px`;
+  const ctx = canvas.getContext("2d");
+  ctx.setTransform(ratio, 0, 0, ratio, 0, 0);
+  return { canvas, ctx };
+}
+
+// Device names down the left, every `every`-th where the rows are too thin for all.
+function rankNames(ctx, p, rowH, top, font) {
+  const every = Math.max(1, Math.ceil((font + 2) / rowH));
+  ctx.fillStyle = "#333";
+  ctx.font = `${font}px system-ui, sans-serif`;
+  ctx.textBaseline = "middle";
+  ctx.textAlign = "left";
+  const bottom = top + p * rowH;
+  for (let r = 0; r < p; r += every) {
+    const y = top + r * rowH + rowH / 2;
+    if (y + font / 2 > bottom + 1 && r > 0) break; // a name that would spill past the chart
+    ctx.fillText(`device ${r}`, 6, clamp(y, font / 2 + 1, Math.max(font / 2 + 1, bottom - font / 2)));
+  }
+}
+
+// One schedule's timeline on a canvas; returns it, and what it drew (for the tests: every block, its label).
+// Blocks of one colour are filled as one path: a p = 64, m = 512 step has tens of thousands of them.
+function timeline(m, width, rowH, span) {
+  const top = 4;
   const p = m.times.length;
-  const height = top + p * rowH + axis;
-  const x = (t) => left + (t / (m.step || 1)) * (width - left - right);
-  const root = svg("svg", { class: "ex-timeline", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
-  const defs = svg("defs");
-  const pattern = svg("pattern", { id: "ex-hatch", width: 6, height: 6, patternUnits: "userSpaceOnUse", patternTransform: "rotate(45)" });
-  pattern.append(svg("rect", { width: 6, height: 6, fill: "#fbe9e7" }), svg("line", { x1: 0, y1: 0, x2: 0, y2: 6, stroke: "#e57373", "stroke-width": 2 }));
-  defs.append(pattern);
-  root.append(defs);
-  const font = clamp(Math.round(rowH * 0.42), 10, 15);
+  const height = top + p * rowH;
+  const x = (t) => LEFT + (t / (span || 1)) * (width - LEFT - 12);
+  const { canvas, ctx } = canvasOf(width, height, "ex-timeline");
+  const font = clamp(Math.round(rowH * 0.42), 12, 15);
+  const gap = rowH >= 8 ? 2 : 0;
+  ctx.fillStyle = IDLE;
+  for (let r = 0; r < p; r++) ctx.fillRect(LEFT, top + r * rowH + gap, x(m.step) - LEFT, rowH - 2 * gap);
+  // A label at the row's size where it fits the block, else at 12 px, else none (the tooltip-free canvas keeps
+  // the legend's words: F3 is microbatch 3's forward).
+  const fonts = [font, 12].filter((f, k, all) => all.indexOf(f) === k && rowH >= f + 2);
+  const fits = (label, w) => {
+    if (w < label.length * 6 + 4) return null;
+    for (const f of fonts) {
+      ctx.font = `600 ${f}px system-ui, sans-serif`;
+      if (ctx.measureText(label).width + 4 <= w) return f;
+    }
+    return null;
+  };
+  const paths = new Map(); // colour -> Path2D
+  const labels = [];
+  const labelled = new Set(); // "rank|action" of the blocks with a label
   m.times.forEach((rows, r) => {
     const y = top + r * rowH;
-    const stagesHere = [...new Set(rows.map(([, , a]) => a.stage))].sort((a, b) => a - b);
-    root.append(svg("text", { x: 6, y: y + rowH / 2, class: "ex-rank", "dominant-baseline": "central", "font-size": font + 1 }, `device ${r}`));
-    root.append(svg("rect", { x: left, y: y + 2, width: x(m.step) - left, height: rowH - 4, fill: "url(#ex-hatch)", class: "ex-idle" }));
+    const chunks = new Map([...new Set(rows.map(([, , a]) => a.stage))].sort((a, b) => a - b).map((s, k) => [s, k]));
     for (const [start, end, a] of rows) {
       const w = x(end) - x(start);
-      const chunk = stagesHere.indexOf(a.stage);
-      const g = svg("g", { class: "ex-block" });
+      const chunk = Math.min(chunks.get(a.stage), 3);
+      const colour = blockColour(a.kind, chunk);
+      if (!paths.has(colour)) paths.set(colour, new Path2D());
+      paths.get(colour).rect(x(start), y + gap, Math.max(w - (w > 3 ? 1 : 0), 0.5), rowH - 2 * gap);
       const label = `${a.kind}${a.mb}`;
-      const rect = svg("rect", {
-        x: x(start),
-        y: y + 2,
-        width: Math.max(w, 0.5),
-        height: rowH - 4,
-        fill: blockColour(a.kind, chunk),
-        stroke: "#fff",
-        "stroke-width": w > 3 ? 1 : 0,
-        "data-rank": r,
-        "data-action": `${a.stage}${a.kind}${a.mb}`,
-        "data-start": start,
-        "data-end": end,
-      });
-      rect.append(svg("title", {}, `device ${r}: ${PASS_WORDS[a.kind]} of microbatch ${a.mb} through stage ${a.stage}, from ${fmt(start)} to ${fmt(end)}`));
-      g.append(rect);
-      if (w >= font * 0.62 * label.length + 4) {
-        const light = SHADES[Math.min(chunk, 3)] >= 26;
-        g.append(svg("text", { x: x(start) + w / 2, y: y + rowH / 2, "text-anchor": "middle", "dominant-baseline": "central", "font-size": font, class: light ? "ex-label ex-dark" : "ex-label" }, label));
+      const size = fonts.length ? fits(label, w) : null;
+      if (size) {
+        labels.push([label, x(start) + w / 2, y + rowH / 2, SHADES[chunk] >= 26, size]);
+        labelled.add(`${r}|${a.stage}${a.kind}${a.mb}`);
       }
-      root.append(g);
     }
   });
-  const tick = niceStep(m.step / 10);
-  for (let t = 0; t <= m.step + 1e-9; t += tick) {
-    root.append(svg("line", { x1: x(t), x2: x(t), y1: top + p * rowH, y2: top + p * rowH + 4, stroke: "#555" }));
-    root.append(svg("text", { x: x(t), y: top + p * rowH + 17, "text-anchor": "middle", class: "ex-tick" }, fmt(t)));
+  for (const [colour, path] of paths) {
+    ctx.fillStyle = colour;
+    ctx.fill(path);
   }
-  root.append(svg("text", { x: width - right, y: top + p * rowH + 29, "text-anchor": "end", class: "ex-tick" }, `time, in units of F = ${fmt(choice.F)}, B = ${fmt(choice.B)}${m.split ? `, I = ${fmt(m.cost.I)}, W = ${fmt(choice.W)}` : ""}`));
-  return root;
+  ctx.textAlign = "center";
+  ctx.textBaseline = "middle";
+  for (const [label, lx, ly, dark, size] of labels) {
+    ctx.font = `600 ${size}px system-ui, sans-serif`;
+    ctx.fillStyle = dark ? "#1d2330" : "#fff";
+    ctx.fillText(label, lx, ly);
+  }
+  rankNames(ctx, p, rowH, top, Math.min(15, Math.max(12, font)));
+  const drawn = () =>
+    m.times.flatMap((rows, r) =>
+      rows.map(([start, end, a]) => {
+        const action = `${a.stage}${a.kind}${a.mb}`;
+        return [r, action, start, end, labelled.has(`${r}|${action}`) ? `${a.kind}${a.mb}` : null];
+      }),
+    );
+  return { canvas, drawn, x };
 }
 
-function legend(m, choice) {
-  const kinds = new Set(m.times.flat().map(([, , a]) => a.kind));
+// Each device's live activations over time, on the timeline's axis: a filled step line per device (a shade
+// per device where the rows are too thin), the peak written at the right.
+function memoryChart(m, width, rowH, x) {
+  const p = m.live.length;
+  const height = p * rowH + 2;
+  const { canvas, ctx } = canvasOf(width, height, "ex-memory");
+  const top = Math.max(1, ...m.peaks);
+  const shades = new Map(); // a shade of blue per level, each filled as one path
+  m.live.forEach(({ at, count }, r) => {
+    const y0 = 1 + (r + 1) * rowH;
+    if (rowH >= 10) {
+      ctx.fillStyle = "#e8eef8";
+      ctx.fillRect(LEFT, y0 - rowH + 1, x(m.step) - LEFT, rowH - 1);
+      ctx.fillStyle = "#3f6fb5";
+      ctx.beginPath();
+      ctx.moveTo(x(0), y0);
+      for (let k = 0; k < at.length; k++) {
+        ctx.lineTo(x(at[k]), y0 - ((k ? count[k - 1] : 0) / top) * (rowH - 3));
+        ctx.lineTo(x(at[k]), y0 - (count[k] / top) * (rowH - 3));
+      }
+      ctx.lineTo(x(m.step), y0 - (count[at.length - 1] / top) * (rowH - 3));
+      ctx.lineTo(x(m.step), y0);
+      ctx.closePath();
+      ctx.fill();
+      return;
+    }
+    for (let k = 0; k < at.length; k++) {
+      const level = Math.round((12 * count[k]) / top);
+      if (!level) continue;
+      const t1 = k + 1 < at.length ? at[k + 1] : m.step;
+      if (!shades.has(level)) shades.set(level, new Path2D());
+      shades.get(level).rect(x(at[k]), y0 - rowH, Math.max(0.5, x(t1) - x(at[k])), rowH);
+    }
+  });
+  for (const [level, path] of shades) {
+    ctx.fillStyle = `hsl(215 55% ${94 - (58 * level) / 12}%)`;
+    ctx.fill(path);
+  }
+  rankNames(ctx, p, rowH, 1, clamp(Math.round(rowH * 0.7), 12, 14));
+  return canvas;
+}
+
+function axis(width, span, x, choice, split, cost) {
+  const { canvas, ctx } = canvasOf(width, 34, "ex-axis");
+  ctx.fillStyle = "#444";
+  ctx.font = "13px system-ui, sans-serif";
+  ctx.textAlign = "center";
+  const tick = niceStep(span / 10);
+  for (let t = 0; t <= span + 1e-9; t += tick) {
+    ctx.fillRect(x(t), 0, 1, 4);
+    ctx.fillText(fmt(t), x(t), 16);
+  }
+  ctx.textAlign = "right";
+  const costs = `F = ${fmt(choice.F)}, B = ${fmt(choice.B)}${split ? `, I = ${fmt(cost.I)}, W = ${fmt(choice.W)}` : ""}`;
+  ctx.fillText(`time, in units of ${costs}`, width - 12, 31);
+  return canvas;
+}
+
+function legend(models, choice) {
+  const kinds = new Set();
+  for (const m of models) for (const rows of m.times) for (const [, , a] of rows) kinds.add(a.kind);
   const entry = (fill, text, extra = "") =>
     h("span", { class: "ex-legend-entry" }, h("span", { class: `ex-swatch ${extra}`, style: fill ? `background: ${fill}` : null }), text);
-  const items = KIND_ORDER.filter((k) => kinds.has(k)).map((k) => entry(blockColour(k, 0), `${k}3: ${PASS_WORDS[k]} of microbatch 3`));
-  items.push(entry(null, "idle: the bubble", "ex-swatch-idle"));
-  if (choice.v > 1) items.push(h("span", { class: "ex-legend-entry", text: "a lighter shade: a later stage on the same device" }));
+  const items = KIND_ORDER.filter((k) => kinds.has(k)).map((k) => entry(blockColour(k, 0), `${k}3: ${PASS_WORDS[k]} of mb 3`));
+  items.push(entry(IDLE, "idle: the bubble"));
+  items.push(entry("#3f6fb5", "activations held"));
+  if (choice.v > 1) items.push(h("span", { class: "ex-legend-entry", text: "lighter: a later stage on the device" }));
   return h("div", { class: "ex-legend" }, ...items);
 }
 
 const round = (x) => Number(x.toPrecision(3)).toString();
 
-function summary(data, m, choice) {
-  const meta = data.schedules.find((s) => s.name === choice.schedule);
-  const mean = m.ratio.reduce((a, b) => a + b, 0) / m.ratio.length;
-  const same = m.ratio.every((r) => Math.abs(r - m.ratio[0]) < 1e-12);
-  const measured = same ? round(m.ratio[0]) + " on every device" : m.ratio.map((r, i) => `${i}: ${round(r)}`).join(", ") + `; mean ${round(mean)}`;
-  const f = m.case.formula;
-  const unit = choice.F === data.unit.F && choice.B === data.unit.B && (!m.split || choice.W === data.unit.W);
-  let closed;
-  if (!f) closed = `${meta.formula}: not stated for these p and m (measure it: the timeline shows it)`;
-  else {
-    closed = `${meta.formula} = ${f[0]}/${f[1]} = ${round(f[0] / f[1])}`;
-    if (!unit) closed += `, with the papers' costs F = ${data.unit.F}, B = ${data.unit.B} (I = W = ${data.unit.W}); these costs measure ${round(mean)}`;
+// Per device where they differ, else once; a long list (p > 8) as its range.
+function perDevice(values, show = round) {
+  if (values.every((r) => Math.abs(r - values[0]) < 1e-12)) return `${show(values[0])} on every device`;
+  if (values.length > 8) {
+    const lo = Math.min(...values);
+    const hi = Math.max(...values);
+    return `${show(lo)} to ${show(hi)} (device ${values.indexOf(hi)} the most)`;
   }
-  const v = m.case.stages / choice.p;
-  const held =
-    v > 1
-      ? `${m.peaks.join(", ")} forwards through one of its ${v} stages, of ${choice.m * v} (each 1/${v} of a whole device's work)`
-      : `${m.peaks.join(", ")} microbatches' forwards, of m = ${choice.m}`;
-  const row = (name, text, attrs = {}) => h("div", { class: "ex-row", ...attrs }, h("span", { class: "ex-what", text: name }), h("span", { class: "ex-value", text }));
-  return h(
-    "div",
-    { class: "ex-summary" },
-    row("bubble, measured (idle / busy time)", measured, { "data-ratio": JSON.stringify(m.ratio), "data-step": m.step }),
-    row("bubble, closed form", closed, { "data-formula": f ? `${f[0]}/${f[1]}` : "" }),
-    row("peak activations per device", held, { "data-peaks": JSON.stringify(m.peaks) }),
-    row("step time", `${fmt(m.step)} units; each device busy ${same ? fmt(m.busy[0]) : m.busy.map(fmt).join(", ")}`),
-  );
+  return values.map((r, i) => `${i}: ${show(r)}`).join(", ");
+}
+
+// The summary: a column per schedule shown, a row per figure, each with its formula.
+function summary(data, shown) {
+  const cell = (text, attrs = {}) => h("td", { class: "ex-value", ...attrs, text });
+  const rows = [
+    ["", (s) => h("th", { text: s.choice.schedule + (s.v > 1 ? ` (v = ${s.v})` : "") })],
+    ["bubble, idle / busy (measured)", (s) => cell(perDevice(s.m.ratio), { "data-ratio": JSON.stringify(s.m.ratio), "data-step": s.m.step })],
+    [
+      "closed form",
+      (s) => {
+        const f = s.m.case.formula;
+        const text = f ? `${s.meta.formula} = ${f[0]}/${f[1]} = ${round(f[0] / f[1])}` : `${s.meta.formula}: not stated for these p and m`;
+        return cell(text, { "data-formula": f ? `${f[0]}/${f[1]}` : "" });
+      },
+    ],
+    ["bubble, idle / total step (measured)", (s) => cell(perDevice(s.m.share), { "data-share": JSON.stringify(s.m.share) })],
+    [
+      "closed form",
+      (s) => {
+        const f = s.m.case.formula;
+        const d = f ? gcd(f[0], f[0] + f[1]) : 1;
+        const text = f ? `x / (1 + x), x = idle / busy: ${f[0] / d}/${(f[0] + f[1]) / d} = ${round(f[0] / (f[0] + f[1]))}` : "x / (1 + x), x = idle / busy";
+        return cell(text, { "data-total-formula": f ? `${f[0] / d}/${(f[0] + f[1]) / d}` : "" });
+      },
+    ],
+    [
+      "peak activations (microbatches' forwards)",
+      (s) => cell(`${perDevice(s.m.peaks, String)}${s.v > 1 ? `, each 1/${s.v} of a device's work` : ""}, of m = ${s.choice.m}`, { "data-peaks": JSON.stringify(s.m.peaks) }),
+    ],
+    ["step time", (s) => cell(`${fmt(s.m.step)} units; busy ${perDevice(s.m.busy, fmt)}`)],
+  ];
+  const table = h("table", { class: "ex-summary" });
+  for (const [name, make] of rows) table.append(h("tr", {}, h("td", { class: "ex-what", text: name }), ...shown.map(make)));
+  return table;
 }
 
 // ---- the page ------------------------------------------------------------------------------------
@@ -208,95 +246,139 @@ export function explore(el, data) {
     controls[name] = s;
     return h("label", { class: "ex-control" }, h("span", { text: label }), s);
   };
-  const title = (s) => `${s.name}: ${s.title.replace(/``/g, "")}`;
+  const number = (name, label, [lo, hi]) => {
+    const input = h("input", { type: "number", min: lo, max: hi, step: 1, "data-control": name, "aria-label": label, title: `${lo} to ${hi}`, onchange: () => update(true) });
+    controls[name] = input;
+    return h("label", { class: "ex-control" }, h("span", { text: label }), input);
+  };
+  const names = data.schedules.map((s) => s.name);
   const bar = h(
     "div",
     { class: "ex-controls" },
-    select("schedule", "schedule", data.schedules.map((s) => s.name)),
-    select("p", "p (devices)", data.ranks),
-    select("m", "m (microbatches)", data.microbatches),
-    select("v", "v (stages per device)", [1, 2, 3, 4]),
+    select("schedule", "schedule", names),
+    select("versus", "beside", ["", ...names], (v) => v || "(none)"),
+    number("p", "p devices", data.limits.p),
+    number("m", "m microbatches", data.limits.m),
+    select("v", "v stages/device", [1, 2, 3, 4]),
     select("F", "F", data.costs.F),
     select("B", "B", data.costs.B),
     select("W", "W", data.costs.W),
   );
   const about = h("p", { class: "ex-about" });
   const out = h("div", { class: "ex-out" });
-  const root = h(
-    "div",
-    { class: "ex" },
-    h("h1", { text: "Pipeline schedules: the order decides the bubble" }),
-    bar,
-    about,
-    out,
-  );
+  const root = h("div", { class: "ex" }, h("h1", { text: "Pipeline schedules: the order decides the bubble" }), bar, about, out);
   el.append(root);
+  let drawn = [];
 
   const read = () => {
     const c = {};
-    for (const [k, s] of Object.entries(controls)) c[k] = k === "schedule" ? s.value : Number(s.value);
+    for (const [k, s] of Object.entries(controls)) c[k] = k === "schedule" || k === "versus" ? s.value : Number(s.value);
     return c;
   };
   const set = (choice) => {
-    for (const [k, v] of Object.entries(choice)) if (controls[k]) controls[k].value = String(v);
+    for (const k of ["schedule", "versus"]) if ([...names, ""].includes(choice[k])) controls[k].value = choice[k];
+    for (const k of ["p", "m", "v", "F", "B", "W"]) if (choice[k] !== undefined) controls[k].value = String(choice[k]);
+  };
+  const fail = (text) => {
+    out.replaceChildren(h("div", { class: "ex-error", role: "alert", text }));
+    drawn = [];
+    root.dataset.ready = "true";
+    return { error: text };
   };
 
-  function update(fromControls) {
-    let choice = read();
+  function draw(choice) {
+    const problem = checkChoice(data, choice);
+    root.dataset.choice = JSON.stringify(choice);
+    if (problem) return fail(problem);
     const meta = data.schedules.find((s) => s.name === choice.schedule);
     for (const o of controls.v.options) o.disabled = !meta.virtual.includes(Number(o.value));
-    if (!meta.virtual.includes(choice.v)) {
-      choice.v = meta.virtual.includes(2) && meta.virtual.length === 1 ? 2 : meta.virtual[0];
-      controls.v.value = String(choice.v);
-    }
-    about.textContent = title(meta);
-    const m = model(data, choice);
-    controls.W.disabled = !!(m.times && !m.split);
+    choice.v = virtualFor(meta, choice.v);
+    controls.v.value = String(choice.v);
     root.dataset.choice = JSON.stringify(choice);
-    if (fromControls) history.replaceState(null, "", "#" + new URLSearchParams(Object.entries(choice).map(([k, v]) => [k, String(v)])).toString());
-    if (m.error) {
-      out.replaceChildren(h("div", { class: "ex-error", role: "alert", text: m.error }));
-      root.dataset.ready = "true";
-      return m;
+    const picks = [choice.schedule, ...(choice.versus ? [choice.versus] : [])];
+    const shown = [];
+    for (const name of picks) {
+      const sMeta = data.schedules.find((s) => s.name === name);
+      const v = virtualFor(sMeta, choice.v);
+      const m = model(data, { ...choice, schedule: name, v });
+      if (m.error) return fail(picks.length > 1 ? `${name}: ${m.error}` : m.error);
+      shown.push({ choice: { ...choice, schedule: name, v }, meta: sMeta, m, v });
     }
+    about.textContent = shown.map((s) => `${s.meta.name}: ${s.meta.title.replace(/``/g, "")}`).join("  |  ");
+    controls.W.disabled = !shown.some((s) => s.m.split);
     const width = Math.max(600, out.clientWidth || 1200);
-    out.replaceChildren(summary(data, m, choice), legend(m, choice));
-    const room = window.innerHeight - out.getBoundingClientRect().bottom - 48; // the axis and the page's margin
-    let rowH = clamp(Math.floor(room / choice.p), 16, 96);
-    out.append(timeline(m, width, rowH, choice));
-    const over = document.documentElement.scrollHeight - window.innerHeight; // a wrapped line: take it off the rows
-    if (over > 0 && rowH > 16) {
-      rowH = clamp(rowH - Math.ceil(over / choice.p), 16, 96);
-      out.lastChild.replaceWith(timeline(m, width, rowH, choice));
-    }
+    out.replaceChildren(summary(data, shown), legend(shown.map((s) => s.m), choice));
+    const span = Math.max(...shown.map((s) => s.m.step));
+    const head = out.childElementCount;
+    const panels = (room) => {
+      while (out.childElementCount > head) out.lastChild.remove();
+      const per = room / shown.length; // each schedule: its timeline (about 3/4) and its memory (1/4)
+      const rowH = Math.max(1, Math.min(60, Math.floor((0.72 * per) / choice.p)));
+      const memH = Math.max(1, Math.min(24, Math.floor((0.28 * per) / choice.p)));
+      drawn = [];
+      let x = null;
+      for (const s of shown) {
+        const t = timeline(s.m, width, rowH, span);
+        x = t.x;
+        drawn.push(t.drawn);
+        const title = `${s.choice.schedule}${s.v > 1 ? `, v = ${s.v}` : ""}: timeline, then activations held over time (peak ${Math.max(...s.m.peaks)})`;
+        out.append(h("div", { class: "ex-panel", "data-schedule": s.choice.schedule }, h("div", { class: "ex-panel-title", text: title }), t.canvas, memoryChart(s.m, width, memH, t.x)));
+      }
+      out.append(axis(width, span, x, choice, shown.some((s) => s.m.split), shown[0].m.cost));
+    };
+    const room = Math.max(120, window.innerHeight - out.getBoundingClientRect().bottom - 46 - 26 * shown.length);
+    panels(room);
+    const over = document.documentElement.scrollHeight - window.innerHeight; // rounding, a wrapped line: less room
+    if (over > 0 && room > 120) panels(Math.max(120, room - over - 2));
     root.dataset.ready = "true";
-    return m;
+    return shown[0].m;
   }
 
+  let again = () => draw(read()); // what a resize redraws: the last choice, or the link's error
+  function update(fromControls) {
+    again = () => draw(read());
+    const choice = read();
+    const result = draw(choice);
+    if (fromControls) {
+      const c = JSON.parse(root.dataset.choice);
+      if (!c.versus) delete c.versus;
+      history.replaceState(null, "", "#" + new URLSearchParams(Object.entries(c).map(([k, v]) => [k, String(v)])).toString());
+    }
+    return result;
+  }
+
+  // A link's choice: every key known, every value a number where one is due (else the link is named wrong).
   const fromHash = () => {
     const q = new URLSearchParams(window.location.hash.slice(1));
-    const choice = { ...data.start };
-    for (const k of Object.keys(choice)) if (q.has(k)) choice[k] = k === "schedule" ? q.get(k) : Number(q.get(k));
-    return choice;
+    const choice = { ...data.start, versus: "" };
+    for (const [k, v] of q) {
+      if (!(k in choice)) return { problem: `the link names "${k}", which the page does not know: it takes ${Object.keys(choice).join(", ")}` };
+      choice[k] = k === "schedule" || k === "versus" ? v : v.trim() === "" ? NaN : Number(v);
+    }
+    return { choice };
   };
-  set(fromHash());
-  update(false);
-  window.addEventListener("hashchange", () => {
-    set(fromHash());
-    update(false);
-  });
+  const follow = () => {
+    again = follow;
+    const { choice, problem } = fromHash();
+    if (problem) return fail(problem);
+    set(choice);
+    return draw(choice);
+  };
+  follow();
+  window.addEventListener("hashchange", follow);
   let width = 0;
   new ResizeObserver((entries) => {
     const w = Math.round(entries[0].contentRect.width);
     if (w !== width) {
       width = w;
-      requestAnimationFrame(() => update(false));
+      requestAnimationFrame(() => again());
     }
   }).observe(out);
 
   return {
     data,
     model: (choice) => model(data, choice),
+    drawn: () => drawn.map((list) => list()),
     show(choice) {
       set(choice);
       return update(true);

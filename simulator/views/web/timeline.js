@@ -4,6 +4,17 @@
 // a legend of what appears, and a cursor on the current event. Drawn once on a canvas (fast for tens
 // of thousands of events); a second canvas on top holds the cursor, redrawn at every step.
 
+// Ops without a pass (no "F3" tag) by what they are: attention's (scores, softmax, the ring's steps: what a
+// context-parallel page is about) apart from the rest, so that a cp timeline is not all grey.
+const ATTENTION_OP = /(^|\.)(q|k|v|scores|probs|softmax|attn\w*|ring_\w+|dscores|dprobs)(\.|$)/;
+const ATTENTION_COLOUR = "#8e5bb5";
+
+function opColour(e, bad) {
+  if (bad) return BAD_COLOUR;
+  if (e.tg) return PASS_COLOURS[e.tg[0]];
+  return ATTENTION_OP.test(e.n || "") ? ATTENTION_COLOUR : OTHER_COLOUR;
+}
+
 function makeTimeline(doc, marks, onPick, { present = false } = {}) {
   const events = doc.events;
   const base = doc.base;
@@ -27,20 +38,50 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
   const backCanvas = h("canvas", { class: "psv-timeline-back" });
   const frontCanvas = h("canvas", { class: "psv-timeline-front" });
   const box = h("div", { class: "psv-timeline-box", style: `height: ${height}px` }, backCanvas, frontCanvas);
+  const title = h("span", { class: "psv-timeline-title", text: `timeline (${doc.time.unit}); click to jump` });
   const node = h(
     "div",
     { class: "psv-timeline", "data-cursor": -1 },
     h(
       "div",
       { class: "psv-timeline-head" },
-      h("span", { class: "psv-timeline-title", text: `timeline (${doc.time.unit}); click to jump` }),
+      title,
       legend(events, marks),
     ),
     box,
   );
   let width = 0;
   let current = -1;
-  const x = (t) => left + ((t - t0) / (t1 - t0)) * (width - left - 8);
+  // The window of time drawn: the whole run, or on a projector, where the blocks are too thin to label at full
+  // width, a window around now, wide enough for the typical block to carry its label; it follows the cursor.
+  let w0 = t0;
+  let w1 = t1;
+  const x = (t) => left + ((t - w0) / (w1 - w0)) * (width - left - 8);
+  const labelWidth = (label) => 0.62 * font * label.length + 6;
+
+  function zoomSpan() {
+    if (!present || rowH < 14 || !blocks.length) return t1 - t0;
+    const perUnit = (width - left - 8) / (t1 - t0);
+    const labelled = blocks.filter((b) => (b.t1 - b.t0) * perUnit >= labelWidth(b.label)).length;
+    if (labelled >= 0.5 * blocks.length) return t1 - t0;
+    // the zoom that labels the blocks holding half of the busy time (long blocks first: the passes, not the
+    // many short ops between them), at most 16 times: a window of a sixteenth of the run still shows its shape
+    const need = blocks.map((b) => [labelWidth(b.label) / ((b.t1 - b.t0) * perUnit), b.t1 - b.t0]).sort((a, b) => a[0] - b[0]);
+    const busy = need.reduce((sum, [, d]) => sum + d, 0);
+    let factor = 1;
+    for (let k = 0, sum = 0; k < need.length && sum < busy / 2; k++) [factor, sum] = [need[k][0], sum + need[k][1]];
+    return (t1 - t0) / clamp(factor, 1, 16);
+  }
+
+  function centre(t) {
+    const span = zoomSpan();
+    if (span >= t1 - t0) {
+      [w0, w1] = [t0, t1];
+      return;
+    }
+    w0 = clamp(t - span / 2, t0, t1 - span);
+    w1 = w0 + span;
+  }
   const y = (r) => top + r * rowH + rowH / 2;
 
   function size(canvas) {
@@ -56,6 +97,12 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
 
   function draw() {
     width = box.clientWidth || 800;
+    centre(current >= 0 ? events[current].t : t0);
+    const zoomed = w1 - w0 < t1 - t0;
+    node.dataset.window = zoomed ? `${w0} ${w1}` : "";
+    title.textContent = zoomed
+      ? `timeline (${doc.time.unit}), a window around now (${Math.round((100 * (w1 - w0)) / (t1 - t0))}% of the run); click to jump`
+      : `timeline (${doc.time.unit}); click to jump`;
     const ctx = size(backCanvas);
     ctx.font = `${font}px sans-serif`;
     ctx.textBaseline = "middle";
@@ -71,10 +118,14 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
       }
     }
     const gap = rowH >= 12 ? 2 : 0;
+    ctx.save();
+    ctx.beginPath();
+    ctx.rect(left, 0, width - left, top + devices * rowH); // a window's blocks stop at its edges
+    ctx.clip();
     for (let i = 0; i < events.length; i++) {
       const e = events[i];
       if (e.k === "op") {
-        ctx.fillStyle = marks.has(i) ? BAD_COLOUR : e.tg ? PASS_COLOURS[e.tg[0]] : OTHER_COLOUR;
+        ctx.fillStyle = opColour(e, marks.has(i));
         ctx.fillRect(x(e.t), top + e.r * rowH + gap, Math.max(1, x(e.t1) - x(e.t)), rowH - 2 * gap);
       } else if (e.k === "send") {
         ctx.strokeStyle = marks.has(i) ? BAD_COLOUR : "rgba(70,70,70,0.55)";
@@ -86,26 +137,31 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
         ctx.lineWidth = 1;
       }
     }
+    let labels = 0;
     if (rowH >= 14) {
       ctx.fillStyle = "#fff";
       for (const b of blocks) {
-        const w = x(b.t1) - x(b.t0);
+        const a = Math.max(x(b.t0), left); // the part of the block in the window
+        const w = Math.min(x(b.t1), width - 8) - a;
         if (w < ctx.measureText(b.label).width + 6) continue;
         ctx.save();
         ctx.beginPath();
-        ctx.rect(x(b.t0), top + b.r * rowH, w, rowH);
+        ctx.rect(a, top + b.r * rowH, w, rowH);
         ctx.clip();
         ctx.textAlign = "center";
-        ctx.fillText(b.label, x(b.t0) + w / 2, y(b.r));
+        ctx.fillText(b.label, a + w / 2, y(b.r));
         ctx.restore();
+        labels++;
       }
     }
+    ctx.restore();
+    node.dataset.labels = labels;
     ctx.fillStyle = "#444";
     ctx.textBaseline = "alphabetic";
     ctx.textAlign = "center";
     const axisY = top + devices * rowH + axis - 5;
-    const tick = niceStep((t1 - t0) / (present ? 8 : 6));
-    for (let t = Math.ceil(t0 / tick) * tick; t <= t1 + tick * 1e-9; t += tick) {
+    const tick = niceStep((w1 - w0) / (present ? 8 : 6));
+    for (let t = Math.ceil(w0 / tick) * tick; t <= w1 + tick * 1e-9; t += tick) {
       ctx.fillRect(x(t), top + devices * rowH, 1, 3);
       ctx.fillText(fmt(Number(t.toPrecision(12))), clamp(x(t), left, width - 20), axisY);
     }
@@ -135,7 +191,7 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
 
   frontCanvas.addEventListener("click", (ev) => {
     const rect = frontCanvas.getBoundingClientRect();
-    const t = t0 + ((ev.clientX - rect.left - left) / (width - left - 8)) * (t1 - t0);
+    const t = w0 + ((ev.clientX - rect.left - left) / (width - left - 8)) * (w1 - w0);
     let pick = 0; // the step after the last event at or before the clicked time
     for (let i = base; i < events.length; i++) if (events[i].t <= t) pick = i - base + 1;
     onPick(pick);
@@ -146,7 +202,12 @@ function makeTimeline(doc, marks, onPick, { present = false } = {}) {
     draw,
     cursor(i) {
       current = i;
-      if (width) drawCursor();
+      if (!width) return;
+      const now = i >= 0 ? events[i].t : t0;
+      const span = w1 - w0;
+      const zoomed = span < t1 - t0;
+      if (zoomed && (now < w0 + 0.15 * span || now > w1 - 0.15 * span)) draw(); // keep now in the window
+      else drawCursor();
     },
   };
 }
@@ -176,10 +237,12 @@ function mergedBlocks(events) {
 function legend(events, marks) {
   const kinds = new Set();
   let other = false;
+  let attention = false;
   let messages = false;
   for (const e of events) {
     if (e.k === "op") {
       if (e.tg) kinds.add(e.tg[0]);
+      else if (ATTENTION_OP.test(e.n || "")) attention = true;
       else other = true;
     } else if (e.k === "send") messages = true;
   }
@@ -194,9 +257,10 @@ function legend(events, marks) {
   const letters = ["F", "B", "I", "W"].filter((k) => kinds.has(k));
   for (const k of letters) items.push(entry(PASS_COLOURS[k], `${k} ${PASS_WORDS[k]}`));
   if (letters.length) items.push(h("span", { class: "psv-legend-note", text: `(${letters[0]}3: of microbatch 3)` }));
-  if (other) items.push(entry(OTHER_COLOUR, letters.length ? "other work" : "op"));
+  if (attention) items.push(entry(ATTENTION_COLOUR, "attention (scores, softmax, ring steps)"));
+  if (other) items.push(entry(OTHER_COLOUR, letters.length || attention ? "other work" : "op"));
   if (messages) items.push(entry("rgba(70,70,70,0.7)", "message", true));
   if (marks.size) items.push(entry(BAD_COLOUR, "first divergence"));
   items.push(entry("#e08a00", "now", true));
-  return h("span", { class: "psv-legend", "data-kinds": letters.join("") }, ...items);
+  return h("span", { class: "psv-legend", "data-kinds": letters.join("") + (attention ? "A" : "") }, ...items);
 }

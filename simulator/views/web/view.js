@@ -17,7 +17,7 @@
 const KEYFRAME = 256;
 const MAX_LABELLED_ARROWS = 12; // more arrows than this are drawn without their value labels
 const SPEEDS = [1, 4, 16, 64]; // steps per second when playing
-const KEYS_HELP = "keys: \u2190 \u2192 step (shift: 10), Home / End, D the first divergence, space play";
+const KEYS_HELP = "keys: \u2190 \u2192 step (shift: 10), Home / End, D the first divergence, space play; F11 full screen";
 
 // ---- replay ------------------------------------------------------------------------------------
 
@@ -117,6 +117,17 @@ export function mount(el, doc, options = {}) {
     present ? banner : null,
   );
   const notice = doc.notice ? h("div", { class: "psv-notice", role: "note", text: doc.notice }) : null;
+  // the projector mode fills the screen: with the browser's bars showing, its timeline would be cut
+  const fullscreen = present
+    ? h("div", {
+        class: "psv-fullscreen",
+        role: "note",
+        hidden: true,
+        text: "For the projector, go full screen (F11; on a Mac Ctrl+Cmd+F): this page is laid out for the whole screen.",
+      })
+    : null;
+  // the browser's bars take room: the page is shorter than the screen by more than a few pixels
+  const tooShort = () => !document.fullscreenElement && window.innerHeight < (window.screen.height || 720) - 40;
 
   const button = (action, text, title, fn) =>
     h("button", { type: "button", "data-action": action, title, text, onclick: fn });
@@ -190,7 +201,7 @@ export function mount(el, doc, options = {}) {
 
   const timeline = makeTimeline(doc, marks, (s) => goto(s), { present });
   const parts = present
-    ? [head, notice, controls, said, main, flyingBox, timeline.node]
+    ? [head, fullscreen, notice, controls, said, main, flyingBox, timeline.node]
     : [head, banner, notice, controls, said, main, flyingBox, timeline.node];
   root.append(...parts.filter(Boolean));
   el.append(root);
@@ -253,10 +264,28 @@ export function mount(el, doc, options = {}) {
       });
     });
     if (present) {
-      items.sort((a, b) => b.classList.contains("psv-new") - a.classList.contains("psv-new"));
+      items.sort(
+        (a, b) =>
+          b.classList.contains("psv-bad") - a.classList.contains("psv-bad") ||
+          b.classList.contains("psv-new") - a.classList.contains("psv-new"),
+      );
       flyingHead.textContent = `in flight (${items.length}): `;
     }
     flying.replaceChildren(...(items.length ? items : [h("li", { class: "psv-empty", text: "none" })]));
+    if (!present || !items.length) return;
+    // on one line: the messages that fit, then "+N more" for the rest (every one counted, none half shown)
+    const more = h("li", { class: "psv-more", "data-more": 0 });
+    flying.append(more);
+    let hidden = 0;
+    const over = () => flying.scrollWidth > flying.clientWidth + 1;
+    while (over() && hidden < items.length) {
+      items[items.length - 1 - hidden].remove();
+      hidden++;
+      more.textContent = `+${hidden} more`;
+      more.dataset.more = hidden;
+    }
+    if (!hidden) more.remove();
+    else more.title = items.slice(items.length - hidden).map((li) => li.title).join("\n");
   }
 
   function drawArrows(current) {
@@ -390,6 +419,7 @@ export function mount(el, doc, options = {}) {
     size = now;
     cancelAnimationFrame(frame);
     frame = requestAnimationFrame(() => {
+      if (fullscreen) fullscreen.hidden = !tooShort();
       timeline.draw();
       if (present) drawCards(cardLists.map((_, r) => r), step > 0 ? base + step - 1 : -1);
       drawArrows(step > 0 ? base + step - 1 : -1);
@@ -397,6 +427,7 @@ export function mount(el, doc, options = {}) {
   });
   resized.observe(root);
 
+  if (fullscreen) fullscreen.hidden = !tooShort();
   render(cardLists.map((_, r) => r));
   lastRank = step > 0 ? events[base + step - 1].r : -1;
   if (options.hash && step) history.replaceState(null, "", `#step=${step}`);

@@ -1,0 +1,120 @@
+"""What each name of the model should hold, worked out once per check: the walk's memory of expected values.
+
+A check compares thousands of values with a few hundred of the model's: the expected value of each name and
+index (a running sum ``x[0]+x[1]+x[2]`` is the sum before it plus one term), its tolerance (worked out on the
+first value that differs from it in its bytes, and only if that value is neither plainly within nor plainly
+past it: ``compare.bounded``), whether the reference knows a name, and the names a small value equals.
+``_Checker`` (run_check.py) holds these as a mixin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .compare import bounded, downcast, identical, same, structured, tolerances
+from .reference import Reference, part
+
+
+class _Expectations:
+    """The expected values, tolerances and names a check remembers (mixed into ``_Checker``)."""
+
+    rtol: float | None
+    atol: float | None
+
+    def _start_expectations(self) -> None:
+        # per (reference, name, index): [the expected value, its tolerance once needed, whether it is ambiguous]
+        self._expectations: dict[tuple, list] = {}
+        self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
+        self._sums: dict[tuple, Any] = {}  # (reference, names, index) -> those values added up (_running_sum)
+        self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
+
+    def _knows(self, ref: Reference, name: str) -> bool:
+        known = self._known.get((id(ref), name))
+        if known is None:
+            known = self._known[(id(ref), name)] = ref.knows(name)
+        return known
+
+    def _expect(self, ref: Reference, name: str, index: Any) -> list | None:
+        """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
+        worked out once per name and index
+        (a running sum's name adds the model's values up), None where an index cannot be a key (an array)."""
+        at = _index_key(index)
+        if at is None:
+            return None
+        key = (id(ref), name, at)
+        slot = self._expectations.get(key)
+        if slot is None:
+            if name in ref.values or name in ref.aliases or "+" not in name:
+                value = ref.expected(name, index)
+            else:  # a running sum: the sum of its first terms (worked out for the message before) plus its last
+                value = self._running_sum(ref, tuple(name.split("+")), index, at)
+            slot = self._expectations[key] = [value, None, None]
+        return slot
+
+    def _running_sum(self, ref: Reference, terms: tuple[str, ...], index: Any, at: str) -> Any:
+        """The model's values ``terms`` at ``index``, added in that order as ``Reference.expected`` adds them (the
+        same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by one
+        term a step, and each is then one addition."""
+        key = (id(ref), terms, at)
+        total = self._sums.get(key)
+        if total is None:
+            last = part(ref.values[terms[-1]], index)
+            total = last if len(terms) == 1 else self._running_sum(ref, terms[:-1], index, at) + last
+            self._sums[key] = total
+        return total
+
+    def _same(self, found: Any, slot: list) -> bool:
+        """``same(found, expected)``, with the expected value's tolerance worked out on its first mismatch only."""
+        expected = slot[0]
+        if slot[1] is None:
+            if structured(found) or structured(expected):
+                return same(found, expected, self.rtol, self.atol)
+            a, b = np.asarray(found), np.asarray(expected)
+            if a.shape == b.shape and a.dtype == b.dtype and b.dtype.kind in "biufc" and identical(a, b):
+                return True
+            if b.dtype.kind not in "fc":
+                return same(found, expected, self.rtol, self.atol)
+            if a.shape != b.shape or downcast(a, b) or a.dtype.kind not in "biufc":
+                return same(found, expected, self.rtol, self.atol)
+            verdict = bounded(a, b, self.rtol, self.atol)
+            if verdict is not None:
+                return verdict  # within the tolerance's lower bound, or past its upper: no median taken
+            slot[1] = tolerances(b, self.rtol, self.atol)
+        return same(found, expected, tol=slot[1])
+
+    def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
+        """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
+        if a.size > 64:
+            return ref.identify(a, rtol=self.rtol, atol=self.atol)
+        key = (id(ref), a.shape, a.dtype.str, a.tobytes())
+        names = self._identified.get(key)
+        if names is None:
+            names = self._identified[key] = ref.identify(a, rtol=self.rtol, atol=self.atol)
+        return names
+
+
+def _index_key(index: Any) -> Any:
+    """A key for an index made of integers, slices of integers and None (slices are not hashable before Python
+    3.12); None for any other (an array, a function), which is then not remembered."""
+    if index is None:
+        return ()
+    if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
+        a, b, c = index.start, index.stop, index.step
+        if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):
+            return (False, (a, b, c))
+        return None
+    key: list = [type(index) is tuple]
+    for p in index if type(index) is tuple else (index,):
+        kind = type(p)
+        if kind is slice:
+            a, b, c = p.start, p.stop, p.step
+            if not ((a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int)):
+                return None
+            key.append((a, b, c))
+        elif kind is int or p is None or p is Ellipsis:
+            key.append(p)
+        else:
+            return None
+    return tuple(key)

@@ -1,0 +1,142 @@
+"""Published runs the what-if was not built against: its out-of-sample set, each row as its source gives it.
+
+``tables.py`` holds the rows the what-if's costs were found with (in sample). The rows here came later, from
+other teams, frameworks and machines; nothing in ``simulator.cost`` or in the what-if was set by looking at
+them. Each row runs the configuration its source publishes. Where a source leaves a knob out, the row takes
+a rule stated here before its number was looked at (never a value fitted to the row), and ``band.py`` says how
+far the answer moves over that knob's plausible values.
+
+Sources:
+
+- [MT-NLG] Smith et al. 2022, "Using DeepSpeed and Megatron to Train Megatron-Turing NLG 530B"
+  (arXiv:2201.11990), section 2.4: 105 layers of width 20,480, 128 heads, 2,048 tokens, GPT-2's 50,257-token
+  vocabulary padded (50,272 in the released configs); tensor parallelism 8, pipeline 35, batch 1,920, on
+  280, 350 and 420 DGX A100 nodes (data parallelism 8, 10 and 12): 60.1, 50.2 and 44.4 seconds an iteration
+  (126, 121 and 113 TFLOP/s per GPU). Microbatch 1, full recomputation, DeepSpeed's pipeline engine (1F1B,
+  no interleaving), 2021 Megatron kernels (unfused attention, no tensor-parallel overlap, gradients reduced
+  after the pipeline's flush): as Narayanan et al. 2021 ran in the same year (``tables.NARAYANAN_2021``).
+- [BLOOM] BigScience, bigscience-workshop/bigscience, train/tr11-176B-ml/README.md and tr11-176B-ml.slurm
+  (2022): 70 layers of width 14,336, 112 heads, 2,048 tokens, vocabulary padded to 250,880; tensor 4,
+  pipeline 12, data 8 on 48 nodes of 8 A100 80GB with four 100 Gb/s Omni-Path ports a node; microbatch 2,
+  batch 2,048; bf16 with DeepSpeed's BF16 optimizer (its own ZeRO-1); ``--checkpoint-activations``; the
+  embedding counted as a layer when splitting (``--pp-partition-method 'type:transformer|embedding'``: 5
+  layers on the first and last stage, 6 on the others); ``CUDA_LAUNCH_BLOCKING=1`` (the slurm script: "do not
+  remove or the training will hang"), so the CPU waits for every kernel before issuing the next. Throughput "about 150 TFLOPs" counting the
+  recomputation (the README's Throughput section; BigScience's model page, bigscience.notion.site).
+- [LLAMA3] The Llama 3 Herd of Models (Grattafiori et al. 2024, arXiv:2407.21783), Table 4 and section 3.3.2:
+  405B (126 layers, ``model.MODELS``) on H100 80GB (700 W) with 400 Gb/s per GPU between nodes; tensor 8,
+  pipeline 16, data 64 or 128 at 8,192 tokens and 16 M tokens a batch (32 or 16 sequences per data-parallel
+  rank), 430 and 400 TFLOP/s per GPU (43% and 41% BF16 MFU); and context 16 at 131,072 tokens, data 8:
+  380 (38%). BF16; interleaved 1F1B with one layer fewer on the first and the last stage; weights, gradients
+  and optimizer state sharded over data parallelism without re-gathering after the forward (priced as
+  ZeRO-1: one gather and one reduce-scatter a step); sequence parallelism (Megatron-style tensor
+  parallelism). Unpublished: the interleaving depth (rule: the smallest the schedule allows, 2 chunks a rank)
+  and the microbatch (rule: 1, the only one the sequences per rank allow at 16 microbatches with pp 16).
+- [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
+  the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
+  the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
+  (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so; each
+  row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
+  per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
+  network between nodes plays no part, and every model size the tables hold at that length appears).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ...cost.systems import dgx_a100_system, with_network
+from .model import Transformer, named_model
+from .tables import NARAYANAN_2021, Row
+from .training_setup import TrainingSetup
+
+MT_NLG = "Smith et al. 2022 (MT-NLG), section 2.4"
+MOSAIC = "MosaicML llm-foundry benchmarks (FSDP, 8 GPUs)"
+BLOOM = "BigScience 2022 (BLOOM), tr11-176B-ml"
+LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
+
+BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, name="bloom-176b")
+
+# DeepSpeed's pipeline engine and Megatron-DeepSpeed in 2021-2022: 1F1B, the kernels of Narayanan et al. 2021
+DEEPSPEED_2021 = dict(NARAYANAN_2021, schedule="1f1b")
+
+
+def _mt_nlg() -> list[Row]:
+    model = replace(named_model("megatron-530b"), vocab=50257, name="mt-nlg-530b")
+    rows = []
+    for nodes, dp, seconds in ((280, 8, 60.1), (350, 10, 50.2), (420, 12, 44.4)):
+        layout = TrainingSetup(tp=8, pp=35, dp=dp, global_batch=1920, microbatch=1, **DEEPSPEED_2021)
+        rows.append(Row(MT_NLG, f"530B on {nodes} nodes (t8 p35 d{dp})", model, layout, seconds, "step_seconds"))
+    return rows
+
+
+def _bloom() -> list[Row]:
+    layout = TrainingSetup(
+        tp=4, pp=12, dp=8, global_batch=2048, microbatch=2, first_stage_layers=5, last_stage_layers=5, zero=1,
+        launch_blocking=True, **dict(DEEPSPEED_2021, precision="bf16"),
+    )  # fmt: skip
+    jean_zay = with_network(dgx_a100_system(), nics_per_node=4, nic_gbps=100)
+    return [Row(BLOOM, "176B (t4 p12 d8, 4 x 100 Gb/s a node)", BLOOM_176B, layout, 150.0, "tflops_per_gpu", jean_zay)]
+
+
+def _llama3() -> list[Row]:
+    base = named_model("llama3-405b")
+    common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=1, schedule="interleaved-1f1b",
+                  virtual_stages=2, first_stage_layers=3, last_stage_layers=3)  # fmt: skip
+    rows = []
+    for gpus, cp, dp, seq, per_rank, tflops in (
+        (8192, 1, 64, 8192, 32, 430.0),
+        (16384, 1, 128, 8192, 16, 400.0),
+        (16384, 16, 8, 131072, 16, 380.0),
+    ):
+        model = replace(base, seq=seq)
+        layout = TrainingSetup(cp=cp, dp=dp, global_batch=dp * per_rank, **common)
+        label = f"405B {gpus:,} GPUs (t8 c{cp} p16 d{dp}, {seq // 1024}K)"
+        rows.append(Row(LLAMA3, label, model, layout, tflops, "model_tflops_per_gpu", "dgx-h100"))
+    return rows
+
+
+# MPT sizes (layers, width, heads) as llm-foundry's yamls give them; their parameter counts match the
+# table's NumParams column to within 2% (the table also counts a learned position embedding)
+MPT = {"125m": (12, 768, 12), "350m": (24, 1024, 16), "760m": (24, 1536, 12), "1b": (24, 2048, 16),
+       "3b": (32, 2560, 20), "7b": (32, 4096, 32), "13b": (40, 5120, 40), "30b": (48, 7168, 64)}  # fmt: skip
+
+# system, model, microbatch, gradient accumulation, global batch, activation checkpointing, tokens/s per GPU
+_MOSAIC = [
+    ("dgx-a100", "30b", 3, 21, 504, True, 916),
+    ("dgx-a100", "13b", 2, 3, 48, False, 2262),
+    ("dgx-a100", "7b", 6, 2, 96, False, 4641),
+    ("dgx-a100", "3b", 10, 2, 160, False, 10811),
+    ("dgx-a100", "1b", 14, 4, 448, False, 20513),
+    ("dgx-a100", "760m", 24, 2, 384, False, 32434),
+    ("dgx-a100", "350m", 32, 2, 512, False, 58782),
+    ("dgx-a100", "125m", 40, 2, 640, False, 142830),
+    ("dgx-a100", "125m", 32, 2, 512, False, 141737),
+    ("dgx-h100", "30b", 3, 21, 504, True, 2002),
+    ("dgx-h100", "13b", 2, 1, 16, False, 4792),
+    ("dgx-h100", "7b", 6, 1, 48, False, 10643),
+    ("dgx-h100", "1b", 14, 1, 112, False, 45455),
+    ("dgx-h100", "760m", 24, 2, 384, False, 63147),
+]
+
+
+def mpt(size: str, seq: int = 2048) -> Transformer:
+    """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
+    layers, hidden, heads = MPT[size]
+    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, name=f"mpt-{size}")
+
+
+def _mosaic() -> list[Row]:
+    rows = []
+    for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
+        layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none")
+        assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
+        gpu = "A100" if machine == "dgx-a100" else "H100"
+        rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,
+                        "tokens_per_second_per_gpu", machine))  # fmt: skip
+    return rows
+
+
+def outside_rows() -> list[Row]:
+    """The out-of-sample rows, source by source."""
+    return _mt_nlg() + _bloom() + _llama3() + _mosaic()

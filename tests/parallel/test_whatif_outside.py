@@ -1,0 +1,203 @@
+"""Published layouts asked as published: uneven layer splits, a network given by its ports, the out-of-sample
+set reported apart from the rows the what-if was built against."""
+
+from dataclasses import replace
+
+import pytest
+
+from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
+from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
+from simulator.parallel.whatif.memory import chunk_activations, rank_params
+from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MOSAIC, MT_NLG, mpt, outside_rows
+from simulator.parallel.whatif.price import action_costs, total
+from simulator.parallel.whatif.step import schedule_for
+from simulator.parallel.whatif.validate import Summary, outside_table, speed_ratio, validate
+
+SMALL = Transformer(layers=10, hidden=512, heads=8, seq=256, vocab=1024, name="small")
+
+
+def test_megatron_first_and_last_stage_layers_split_the_rest_evenly():
+    assert TrainingSetup(pp=4, first_stage_layers=1, last_stage_layers=3).chunk_layers(SMALL) == (1, 3, 3, 3)
+    assert TrainingSetup(pp=4, first_stage_layers=4).chunk_layers(SMALL) == (4, 2, 2, 2)
+    assert TrainingSetup(pp=3, last_stage_layers=2).chunk_layers(SMALL) == (4, 4, 2)
+    looped = TrainingSetup(pp=2, schedule="interleaved-1f1b", virtual_stages=2, global_batch=4)
+    assert replace(looped, first_stage_layers=1, last_stage_layers=3).chunk_layers(SMALL) == (1, 3, 3, 3)
+    assert TrainingSetup(pp=2, stage_layers=(7, 3)).chunk_layers(SMALL) == (7, 3)
+    assert TrainingSetup(pp=2).chunk_layers(SMALL) == (5, 5)
+
+
+@pytest.mark.parametrize(
+    ("layout", "words"),
+    [
+        (TrainingSetup(pp=4), "do not split evenly"),
+        (TrainingSetup(pp=4, first_stage_layers=2), "leave 8 for the other 3"),
+        (TrainingSetup(pp=2, stage_layers=(5, 4)), "summing to the model's layers"),
+        (TrainingSetup(pp=2, stage_layers=(5, 3, 2)), "one count per chunk"),
+        (TrainingSetup(first_stage_layers=10), "need pp > 1"),
+        (TrainingSetup(pp=2, first_stage_layers=6, last_stage_layers=6), "leave -2 for the other 0"),
+    ],
+)
+def test_layer_counts_that_do_not_add_up_are_refused_with_the_fix(layout, words):
+    with pytest.raises(SetupError, match=words):
+        layout.check(SMALL)
+
+
+def test_bad_layer_counts_are_refused_at_once():
+    with pytest.raises(SetupError, match="first_stage_layers"):
+        TrainingSetup(first_stage_layers=-1)
+    with pytest.raises(SetupError, match="not both"):
+        TrainingSetup(pp=2, stage_layers=(5, 5), first_stage_layers=5)
+
+
+def test_a_chunk_with_more_layers_costs_holds_and_keeps_more():
+    layout = TrainingSetup(pp=2, tp=2, stage_layers=(7, 3), global_batch=4)
+    costs = action_costs(SMALL, layout, dgx_h100_system().achieved)
+    even = action_costs(SMALL, replace(layout, stage_layers=(5, 5)), dgx_h100_system().achieved)
+    assert total(costs[0]["F"]) > total(even[0]["F"]) and total(costs[1]["F"]) < total(even[1]["F"])
+    acts = chunk_activations(SMALL, layout)
+    assert acts[0][0] == pytest.approx(7 / 3 * acts[1][0])
+    placement = schedule_for(layout).placement
+    first, last = rank_params(SMALL, layout, 0, placement)[0], rank_params(SMALL, layout, 1, placement)[0]
+    assert first > last  # seven layers and the embedding against three, the norm and the output layer
+
+
+def test_the_heavier_first_stage_sets_the_pace():
+    even = whatif(SMALL, TrainingSetup(pp=2, global_batch=8), "dgx-h100")
+    heavy = whatif(SMALL, TrainingSetup(pp=2, global_batch=8, stage_layers=(8, 2)), "dgx-h100")
+    assert heavy.step_seconds > even.step_seconds * 1.2  # 8 layers a microbatch on the first rank, not 5
+    assert heavy.stages[1]["bubble"] + heavy.stages[1]["idle"] > even.stages[1]["bubble"] + even.stages[1]["idle"]
+
+
+def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
+    base = dgx_a100_system()
+    four = with_network(base, nics_per_node=4, nic_gbps=100)
+    assert four.achieved.gpu_nic_bandwidth == pytest.approx(100 / 8 * 1e9 * 0.96 / 2)
+    assert "4 ports a node of 100 Gb/s" in four.name
+    assert with_network(base) is base
+    between = four.achieved.collective_time("all_reduce", 1e9, 16, 8)
+    assert between > base.achieved.collective_time("all_reduce", 1e9, 16, 8) * 3  # a quarter of the bandwidth
+    with pytest.raises(ValueError, match="nic-gbps"):
+        with_network(base, nic_gbps=0)
+
+
+def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
+    rows = outside_rows()
+    assert {r.table for r in rows} == {MT_NLG, BLOOM, LLAMA3, MOSAIC}
+    mt = [r for r in rows if r.table == MT_NLG]
+    assert [(r.layout.tp, r.layout.pp, r.layout.dp, r.layout.global_batch) for r in mt] == [
+        (8, 35, 8, 1920), (8, 35, 10, 1920), (8, 35, 12, 1920)]  # fmt: skip
+    (bloom,) = [r for r in rows if r.table == BLOOM]
+    assert bloom.layout.chunk_layers(bloom.model) == (5,) + (6,) * 10 + (5,)
+    assert bloom.layout.devices == 384 and bloom.model.params == pytest.approx(176.2e9, rel=0.01)
+    llama = [r for r in rows if r.table == LLAMA3]
+    assert [r.layout.devices for r in llama] == [8192, 16384, 16384]
+    for r in llama:
+        assert r.model.layers == 126 and sum(r.layout.chunk_layers(r.model)) == 126
+        assert r.layout.global_batch * r.model.seq == 16 * 2**20  # 16M tokens a step
+
+
+def test_the_out_of_sample_summary_counts_and_leans():
+    s = Summary.of([0.9, 1.1, 1.2, 1.3])
+    assert (s.rows, s.within_15, s.within_25, s.optimistic) == (4, 2, 3, 3)
+    assert s.median == pytest.approx(1.15) and "lean optimistic" in s.text()
+
+
+def test_the_out_of_sample_table_names_every_row_with_its_speed_ratio():
+    llama = [r for r in outside_rows() if r.table == LLAMA3][:1]
+    checked = validate(llama)
+    text = outside_table(checked)
+    assert llama[0].label in text and " of 1 within 15%" in text
+    assert speed_ratio(checked[0]) == pytest.approx(checked[0].predicted / 430)
+
+
+def test_a_step_seconds_row_counts_faster_as_optimistic():
+    (row,) = [r for r in outside_rows() if r.table == MT_NLG][:1]
+    (c,) = validate([row])
+    assert speed_ratio(c) == pytest.approx(row.published / c.predicted)
+
+
+def test_the_llama3_production_layout_is_asked_with_its_published_split():
+    model = named_model("llama3-405b")
+    layout = TrainingSetup(tp=8, pp=16, dp=64, global_batch=2048, sequence_parallel=True, zero=1,
+                    first_stage_layers=7, last_stage_layers=7)  # fmt: skip
+    assert layout.chunk_layers(model) == (7,) + (8,) * 14 + (7,)
+    report = whatif(model, layout, "dgx-h100")
+    assert 0 < report.mfu < 1
+
+
+def test_a_collective_beside_a_kernel_slows_it_by_the_measured_share():
+    achieved = dgx_h100_system().achieved
+    assert achieved.overlap_slowdown == pytest.approx(0.189)
+    assert achieved.overlapped(10.0, 2.0) == pytest.approx((10.0 + 0.189 * 2.0, 0.0))  # hidden, at a price
+    compute, exposed = achieved.overlapped(1.0, 5.0)  # the kernel finishes under the collective
+    assert compute == pytest.approx(1 / 0.811) and exposed == pytest.approx(5.0 - 1 / 0.811)
+    free = replace(achieved, overlap_slowdown=0.0)
+    assert free.overlapped(10.0, 2.0) == (10.0, 0.0)
+
+
+def test_hidden_communication_is_not_free():
+    layout = TrainingSetup(tp=8, sequence_parallel=True, global_batch=2)
+    model = named_model("llama2-13b")
+    slowed = whatif(model, layout, "dgx-h100")
+    machine = dgx_h100_system()
+    free = whatif(model, layout, replace(machine, achieved=replace(machine.achieved, overlap_slowdown=0.0)))
+    assert slowed.breakdown["contention"] > 0 and "contention" not in {k for k, v in free.breakdown.items() if v}
+    assert slowed.step_seconds > free.step_seconds
+
+
+def test_fsdp_gathers_hide_one_layer_ahead_and_show_when_layers_are_short():
+    """ZeRO-3 on 64 ranks: with prefetch the gathers hide behind long layers (only the first layer's shows), and
+    a short step (a microbatch of 1 token-poor sequences) exposes them; without overlap all of it shows."""
+    model = named_model("llama2-7b")
+    long = TrainingSetup(dp=64, zero=3, microbatch=2, global_batch=128, recompute="full")
+    short = replace(long, microbatch=1, global_batch=64)
+    tiny = replace(model, seq=256)
+    hidden = whatif(model, long, "dgx-h100").breakdown["dp"]
+    shown = whatif(tiny, short, "dgx-h100").breakdown["dp"]
+    serial = whatif(model, replace(long, dp_overlap=False), "dgx-h100").breakdown["dp"]
+    assert hidden < 0.05 * serial and shown > hidden
+    zero1 = whatif(model, replace(long, zero=1, dp_overlap=False), "dgx-h100").breakdown["dp"]
+    assert serial > 1.4 * zero1  # weights gathered twice for the one microbatch (1.5x ZeRO-1's gather + scatter)
+
+
+def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
+    rows = [r for r in outside_rows() if r.table == MOSAIC]
+    assert len(rows) == 14 and all(r.layout.zero == 3 and r.layout.devices == 8 for r in rows)
+    assert {r.model.name for r in rows} >= {"mpt-760m", "mpt-7b", "mpt-30b"}
+    for size, published in (("7b", 6658859008), ("30b", 29975214080), ("760m", 760470528), ("125m", 125311488)):
+        assert mpt(size).params == pytest.approx(published, rel=0.02)  # NumParams (less its position embedding)
+    (c,) = validate([rows[2]])  # MPT-7b on A100: tokens per second per GPU from the step
+    assert c.predicted == pytest.approx(96 * 2048 / c.report.step_seconds / 8)
+
+
+def test_fp8_runs_the_linear_products_at_the_measured_fp8_rate_where_the_gpu_has_one():
+    model = named_model("llama2-7b")
+    layout = TrainingSetup(dp=8, zero=1, global_batch=64)
+    bf16 = whatif(model, layout, "dgx-h100")
+    fp8 = whatif(model, replace(layout, precision="fp8"), "dgx-h100")
+    assert fp8.breakdown["matmul"] < 0.7 * bf16.breakdown["matmul"]  # about 1.7x the rate on these shapes
+    assert fp8.breakdown["attention"] == pytest.approx(bf16.breakdown["attention"])  # the attention core stays bf16
+    assert fp8.peak_flops == 2 * bf16.peak_flops and fp8.mfu < 1
+    with pytest.raises(ValueError, match="no FP8 tensor cores"):
+        whatif(model, replace(layout, precision="fp8"), "dgx-a100")
+
+
+def test_kernels_shorter_than_their_launch_leave_the_gpu_waiting():
+    tiny = Transformer(layers=2, hidden=256, heads=4, seq=128, vocab=512, name="tiny")
+    short = whatif(tiny, TrainingSetup(global_batch=1), "dgx-h100")
+    assert short.breakdown["launch"] > 0.3 * short.step_seconds  # microsecond kernels: the CPU sets the pace
+    big = whatif(named_model("llama2-7b"), TrainingSetup(tp=8, global_batch=1), "dgx-h100")
+    assert big.breakdown["launch"] < 0.01 * big.step_seconds  # millisecond kernels hide their launches
+    blocking = whatif(named_model("llama2-7b"), TrainingSetup(tp=8, global_batch=1, launch_blocking=True), "dgx-h100")
+    kernels = blocking.breakdown["launch"] / dgx_h100_system().achieved.launch_seconds
+    assert 100 < kernels < 2000  # every kernel and collective of 32 layers' forward and backward waits for the CPU
+
+
+def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
+    from simulator.parallel.whatif.validate import memory_lines
+
+    llama = [r for r in outside_rows() if r.table == LLAMA3][:2]  # the 8,192-GPU row and a 16,384-GPU one
+    lines = memory_lines(validate(llama))
+    assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
+    (bloom,) = [r for r in outside_rows() if r.table == BLOOM]
+    assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]
