@@ -116,3 +116,25 @@ def test_every_shipped_record_is_complete():
         v = 2 if record.looped else 1
         schedule = make_schedule(name, 4, 8, virtual=v) if record.looped else make_schedule(name, 4, 8)
         assert schedule.stages == 4 * record.stages_on_each_rank(v)
+
+
+@pytest.mark.browser
+def test_the_explorer_page_draws_a_new_record_from_its_stored_orders(added, tmp_path):
+    from simulator.views.web.browser import find_chromium, headless
+
+    found = find_chromium()
+    if isinstance(found, str):
+        pytest.skip(f"no headless browser: {found}")
+    assert "gpipe-lifo" not in explorer.ported()
+    path = explorer.write_explorer(tmp_path / "explore.html")
+    with headless(1280, 720) as driver:
+        driver.get(path.resolve().as_uri())
+        ask = "return window.explorer.model(arguments[0])"
+        shown = driver.execute_script(ask, {"schedule": "gpipe-lifo", "p": 4, "m": 8, "v": 1, **UNIT_COSTS})
+        too_big = driver.execute_script(ask, {"schedule": "gpipe-lifo", "p": 16, "m": 8, "v": 1, **UNIT_COSTS})
+    spans = execute(gpipe_lifo(4, 8), UNIT_COSTS)
+    assert [[(a["stage"], a["kind"], a["mb"]) for _, _, a in rows] for rows in shown["times"]] == [
+        [(a.stage, a.kind, a.microbatch) for _, _, a in spans[r]] for r in spans
+    ]
+    assert shown["step"] == max(e for rows in spans.values() for _, e, _ in rows)
+    assert "p 2 to 8 and m 1 to 16 only" in too_big["error"]

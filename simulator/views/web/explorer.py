@@ -7,7 +7,9 @@ The orders are the project's own (``simulator.parallel.schedules.SCHEDULES``, th
 torch's classes), made in the page by ``schedules.js``, a port of the generators (with their own words where
 they refuse a case): p from 2 to 64 and m from 1 to 512 would be millions of stored cases. The page runs the
 order on the idealised machine of ``schedules.execute`` (its port in ``explorer.js``). The browser tests hold
-both ports to Python: every order and time for p 2..8, m 1..16, and large cases up to p = 64, m = 512::
+both ports to Python: every order and time for p 2..8, m 1..16, and large cases up to p = 64, m = 512. A
+schedule added by its record alone, not yet ported, still has its page: its orders for p 2..8, m 1..16 are
+made here and stored in the page (``offered``)::
 
     python -m simulator explore -o schedules.html
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import html
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -26,12 +29,52 @@ from .page import CSP, write_text
 SCHEMA = "parallelism-simulator/views/web/explorer/2"
 LIMITS = {"p": (2, 64), "m": (1, 512), "v": (1, 4)}  # what a student may pick, and a link may ask for
 COSTS = {"F": (1.0, 2.0), "B": (1.0, 2.0, 3.0, 4.0), "W": (0.5, 1.0, 1.5, 2.0)}  # time units; I = B - W
+# A schedule schedules.js does not generate (a record added in Python only) still reaches the page: its orders
+# are made here and stored in the page, for these sizes only.
+STORED = {"p": (2, 8), "m": (1, 16)}
 
 
 def virtual_choices(name: str) -> tuple[int, ...]:
     """The stages per rank the page offers for a schedule."""
     record, (lo, hi) = SCHEDULES[name], LIMITS["v"]
     return tuple(range(lo, hi + 1)) if record.looped else (record.stages_per_rank,)
+
+
+def ported() -> set[str]:
+    """The schedules the page generates itself: the names in schedules.js's ``GENERATORS`` table."""
+    table = re.search(r"const GENERATORS = \{(.*?)\n\};", asset("schedules.js"), re.S)
+    return set(re.findall(r'^\s*"?([\w-]+)"?:', table.group(1), re.M)) if table else set()
+
+
+def offered() -> list[tuple[str, int, int, int]]:
+    """Every (schedule, p, m, v) whose order the page stores, made here, whether or not the schedule accepts it:
+    the schedules schedules.js does not port, over the sizes of ``STORED``."""
+    (p_lo, p_hi), (m_lo, m_hi), made = STORED["p"], STORED["m"], ported()
+    return [
+        (name, p, m, v)
+        for name in SCHEDULES
+        if name not in made
+        for v in virtual_choices(name)
+        for p in range(p_lo, p_hi + 1)
+        for m in range(m_lo, m_hi + 1)
+    ]
+
+
+def stored_case(name: str, p: int, m: int, v: int) -> dict[str, Any]:
+    """One stored case, as schedules.js's ``makeCase`` returns it: each rank's compute actions, the stages and
+    the bubble's closed form (or the generator's words where it refuses the case)."""
+    try:
+        schedule = schedule_of(name, p, m, v)
+    except ValueError as exc:
+        return {"error": str(exc)}
+    ratio = SCHEDULES[name].bubble(p, m, v) if schedule.stages > 0 else None
+    return {
+        "ranks": [
+            [[a.kind, a.stage, a.microbatch] for a in acts if a.is_compute] for acts in schedule.actions.values()
+        ],
+        "stages": schedule.stages,
+        "formula": None if ratio is None else [ratio.numerator, ratio.denominator],
+    }
 
 
 def schedule_of(name: str, p: int, m: int, v: int) -> Schedule:
@@ -54,6 +97,11 @@ def explorer_data() -> dict[str, Any]:
         "schema": SCHEMA,
         "schedules": schedules,
         "limits": {k: list(v) for k, v in LIMITS.items()},
+        "stored": {
+            "p": list(STORED["p"]),
+            "m": list(STORED["m"]),
+            "cases": {"|".join(map(str, case)): stored_case(*case) for case in offered()},
+        },
         "costs": {k: list(v) for k, v in COSTS.items()},
         "unit": {k: UNIT_COSTS[k] for k in ("F", "B", "W")},
         "start": {"schedule": "1f1b", "p": 4, "m": 8, "v": 1, **{k: UNIT_COSTS[k] for k in ("F", "B", "W")}},

@@ -76,11 +76,11 @@ function liveOverTime(rows) {
 }
 
 const cases = new Map(); // the last few cases' orders
-function caseOf(choice) {
+function caseOf(data, choice) {
   const k = `${choice.schedule}|${choice.p}|${choice.m}|${choice.v}`;
   if (!cases.has(k)) {
     if (cases.size >= 12) cases.delete(cases.keys().next().value); // a p = 64, m = 512 order is 400,000 actions
-    cases.set(k, makeCase(choice.schedule, choice.p, choice.m, choice.v));
+    cases.set(k, makeCase(choice.schedule, choice.p, choice.m, choice.v, data.stored));
   }
   return cases.get(k);
 }
@@ -99,7 +99,7 @@ function model(data, choice) {
 function timed(data, choice) {
   const problem = checkChoice(data, choice);
   if (problem) return { error: problem };
-  const c = caseOf(choice);
+  const c = caseOf(data, choice);
   if (c.error) return { error: c.error };
   const ranks = c.ranks;
   const split = ranks.some((acts) => acts.some((a) => a.kind === "I" || a.kind === "W"));

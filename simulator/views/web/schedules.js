@@ -222,10 +222,23 @@ function bubbleFraction(name, p, m, v) {
   return null;
 }
 
-// One case: {ranks, stages, formula} or {error}.
-function makeCase(name, p, m, v) {
+// One case: {ranks, stages, formula} or {error}. A schedule not ported here (a record added in Python only) comes
+// from the orders Python stored in the page for small cases (explorer.py's offered), [kind, stage, mb] each.
+function makeCase(name, p, m, v, stored = { cases: {} }) {
   const make = GENERATORS[name];
-  if (!make) return { error: `no schedule named "${name}"` };
+  if (!make) {
+    const c = stored.cases[`${name}|${p}|${m}|${v}`];
+    if (!c) {
+      const [[p0, p1], [m0, m1]] = [stored.p || [0, 0], stored.m || [0, 0]];
+      return {
+        error:
+          `the page holds schedule "${name}" for p ${p0} to ${p1} and m ${m0} to ${m1} only: port its generator ` +
+          "to schedules.js for other sizes",
+      };
+    }
+    if (c.error) return c;
+    return { ...c, ranks: c.ranks.map((acts) => acts.map(([kind, stage, mb]) => act(stage, kind, mb))) };
+  }
   try {
     const made = make(p, m, v);
     const g = made.stages > 0 ? bubbleFraction(name, p, m, v) : null;
