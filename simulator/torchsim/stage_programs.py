@@ -24,10 +24,14 @@ import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..parallel.schedules import SCHEDULES as RECORDS
+
 LAYERS = 8
-SINGLE = ("ScheduleGPipe", "Schedule1F1B")
-LOOPED = ("ScheduleInterleaved1F1B", "ScheduleLoopedBFS", "ScheduleInterleavedZeroBubble")
-V_SHAPED = ("ScheduleZBVZeroBubble", "ScheduleDualPipeV")
+# torch's schedule classes, read from the project's schedule records (each names its torch class)
+_TORCH = [record for record in RECORDS.values() if record.torch_class]
+SINGLE = tuple(r.torch_class for r in _TORCH if r.stages_per_rank == 1)
+LOOPED = tuple(r.torch_class for r in _TORCH if r.looped)
+V_SHAPED = tuple(r.torch_class for r in _TORCH if r.placement == "v")
 SCHEDULES = SINGLE + LOOPED + V_SHAPED
 
 
