@@ -1,0 +1,61 @@
+"""The grader's code in the student's process is sealed (``simulator.teach.answer_seal``): an answer that changes
+it, so that the record it hands back is not what ran, is FAILED as tampering; right answers still pass."""
+
+import textwrap
+
+from .test_grading import RIGHT
+from .test_grading_guard import graded
+
+LIBRARY_RING = """
+EXERCISE = "ring-all-reduce"
+
+def ring(dev, x):  # the library's all-reduce, which this exercise does not allow
+    return dev.all_reduce(dev.hold(f"x[{dev.rank}]", x), name="v")
+
+ANSWER = ring
+"""
+
+
+def test_the_record_builder_rebound_to_hide_a_collective_is_tampering(tmp_path):
+    row = graded(
+        tmp_path,
+        LIBRARY_RING
+        + textwrap.dedent("""
+        import sys
+
+        _main = sys.modules["__main__"]  # the student's process: it builds the record with plain_trace
+        _real = _main.plain_trace
+
+        def _dressed(trace):  # the collective's messages relabelled as a hand-written ring's
+            out = _real(trace)
+            for m in out.messages:
+                m.tag, m.label = 0, "my ring step"
+            return out
+
+        _main.plain_trace = _dressed
+        """),
+    )
+    assert row.verdict == "FAILED" and "tampering" in row.detail and "__main__.plain_trace" in row.detail, row
+
+
+def test_a_collective_s_tag_patched_in_the_library_is_tampering(tmp_path):
+    row = graded(
+        tmp_path,
+        LIBRARY_RING
+        + textwrap.dedent("""
+        import simulator.core.messaging as messaging
+
+        messaging.CollectiveTag = int  # its messages would then look like the student's own
+        """),
+    )
+    assert row.verdict == "FAILED" and "simulator.core.messaging.CollectiveTag" in row.detail, row
+
+
+def test_a_right_answer_that_imports_the_library_and_patches_nothing_passes(tmp_path):
+    row = graded(tmp_path, "import simulator.core.messaging\nimport simulator.collectives\n" + RIGHT)
+    assert row.verdict == "passed", row
+
+
+def test_a_right_answer_that_imports_more_of_the_package_passes(tmp_path):
+    row = graded(tmp_path, "import simulator.teach.grading\nimport simulator.views\n" + RIGHT)
+    assert row.verdict == "passed", row
