@@ -59,3 +59,16 @@ def test_a_right_answer_that_imports_the_library_and_patches_nothing_passes(tmp_
 def test_a_right_answer_that_imports_more_of_the_package_passes(tmp_path):
     row = graded(tmp_path, "import simulator.teach.grading\nimport simulator.views\n" + RIGHT)
     assert row.verdict == "passed", row
+
+
+def test_in_a_notebook_the_library_s_collective_relabelled_is_refused(monkeypatch, capsys):
+    import simulator.collectives.call as call
+    from simulator.teach.exercises import start
+
+    def ring(dev, x):  # the library's all-reduce, its messages labelled as the student's own ring
+        return dev.all_reduce(dev.hold(f"x[{dev.rank}]", x), name="v")
+
+    monkeypatch.setattr(call._Call, "label", property(lambda self: "my ring step"))
+    result = start("ring-all-reduce").grade(ring, seed=1)
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "simulator.collectives.call._Call.label" in result.text()
