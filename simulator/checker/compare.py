@@ -20,6 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy import abs as _abs  # the grader's own NumPy, taken before any student code loads
+from numpy import all as _all
+from numpy import array_equal as _array_equal
+from numpy import asarray as _asarray
+from numpy import errstate as _errstate
+from numpy import isclose as _isclose
+from numpy import isfinite as _isfinite
+from numpy import median as _median
 
 from ..cost.units import inline
 
@@ -33,30 +41,30 @@ def _numeric(a: np.ndarray) -> bool:
 
 def tolerances(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
     """The (rtol, atol) a comparison with ``expected`` uses (see the module docstring)."""
-    b = np.asarray(expected)
+    b = _asarray(expected)
     if rtol is None:
         rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
     floor = 0.0
     if b.dtype.kind in "fc" and b.size:
-        typical = np.abs(b[np.isfinite(b) & (b != 0)])
-        floor = rtol * 1e-2 * float(np.median(typical)) if typical.size else 0.0
+        typical = _abs(b[_isfinite(b) & (b != 0)])
+        floor = rtol * 1e-2 * float(_median(typical)) if typical.size else 0.0
     return rtol, max(atol or 0.0, floor)
 
 
 def downcast(found: Any, expected: Any) -> bool:
     """Whether ``found`` holds floats of lower precision than ``expected`` (float32 for float64, say)."""
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     return a.dtype.kind in "fc" and b.dtype.kind in "fc" and a.dtype.itemsize < b.dtype.itemsize
 
 
 def close(found: Any, expected: Any, rtol: float | None = None, atol: float | None = None) -> np.ndarray:
     """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree)."""
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
         return a == b
     r, t = tolerances(b, rtol, atol)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+    with _errstate(invalid="ignore", over="ignore"):
+        return _isclose(a, b, rtol=r, atol=t, equal_nan=True)
 
 
 def structured(x: Any) -> bool:
@@ -79,14 +87,14 @@ def same(found: Any, expected: Any, rtol: float | None = None, atol: float | Non
     if isinstance(expected, (tuple, list)) and isinstance(found, (tuple, list)):
         return len(found) == len(expected) and all(same(f, e, rtol, atol) for f, e in zip(found, expected))
     try:
-        a, b = np.asarray(found), np.asarray(expected)
+        a, b = _asarray(found), _asarray(expected)
     except ValueError:  # a ragged structure (a list holding None and an array) against an array: not the same
         return False
     if a.shape != b.shape:
         return False
     if not (_numeric(a) and _numeric(b)):
-        return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
-    return not downcast(a, b) and bool(np.all(close(a, b, rtol, atol)))
+        return bool(_array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
+    return not downcast(a, b) and bool(_all(close(a, b, rtol, atol)))
 
 
 def _same_objects(found: Any, expected: Any) -> bool:
@@ -102,7 +110,7 @@ def show(x: Any) -> str:
         return "{" + ", ".join(f"{k!r}: {show(v)}" for k, v in x.items()) + "}"
     if isinstance(x, (tuple, list)):
         return "(" + ", ".join(show(v) for v in x) + ")"
-    a = np.asarray(x)
+    a = _asarray(x)
     if a.size <= SHOW_UP_TO:
         return inline(a)
     return f"an array of shape {a.shape} ({a.dtype.name})"
@@ -113,11 +121,11 @@ def show_pair(found: Any, expected: Any) -> tuple[str, str]:
     NumPy would write ``[1.e-09, 2.e+00]`` beside ``[0., 2.]``, and a reader compares digits, not styles."""
     if structured(found) or structured(expected):
         return show(found), show(expected)
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if not a.dtype.kind == b.dtype.kind == "f" or max(a.size, b.size) > SHOW_UP_TO:
         return show(found), show(expected)
-    both = np.abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
-    both = both[np.isfinite(both) & (both != 0)]
+    both = _abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
+    both = both[_isfinite(both) & (both != 0)]
     # NumPy's own rule for when an array prints in scientific notation, applied to both arrays at once
     sci = both.size and (both.max() >= 1e8 or both.min() < 1e-4 or both.max() / both.min() > 1e3)
     fmt = np.format_float_scientific if sci else np.format_float_positional
@@ -140,7 +148,7 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     Both shapes, how many elements differ, the largest absolute and relative difference, the first
     index that differs, and a few values around it, found against expected.
     """
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if a.shape != b.shape:
         return f"It has shape {a.shape} where one device has {b.shape}."
     cast = f"It is {a.dtype} where one device has {b.dtype}: a cast lost precision." if downcast(a, b) else ""
@@ -152,9 +160,9 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
         return cast or None
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     fa, fb = a.astype(np.float64)[bad], b.astype(np.float64)[bad]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
-        rel = np.where((fb != 0) & np.isfinite(fb), diff / np.abs(fb), np.inf)
+    with _errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = _abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
+        rel = np.where((fb != 0) & _isfinite(fb), diff / _abs(fb), np.inf)
     big = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
     worst_rel = float(np.max(np.where(np.isnan(rel), np.inf, rel)))
     lo = max(first[-1] - 2, 0) if a.ndim else 0

@@ -72,3 +72,27 @@ def test_in_a_notebook_the_library_s_collective_relabelled_is_refused(monkeypatc
     result = start("ring-all-reduce").grade(ring, seed=1)
     assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
     assert "simulator.collectives.call._Call.label" in result.text()
+
+
+def test_in_a_notebook_numpy_patched_with_the_snapshot_disabled_does_not_pass_the_starter(monkeypatch, capsys):
+    """The grader compares with its own NumPy functions, taken when it loaded: a notebook that turns the snapshot
+    off and makes numpy's comparisons say yes still gets the partial sum FAILED."""
+    import numpy as np
+
+    from simulator.teach.exercises import integrity, start
+
+    def rows(dev, x, w):  # the starter: a partial sum returned, and a message so something "arrives"
+        r = dev.rank
+        x = dev.hold("X", x, index=np.s_[:, 2 * r : 2 * r + 2])
+        w = dev.hold("W", w, index=np.s_[2 * r : 2 * r + 2])
+        dev.send(np.zeros(12), 1 - r)
+        dev.recv(1 - r, shape=(12,), dtype=np.float64)
+        return dev.compute("Y", np.matmul, x, w)
+
+    ex = start("row-split")
+    monkeypatch.setattr(integrity.Snapshot, "changed", lambda self: [])
+    for name in ("isclose", "allclose", "array_equal", "all"):
+        monkeypatch.setattr(np, name, lambda *a, **k: True)
+    monkeypatch.setattr(np, "median", lambda *a, **k: 1e300)
+    result = ex.grade(rows, seed=1)
+    assert result.verdict == "FAILED" and result.diagnosis != "grader", result.text()
