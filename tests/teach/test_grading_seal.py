@@ -3,6 +3,8 @@ it, so that the record it hands back is not what ran, is FAILED as tampering; ri
 
 import textwrap
 
+import pytest
+
 from .test_grading import RIGHT
 from .test_grading_guard import graded
 
@@ -96,3 +98,47 @@ def test_in_a_notebook_numpy_patched_with_the_snapshot_disabled_does_not_pass_th
     monkeypatch.setattr(np, "median", lambda *a, **k: 1e300)
     result = ex.grade(rows, seed=1)
     assert result.verdict == "FAILED" and result.diagnosis != "grader", result.text()
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="known gap: student code shares the process that builds the record, so it can take over the protocol "
+    "(find the grader's pipes by number, answer every request itself with a relabelled record). Closing it needs "
+    "the record built where no student code runs (the engine in a process of its own, the rank programs calling it)",
+)
+def test_an_answer_that_takes_over_the_protocol_with_a_relabelled_collective_is_FAILED(tmp_path):
+    row = graded(
+        tmp_path,
+        LIBRARY_RING
+        + textwrap.dedent("""
+        import fcntl, os, stat, sys
+        from pathlib import Path
+
+        _m = sys.modules["__main__"]
+        _real = _m.plain_trace
+
+        def _dressed(trace):
+            out = _real(trace)
+            for msg in out.messages:
+                msg.tag, msg.label = 0, "my ring step"
+            return out
+
+        _m.plain_trace = _dressed
+        pipes = []
+        for fd in range(3, 30):
+            try:
+                if stat.S_ISFIFO(os.fstat(fd).st_mode):
+                    pipes.append((fd, os.O_ACCMODE & fcntl.fcntl(fd, fcntl.F_GETFL)))
+            except OSError:
+                pass
+        requests = next(fd for fd, mode in pipes if mode == os.O_RDONLY)
+        channel = next(fd for fd, mode in pipes if mode == os.O_WRONLY)
+        _m.write_frame(channel, {"kind": "loaded", "exercise": EXERCISE, "student": "ada", "answer": ""})
+        while True:
+            request = _m.read_frame(requests)
+            if request["kind"] == "bye":
+                os._exit(0)
+            _m.write_frame(channel, _m.answer(request, ring, Path(__file__), lambda: None))
+        """),
+    )
+    assert row.verdict == "FAILED", row
