@@ -7,7 +7,7 @@ what the run added per event, the trace's own bytes per event, and the simulated
 
 With ``--figures``, the largest run also draws its timeline (a pixel row per device, see
 simulator/views/plot/busy.py) and each pipeline stage's peak memory, and the scaling table is drawn too;
-they go to figures/whatif_gpt3_*.png. Target: 4,096 devices in under 60 s and 4 GB on the 2-core
+they go to benchmarks/figures/whatif_gpt3_*.png. Target: 4,096 devices in under 60 s and 4 GB on the 2-core
 development machine.
 
 Run: python benchmarks/whatif_gpt3.py [--quick] [--figures]
@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-FIGURES = ROOT / "figures"
+FIGURES = ROOT / "benchmarks" / "figures"  # measurements, not slides: `python -m simulator figures` owns figures/
 SIZES = [(1, 8, 8), (1, 16, 8), (2, 16, 8), (4, 16, 8), (8, 16, 8), (16, 16, 8), (32, 16, 8)]  # dp, pp, tp
 
 

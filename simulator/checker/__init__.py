@@ -48,7 +48,7 @@ Modules, each building only on those after it in this list (checked by import-li
 """
 
 from .comm_summary import CommSummary, comm_summary, message_table
-from .differential import Differential
+from .differential import Differential, mixed, owned_elements
 from .reference import NO_RESULT, Reference
 from .run_check import References, check
 from .split import ALL, Budget, Split
@@ -73,4 +73,6 @@ __all__ = [
     "check",
     "comm_summary",
     "message_table",
+    "mixed",
+    "owned_elements",
 ]

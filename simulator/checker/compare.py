@@ -20,6 +20,14 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy import abs as _abs  # the grader's own NumPy, taken before any student code loads
+from numpy import all as _all
+from numpy import array_equal as _array_equal
+from numpy import asarray as _asarray
+from numpy import errstate as _errstate
+from numpy import isclose as _isclose
+from numpy import isfinite as _isfinite
+from numpy import median as _median
 
 from ..cost.units import inline
 
@@ -36,19 +44,19 @@ def _numeric(a: np.ndarray) -> bool:
 
 def tolerances(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
     """The (rtol, atol) a comparison with ``expected`` uses (see the module docstring)."""
-    b = np.asarray(expected)
+    b = _asarray(expected)
     if rtol is None:
         rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
     floor = 0.0
     if b.dtype.kind in "fc" and b.size:
-        typical = np.abs(b[np.isfinite(b) & (b != 0)])
-        floor = rtol * 1e-2 * float(np.median(typical)) if typical.size else 0.0
+        typical = _abs(b[_isfinite(b) & (b != 0)])
+        floor = rtol * 1e-2 * float(_median(typical)) if typical.size else 0.0
     return rtol, max(atol or 0.0, floor)
 
 
 def downcast(found: Any, expected: Any) -> bool:
     """Whether ``found`` holds floats of lower precision than ``expected`` (float32 for float64, say)."""
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     return a.dtype.kind in "fc" and b.dtype.kind in "fc" and a.dtype.itemsize < b.dtype.itemsize
 
 
@@ -58,12 +66,12 @@ def close(
     """Element-wise: does each element of ``found`` equal the one of ``expected``? (shapes must agree).
 
     tol: ``tolerances(expected, rtol, atol)`` if already worked out (a checker keeps them per name)."""
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
         return a == b
     r, t = tol if tol is not None else tolerances(b, rtol, atol)
-    with np.errstate(invalid="ignore", over="ignore"):
-        return np.isclose(a, b, rtol=r, atol=t, equal_nan=True)
+    with _errstate(invalid="ignore", over="ignore"):
+        return _isclose(a, b, rtol=r, atol=t, equal_nan=True)
 
 
 def structured(x: Any) -> bool:
@@ -92,7 +100,7 @@ def same(
     if isinstance(expected, (tuple, list)) and isinstance(found, (tuple, list)):
         return len(found) == len(expected) and all(same(f, e, rtol, atol) for f, e in zip(found, expected))
     try:
-        a, b = np.asarray(found), np.asarray(expected)
+        a, b = _asarray(found), _asarray(expected)
     except ValueError:  # a ragged structure (a list holding None and an array) against an array: not the same
         return False
     if a.shape != b.shape:
@@ -100,7 +108,7 @@ def same(
     if a.dtype == b.dtype and a.dtype.kind in "biufc" and identical(a, b):
         return True  # the same bytes: equal under any tolerance (a NaN equals a NaN here, as below)
     if not (_numeric(a) and _numeric(b)):
-        return bool(np.array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
+        return bool(_array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
     return not downcast(a, b) and _all_close(a, b, rtol, atol, tol)
 
 
@@ -108,7 +116,7 @@ def lower_tolerance(expected: Any, rtol: float | None = None, atol: float | None
     """``tolerances(expected, rtol, atol)`` less the floor from the median of ``expected`` (no median taken): a
     value within it is within the tolerance, which is never smaller."""
     if rtol is None:
-        b = np.asarray(expected)
+        b = _asarray(expected)
         rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
     return rtol, atol or 0.0
 
@@ -123,15 +131,15 @@ def bounded(found: np.ndarray, expected: np.ndarray, rtol: float | None, atol: f
     if within is not False:
         return within or None
     # every difference is finite, so every expected element is: the floor is at most rtol 1e-2 of the largest
-    return False if _within(found, y, (r, max(t, r * 1e-2 * float(np.abs(y).max())))) is False else None
+    return False if _within(found, y, (r, max(t, r * 1e-2 * float(_abs(y).max())))) is False else None
 
 
 def _all_close(a: np.ndarray, b: np.ndarray, rtol: float | None, atol: float | None, tol: tuple | None) -> bool:
-    """``np.all(close(a, b))``. Without ``tol``, first ``bounded`` (most values that differ in their last bits are
+    """``_all(close(a, b))``. Without ``tol``, first ``bounded`` (most values that differ in their last bits are
     within the lower bound, most that differ plainly past the upper: the median is then never taken), then under
     the full tolerance."""
     if a.dtype.kind in "biu" and b.dtype.kind in "biu":
-        return bool(np.all(a == b))
+        return bool(_all(a == b))
     if tol is None:
         verdict = bounded(a, b, rtol, atol)
         if verdict is not None:
@@ -139,7 +147,7 @@ def _all_close(a: np.ndarray, b: np.ndarray, rtol: float | None, atol: float | N
         tol = tolerances(b, rtol, atol)
     y = b if b.dtype.kind in "fc" else b.astype(np.result_type(b, 1.0))  # as isclose casts the expected value
     within = _within(a, y, tol)
-    return bool(np.all(close(a, b, tol=tol))) if within is None else within
+    return bool(_all(close(a, b, tol=tol))) if within is None else within
 
 
 def _within(a: np.ndarray, y: np.ndarray, tol: tuple[float, float]) -> bool | None:
@@ -147,10 +155,10 @@ def _within(a: np.ndarray, y: np.ndarray, tol: tuple[float, float]) -> bool | No
     is finite, its answer is isclose's element for element; None where one is not (an infinity, a NaN: isclose's
     own rules decide those)."""
     r, t = tol
-    with np.errstate(all="ignore"):
-        diff = np.abs(a - y)
-        ok = diff <= t + r * np.abs(y)
-        if not np.isfinite(diff).all():
+    with _errstate(all="ignore"):
+        diff = _abs(a - y)
+        ok = diff <= t + r * _abs(y)
+        if not _isfinite(diff).all():
             return None
         return bool(ok.all() or (ok | (a == y)).all())
 
@@ -160,7 +168,7 @@ def identical(a: np.ndarray, b: np.ndarray) -> bool:
     (most values a checked run holds are exactly the model's), before any tolerance is worked out."""
     if a.size <= EXACT_BY_BYTES:
         return a.tobytes() == b.tobytes()
-    return bool(np.array_equal(a, b))  # no copies of large arrays (a NaN makes it False: the tolerance decides)
+    return bool(_array_equal(a, b))  # no copies of large arrays (a NaN makes it False: the tolerance decides)
 
 
 def _same_objects(found: Any, expected: Any) -> bool:
@@ -176,7 +184,7 @@ def show(x: Any) -> str:
         return "{" + ", ".join(f"{k!r}: {show(v)}" for k, v in x.items()) + "}"
     if isinstance(x, (tuple, list)):
         return "(" + ", ".join(show(v) for v in x) + ")"
-    a = np.asarray(x)
+    a = _asarray(x)
     if a.size <= SHOW_UP_TO:
         return inline(a)
     return f"an array of shape {a.shape} ({a.dtype.name})"
@@ -187,11 +195,11 @@ def show_pair(found: Any, expected: Any) -> tuple[str, str]:
     NumPy would write ``[1.e-09, 2.e+00]`` beside ``[0., 2.]``, and a reader compares digits, not styles."""
     if structured(found) or structured(expected):
         return show(found), show(expected)
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if not a.dtype.kind == b.dtype.kind == "f" or max(a.size, b.size) > SHOW_UP_TO:
         return show(found), show(expected)
-    both = np.abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
-    both = both[np.isfinite(both) & (both != 0)]
+    both = _abs(np.concatenate([a.ravel(), b.ravel()]).astype(np.float64))
+    both = both[_isfinite(both) & (both != 0)]
     # NumPy's own rule for when an array prints in scientific notation, applied to both arrays at once
     sci = both.size and (both.max() >= 1e8 or both.min() < 1e-4 or both.max() / both.min() > 1e3)
     fmt = np.format_float_scientific if sci else np.format_float_positional
@@ -214,7 +222,7 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     Both shapes, how many elements differ, the largest absolute and relative difference, the first
     index that differs, and a few values around it, found against expected.
     """
-    a, b = np.asarray(found), np.asarray(expected)
+    a, b = _asarray(found), _asarray(expected)
     if a.shape != b.shape:
         return f"It has shape {a.shape} where one device has {b.shape}."
     cast = f"It is {a.dtype} where one device has {b.dtype}: a cast lost precision." if downcast(a, b) else ""
@@ -226,9 +234,9 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
         return cast or None
     first = tuple(int(i) for i in np.argwhere(bad)[0])
     fa, fb = a.astype(np.float64)[bad], b.astype(np.float64)[bad]
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        diff = np.abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
-        rel = np.where((fb != 0) & np.isfinite(fb), diff / np.abs(fb), np.inf)
+    with _errstate(invalid="ignore", over="ignore", divide="ignore"):
+        diff = _abs(fa - fb)  # inf where one side is infinite (a masked score, say), nan where one is nan
+        rel = np.where((fb != 0) & _isfinite(fb), diff / _abs(fb), np.inf)
     big = float(np.max(np.where(np.isnan(diff), np.inf, diff)))
     worst_rel = float(np.max(np.where(np.isnan(rel), np.inf, rel)))
     lo = max(first[-1] - 2, 0) if a.ndim else 0

@@ -93,25 +93,13 @@ class Differential:
     ) -> Differential:
         """From inputs by name, each device given its part by ``split``: ``start_with(inputs)`` starts the program
         (``World.start``)."""
-        alone: dict[str, dict[int, np.ndarray]] = {}  # input -> device -> mask of the elements only it is given
+        alone = owned_elements(size, inputs, split)
         own: dict[int, list[str]] = {}
-        for name, value in inputs.items():
-            if not split.gives(name) or not _changes(value):
-                continue
-            shape = np.shape(value)
-            masks = {}
-            for r in range(size):
+        for name, masks in alone.items():
+            shape = np.shape(inputs[name])
+            for r, mine in masks.items():
                 index = split.part_of(name, r)
-                if index is not None:
-                    mask = np.zeros(int(np.prod(shape)), dtype=bool)
-                    mask[elements(index, shape)] = True
-                    masks[r] = (mask, index)
-            count = sum(m.astype(int) for m, _ in masks.values())
-            for r, (mask, index) in masks.items():
-                mine = mask & (count == 1)
-                if mine.any():
-                    alone.setdefault(name, {})[r] = mine.reshape(shape)
-                    own.setdefault(r, []).append(_part_name(name, index if not mine.all() else ALL, shape))
+                own.setdefault(r, []).append(_part_name(name, index if not mine.all() else ALL, shape))
 
         @contextlib.contextmanager
         def started(ranks: frozenset[int]) -> Iterator[Any]:
@@ -136,6 +124,44 @@ class Differential:
                     value[...] = old
 
         return cls(size, {r: tuple(v) for r, v in own.items()}, started)
+
+
+def owned_elements(size: int, inputs: Mapping[str, Any], split: Split) -> dict[str, dict[int, np.ndarray]]:
+    """input -> device -> a mask of the elements the split gives that device alone (its own data; a device with
+    none of an input is left out)."""
+    alone: dict[str, dict[int, np.ndarray]] = {}
+    for name, value in inputs.items():
+        if not split.gives(name) or not _changes(value):
+            continue
+        shape = np.shape(value)
+        masks = {}
+        for r in range(size):
+            index = split.part_of(name, r)
+            if index is not None:
+                mask = np.zeros(int(np.prod(shape)), dtype=bool)
+                mask[elements(index, shape)] = True
+                masks[r] = mask
+        count = sum(m.astype(int) for m in masks.values())
+        for r, mask in masks.items():
+            mine = mask & (count == 1)
+            if mine.any():
+                alone.setdefault(name, {})[r] = mine.reshape(shape)
+    return alone
+
+
+def mixed(size: int, inputs: Mapping[str, Any], other: Mapping[str, Any], split: Split, ranks: frozenset[int]) -> dict:
+    """``inputs`` with the own data of the devices ``ranks`` taken from ``other`` (same names, shapes and dtypes),
+    everything else as it is: new arrays, ``inputs`` left unchanged. A program run on these and checked against the
+    single-device run shows whether a device that saw the same data of its own before answers as it did then
+    (a cache kept from an earlier run, which the isolation check's reruns cannot tell from a device that knows
+    only its own data and its messages)."""
+    new = dict(inputs)
+    for name, masks in owned_elements(size, inputs, split).items():
+        value = np.array(inputs[name], copy=True)
+        for r in sorted(ranks & masks.keys()):
+            value[masks[r]] = np.asarray(other[name], dtype=value.dtype)[masks[r]]
+        new[name] = value
+    return new
 
 
 def _writable_alone(value: Any, name: str, inputs: Mapping[str, Any]) -> bool:
@@ -237,4 +263,4 @@ def held_generators() -> Iterator[Callable[[], None]]:
         reset()
 
 
-__all__ = ["Differential", "changed", "held_generators"]
+__all__ = ["Differential", "changed", "held_generators", "mixed", "owned_elements"]

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy import array_equal as _array_equal  # the grader's own, taken before any student code loads
 
 from ..core.columnar import ColumnarTrace
 from ..core.ordering import CODE_RECV, CODE_SEND
@@ -276,7 +277,7 @@ def _same(a: Any, b: Any) -> bool:
             return False
         if a.dtype.kind in "biufc":  # the same bits: equal NaNs are equal, a changed sign of zero is a change
             return a.tobytes() == b.tobytes()
-        return bool(np.array_equal(a, b))
+        return bool(_array_equal(a, b))
     if type(a) is not type(b):
         return False
     if isinstance(a, (list, tuple)):

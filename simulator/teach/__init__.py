@@ -7,7 +7,8 @@ examples/      the named scenarios (``get("wrong-input")``; ``python -m simulato
 exercises/     exercises that grade themselves, for the notebooks in ``notebooks/exercises/``
 grading.py     a class's files graded into a CSV (``python -m simulator grade FOLDER``): the verdict made here,
                each answer run in a process of its own (remote_answer.py, the grader's side; student_process.py,
-               the student's: limited and guarded by answer_guard.py, it returns records, never verdicts)
+               the student's: limited and guarded by answer_guard.py, its grader's code sealed by answer_seal.py;
+               it returns records, never verdicts)
 view.py        ``simulator.view``: the step-through widget and page, for runs and scenarios by name
 figures/       every figure in ``figures/``, each built by one registered function
 =============  ===========================================================================================

@@ -252,6 +252,12 @@ class RemoteAnswer(AnswerElsewhere):
                         reply = _Records(io.BytesIO(data)).load()
                     except Exception as exc:  # noqa: BLE001 (a malformed frame is the student's process's doing)
                         raise self._tamper(f"a reply that is not a record ({exc})") from None
+                    if isinstance(reply, dict) and reply.get("kind") == "tampered":  # student_process: answer_seal
+                        what = reply.get("what")
+                        names = ", ".join(str(n) for n in what[:5]) if isinstance(what, list) else "its code"
+                        self.tampered = f"the answer changed the grader's code in its own process ({names})"
+                        self._stop()
+                        raise AnswerLost(self.tampered)
                     if not isinstance(reply, dict) or reply.get("kind") not in kinds:
                         raise self._tamper("a reply to a question the grader did not ask")
                     return reply

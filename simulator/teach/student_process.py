@@ -13,7 +13,9 @@ each, on a private copy of its standard output:
 
 Before any student code loads, it limits itself and installs an audit hook that refuses what real graded code
 never needs and a forger does (``answer_guard``: the teacher's folder, the class's other files, another program,
-and for the schedule exercise the library's schedules, however reached). The file runs from a scratch folder
+and for the schedule exercise the library's schedules, however reached), and seals the grader's code in this process
+(``answer_seal``: a reply made after the file changed it, a rebound ``plain_trace`` or a patched collective, says
+"tampered", not the record). The file runs from a scratch folder
 holding a copy of it alone. The notebook's setup names (``stage_a``, ``BETA``, ...) are
 given to the file, so an answer cell copied from its notebook runs as it ran there.
 
@@ -37,6 +39,7 @@ from types import FunctionType
 from typing import Any
 
 from simulator.teach.answer_guard import disarm, install_guard, limit
+from simulator.teach.answer_seal import load_all, seal
 
 MAGIC = b"SIMR"  # every frame: MAGIC, its length (8 bytes, big-endian), then a pickle
 HEADER = struct.Struct(">4sQ")
@@ -273,8 +276,11 @@ def main() -> int:
     denied = list(config["denied_dirs"])
     for module in set(SETUP.get(exercise, {}).values()):
         importlib.import_module(module)
+    load_all()
     if exercise in LIBRARY:
         denied.append(disarm(LIBRARY[exercise]))
+    # what answers, checks and replies, bound before the file loads; the grader's code as it is now (answer_seal)
+    respond, ask, reply_with, changed = answer, read_frame, write_frame, seal()
     limit(config["memory"], config["cpu"], config["output"])
     install_guard(os.path.realpath(scratch), tuple(denied), tuple(config["denied_modules"]), config["forks"])
     path = Path(config["file"])
@@ -305,10 +311,14 @@ def main() -> int:
         random.setstate(states[1])
 
     while True:
-        request = read_frame(requests)
+        request = ask(requests)
         if request["kind"] == "bye":
             return 0
-        write_frame(channel, answer(request, program, path, reset))
+        reply = respond(request, program, path, reset)
+        tampered = changed()
+        if tampered:  # the record would come from patched code: say so, not the record
+            reply = {"kind": "tampered", "what": [str(name) for name in tampered[:5]]}
+        reply_with(channel, reply)
 
 
 if __name__ == "__main__":

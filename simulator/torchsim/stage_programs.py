@@ -106,12 +106,18 @@ def pipelined_training(
 
 def one_device_training(model: nn.Module, x: torch.Tensor, target: torch.Tensor, microbatches: int) -> Any:
     """The single-device twin of ``pipelined_training``: the model on each microbatch in turn, each loss's
-    gradients divided by the number of microbatches; the output and the losses."""
+    backward as the schedules run it (unscaled, so the gradients that cross between stages are these), the
+    parameters' gradients divided by the number of microbatches at the end (``scale_grads``); the output and
+    the losses."""
     outs, losses = [], []
     for xm, tm in zip(x.chunk(microbatches), target.chunk(microbatches)):
         y = model(xm)
         loss = squared_error(y, tm)
-        (loss / microbatches).backward()
+        loss.backward()
         outs.append(y)
         losses.append(loss)
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.grad is not None:
+                p.grad /= microbatches
     return torch.cat(outs), torch.stack(losses)

@@ -21,6 +21,7 @@ pytest.importorskip("torch.distributed")
 from simulator import World  # noqa: E402
 from simulator.real.errors import RankTimeoutError, RemoteRankError, WorldBusyError  # noqa: E402
 from simulator.real.launch import RUN_TIMEOUT, TorchWorld  # noqa: E402
+from simulator.real.loopback import OWNER  # noqa: E402
 from tests import demos  # noqa: E402
 from tests.procs import listening, survivors  # noqa: E402
 
@@ -98,7 +99,8 @@ def test_the_store_is_a_private_file_and_the_ranks_listen_on_loopback_only_and_n
         assert listening() - before == set()  # no store socket: a TCPStore would let any local process in
         folder = world._store.folder
         assert stat.S_IMODE(os.stat(folder).st_mode) == 0o700  # only this user may enter
-        assert [p.name for p in folder.iterdir()] == [os.path.basename(world._store.path)]
+        # the store's file, and the file naming its launcher (so a later launcher can clean up after a SIGKILL)
+        assert sorted(p.name for p in folder.iterdir()) == sorted([os.path.basename(world._store.path), OWNER])
         for pid in world.pids:  # gloo's listening sockets, in the ranks
             assert {ip for ip, _ in listening(pid)} <= {"127.0.0.1"}
         pids = world.pids

@@ -175,6 +175,13 @@ def test_all_figures_from_a_clean_checkout(tmp_path):
     assert made == sorted(o for spec in buildable() for o in spec.outputs)
 
 
+def test_every_file_in_figures_is_made_by_the_figures_command():
+    """figures/ holds what `python -m simulator figures` makes, nothing else (benchmarks draw into benchmarks/figures/)."""
+    made = {o for spec in registry().values() for o in spec.outputs}
+    stray = sorted(p.name for p in (ROOT / "figures").iterdir() if p.name not in made)
+    assert not stray, f"not made by `python -m simulator figures`: {stray}"
+
+
 def test_every_committed_picture_fits_a_16_9_slide():
     """Slide figures are 16:9 or cropped to their content (wider): none is taller than a slide."""
     from PIL import Image

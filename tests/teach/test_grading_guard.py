@@ -119,6 +119,23 @@ def test_replacing_the_grade_or_numpy_s_comparisons_does_not_pass_the_starter(tm
         numpy.testing.assert_allclose = lambda *a, **k: None
         """),
     )
+    # the grade replaced in the answer's process is tampering (answer_seal); numpy there changes nothing here
+    assert row.verdict == "FAILED" and "simulator.teach.exercises.grade" in row.detail, row
+
+
+def test_numpy_replaced_in_the_answer_s_process_changes_nothing_where_the_verdict_is_made(tmp_path):
+    row = graded(
+        tmp_path,
+        WRONG
+        + textwrap.dedent("""
+        import numpy
+
+        numpy.isclose = lambda *a, **k: True
+        numpy.allclose = lambda *a, **k: True
+        numpy.array_equal = lambda *a, **k: True
+        numpy.testing.assert_allclose = lambda *a, **k: None
+        """),
+    )
     assert row.verdict == "FAILED" and row.first_divergence == "output v on device 0", row
 
 

@@ -24,6 +24,7 @@ from types import MappingProxyType
 from typing import Any
 
 import numpy as np
+from numpy import isclose as _isclose  # the grader's own, taken before any student code loads
 
 from ...checker import References, Split
 from ...core.arguments import PerDevice
@@ -196,7 +197,7 @@ def received(what: str, forms: Callable[[Mapping[str, Any], int], list[np.ndarra
             values = np.concatenate(got) if got else np.zeros(0)
             arrays = [np.asarray(f, dtype=np.float64) for f in forms(inputs, rank)]
             for i in range(arrays[0].size):
-                if not any(np.isclose(values, a.flat[i]).any() for a in arrays):
+                if not any(_isclose(values, a.flat[i]).any() for a in arrays):
                     return (
                         f"device {rank} never received {what} in a message (element {i} of it is in none), yet "
                         "returned the whole result: it read the other device's data another way, which real devices "

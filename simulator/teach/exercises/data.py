@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
+from numpy import allclose as _allclose  # the grader's own, taken before any student code loads
 
 from ...checker import ALL, Budget, Reference, Split
 from ...core.engine import RunResult
@@ -173,7 +174,7 @@ def _gathered(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
         got = [rec.payload for kind, rec in run.trace.events if kind == "recv" and rec.dst == rank]
         for other in range(run.trace.world_size):
             block = p_new[other * size : (other + 1) * size]
-            if other != rank and not any(np.shape(x) == block.shape and np.allclose(x, block) for x in got):
+            if other != rank and not any(np.shape(x) == block.shape and _allclose(x, block) for x in got):
                 return (
                     f"device {rank} never received device {other}'s half of p.new, yet returned all of p.new: it "
                     f"computed device {other}'s half itself, from optimizer state ZeRO-1 leaves to device {other}"
@@ -184,7 +185,7 @@ def _gathered(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
 def _is_whole(value: Any, m: np.ndarray, m_new: np.ndarray) -> bool:
     if not isinstance(value, np.ndarray) or value.shape != m.shape:
         return False
-    return bool(np.allclose(value, m) or np.allclose(value, m_new))
+    return bool(_allclose(value, m) or _allclose(value, m_new))
 
 
 def zero_one_step() -> Exercise:

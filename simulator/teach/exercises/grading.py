@@ -4,8 +4,9 @@ A pure function (it prints nothing and keeps no state), so a notebook's session 
 folder of students' files call the same thing. A grade:
 
 1. refuses to run if the grader was changed since it loaded (``integrity``);
-2. runs the program on the notebook's inputs, then on ``exercise.trials`` random ones, each device given only
-   its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
+2. runs the program on the notebook's inputs, then on ``exercise.trials`` random ones, then on the notebook's
+   with half the devices' own data drawn again (a device's cache kept from an earlier run then answers stale
+   values: ``_mixed_sets``), each device given only its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
    FAILED try with the error and the student's line (only Ctrl-C, KeyboardInterrupt, stops the grade);
 3. checks each run against the single-device reference *and* the exercise's declared split, with the
    student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
@@ -25,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from ...checker import CheckReport, Differential, check
+from ...checker import CheckReport, Differential, check, mixed, owned_elements
 from ...core.values import value_text
 from .callsites import CallSites, error_line
 from .core import AnswerElsewhere, Exercise
@@ -72,7 +73,10 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
         if refused is not None:
             return refused
     rng = np.random.default_rng(seed)
-    sets = [exercise.inputs(None)] + [exercise.inputs(rng) for _ in range(exercise.trials)]
+    base = exercise.inputs(None)
+    drawn = [exercise.inputs(rng) for _ in range(exercise.trials)]
+    halves = _mixed_sets(exercise, base, rng)
+    sets = [base, *drawn, *halves]
     first: Grade | None = None
     for k, inputs in enumerate(sets):
         result = _one(exercise, program, inputs, snapshot)
@@ -82,8 +86,23 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
             return _with_inputs(result, exercise, inputs)
         first = first or result
     head, sep, notes = first.reason.partition("\n  note: ")
-    reason = f"{head} (with the notebook's inputs and {len(sets) - 1} random ones){sep}{notes}"
+    also = f" and {len(halves)} with half the devices' own data drawn again" if halves else ""
+    reason = f"{head} (with the notebook's inputs, {len(drawn)} random ones{also}){sep}{notes}"
     return Grade(exercise.name, PASSED, reason, "passed", report=first.report)
+
+
+def _mixed_sets(exercise: Exercise, base: Mapping[str, Any], rng: np.random.Generator) -> list[dict[str, Any]]:
+    """The notebook's inputs with the own data of half the devices (even ranks, then odd) drawn again, the rest as
+    they were: each device then meets data of its own it has seen before while other devices' data is new. A device
+    that answers from a cache kept from an earlier run (keyed on its own data, which the isolation check's reruns
+    hold equal) answers with stale values, and the values are checked. None for an answer that is not a rank
+    program, or whose devices hold nothing of their own."""
+    if exercise.run is not None:
+        return []
+    split = exercise.split(base)
+    owners = sorted({r for masks in owned_elements(exercise.size, base, split).values() for r in masks})
+    halves = [frozenset(r for r in owners if r % 2 == parity) for parity in (0, 1)]
+    return [mixed(exercise.size, base, exercise.inputs(rng), split, half) for half in halves if half]
 
 
 def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: Snapshot | None) -> Grade:

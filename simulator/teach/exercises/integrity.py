@@ -1,7 +1,8 @@
 """The grader as it was when it loaded: a grade refuses to run once student code has changed it.
 
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
-every function and method of the checker, the engine and the grader itself (the object and its code), and every
+every function, method and property of the checker, the engine, the collectives, the tensors and the grader itself
+(the object and its code), and every
 callable NumPy offers at its top level and in ``numpy.testing`` (the grader's comparisons go through them); a
 grade compares them again before it runs a program and before it gives its verdict. Replacing
 ``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import importlib
 import inspect
+import pkgutil
 from collections.abc import Mapping
 from typing import Any
 
@@ -48,6 +50,9 @@ GUARDED = (
     "simulator.teach.exercises.data",
 )
 NUMPY = ("numpy", "numpy.testing", "numpy.linalg")
+# every module of these is guarded too: what a run goes through (a collective's label, the engine's records), so
+# that dressing the library's all-reduce as a hand-written ring is a change the grade refuses
+PACKAGES = ("simulator.core", "simulator.cost", "simulator.tensors", "simulator.collectives", "simulator.checker")
 
 
 class Snapshot:
@@ -67,9 +72,17 @@ class Snapshot:
         return sorted(k for k in self.taken.keys() | now.keys() if self.taken.get(k) != now.get(k))
 
 
+def _guarded() -> list[str]:
+    names = list(GUARDED)
+    for package in PACKAGES:
+        path = importlib.import_module(package).__path__
+        names += [info.name for info in pkgutil.walk_packages(path, prefix=f"{package}.") if info.name not in names]
+    return names
+
+
 def _take() -> dict[str, tuple[int, Any]]:
     seen: dict[str, tuple[int, Any]] = {}
-    for name in GUARDED:
+    for name in _guarded():
         module = importlib.import_module(name)
         for attr, value in list(vars(module).items()):
             if inspect.isfunction(value) or (inspect.isclass(value) and value.__module__.startswith("simulator")):
@@ -77,7 +90,7 @@ def _take() -> dict[str, tuple[int, Any]]:
             if inspect.isclass(value) and value.__module__ == name:
                 for m, fn in vars(value).items():
                     code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-                    if code is not None:
+                    if code is not None or not m.startswith("__"):  # a property, a class constant too
                         seen[f"{name}.{attr}.{m}"] = (id(fn), code)
             elif isinstance(value, Mapping) and attr.isupper():  # a registry (EXERCISES): itself and its entries
                 seen[f"{name}.{attr}"] = (id(value), None)

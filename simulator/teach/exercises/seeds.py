@@ -16,6 +16,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+from numpy import allclose as _allclose  # the grader's own, taken before any student code loads
 
 from ...checker import Reference, Split
 from ...checker.causal import op_kind
@@ -50,7 +51,7 @@ def _a_crossed(run: RunResult, inputs: Mapping[str, Any]) -> str | None:
     for kind, rec in run.trace.events:
         if kind != "recv" or (rec.src, rec.dst) != (0, 1) or op_kind(rec.label) is not None:
             continue
-        if np.shape(rec.payload) == a.shape and np.allclose(rec.payload, a):
+        if np.shape(rec.payload) == a.shape and _allclose(rec.payload, a):
             return None
     return (
         "A's output never reached device 1 in a message from device 0: device 1 has only what it is given or "
