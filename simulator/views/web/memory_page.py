@@ -94,7 +94,7 @@ def _model_tables(model: Transformer) -> dict[str, Any]:
             try:  # layers that do not split evenly over pp: the page shows the refusal (problems, below)
                 dense, experts = rank_params(model, layout, 0, placement)
                 params[f"{tp}|{pp}"] = [dense, experts, layer_params_per_rank(model, layout)]
-            except LayoutError:
+            except SetupError:
                 pass
             for cp in CHOICES["cp"]:
                 for zero in CHOICES["zero"]:
