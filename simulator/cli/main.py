@@ -52,18 +52,28 @@ def build_parser() -> argparse.ArgumentParser:
             formatter_class=_Help,
         )
         add_args(p)
-        p.set_defaults(func=fn)
+        p.set_defaults(func=fn, command_parser=p)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     with _printable_everything():
         args = build_parser().parse_args(argv)
+        _refuse_lost_values(args)
         try:
             return args.func(args)
         except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
             sys.stderr.close()
             return 0
+
+
+def _refuse_lost_values(args: argparse.Namespace) -> None:
+    """argparse takes the value of ``--opt=--`` for its end-of-options marker and leaves the option an empty list:
+    an option of one value given that way gets the usage error it should have had, not a crash further on."""
+    parser = args.command_parser
+    for action in parser._actions:
+        if action.option_strings and action.nargs is None and isinstance(getattr(args, action.dest, None), list):
+            parser.error(f"argument {'/'.join(action.option_strings)}: expected one value, got none")
 
 
 @contextlib.contextmanager

@@ -113,6 +113,7 @@ FIXED = [
     ["timeline", "split", "--devices=0-99999999999999999999"], ["figures", "--out=" + "a" * 300],
     ["figures", "nope", "--out=/dev/null"], ["figures", "--list", "--style=\udcff"],
     ["calibrate", "--ranks=1e309"], ["calibrate", "--out=/dev/full"], ["calibrate", "--out=-"],
+    ["html", "split", "--max-events=--"], ["export", "split", "--max-events=--"],  # argparse reads "--" as no value
 ]  # fmt: skip
 
 
