@@ -12,6 +12,10 @@ parallel norms, column-wise wq, wk, wv, w1, w3, row-wise wo, w2, the embeddings 
 shards, the output column-wise); FSDP2 (``fully_shard``) over "dp" for each block and the whole model; each
 "dp" coordinate its rows of the batch; ``steps`` AdamW steps of the cross-entropy loss. ``train_one`` is its
 single-device twin, for ``Reference.of_torch``.
+
+With pipeline parallelism (``train_pipelined``): the 3-D mesh ("pp", "dp", "tp") on 8 ranks; each "pp" coordinate
+a stage, a copy of the model keeping its own layers (``stage_of``), given tensor parallelism and FSDP2 over its
+("dp", "tp") submesh, run by a ``torch.distributed.pipelining`` schedule; ``train_one_pipelined`` is its twin.
 """
 
 from __future__ import annotations
@@ -112,10 +116,14 @@ class Llama(nn.Module):
         self.register_buffer("rope_sin", sin, persistent=False)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
-        h = self.tok_embeddings(tokens)  # (b, s, d); under sequence parallelism a rank's tokens of it
+        # a pipeline stage is a copy with the parts it does not run set to None (torchtitan's way): the first
+        # stage has no norm and output, the last no embeddings; then the input is the previous stage's h
+        h = self.tok_embeddings(tokens) if self.tok_embeddings is not None else tokens
+        # h: (b, s, d); under sequence parallelism a rank's tokens of it
         for layer in self.layers.values():
             h = layer(h, self.rope_cos, self.rope_sin)
-        return self.output(self.norm(h))  # (b, s, v)
+        h = self.norm(h) if self.norm is not None else h
+        return self.output(h) if self.output is not None else h  # (b, s, v) after the last stage
 
 
 def llama(seed: int = 0, cfg: Config = Config()) -> Llama:
@@ -158,15 +166,12 @@ def tensor_parallel(model: Llama, tp: Any) -> None:
         parallelize_module,
     )
 
-    parallelize_module(
-        model,
-        tp,
-        {
-            "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
-            "norm": SequenceParallel(),
-            "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
-        },
-    )
+    top = {
+        "tok_embeddings": RowwiseParallel(input_layouts=Replicate(), output_layouts=Shard(1)),
+        "norm": SequenceParallel(),
+        "output": ColwiseParallel(input_layouts=Shard(1), output_layouts=Replicate()),
+    }  # a pipeline stage's plan names only the parts the stage kept
+    parallelize_module(model, tp, {name: style for name, style in top.items() if getattr(model, name) is not None})
     for block in model.layers.values():
         plan = {
             "attention_norm": SequenceParallel(),
@@ -221,3 +226,105 @@ def train(
     out = torch.stack(losses)
     dist.all_reduce(out, op=dist.ReduceOp.AVG, group=dp.get_group())
     return out
+
+
+MICROBATCHES = 2  # each replica's rows, cut in two for the pipeline
+
+
+def stage_of(state: dict[str, torch.Tensor], stage: int, stages: int, cfg: Config, bug: str | None = None) -> Llama:
+    """Pipeline stage ``stage`` of ``stages`` as torchtitan cuts a model: a whole copy loaded with ``state``, then
+    the layers the stage does not run deleted and the embeddings (all but the first stage), the norm and the
+    output (all but the last) set to None, so every kept module keeps its name. bug "stages swapped": the first
+    two stages hold each other's layers."""
+    model = Llama(cfg)
+    model.load_state_dict(state)
+    per = cfg.n_layers // stages
+    held = stage ^ 1 if bug == "stages swapped" and stage < 2 else stage
+    for i in range(cfg.n_layers):
+        if i // per != held:
+            del model.layers[str(i)]
+    if stage > 0:
+        model.tok_embeddings = None
+    if stage < stages - 1:
+        model.norm = model.output = None
+    return model
+
+
+def train_pipelined(
+    state: dict[str, torch.Tensor],
+    tokens: torch.Tensor,
+    labels: torch.Tensor,
+    steps: int = 3,
+    schedule: str = "Schedule1F1B",
+    cfg: Config = Config(),
+    bug: str | None = None,
+) -> torch.Tensor | None:
+    """FSDP2 + tensor parallelism + pipeline parallelism on the mesh ("pp", "dp", "tp") of shape (2, 2, 2): each
+    "pp" coordinate a stage (``stage_of``), tensor parallelism over "tp" and FSDP2 over "dp" applied to it as
+    ``train`` applies them to the whole model, run by torch's ``schedule`` on ``MICROBATCHES`` microbatches with
+    the cross-entropy loss, ``steps`` AdamW steps. Replica d takes rows d, d + 2, ... (``DistributedSampler``'s
+    order), so that its microbatch k is its share of the batch's microbatch k. Between stages each tensor-parallel
+    rank sends its own tokens of h (sequence parallelism). The last stage returns the losses, one per step,
+    averaged over microbatches and replicas; the others None. bug "stages swapped" (see ``stage_of``), "same
+    rows": every replica takes replica 0's rows."""
+    from torch.distributed import pipelining
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    mesh = init_device_mesh("cpu", (2, 2, 2), mesh_dim_names=("pp", "dp", "tp"))
+    pp, dp = mesh["pp"], mesh["dp"]
+    stage, stages = pp.get_local_rank(), pp.size()
+    model = stage_of(state, stage, stages, cfg, bug)
+    tensor_parallel(model, mesh["tp"])
+    for block in model.layers.values():
+        fully_shard(block, mesh=dp)
+    fully_shard(model, mesh=dp)
+    pipe = pipelining.PipelineStage(model, stage, stages, torch.device("cpu"), group=pp.get_group())
+    runner = getattr(pipelining, schedule)(pipe, n_microbatches=MICROBATCHES, loss_fn=_loss)
+    take = 0 if bug == "same rows" else dp.get_local_rank()
+    mine, my_labels = tokens[take :: dp.size()], labels[take :: dp.size()]
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    first, last = stage == 0, stage == stages - 1
+    per_step = []
+    for _ in range(steps):
+        opt.zero_grad()
+        losses: list[torch.Tensor] = []
+        if first:
+            runner.step(mine)
+        elif last:
+            runner.step(target=my_labels, losses=losses)
+        else:
+            runner.step()
+        opt.step()
+        if last:
+            per_step.append(torch.stack(losses).mean())
+    if not last:
+        return None
+    out = torch.stack(per_step)
+    dist.all_reduce(out, op=dist.ReduceOp.AVG, group=dp.get_group())
+    return out
+
+
+def train_one_pipelined(
+    model: nn.Module, tokens: torch.Tensor, labels: torch.Tensor, steps: int = 3, replicas: int = 2
+) -> torch.Tensor:
+    """The single-device twin of ``train_pipelined``: each step the model on each of the ``MICROBATCHES``
+    microbatches in turn, its backward as the pipeline runs it: each replica's backward starts from its own
+    microbatch loss, unscaled, so the twin's microbatch loss is the replicas' summed (``replicas`` times the
+    mean); the gradients divided at the end by the microbatches (the schedule's ``scale_grads``) and the
+    replicas (FSDP2's average). The losses, one per step, averaged over the microbatches."""
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
+    per_step = []
+    for _ in range(steps):
+        opt.zero_grad()
+        losses = []
+        for t, y in zip(tokens.chunk(MICROBATCHES), labels.chunk(MICROBATCHES)):
+            loss = _loss(model(t), y)
+            (loss * replicas).backward()
+            losses.append(loss.detach())
+        with torch.no_grad():
+            for p in model.parameters():
+                p.grad /= MICROBATCHES * replicas
+        opt.step()
+        per_step.append(torch.stack(losses).mean())
+    return torch.stack(per_step)

@@ -109,6 +109,8 @@ _AXIS_OF_DIM = {
     **dict.fromkeys(("cp", "sp", "seq", "context", "sequence"), 1),
     **dict.fromkeys(("tp", "model", "tensor", "mp"), -1),
 }
+# A pipeline dim splits the model's layers, never a tensor: its stages hold different modules.
+_STAGE_DIMS = frozenset(("pp", "pipeline", "stage"))
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ class LocalPart:
                 return None
             sizes.append(n // m)
         best: tuple[int, tuple[int, ...]] | None = None
-        for choice in itertools.permutations(range(len(self.groups)), len(axes)):
+        splitting = [g for g, group in enumerate(self.groups) if group[2] not in _STAGE_DIMS]
+        for choice in itertools.permutations(splitting, len(axes)):
             if any(self.groups[g][0] != p for g, p in zip(choice, sizes)):
                 continue
             named = sum(_AXIS_OF_DIM.get(self.groups[g][2]) in (a, a - len(whole)) for g, a in zip(choice, axes))

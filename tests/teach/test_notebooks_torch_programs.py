@@ -35,3 +35,8 @@ def test_torch_programs_notebook_executes():
     assert "losses on one device:   [3.5740948 3.2706084 3.0022492]" in text
     assert "check passed: 914 values and the result match the single-device run" in text
     assert "every replica saw the same rows of the batch" in said
+    # and with pipeline parallelism on 8 ranks (pp x dp x tp); then the stages cut in the wrong order
+    assert "losses on 8 ranks:      [3.5740948 3.2706087 3.0022492]" in text
+    assert "between the stages: 24 activations, 24 gradients" in text
+    assert "check passed: 1424 values and the result match the single-device run" in text
+    assert "check FAILED at the first divergence: op layers.1.attention_norm on device 0 computed" in said
