@@ -16,15 +16,13 @@ made here and stored in the page (``offered``)::
 
 from __future__ import annotations
 
-import html
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 from ...parallel.schedules import SCHEDULES, UNIT_COSTS, Schedule, make_schedule
-from .assets import EXPLORER, asset, module
-from .page import CSP, write_text
+from .assets import EXPLORER, asset
+from .page import tool_page, write_text
 
 SCHEMA = "parallelism-simulator/views/web/explorer/2"
 LIMITS = {"p": (2, 64), "m": (1, 512), "v": (1, 4)}  # what a student may pick, and a link may ask for
@@ -111,32 +109,15 @@ def explorer_data() -> dict[str, Any]:
 def explorer_page(data: dict[str, Any] | None = None) -> str:
     """The explorer as one HTML page: its module, styles and data inline, nothing to fetch."""
     data = explorer_data() if data is None else data
-    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="parallelism-simulator (python -m simulator explore)">
-<link rel="icon" href="data:,">
-<title>{html.escape("Pipeline schedules: pick one and see its bubble")}</title>
-<style>
-body {{ margin: 0; background: #fff; }}
-{asset("explorer.css")}
-</style>
-</head>
-<body>
-<div id="explorer"></div>
-<noscript>This page draws pipeline schedules; it needs JavaScript.</noscript>
-<script type="application/json" id="explorer-data">{text}</script>
-<script type="module">
-{module(EXPLORER)}
-window.explorer = explore(document.getElementById("explorer"), JSON.parse(document.getElementById("explorer-data").textContent));
-</script>
-</body>
-</html>
-"""
+    return tool_page(
+        "explorer",
+        "Pipeline schedules: pick one and see its bubble",
+        "python -m simulator explore",
+        EXPLORER,
+        data,
+        "window.explorer = explore(ROOT, DATA)",
+        "This page draws pipeline schedules; it needs JavaScript.",
+    )
 
 
 def write_explorer(path: str | Path) -> Path:

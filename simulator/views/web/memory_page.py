@@ -13,8 +13,6 @@ the page's numbers to ``device_memory``'s for many settings::
 
 from __future__ import annotations
 
-import html
-import json
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +21,8 @@ from ...parallel.whatif.layer import layer_params_per_rank
 from ...parallel.whatif.memory import Memory, device_memory, layer_activations, rank_params, transient
 from ...parallel.whatif.model import MODELS, Transformer
 from ...parallel.whatif.training_setup import PRECISION, RECOMPUTE, SetupError, TrainingSetup
-from .assets import MEMORY, asset, module
-from .page import CSP, write_text
+from .assets import MEMORY
+from .page import tool_page, write_text
 
 SCHEMA = "parallelism-simulator/views/web/memory/1"
 NAMES = ("llama3-8b", "llama2-13b", "mixtral-8x7b", "llama3-70b", "gpt3-175b", "llama3-405b")
@@ -137,32 +135,15 @@ def memory_data() -> dict[str, Any]:
 def memory_page(data: dict[str, Any] | None = None) -> str:
     """The calculator as one HTML page: its module, styles and tables inline, nothing to fetch."""
     data = memory_data() if data is None else data
-    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="parallelism-simulator (python -m simulator memory)">
-<link rel="icon" href="data:,">
-<title>{html.escape("Memory per device: what takes the room")}</title>
-<style>
-body {{ margin: 0; background: #fff; }}
-{asset("memory.css")}
-</style>
-</head>
-<body>
-<div id="memory"></div>
-<noscript>This page computes memory per device; it needs JavaScript.</noscript>
-<script type="application/json" id="memory-data">{text}</script>
-<script type="module">
-{module(MEMORY)}
-window.calculator = calculate(document.getElementById("memory"), JSON.parse(document.getElementById("memory-data").textContent));
-</script>
-</body>
-</html>
-"""
+    return tool_page(
+        "memory",
+        "Memory per device: what takes the room",
+        "python -m simulator memory",
+        MEMORY,
+        data,
+        "window.calculator = calculate(ROOT, DATA)",
+        "This page computes memory per device; it needs JavaScript.",
+    )
 
 
 def write_memory_page(path: str | Path) -> Path:

@@ -24,7 +24,50 @@ from .document import MAX_EVENTS, build_document
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
 
-__all__ = ["CSP", "asset", "html_page", "write_html", "write_page", "write_text"]
+__all__ = ["CSP", "asset", "html_page", "tool_page", "write_html", "write_page", "write_text"]
+
+
+def tool_page(key: str, title: str, command: str, scripts: tuple[str, ...], data: Any, call: str, noscript: str) -> str:
+    """One of the self-contained tool pages (the explorer, the memory calculator): its ES module, styles and data
+    inline, nothing to fetch.
+
+    Args:
+        key: names the page's root element, its data element (``KEY-data``) and its styles (``KEY.css``).
+        title: the page's title.
+        command: the command line that writes the page (in its generator tag).
+        scripts: the ES module's files (``assets.EXPLORER``, ``assets.MEMORY``).
+        data: what the module reads (JSON-able).
+        call: the statement that draws the page, with ``ROOT`` and ``DATA`` for the root element and the data,
+            e.g. ``"window.explorer = explore(ROOT, DATA)"``.
+        noscript: what the page says where JavaScript is off.
+    """
+    text = json.dumps(data, separators=(",", ":")).replace("<", "\\u003c")
+    root, parsed = f'document.getElementById("{key}")', f'JSON.parse(document.getElementById("{key}-data").textContent)'
+    return f"""<!DOCTYPE html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta http-equiv="Content-Security-Policy" content="{CSP}">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="generator" content="parallelism-simulator ({html.escape(command)})">
+<link rel="icon" href="data:,">
+<title>{html.escape(title)}</title>
+<style>
+body {{ margin: 0; background: #fff; }}
+{asset(f"{key}.css")}
+</style>
+</head>
+<body>
+<div id="{key}"></div>
+<noscript>{noscript}</noscript>
+<script type="application/json" id="{key}-data">{text}</script>
+<script type="module">
+{module(scripts)}
+{call.replace("ROOT", root).replace("DATA", parsed)};
+</script>
+</body>
+</html>
+"""
 
 
 def html_page(doc: dict[str, Any], *, step: int = 0, present: bool = False) -> str:
