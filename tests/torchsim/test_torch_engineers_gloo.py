@@ -42,6 +42,13 @@ CASES = {  # name -> (world size, program, arguments, reference, verdict)
     ),
     "ring by hand": (4, et.ring_tp_mlp, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
     "ring, half way": (4, et.ring_tp_mlp, (STATE, X, "half a ring"), lambda: Reference.of_torch(MODEL, X), "FAILED"),
+    "FSDP2": (2, en.fsdp2, (STATE, X, Y), lambda: Reference.of_torch(en.sgd_steps, MODEL, X, Y), "passed"),
+    "FSDP2, same rows": (
+        2, en.fsdp2, (STATE, X, Y, 2, "same rows"), lambda: Reference.of_torch(en.sgd_steps, MODEL, X, Y), "FAILED",
+    ),
+    "Megatron MLP": (2, et.megatron_mlp, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "reduce-scatter rows": (2, et.reduce_scatter_rows, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
+    "redistribute rows": (2, et.redistribute_rows, (STATE, X), lambda: Reference.of_torch(MODEL, X), "passed"),
     "AdamW after TP, local norm": (
         2, et.adamw_tp, (STATE, X, Y, 2, "local norm"), lambda: Reference.of_torch(et.adamw_steps, MODEL, X, Y),
         "FAILED",
