@@ -4,7 +4,6 @@ up to p = 64, m = 512; links checked, two schedules on one axis, activations ove
 
 import itertools
 import json
-import time
 import zlib
 from fractions import Fraction
 
@@ -12,8 +11,8 @@ import pytest
 
 from simulator.parallel.schedules import SCHEDULES, execute, peak_activations
 from simulator.parallel.schedules.bubbles import bubble_ratio
-from simulator.views.web.browser import find_chromium, headless
 from simulator.views.web.explorer import COSTS, LIMITS, explorer_data, schedule_of, virtual_choices, write_explorer
+from tests.views.tool_pages import opened
 
 UNIT = {"F": 1.0, "B": 2.0, "W": 1.0}
 SMALL = [
@@ -101,20 +100,8 @@ def python_line(name, p, m, v, F, B, W):
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory, data):
-    found = find_chromium()
-    if isinstance(found, str):
-        pytest.skip(f"no headless browser: {found}")
     path = write_explorer(tmp_path_factory.mktemp("explorer") / "explore.html")
-    with headless(1280, 720) as driver:
-        driver.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": 720, "deviceScaleFactor": 1, "mobile": False},
-        )
-        driver.get(path.resolve().as_uri())
-        for _ in range(100):
-            if driver.execute_script("const e = document.querySelector('.ex'); return !!(e && e.dataset.ready)"):
-                break
-            time.sleep(0.05)
+    with opened(path, ".ex") as driver:
         yield driver, path
 
 

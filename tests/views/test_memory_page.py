@@ -3,13 +3,12 @@ equal the what-if's ``device_memory`` for every model and many layouts; a layout
 its words; each bar is explained; one 1280 x 720 screen."""
 
 import random
-import time
 
 import pytest
 
 from simulator.parallel.whatif.training_setup import SetupError
-from simulator.views.web.browser import find_chromium, headless
 from simulator.views.web.memory_page import CHOICES, NAMES, START, memory_data, python_memory, write_memory_page
+from tests.views.tool_pages import opened
 
 KINDS = ("weights", "grads", "optimizer", "activations")
 PYTHON = {"weights": "params", "grads": "grads", "optimizer": "optimizer", "activations": "activations"}
@@ -35,20 +34,8 @@ def test_the_page_is_self_contained_and_small(tmp_path):
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
-    found = find_chromium()
-    if isinstance(found, str):
-        pytest.skip(f"no headless browser: {found}")
     path = write_memory_page(tmp_path_factory.mktemp("memory") / "memory.html")
-    with headless(1280, 720) as driver:
-        driver.execute_cdp_cmd(
-            "Emulation.setDeviceMetricsOverride",
-            {"width": 1280, "height": 720, "deviceScaleFactor": 1, "mobile": False},
-        )
-        driver.get(path.resolve().as_uri())
-        for _ in range(100):
-            if driver.execute_script("const e = document.querySelector('.mc'); return !!(e && e.dataset.ready)"):
-                break
-            time.sleep(0.05)
+    with opened(path, ".mc") as driver:
         yield driver, path
 
 
