@@ -101,10 +101,15 @@ def call_site(depth: int = 2) -> str:
     """The user's line that led here: ``prog.py:12 `dist.all_reduce(y)```, or "" when there is none.
 
     It is the innermost frame that is neither torch's nor this backend's nor the threading module's."""
-    frame = sys._getframe(depth)
+    return user_line(sys._getframe(depth), is_library_file)
+
+
+def user_line(frame: Any, library: Callable[[str], bool]) -> str:
+    """The innermost line, from ``frame`` outwards, of a file ``library`` says is not library code, as
+    ``prog.py:12 `the line```; "" when there is none."""
     while frame is not None:
         name = frame.f_code.co_filename
-        if not is_library_file(name):
+        if not library(name):
             line = linecache.getline(name, frame.f_lineno).strip()
             where = f"{os.path.basename(name)}:{frame.f_lineno}"
             return f"{where} `{line}`" if line else where

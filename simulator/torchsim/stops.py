@@ -15,7 +15,6 @@ stopped: its thread is named in the error instead of being left behind silently.
 from __future__ import annotations
 
 import ctypes
-import linecache
 import os
 import sys
 import threading
@@ -24,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from ..core.errors import SimulationError
-from .context import RankAborted, current, is_library_file
+from .context import RankAborted, current, is_library_file, user_line
 
 _SIMULATOR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # the simulator's own files that hold programs (the examples), where a rank's line may be
@@ -72,15 +71,7 @@ def interrupt(thread: threading.Thread) -> None:
 
 def program_line(thread: threading.Thread) -> str:
     """The line of the user's program ``thread`` runs now (``prog.py:12 `time.sleep(60)```), or ""."""
-    frame = sys._current_frames().get(thread.ident or -1)
-    while frame is not None:
-        name = frame.f_code.co_filename
-        if not _machinery(name):
-            line = linecache.getline(name, frame.f_lineno).strip()
-            where = f"{os.path.basename(name)}:{frame.f_lineno}"
-            return f"{where} `{line}`" if line else where
-        frame = frame.f_back
-    return ""
+    return user_line(sys._current_frames().get(thread.ident or -1), _machinery)
 
 
 def _machinery(name: str) -> bool:
