@@ -144,6 +144,11 @@ def build_model(args: argparse.Namespace) -> Transformer:
 
 
 def build_layout(args: argparse.Namespace) -> TrainingSetup:
+    if args.distribute_saved_activations and args.recompute != "full":
+        raise ValueError(
+            f"--distribute-saved-activations splits the layer inputs full recomputation keeps, but --recompute is "
+            f"{args.recompute}: add --recompute full or drop --distribute-saved-activations"
+        )
     return TrainingSetup(
         tp=args.tp, pp=args.pp, dp=args.dp, cp=args.cp, ep=args.ep, microbatch=args.microbatch,
         global_batch=args.global_batch, schedule=args.schedule, virtual_stages=args.virtual_stages,
@@ -151,7 +156,7 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         tp_overlap=args.tp_overlap, dp_overlap=not args.no_dp_overlap, grad_fusion=not args.no_grad_fusion,
         precision=args.precision, attention=args.attention, first_stage_layers=args.first_stage_layers,
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
-        launch_blocking=args.launch_blocking,
+        launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
     )  # fmt: skip
 
 
@@ -216,6 +221,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         "--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation (default selective)"
     )
     lay.add_argument("--sequence-parallel", action="store_true", help="split norms and dropout over tp ranks")
+    lay.add_argument("--distribute-saved-activations", action="store_true",
+                     help="with --recompute full: each tp rank keeps 1/tp of a layer's input (all-gathered to recompute)")  # fmt: skip
     lay.add_argument("--zero", type=int, choices=(0, 1, 2, 3), default=0,
                      help="0 (the default): replicated optimizer; 1: distributed optimizer; 2: and gradients; 3: and weights")  # fmt: skip
     soft = p.add_argument_group("software (defaults: Megatron-LM today; the papers' settings in docs/whatif.md)")

@@ -135,3 +135,10 @@ def test_validate_fails_and_marks_a_row_outside_the_band(capsys, monkeypatch):
     monkeypatch.setattr(validate_module, "outside_rows", lambda: [])
     assert main(["validate"]) == 1
     assert "1.7B (t1 p1 d32)" in (out := capsys.readouterr().out) and "outside 0.85-1.15" in out
+
+
+def test_distributed_saved_activations_need_full_recomputation(capsys):
+    flags = ["whatif", "--model", "gpt3-175b", "--tp", "8", "--pp", "8", "--no-knobs"]
+    assert main([*flags, "--recompute", "full", "--distribute-saved-activations"]) == 0
+    assert main([*flags, "--distribute-saved-activations"]) != 0
+    assert "add --recompute full" in capsys.readouterr().err

@@ -8,7 +8,7 @@ import pytest
 from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.memory import chunk_activations, rank_params
-from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MOSAIC, MT_NLG, mpt, outside_rows
+from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MOSAIC, MT_NLG, OPT, mpt, outside_rows
 from simulator.parallel.whatif.price import action_costs, total
 from simulator.parallel.whatif.step import schedule_for
 from simulator.parallel.whatif.validate import Summary, outside_table, speed_ratio, validate
@@ -82,7 +82,7 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
 
 def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     rows = outside_rows()
-    assert {r.table for r in rows} == {MT_NLG, BLOOM, LLAMA3, MOSAIC}
+    assert {r.table for r in rows} == {MT_NLG, BLOOM, OPT, LLAMA3, MOSAIC}
     mt = [r for r in rows if r.table == MT_NLG]
     assert [(r.layout.tp, r.layout.pp, r.layout.dp, r.layout.global_batch) for r in mt] == [
         (8, 35, 8, 1920), (8, 35, 10, 1920), (8, 35, 12, 1920)]  # fmt: skip
@@ -94,6 +94,10 @@ def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     for r in llama:
         assert r.model.layers == 126 and sum(r.layout.chunk_layers(r.model)) == 126
         assert r.layout.global_batch * r.model.seq == 16 * 2**20  # 16M tokens a step
+    (opt,) = [r for r in rows if r.table == OPT]
+    assert opt.layout.devices == 992 and opt.layout.microbatches == 1  # 8 sequences a rank, --update-freq 1
+    assert opt.layout.global_batch * opt.model.seq == pytest.approx(2e6, rel=0.03)  # the 2M-token batch
+    assert opt.model.params == pytest.approx(175e9, rel=0.01) and opt.metric == "tflops_per_gpu"
 
 
 def test_the_out_of_sample_summary_counts_and_leans():
@@ -201,3 +205,29 @@ def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
     assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
     (bloom,) = [r for r in outside_rows() if r.table == BLOOM]
     assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]
+
+
+def test_distributed_saved_inputs_keep_a_tp_share_and_are_gathered_before_recomputing():
+    from simulator.parallel.whatif.layer import layer_ops
+    from simulator.parallel.whatif.memory import layer_activations
+    from simulator.parallel.whatif.price import price, recomputed_ops
+
+    full = TrainingSetup(tp=4, recompute="full", microbatch=2)
+    split = replace(full, distribute_saved=True)
+    assert layer_activations(SMALL, split)[0] == pytest.approx(layer_activations(SMALL, full)[0] / 4)
+    fwd = [op for op in layer_ops(SMALL, split) if op.phase == "F"]
+    (gather,) = [op for op in recomputed_ops(fwd, split, SMALL) if op.collective == "all_gather"]
+    assert gather.ranks == 4 and gather.nbytes == 2 * 2 * 256 * 512  # the whole layer input, bf16
+    achieved = dgx_a100_system().achieved
+    assert price([], recomputed_ops(fwd, split, SMALL), split, achieved, 2)["sp_cp"] > 0
+    assert recomputed_ops(fwd, full, SMALL) == fwd  # kept whole: nothing to gather
+    seq_par = replace(split, sequence_parallel=True)  # the input is split already
+    assert layer_activations(SMALL, seq_par) == layer_activations(SMALL, replace(seq_par, distribute_saved=False))
+    selective = replace(split, recompute="selective")  # keeps more than the input: the flag has nothing to split
+    assert layer_activations(SMALL, selective) == layer_activations(SMALL, replace(full, recompute="selective"))
+
+
+def test_the_opt_run_fits_on_80_gb_only_with_its_checkpoints_distributed():
+    (opt,) = [r for r in outside_rows() if r.table == OPT]
+    assert whatif(opt.model, opt.layout, "dgx-a100").fits
+    assert not whatif(opt.model, replace(opt.layout, distribute_saved=False), "dgx-a100").fits

@@ -60,8 +60,9 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
     routed = model.top_k if model.experts else 1
     mlp_in = e * T * routed * z.f
     gemm_inputs = 2 * x_in + e * T * A * z.d + mlp_in  # QKV, projection, FC1 and FC2 inputs
-    if layout.recompute == "full":
-        return e * Tn * h, e * Tn * h  # only the layer's input
+    if layout.recompute == "full":  # only the layer's input, split over tp when distributed
+        kept = e * Tn * h / (layout.tp if layout.distribute_saved and not layout.sequence_parallel else 1)
+        return kept, kept
     qkv = e * T * (A + 2 * z.G) * z.d
     if layout.attention == "flash":
         core = e * T * A * z.d + 4 * b * A * s / layout.cp  # its output and the softmax statistics (fp32)

@@ -32,6 +32,18 @@ Sources:
   ZeRO-1: one gather and one reduce-scatter a step); sequence parallelism (Megatron-style tensor
   parallelism). Unpublished: the interleaving depth (rule: the smallest the schedule allows, 2 chunks a rank)
   and the microbatch (rule: 1, the only one the sequences per rank allow at 16 microbatches with pp 16).
+- [OPT] Zhang et al. 2022, "OPT: Open Pre-trained Transformer Language Models" (arXiv:2205.01068), section 2.4:
+  OPT-175B on 992 A100 80GB GPUs, "Fully Sharded Data Parallel with Megatron-LM Tensor Parallelism", fp16
+  weights with the fp32 Adam state sharded, "up to 147 TFLOP/s per GPU"; 96 layers of width 12,288, 96 heads,
+  2,048 tokens, a 2M-token batch (Table 1). The launcher, facebookresearch/metaseq
+  metaseq/launcher/opt_baselines.py and opt_job_constants.py (2022): tensor parallelism 8 (so data parallelism
+  124), ``--batch-size`` = 2M tokens / 124 / 2,048 = 8 sequences a rank with ``--update-freq 1`` (microbatch
+  8, batch 992), ``--ddp-backend fully_sharded --no-reshard-after-forward`` (weights gathered once a step and
+  kept through the backward, gradients reduce-scattered: ZeRO-2's traffic and memory),
+  ``--memory-efficient-fp16``, ``--checkpoint-activations --distribute-checkpointed-activations``, dropout
+  0.1, ReLU, learned positions, the GPT-2 vocabulary (50,272 padded). 2021 software as for MT-NLG (unfused
+  attention, no tensor-parallel overlap, a separate gradient add). Rule for the unpublished count: TFLOP/s
+  as Megatron-LM, whose tensor parallelism the run used, counts them (with the recomputation).
 - [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
   the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
   the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
@@ -54,6 +66,7 @@ MT_NLG = "Smith et al. 2022 (MT-NLG), section 2.4"
 MOSAIC = "MosaicML llm-foundry benchmarks (FSDP, 8 GPUs)"
 BLOOM = "BigScience 2022 (BLOOM), tr11-176B-ml"
 LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
+OPT = "Zhang et al. 2022 (OPT-175B), section 2.4"
 
 BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, name="bloom-176b")
 
@@ -77,6 +90,13 @@ def _bloom() -> list[Row]:
     )  # fmt: skip
     jean_zay = with_network(dgx_a100_system(), nics_per_node=4, nic_gbps=100)
     return [Row(BLOOM, "176B (t4 p12 d8, 4 x 100 Gb/s a node)", BLOOM_176B, layout, 150.0, "tflops_per_gpu", jean_zay)]
+
+
+def _opt() -> list[Row]:
+    model = Transformer(96, 12288, 96, 2048, 50272, name="opt-175b")
+    metaseq = dict(NARAYANAN_2021, dp_overlap=True)  # FSDP reduce-scatters each layer's gradients in the backward
+    layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True, **metaseq)
+    return [Row(OPT, "175B on 992 A100 (t8 d124, FSDP)", model, layout, 147.0, "tflops_per_gpu")]
 
 
 def _llama3() -> list[Row]:
@@ -139,4 +159,4 @@ def _mosaic() -> list[Row]:
 
 def outside_rows() -> list[Row]:
     """The out-of-sample rows, source by source."""
-    return _mt_nlg() + _bloom() + _llama3() + _mosaic()
+    return _mt_nlg() + _bloom() + _opt() + _llama3() + _mosaic()

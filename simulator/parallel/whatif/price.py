@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import defaultdict
 
 from ...cost.achieved import Achieved
-from .layer import Op, embedding_ops, head_ops, layer_ops
+from .layer import Op, PerRank, embedding_ops, head_ops, layer_ops, tp_collective
 from .model import Transformer
 from .training_setup import TrainingSetup
 
@@ -82,12 +82,18 @@ def launch_gap(op: Op, seconds: float, layout: TrainingSetup, achieved: Achieved
     return max(0.0, achieved.launch_seconds - seconds)
 
 
-def recomputed_ops(forward: list[Op], layout: TrainingSetup) -> list[Op]:
+def recomputed_ops(forward: list[Op], layout: TrainingSetup, model: Transformer) -> list[Op]:
     """What a backward re-runs first: every forward op (full), the attention core's (selective), or nothing.
 
-    Flash attention keeps no score matrix, so selective recomputation has nothing left to recompute."""
+    Flash attention keeps no score matrix, so selective recomputation has nothing left to recompute. Under
+    full recomputation with ``distribute_saved`` the tensor-parallel group first all-gathers the layer input
+    each rank kept a 1 / tp share of (Megatron-LM's ``gather_split_1d_tensor`` in its checkpoint's backward)."""
     if layout.recompute == "full":
-        return forward
+        if not layout.distribute_saved or layout.sequence_parallel or layout.tp == 1:
+            return forward
+        z = PerRank.of(model, layout)
+        gather = tp_collective(layout, "saved input gather", "F", "all_gather", z.e * z.T * z.h, "", "")
+        return [gather, *forward]
     if layout.recompute == "selective" and layout.attention == "unfused":
         return [op for op in forward if op.core]
     return []
@@ -106,7 +112,7 @@ def action_costs(model: Transformer, layout: TrainingSetup, achieved: Achieved) 
         kinds = {}
         for kind, phases in (("F", "F"), ("B", "IW"), ("I", "I"), ("W", "W")):
             chosen = [op for op in ops if op.phase in phases]
-            again = recomputed_ops([op for op in ops if op.phase == "F"], layout) if kind in "BI" else []
+            again = recomputed_ops([op for op in ops if op.phase == "F"], layout, model) if kind in "BI" else []
             costs = _scaled(price(chosen, again, layout, achieved, e), counts[s])
             ends_costs = price([op for op in extra if op.phase in phases], [], layout, achieved, e)
             kinds[kind] = {c: costs.get(c, 0.0) + ends_costs.get(c, 0.0) for c in CATEGORIES}

@@ -21,6 +21,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
   gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
   "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
   measured FP8 rate, the rest as bf16; memory as bf16, the FP8 copies and scales not counted);
+- ``distribute_saved``: under full recomputation each tensor-parallel rank keeps 1 / tp of a layer's input
+  and the group all-gathers it before recomputing (Megatron-LM's ``--distribute-saved-activations``,
+  metaseq's ``--distribute-checkpointed-activations``); sequence parallelism splits it already;
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022) or "flash" (one fused kernel, FlashAttention-2).
 """
@@ -70,6 +73,7 @@ class TrainingSetup:
     last_stage_layers: int | None = None  # --decoder-last-pipeline-num-layers
     stage_layers: tuple[int, ...] | None = None  # layers of every model chunk, in pipeline order
     launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
+    distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):

@@ -193,7 +193,7 @@ def layer_checks() -> list[tuple[str, float, float]]:
         name = {"none": "no recompute", "full": "full recompute", "selective": "selective"}[recompute]
         name += " + seq. par." if sp else ""
         out.append((f"{name}, forward", forward, 1e3 * total(price(fwd, [], layout, achieved, e))))
-        out.append((f"{name}, backward", backward, 1e3 * total(price(back, recomputed_ops(fwd, layout), layout, achieved, e))))  # fmt: skip
+        out.append((f"{name}, backward", backward, 1e3 * total(price(back, recomputed_ops(fwd, layout, row.model), layout, achieved, e))))  # fmt: skip
     return out
 
 
