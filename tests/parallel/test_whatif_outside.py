@@ -8,7 +8,7 @@ import pytest
 from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.memory import chunk_activations, rank_params
-from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MOSAIC, MT_NLG, OPT, mpt, outside_rows
+from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MEGASCALE, MOSAIC, MT_NLG, OPT, mpt, outside_rows
 from simulator.parallel.whatif.price import action_costs, total
 from simulator.parallel.whatif.step import schedule_for
 from simulator.parallel.whatif.validate import Summary, outside_table, speed_ratio, validate
@@ -82,7 +82,7 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
 
 def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     rows = outside_rows()
-    assert {r.table for r in rows} == {MT_NLG, BLOOM, OPT, LLAMA3, MOSAIC}
+    assert {r.table for r in rows} == {MT_NLG, BLOOM, OPT, MEGASCALE, LLAMA3, MOSAIC}
     mt = [r for r in rows if r.table == MT_NLG]
     assert [(r.layout.tp, r.layout.pp, r.layout.dp, r.layout.global_batch) for r in mt] == [
         (8, 35, 8, 1920), (8, 35, 10, 1920), (8, 35, 12, 1920)]  # fmt: skip
@@ -98,6 +98,11 @@ def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     assert opt.layout.devices == 992 and opt.layout.microbatches == 1  # 8 sequences a rank, --update-freq 1
     assert opt.layout.global_batch * opt.model.seq == pytest.approx(2e6, rel=0.03)  # the 2M-token batch
     assert opt.model.params == pytest.approx(175e9, rel=0.01) and opt.metric == "tflops_per_gpu"
+    mega = [r for r in rows if r.table == MEGASCALE]
+    assert [r.layout.devices for r in mega] == [256, 512, 768, 1024, 3072, 6144, 8192, 12288]
+    assert {r.layout.global_batch for r in mega[:4]} == {768} and {r.layout.global_batch for r in mega[4:]} == {6144}
+    for r in mega:  # six model chunks a rank: two of the 96 layers each
+        assert r.layout.chunk_layers(r.model) == (2,) * 48 and r.model.vocab == 64000 and r.model.heads == 128
 
 
 def test_the_out_of_sample_summary_counts_and_leans():

@@ -44,6 +44,18 @@ Sources:
   0.1, ReLU, learned positions, the GPT-2 vocabulary (50,272 padded). 2021 software as for MT-NLG (unfused
   attention, no tensor-parallel overlap, a separate gradient add). Rule for the unpublished count: TFLOP/s
   as Megatron-LM, whose tensor parallelism the run used, counts them (with the recomputation).
+- [MEGASCALE] Jiang et al. 2024, "MegaScale: Scaling Large Language Model Training to More Than 10,000 GPUs"
+  (NSDI '24, arXiv:2402.15627), Table 2's Megatron-LM rows (MegaScale's own rows run a different model:
+  parallel blocks, sliding-window attention, LAMB): a 175B model of 96 layers, width 12,288, 128 heads
+  (Table 1), 2,048 tokens and a 64,000-token vocabulary, tensor 8 and pipeline 8 with the interleaved schedule
+  at six model chunks a rank (section 6.1), Megatron-LM commit 285068c8, on nodes of 8 Ampere GPUs with eight
+  200 Gb/s NICs each (section 3.6, as DGX A100); batch 768 on 256 to 1,024 GPUs and 6,144 on 3,072 to 12,288,
+  iteration times 40.0, 21.2, 15.2, 11.9 and 29.02, 14.78, 12.24, 8.57 s. Data parallelism gathers weights and
+  reduce-scatters gradients (section 3.2: Megatron-LM's distributed optimizer) without overlap, and the
+  pipeline's sends block (overlapping both is MegaScale's, Table 3), as does Megatron-LM's attention
+  (FlashAttention-2 is among MegaScale's operators). Rule for what the paper leaves out: Megatron-LM's own
+  published setup for this model size (Korthikanti et al. 2022, ``tables.KORTHIKANTI_2022``: sequence
+  parallelism, selective recomputation, microbatch 1, bf16).
 - [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
   the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
   the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
@@ -59,7 +71,7 @@ from dataclasses import replace
 
 from ...cost.systems import dgx_a100_system, with_network
 from .model import Transformer, named_model
-from .tables import NARAYANAN_2021, Row
+from .tables import KORTHIKANTI_2022, NARAYANAN_2021, Row
 from .training_setup import TrainingSetup
 
 MT_NLG = "Smith et al. 2022 (MT-NLG), section 2.4"
@@ -67,6 +79,7 @@ MOSAIC = "MosaicML llm-foundry benchmarks (FSDP, 8 GPUs)"
 BLOOM = "BigScience 2022 (BLOOM), tr11-176B-ml"
 LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
 OPT = "Zhang et al. 2022 (OPT-175B), section 2.4"
+MEGASCALE = "Jiang et al. 2024 (MegaScale), Table 2, Megatron-LM"
 
 BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, name="bloom-176b")
 
@@ -97,6 +110,22 @@ def _opt() -> list[Row]:
     metaseq = dict(NARAYANAN_2021, dp_overlap=True)  # FSDP reduce-scatters each layer's gradients in the backward
     layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True, **metaseq)
     return [Row(OPT, "175B on 992 A100 (t8 d124, FSDP)", model, layout, 147.0, "tflops_per_gpu")]
+
+
+def _megascale() -> list[Row]:
+    model = Transformer(96, 12288, 128, 2048, 64000, name="megascale-175b")
+    rows = []
+    for batch, gpus, seconds in (
+        (768, 256, 40.0), (768, 512, 21.2), (768, 768, 15.2), (768, 1024, 11.9),
+        (6144, 3072, 29.02), (6144, 6144, 14.78), (6144, 8192, 12.24), (6144, 12288, 8.57),
+    ):  # fmt: skip
+        layout = TrainingSetup(
+            tp=8, pp=8, dp=gpus // 64, global_batch=batch, microbatch=1, schedule="interleaved-1f1b",
+            virtual_stages=6, sequence_parallel=True, recompute="selective", zero=1, **KORTHIKANTI_2022,
+        )  # fmt: skip
+        rows.append(Row(MEGASCALE, f"175B on {gpus:,} GPUs (t8 p8 d{gpus // 64}, batch {batch})", model, layout,
+                        seconds, "step_seconds"))  # fmt: skip
+    return rows
 
 
 def _llama3() -> list[Row]:
@@ -159,4 +188,4 @@ def _mosaic() -> list[Row]:
 
 def outside_rows() -> list[Row]:
     """The out-of-sample rows, source by source."""
-    return _mt_nlg() + _bloom() + _opt() + _llama3() + _mosaic()
+    return _mt_nlg() + _bloom() + _opt() + _megascale() + _llama3() + _mosaic()
