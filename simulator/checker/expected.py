@@ -36,17 +36,18 @@ class _Expectations:
             known = self._known[(id(ref), name)] = ref.knows(name)
         return known
 
-    def _expect(self, ref: Reference, name: str, index: Any) -> list | None:
+    def _expect(self, ref: Reference, name: str, index: Any, at: Any = None) -> list | None:
         """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
-        worked out once per name and index
-        (a running sum's name adds the model's values up), None where an index cannot be a key (an array)."""
-        at = _index_key(index)
+        worked out once per name and index (a running sum's name adds the model's values up), None where an index
+        cannot be a key (a function). ``at``: ``_index_key(index)``, where the caller has it."""
         if at is None:
-            return None
+            at = _index_key(index)
+            if at is None:
+                return None
         key = (id(ref), name, at)
         slot = self._expectations.get(key)
         if slot is None:
-            if name in ref.values or name in ref.aliases or "+" not in name:
+            if "+" not in name or name in ref.values or name in ref.aliases:
                 value = ref.expected(name, index)
             else:  # a running sum: the sum of its first terms (worked out for the message before) plus its last
                 value = self._running_sum(ref, tuple(name.split("+")), index, at)
@@ -95,9 +96,13 @@ class _Expectations:
         return names
 
 
+_ARRAY_KEY_SIZE = 1 << 12  # an index array up to this many elements is remembered by its bytes
+
+
 def _index_key(index: Any) -> Any:
-    """A key for an index made of integers, slices of integers and None (slices are not hashable before Python
-    3.12); None for any other (an array, a function), which is then not remembered."""
+    """A key for an index made of integers, slices of integers, None and small arrays of integers or booleans (the
+    positions a balanced context-parallel split holds); slices and arrays are not hashable, so each becomes what it
+    selects by (an array: its dtype, shape and bytes). None for any other index (a function), not remembered."""
     if index is None:
         return ()
     if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
@@ -115,6 +120,8 @@ def _index_key(index: Any) -> Any:
             key.append((a, b, c))
         elif kind is int or p is None or p is Ellipsis:
             key.append(p)
+        elif kind is np.ndarray and p.dtype.kind in "biu" and p.size <= _ARRAY_KEY_SIZE:
+            key.append((p.dtype.str, p.shape, p.tobytes()))
         else:
             return None
     return tuple(key)

@@ -35,6 +35,7 @@ from .terms import before_bias, hand_summed, running_sum
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
+_NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
 _BIASED = (
     "output",
     "partial sums",
@@ -201,6 +202,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         cols = t.event_columns()
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
         dsts: list[int] | None = None
         columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
@@ -219,15 +221,18 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
                     self._send(i, t.message_at_row(row))
                 else:  # a collective's chunk, unnamed: checked where the collective ends
                     last[rank] = i
-            elif op_kind == HOLD:
-                self._hold(i, t.op_at_row(row))
             elif op_kind != FREE:
-                ref = self._ref(rank)
-                if self._knows(ref, names[name]) or label < 0:
-                    self._op(i, t.op_at_row(row))
-                else:  # a collective's own reduction: checked through its result
-                    last[rank] = i
+                text = names[name]
+                if op_kind != HOLD and label >= 0 and not self._knows(self._ref(rank), text):
+                    last[rank] = i  # a collective's own reduction: checked through its result
                     origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+                    continue
+                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
+                index, _, partial = op_extra.get(row, _NO_EXTRA)
+                if op_kind == HOLD:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
+                else:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
         """A named message read off the columns, with no record made: True when it carries exactly the model's
@@ -236,13 +241,16 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         program that names every receive: a few dictionary look-ups and one comparison of bytes."""
         ref = self.ref_of(dst)
         rid = id(ref)
-        self.refs[rid] = ref
+        if rid not in self.refs:
+            self.refs[rid] = ref
         at = _index_key(index)
-        slot = self._expectations.get((rid, name, at)) if at is not None else None
+        if at is None:
+            return False
+        slot = self._expectations.get((rid, name, at))
         if slot is None:  # (a slot is made for a name the model knows only)
-            if at is None or not self._knows(ref, name):
+            if not self._knows(ref, name):
                 return False
-            slot = self._expect(ref, name, index)
+            slot = self._expect(ref, name, index, at)
         expected = slot[0]
         if not (
             type(payload) is np.ndarray
@@ -280,6 +288,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self.checked += 1
         if self._same(found, slot) if slot is not None else same(found, expected, self.rtol, self.atol):
             return True
+        rec = self._record_of(rec)
         index = getattr(rec, "index", None)
         bias = before_bias(self._ref(rank), name, index, found, self.rtol, self.atol) if where in _BIASED else None
         if bias is not None:  # a row-parallel layer's sum, its bias added after (the result is compared with it)
@@ -324,40 +333,57 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self._op(i, rec, "held value")
 
     def _op(self, i: int, rec: Op, where: str = "output") -> None:
-        self.last_event[rec.rank] = i
-        self.origin[rec.rank][id(rec.output)] = rec
-        ref = self._ref(rec.rank)
-        if not self._knows(ref, rec.name):
-            if rec.label is None:  # a collective's own reductions are checked through its result
-                self._unknown(rec.rank, rec.name, rec.output, "", partial=rec.partial is not None)
+        self._op_values(
+            i, rec, rec.rank, rec.name, rec.output, rec.inputs, rec.index, rec.partial, rec.label is not None, where
+        )
+
+    def _op_values(
+        self, i: int, rec: Op | int, rank: int, name: str, output: Any, inputs: Any, index: Any,
+        partial: tuple | None, labelled: bool, where: str = "output",
+    ) -> None:  # fmt: skip
+        """An op's or held value's output (and inputs) against the model's. ``rec``: its record, or, from the walk
+        over a columnar trace, its row, made a record only where one is kept (a divergence, a partial sum)."""
+        self.last_event[rank] = i
+        self.origin[rank][id(output)] = rec if type(rec) is not int else rec << 1 | 1
+        ref = self._ref(rank)
+        if not self._knows(ref, name):
+            if not labelled:  # a collective's own reductions are checked through its result
+                self._unknown(rank, name, output, "", partial=partial is not None)
             return
-        self.produced.setdefault(id(ref), set()).add(rec.name)
-        if rec.partial is not None:
-            self.partial_records[rec.rank].append(rec)
+        produced = self.produced.get(id(ref))
+        if produced is None:
+            produced = self.produced[id(ref)] = set()
+        produced.add(name)
+        if partial is not None:
+            rec = self._record_of(rec)
+            self.partial_records[rank].append(rec)
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
-        slot = self._expect(ref, rec.name, rec.index)
-        expected = slot[0] if slot is not None else ref.expected(rec.name, rec.index)
-        output_right = self._compare(where, rec.rank, i, rec, rec.name, expected, rec.output, slot=slot)
-        ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
-        if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
+        slot = self._expect(ref, name, index)
+        expected = slot[0] if slot is not None else ref.expected(name, index)
+        output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
+        ref_inputs = ref.inputs.get(name) if index is None and inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(inputs):
             return
-        if not output_right and not all(_same_role(f, e) for f, e in zip(rec.inputs, ref_inputs)):
+        if not output_right and not all(_same_role(f, e) for f, e in zip(inputs, ref_inputs)):
             return  # another way to compute it (other inputs, other shapes): the output says it all
         # A wrong output is explained at the first wrong input (B got x, not A), where the input has the
         # shape of the model's, or is a block of it (an op on a shard). A right output from other inputs is
         # another way to compute the same value, not a bug: its inputs are not held against it.
         inputs_wrong = []
-        for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
+        for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
             self.checked += 1
             if same(found, exp, self.rtol, self.atol):
-                self._ambiguous(
-                    ref, found, None, lambda pos=pos: f"input {pos} of op {rec.name} on device {rec.rank} is"
-                )
+                self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
             elif not output_right:
-                inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
+                rec = self._record_of(rec)
+                inputs_wrong.append(Divergence("input", rank, i, rec, name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
+
+    def _record_of(self, rec: Any) -> Any:
+        """A record; or the row of an op of a columnar trace, made its record now."""
+        return self.trace.op_at_row(rec) if type(rec) is int else rec
 
     # ---- values the reference cannot name --------------------------------------------------------
     def _unknown(

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from ..core.columnar import ColumnarTrace
 from ..core.trace import Message, Op, Trace
 from ..cost.meta import MetaArray
 from . import diagnose
@@ -34,6 +35,7 @@ from .causal import native_call, op_kind
 from .compare import same, show, structured
 from .reference import Reference
 from .split import ALL, Split, elements, part_words
+from .split_columns import _SplitColumns
 from .verdict import Violation
 
 
@@ -50,13 +52,16 @@ def violations(
     return _SplitWalk(trace, split, ref_of, rtol, atol).walk(outputs)
 
 
-class _SplitWalk:
+class _SplitWalk(_SplitColumns):
+    """One walk of a run against a split; the walk over a columnar trace's columns is in split_columns.py."""
+
     def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol) -> None:
         self.trace, self.split, self.ref_of, self.rtol, self.atol = trace, split, ref_of, rtol, atol
         n = trace.world_size
         self.found: list[Violation] = []
         self.said: set[tuple] = set()
-        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
+        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order (read them with _got)
+        self._received_rows: list[list[int]] = [[] for _ in range(n)]  # a columnar walk's, not yet made records
         self.collected: list[list[Any]] = [[] for _ in range(n)]  # per device, what its collectives' ops made
         self.own: list[list[tuple[str, Any]]] = [[] for _ in range(n)]  # per device, (name, value) it held or computed
         self.own_names: list[set[str]] = [set() for _ in range(n)]  # per device, those names
@@ -70,6 +75,15 @@ class _SplitWalk:
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
+        last = self._walk_columns() if isinstance(self.trace, ColumnarTrace) else self._walk_records()
+        for rank, out in enumerate(outputs or ()):
+            if out is not None and not structured(out):
+                self._foreign(max(last[rank], 0), rank, out, None, "returned")
+        self._budget()
+        return self.found
+
+    def _walk_records(self) -> list[int]:
+        """The walk over the trace's records, one per event; returns each device's last event."""
         last = [-1] * self.trace.world_size
         for i, (kind, rec) in enumerate(self.trace.events):
             if kind == "send":
@@ -80,11 +94,15 @@ class _SplitWalk:
             elif kind in ("op", "hold"):
                 self._record(i, kind, rec)
                 last[rec.rank] = i
-        for rank, out in enumerate(outputs or ()):
-            if out is not None and not structured(out):
-                self._foreign(max(last[rank], 0), rank, out, None, "returned")
-        self._budget()
-        return self.found
+        return last
+
+    def _got(self, rank: int) -> list[Message]:
+        """What device ``rank`` has received so far, in order (a columnar walk keeps rows: made records when asked)."""
+        received, rows = self.received[rank], self._received_rows[rank]
+        if rows:
+            received.extend(map(self.trace.message_at_row, rows))
+            rows.clear()
+        return received
 
     def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
         if key not in self.said:
@@ -117,17 +135,7 @@ class _SplitWalk:
         return found
 
     def _message(self, i: int, msg: Message) -> None:
-        split = self.split
-        self.sent_bytes[msg.src] += msg.nbytes
-        self.sent_messages[msg.src] += 1
-        budget = split.budget
-        if budget is not None:
-            for what, total, limit in (
-                ("bytes", self.sent_bytes, budget.bytes),
-                ("messages", self.sent_messages, budget.messages),
-            ):
-                if limit is not None and total[msg.src] > limit:
-                    self.over.setdefault((msg.src, what), i)
+        self._count(i, msg.src, msg.nbytes)
         kind = op_kind(msg.label)
         if kind is not None:  # a collective's message
             call = _call_of(msg.label)
@@ -135,6 +143,24 @@ class _SplitWalk:
             self.calls[msg.dst].add(call)
             self._collective(i, msg.src, kind, msg)
             return
+        self._crossing(i, msg)
+
+    def _count(self, i: int, src: int, nbytes: int) -> None:
+        """A message's bytes and count against its sender's budget."""
+        self.sent_bytes[src] += nbytes
+        self.sent_messages[src] += 1
+        budget = self.split.budget
+        if budget is not None:
+            for what, total, limit in (
+                ("bytes", self.sent_bytes, budget.bytes),
+                ("messages", self.sent_messages, budget.messages),
+            ):
+                if limit is not None and total[src] > limit:
+                    self.over.setdefault((src, what), i)
+
+    def _crossing(self, i: int, msg: Message) -> None:
+        """A message of the program's own, held to what may cross its boundary."""
+        split = self.split
         if split.crosses is None:
             return
         names = self._what(msg)
@@ -224,7 +250,7 @@ class _SplitWalk:
         owner_ranks = [r for r in range(self.trace.world_size) if owners(r)]
         came = [
             (msg, names)
-            for msg in self.received[rank]
+            for msg in self._got(rank)
             if msg.src in owner_ranks and op_kind(msg.label) is None
             for names in [self._carries(msg)]
             if names and name not in names
@@ -337,7 +363,7 @@ class _SplitWalk:
         model = f"the model computes it from {_listed(ns[0] for ns in names) or 'its inputs'}"
         if missing:
             why = f"{missing[0]} never reached device {rank}"
-        elif not (self.received[rank] or self.collected[rank]):
+        elif not (self._got(rank) or self.collected[rank]):
             why = f"nothing had reached device {rank} yet"
         else:
             why = f"none of {_listed(ns[0] for ns in names)}, nor a part of one, was ever on device {rank}"
@@ -411,7 +437,7 @@ class _SplitWalk:
         looked = self._looked.get((rank, name), 0)
         if looked is True:
             return True
-        received = self.received[rank]
+        received = self._got(rank)
         whole = self.ref_of(rank).values.get(name)
         for msg in received[looked:]:
             if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
