@@ -187,3 +187,24 @@ def test_an_index_of_positions_is_kept_by_what_it_selects():
     assert _index_key((mask,)) != _index_key((positions,))
     assert _index_key((np.array([0.0, 1.0]),)) is None  # not an index of positions: not remembered
     assert _index_key((np.arange(1 << 13),)) is None  # too large to key by its bytes
+
+
+def test_a_part_picked_by_positions_is_compared_with_the_model_at_those_positions_each_time():
+    """Device 1 holds tokens 2, 3, 4, 5 of h, then claims positions 2, 3, 4, 6 for the same values: the first is
+    passed, the second FAILS, though both are h at an array of four positions (each array its own key)."""
+    h = np.linspace(-1.0, 2.0, 8) ** 3
+
+    def model(dev):
+        return dev.hold("h", h)
+
+    def program(dev):
+        right = np.array([2, 3, 4, 5])
+        dev.hold("h", h[right], index=(right,))
+        if dev.rank == 1:
+            dev.hold("h", h[right], index=(np.array([2, 3, 4, 6]),))
+        return None
+
+    run = World(2).run(program)
+    report = check(run, Reference.of(model))
+    assert report.verdict == "FAILED" and (report.first.rank, report.first.event) == (1, 2)
+    assert check(as_records(run), Reference.of(model)).text() == report.text()
