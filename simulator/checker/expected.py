@@ -107,6 +107,10 @@ class _Expectations:
             slot[1] = tolerances(b, self.rtol, self.atol)
         return same(found, expected, tol=slot[1])
 
+    def _identify_value(self, ref: Reference, value: Any) -> list[str]:
+        """``_identify_names`` of any value that is not several (a scalar too): what the split check asks."""
+        return self._identify_names(ref, np.asarray(value))
+
     def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
         """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
         if a.size > 64:

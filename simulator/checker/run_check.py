@@ -111,7 +111,8 @@ def check(
         report = checker.report()
         if split is not None:
             broken = sorted(
-                violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event)
+                violations(trace, split, checker._ref, rtol, atol, outputs, checker._identify_value),
+                key=lambda v: checker.order.key(v.event),
             )
             report.broken, report.split_checked = broken, True
             if broken and report.first is not None:

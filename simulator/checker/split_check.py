@@ -32,7 +32,7 @@ from ..core.trace import Message, Op, Trace
 from ..cost.meta import MetaArray
 from . import diagnose
 from .causal import native_call, op_kind
-from .compare import same, show, structured
+from .compare import show, structured
 from .reference import Reference
 from .split import ALL, Split, elements, part_words
 from .split_columns import _SplitColumns
@@ -47,17 +47,20 @@ def violations(
     rtol: float | None = None,
     atol=None,
     outputs: list | None = None,
+    identify: Callable[[Reference, Any], list[str]] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
-    ``outputs``, what each device returned, are held to it too."""
-    return _SplitWalk(trace, split, ref_of, rtol, atol).walk(outputs)
+    ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
+    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own."""
+    return _SplitWalk(trace, split, ref_of, rtol, atol, identify).walk(outputs)
 
 
 class _SplitWalk(_SplitColumns, _Presence):
     """One walk of a run against a split; the walk over a columnar trace's columns is in split_columns.py."""
 
-    def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol) -> None:
+    def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol, identify=None) -> None:
         self.trace, self.split, self.ref_of, self.rtol, self.atol = trace, split, ref_of, rtol, atol
+        self._names_of = identify or (lambda ref, value: ref.identify(value, rtol=rtol, atol=atol))
         n = trace.world_size
         self.found: list[Violation] = []
         self.said: set[tuple] = set()
@@ -74,6 +77,7 @@ class _SplitWalk(_SplitColumns, _Presence):
         self.calls: list[set[str]] = [set() for _ in range(n)]
         self._identified: dict[tuple[int, int], tuple[Any, list[str]]] = {}  # see _identify
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
+        self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
         last = self._walk_columns() if isinstance(self.trace, ColumnarTrace) else self._walk_records()
@@ -96,6 +100,25 @@ class _SplitWalk(_SplitColumns, _Presence):
                 self._record(i, kind, rec)
                 last[rec.rank] = i
         return last
+
+    # ---- what the split says of a name, asked once per walk (a name may match a pattern: "h1.*") ------------
+    def _owners(self, name: str) -> Any:
+        key = ("owners", name)
+        if key not in self._rules:
+            self._rules[key] = self.split.owners(name)
+        return self._rules[key]
+
+    def _gives(self, name: str) -> bool:
+        key = ("gives", name)
+        if key not in self._rules:
+            self._rules[key] = self.split.gives(name)
+        return self._rules[key]
+
+    def _part_of(self, name: str, rank: int) -> Any:
+        key = ("part", name, rank)
+        if key not in self._rules:
+            self._rules[key] = self.split.part_of(name, rank)
+        return self._rules[key]
 
     def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
         if key not in self.said:
@@ -198,7 +221,7 @@ class _SplitWalk(_SplitColumns, _Presence):
                 self.collected[rank].append(output)
                 return  # a collective's own reduction: its messages say what ran
         name = rec.name
-        if kind == "hold" and self.split.gives(name):
+        if kind == "hold" and self._gives(name):
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)
@@ -218,12 +241,12 @@ class _SplitWalk(_SplitColumns, _Presence):
         key = (id(ref), id(value))
         known = self._identified.get(key)
         if known is None:
-            known = self._identified[key] = (value, ref.identify(value, rtol=self.rtol, atol=self.atol))
+            known = self._identified[key] = (value, self._names_of(ref, value))
         return known[1]
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
         split, name, rank = self.split, rec.name, rec.rank
-        owners = split.owners(name)
+        owners = self._owners(name)
         if owners is None or owners(rank):
             return
         belongs = split.owner_text(name, self.trace.world_size)
@@ -256,7 +279,7 @@ class _SplitWalk(_SplitColumns, _Presence):
 
     def _held_input(self, i: int, rec: Op) -> None:
         name, rank = rec.name, rec.rank
-        mine = self.split.part_of(name, rank)
+        mine = self._part_of(name, rank)
         if mine is ALL or self._arrived(rank, name):
             return
         whole = self.ref_of(rank).values.get(name)
@@ -277,27 +300,42 @@ class _SplitWalk(_SplitColumns, _Presence):
 
     def _inputs(self, i: int, rec: Op) -> None:
         """An op computed from the whole of an input of which its device was given only a part."""
-        rank, split = rec.rank, self.split
+        rank = rec.rank
         ref = self.ref_of(rank)
-        for name in split.given:
-            mine = split.part_of(name, rank)
-            if mine is ALL:
-                continue
-            whole = ref.values.get(name)
-            if whole is None or structured(whole):
-                continue
-            for x in rec.inputs:
-                if structured(x) or np.shape(x) != np.shape(whole) or not same(x, whole, self.rtol, self.atol):
-                    continue
+        parts = self._parts_given(rank, ref)
+        if not parts:
+            return
+        inputs = [(x, np.shape(x)) for x in rec.inputs if not structured(x)]
+        for name, mine, whole in parts:
+            shape = np.shape(whole)
+            for x, x_shape in inputs:
+                if x_shape != shape or name not in self._identify(ref, x):
+                    continue  # (whether x is the whole of it: asked of each input once, _identify, for every rule)
                 if self._arrived(rank, name):
                     return
                 if mine is None:
                     rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
                 else:
-                    rule = f"its part is {part_words(mine, np.shape(whole))}, and the rest never arrived in a message"
+                    rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
                 text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
                 self._add(("given", rank, name), "given", rank, i, text, rec)
                 return
+
+    def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
+        """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than
+        all of, in the split's order; worked out once per device."""
+        key = ("parts given", rank, id(ref))
+        parts = self._rules.get(key)
+        if parts is None:
+            parts = self._rules[key] = [
+                (name, mine, whole)
+                for name in self.split.given
+                for mine in [self._part_of(name, rank)]
+                if mine is not ALL
+                for whole in [ref.values.get(name)]
+                if whole is not None and not structured(whole)
+            ]
+        return parts
 
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
@@ -357,7 +395,7 @@ class _SplitWalk(_SplitColumns, _Presence):
         self._add(("from nothing", rank, rec.name), "compute", rank, i, text, rec)
 
     def _given_to(self, name: str) -> str:
-        ranks = [r for r in range(self.trace.world_size) if self.split.part_of(name, r) is not None]
+        ranks = [r for r in range(self.trace.world_size) if self._part_of(name, r) is not None]
         if not ranks:
             return "no device is given"
         if len(ranks) == 1:

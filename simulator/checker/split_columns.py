@@ -77,7 +77,7 @@ class _SplitColumns:
                 text = names[name]
                 rule = owners.get(name)
                 if rule is None:
-                    rule = owners[name] = (split.owners(text), split.gives(text))
+                    rule = owners[name] = (self._owners(text), self._gives(text))
                 test, given = rule
                 if code == HOLD:
                     inputs = None

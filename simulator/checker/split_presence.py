@@ -75,12 +75,12 @@ class _Presence:
         """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
         if self._elsewhere(rank, name):
             return True
-        return self.split.gives(name) and self.split.part_of(name, rank) is None and not self._arrived(rank, name)
+        return self._gives(name) and self._part_of(name, rank) is None and not self._arrived(rank, name)
 
     def _elsewhere(self, rank: int, name: str) -> bool:
         """Whether the split keeps ``name`` on other devices and it never reached ``rank`` (a message, a collective)."""
-        owners = self.split.owners(name)
-        if owners is None or owners(rank) or self.split.gives(name) or self._arrived(rank, name):
+        owners = self._owners(name)
+        if owners is None or owners(rank) or self._gives(name) or self._arrived(rank, name):
             return False
         whole = self.ref_of(rank).values.get(name)
         if whole is None or structured(whole):  # nothing a collective brought can be it

@@ -7,6 +7,7 @@ import pytest
 
 from simulator import PerDevice, World
 from simulator.checker import Reference, Split, check
+from simulator.checker.compare import same
 from simulator.checker.run_check import _Checker, _resolver
 from simulator.checker.split_check import _SplitWalk
 from simulator.teach.examples.context import SCENARIOS
@@ -208,3 +209,39 @@ def test_a_part_picked_by_positions_is_compared_with_the_model_at_those_position
     report = check(run, Reference.of(model))
     assert report.verdict == "FAILED" and (report.first.rank, report.first.event) == (1, 2)
     assert check(as_records(run), Reference.of(model)).text() == report.text()
+
+
+@pytest.mark.parametrize("tolerance", [{}, {"rtol": 0.3}, {"atol": 5.0}, {"rtol": 1e-12, "atol": 1e-12}])
+def test_identify_finds_every_value_a_comparison_with_each_finds(tolerance):
+    """identify looks at a few elements of every candidate at once before comparing any in full: it finds what
+    comparing with every value of the model finds, on floats of several widths and scales, integers, booleans,
+    NaNs and infinities, values a few ulps off, and with tolerances of the caller's (a looser one too)."""
+    rng = np.random.default_rng(23)
+    values = {}
+    for k in range(60):
+        kind = k % 6
+        if kind == 0:
+            v = rng.normal(size=(2, 3)) * 10.0 ** rng.integers(-5, 5)
+        elif kind == 1:
+            v = (rng.normal(size=(2, 3)) * 10.0 ** rng.integers(-3, 3)).astype(np.float32)
+        elif kind == 2:
+            v = rng.integers(-3, 4, size=(2, 3))
+        elif kind == 3:
+            v = rng.random((2, 3)) < 0.5
+        elif kind == 4:
+            v = rng.normal(size=(2, 3)).astype(np.float16)
+        else:
+            v = rng.normal(size=(2, 3))
+            v[rng.integers(2), rng.integers(3)] = rng.choice([np.nan, np.inf, -np.inf])
+        values[f"v{k}"] = v
+    ref = Reference(values=values)
+    names = list(values)
+    with np.errstate(all="ignore"):
+        for trial in range(300):
+            base = values[names[rng.integers(len(names))]]
+            found = np.array(base, dtype=rng.choice([base.dtype, np.float64, np.float32]))
+            if rng.random() < 0.6 and found.dtype.kind == "f":
+                found = found * (1 + rng.choice([1e-15, 1e-9, 1e-6, 1e-3, 0.2]) * rng.normal(size=found.shape))
+                found = found.astype(base.dtype if rng.random() < 0.5 else found.dtype)
+            every = [n for n, v in values.items() if same(found, v, **tolerance)]
+            assert ref.identify(found, **tolerance) == every, (trial, found, every)
