@@ -13,7 +13,7 @@ import numpy as np
 
 from ..core.trace import Op
 from .compare import same, structured
-from .terms import hand_summed, running_sum
+from .terms import by_name, hand_summed, running_sum
 from .verdict import Unchecked, _message
 
 
@@ -89,10 +89,12 @@ class _PartialSums:
         ``terms.hand_summed``): not divergences but partial sums, and the unnamed messages that carry chunks of
         their running sums are placed."""
         sums, kept = [], []
+        index = None  # each device's records by name, gathered once for all the divergences (terms.by_name)
         for d in self.diverged:
             terms = None
             if d.where == "output" and isinstance(d.record, Op):
-                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol)
+                index = index if index is not None else by_name(self.trace)
+                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol, index)
             if terms is None:
                 kept.append(d)
                 continue
