@@ -141,16 +141,18 @@ class Reference:
         group = self._by_shape().get(a.shape)
         if group is None:
             return []
-        names, arrays, samples, scales, rtols, unscaled = group
+        names, arrays, samples, allowed, unscaled = group
         candidates: Any = range(len(names))
         if a.size and a.dtype.kind in "biuf" and len(names) > 1:
             # a cheap look at a few elements first (one NumPy expression over all the candidates), with twice the
             # most each candidate's comparison could allow there (compare.tolerances: the median of its magnitudes is
             # at most the largest): most candidates of the same shape differ there plainly already
             mine = a.reshape(-1)[_sample_at(a.size)].astype(np.float64)
-            r = (rtols if rtol is None else np.full(len(names), float(rtol)))[:, None]
             with _errstate(all="ignore"):
-                allowed = 2.0 * (_maximum(atol or 0.0, r * 1e-2 * scales[:, None]) + r * _abs(samples))
+                if rtol is not None or atol is not None:  # the caller's tolerances, in place of each dtype's
+                    allowed = _allowed(samples, allowed[1], allowed[2], rtol, atol)
+                else:
+                    allowed = allowed[0]
                 near = (_abs(mine - samples) <= allowed).all(axis=1)
             candidates = _flatnonzero(near | unscaled).tolist()
         return [names[k] for k in candidates if names[k] != exclude and same(a, arrays[k], rtol, atol)]
@@ -162,8 +164,9 @@ class Reference:
 
     def _by_shape(self) -> dict[tuple, tuple]:
         """Per shape, the named values of it, for ``identify``: (names, values, a few elements of each (at
-        ``_sample_at``), each one's largest magnitude, the relative tolerance its dtype is compared with by default,
-        and whether it is never passed over: not numbers, empty, or holding a NaN or an infinity); built once."""
+        ``_sample_at``), (what the default tolerances could allow there, each one's largest magnitude, the relative
+        tolerance its dtype is compared with by default), and whether it is never passed over: not numbers, empty,
+        or holding a NaN or an infinity); built once."""
         index = self.__dict__.get("_shapes")
         if index is None or index[0] != len(self.values):
             lists: dict[tuple, tuple[list, list, list, list, list]] = {}
@@ -181,8 +184,11 @@ class Reference:
                 rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
             groups = {}
             for shape, (names, arrays, samples, scales, rtols) in lists.items():
-                scale = np.array(scales, dtype=np.float64)
-                groups[shape] = (names, arrays, np.array(samples), scale, np.array(rtols), np.isnan(scale))
+                scale, at = np.array(scales, dtype=np.float64), np.array(samples)
+                rtol = np.array(rtols)
+                with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
+                    allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
+                groups[shape] = (names, arrays, at, allowed, np.isnan(scale))
             index = self.__dict__["_shapes"] = (len(self.values), groups)
         return index[1]
 
@@ -209,6 +215,13 @@ class Reference:
             if same(found, value, rtol, atol):
                 hits.append(n)
         return hits
+
+
+def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):
+    """Twice the most a comparison could allow at each sampled element of each candidate (``compare.tolerances``:
+    the relative tolerance, and an absolute one of at most ``rtol * 1e-2`` of the largest magnitude, or ``atol``)."""
+    r = (rtols if rtol is None else np.full(len(rtols), float(rtol)))[:, None]
+    return 2.0 * (_maximum(atol or 0.0, r * 1e-2 * scales[:, None]) + r * _abs(samples))
 
 
 def _sample_at(size: int) -> list[int]:
