@@ -8,6 +8,8 @@
   way round, then the finished chunk of ``v``. Every message is compared.
 - context parallel: the teaching scenarios cp-ring-balanced and cp-ring-contiguous (ring attention over four
   devices, one training step), checked as ``Scenario.run`` checks them: values and the declared split.
+- pipelines: the teaching scenarios pipeline-1f1b (four stages on four devices) and pipeline-zbv (two stages per
+  device in a V), with their split, whose rules ask of every op's inputs whether they are values kept elsewhere.
 
 Each round times the run and then its check, in CPU seconds of this process; each figure is the median of
 ``--rounds`` rounds, with the spread and the load (benchmarks/sidebyside.py). A round before them, untimed, runs
@@ -31,6 +33,7 @@ from sidebyside import cpu_timed, load, loads, spread
 
 from simulator import World
 from simulator.checker import Reference, check
+from simulator.teach.examples import get
 from simulator.teach.examples.context import SCENARIOS
 
 
@@ -82,7 +85,7 @@ def workloads(devices: int, ring: int) -> list[tuple[str, Callable[[], Any], Cal
     ring_ref = Reference.of(ring_model, ring)
     out.append((f"named ring, {ring} devices", lambda: World(ring).run(named_ring, ring),
                 lambda run: check(run, ring_ref)))  # fmt: skip
-    for sc in SCENARIOS:
+    for sc in [*SCENARIOS, get("pipeline-1f1b"), get("pipeline-zbv")]:
         if sc.expect != "match":
             continue
         sc_ref = sc.reference()
