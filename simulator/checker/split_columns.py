@@ -72,7 +72,7 @@ class _SplitColumns:
                         if native is None or split.allows(native[0]):
                             collected[rank].append(output)
                             continue
-                        self._record(i, "op", t.op_at_row(row))  # a native collective the split does not allow
+                        self._record(i, OP_EVENT[code], t.op_at_row(row))  # a native collective the split forbids
                         continue
                 text = names[name]
                 rule = owners.get(name)
