@@ -245,3 +245,20 @@ def test_identify_finds_every_value_a_comparison_with_each_finds(tolerance):
                 found = found.astype(base.dtype if rng.random() < 0.5 else found.dtype)
             every = [n for n, v in values.items() if same(found, v, **tolerance)]
             assert ref.identify(found, **tolerance) == every, (trial, found, every)
+
+
+@pytest.mark.parametrize("program", [P.ring_own_names, P.ring_local_sum], ids=lambda p: p.__name__)
+def test_the_terms_of_a_sum_are_paired_from_the_index_as_from_a_scan_of_the_trace(program):
+    """Each device's k-th record of a name: gathered once per check (terms.by_name), as a scan of every op finds it."""
+    from simulator.checker.terms import _terms_of, by_name
+
+    ex = EXERCISES["ring-all-reduce"]()
+    inputs = ex.inputs(np.random.default_rng(2))
+    run = ex.run_program(program, inputs, ex.split(inputs))
+    index = by_name(run.trace)
+    ops = list(run.trace.ops)
+    assert any(len(_terms_of(run.trace, op)) > 1 for op in ops)
+    for op in ops:
+        scanned, indexed = _terms_of(run.trace, op), _terms_of(run.trace, op, index=index)
+        assert scanned.keys() == indexed.keys()
+        assert all(np.array_equal(scanned[r], indexed[r]) for r in scanned)
