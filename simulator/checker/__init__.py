@@ -31,9 +31,13 @@ Modules, each building only on those after it in this list (checked by import-li
 
 - ``run_check.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
 - ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
+- ``split_columns.py`` the split's walk over a columnar trace, a record made only where a rule must look
+- ``split_presence.py`` what a device had, as the split's rules ask it: received, brought, held, kept elsewhere
 - ``isolation.py``     data that reached a device outside messages, found by differential runs
 - ``differential.py``  ``Differential``: the program run again with some devices' own inputs changed
 - ``results.py``       the result each device returns, and which parts of the model's result were covered
+- ``partial_sums.py``  terms of a sum held on several devices, added up once all are there; sums added by hand
+- ``unnamed.py``       values placed without a name: names the model lacks, unnamed messages, equal values
 - ``expected.py``      what each name should hold, its tolerance and whether the model knows it, worked out once
 - ``explain.py``       the first divergence explained in words (a partial sum, a shard, a wrong block, ...)
 - ``verdict.py``       ``CheckReport``, ``Divergence``, ``Unchecked``, ``Violation``: the verdict and its text

@@ -27,41 +27,64 @@ class _Expectations:
         # per (reference, name, index): [the expected value, its tolerance once needed, whether it is ambiguous]
         self._expectations: dict[tuple, list] = {}
         self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
-        self._sums: dict[tuple, Any] = {}  # (reference, names, index) -> those values added up (_running_sum)
+        self._sums: dict[tuple, Any] = {}  # (reference, 'A+B', index) -> those values added up (_running_sum)
         self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
 
     def _knows(self, ref: Reference, name: str) -> bool:
-        known = self._known.get((id(ref), name))
+        """``ref.knows(name)``, once per name; a sum ``A+B+C`` is known when ``A+B`` is and ``C`` is a value (a ring's
+        running sums grow by one term a step: each name is then one more look-up, not a split of the whole)."""
+        key = (id(ref), name)
+        known = self._known.get(key)
         if known is None:
-            known = self._known[(id(ref), name)] = ref.knows(name)
+            if "+" in name and name not in ref.values and name not in ref.aliases:
+                known = self._terms_known(ref, name)
+            else:
+                known = ref.knows(name)
+            self._known[key] = known
         return known
 
-    def _expect(self, ref: Reference, name: str, index: Any) -> list | None:
+    def _terms_known(self, ref: Reference, name: str) -> bool:
+        """Whether every term of ``A+B+C`` is a value of the model (as ``Reference.knows`` asks of a sum), by its
+        first terms (remembered) and its last."""
+        head, _, last = name.rpartition("+")
+        if last not in ref.values:
+            return False
+        if "+" not in head:
+            return head in ref.values
+        key = (id(ref), head, "+")  # (the "+": apart from whether the model knows head itself, _known's key)
+        known = self._known.get(key)
+        if known is None:
+            known = self._known[key] = self._terms_known(ref, head)
+        return known
+
+    def _expect(self, ref: Reference, name: str, index: Any, at: Any = None) -> list | None:
         """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
-        worked out once per name and index
-        (a running sum's name adds the model's values up), None where an index cannot be a key (an array)."""
-        at = _index_key(index)
+        worked out once per name and index (a running sum's name adds the model's values up), None where an index
+        cannot be a key (a function). ``at``: ``_index_key(index)``, where the caller has it."""
         if at is None:
-            return None
+            at = _index_key(index)
+            if at is None:
+                return None
         key = (id(ref), name, at)
         slot = self._expectations.get(key)
         if slot is None:
-            if name in ref.values or name in ref.aliases or "+" not in name:
+            if "+" not in name or name in ref.values or name in ref.aliases:
                 value = ref.expected(name, index)
             else:  # a running sum: the sum of its first terms (worked out for the message before) plus its last
-                value = self._running_sum(ref, tuple(name.split("+")), index, at)
+                value = self._running_sum(ref, name, index, at)
             slot = self._expectations[key] = [value, None, None]
         return slot
 
-    def _running_sum(self, ref: Reference, terms: tuple[str, ...], index: Any, at: str) -> Any:
-        """The model's values ``terms`` at ``index``, added in that order as ``Reference.expected`` adds them (the
-        same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by one
-        term a step, and each is then one addition."""
-        key = (id(ref), terms, at)
+    def _running_sum(self, ref: Reference, name: str, index: Any, at: Any) -> Any:
+        """The model's values named ``A+B+C`` at ``index``, added in that order as ``Reference.expected`` adds them
+        (the same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by
+        one term a step, and each is then one addition."""
+        key = (id(ref), name, at)
         total = self._sums.get(key)
         if total is None:
-            last = part(ref.values[terms[-1]], index)
-            total = last if len(terms) == 1 else self._running_sum(ref, terms[:-1], index, at) + last
+            head, plus, last = name.rpartition("+")
+            term = part(ref.values[last], index)
+            total = term if not plus else self._running_sum(ref, head, index, at) + term
             self._sums[key] = total
         return total
 
@@ -84,6 +107,10 @@ class _Expectations:
             slot[1] = tolerances(b, self.rtol, self.atol)
         return same(found, expected, tol=slot[1])
 
+    def _identify_value(self, ref: Reference, value: Any) -> list[str]:
+        """``_identify_names`` of any value that is not several (a scalar too): what the split check asks."""
+        return self._identify_names(ref, np.asarray(value))
+
     def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
         """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
         if a.size > 64:
@@ -95,9 +122,13 @@ class _Expectations:
         return names
 
 
+_ARRAY_KEY_SIZE = 1 << 12  # an index array up to this many elements is remembered by its bytes
+
+
 def _index_key(index: Any) -> Any:
-    """A key for an index made of integers, slices of integers and None (slices are not hashable before Python
-    3.12); None for any other (an array, a function), which is then not remembered."""
+    """A key for an index made of integers, slices of integers, None and small arrays of integers or booleans (the
+    positions a balanced context-parallel split holds); slices and arrays are not hashable, so each becomes what it
+    selects by (an array: its dtype, shape and bytes). None for any other index (a function), not remembered."""
     if index is None:
         return ()
     if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
@@ -115,6 +146,8 @@ def _index_key(index: Any) -> Any:
             key.append((a, b, c))
         elif kind is int or p is None or p is Ellipsis:
             key.append(p)
+        elif kind is np.ndarray and p.dtype.kind in "biu" and p.size <= _ARRAY_KEY_SIZE:
+            key.append((p.dtype.str, p.shape, p.tobytes()))
         else:
             return None
     return tuple(key)

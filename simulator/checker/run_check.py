@@ -10,7 +10,6 @@ from __future__ import annotations
 import gc
 import re
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
 
@@ -22,19 +21,22 @@ from ..core.rows import FREE, HOLD
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import identical, same, show, structured
+from .compare import identical, same, structured
 from .differential import Differential
 from .expected import _Expectations, _index_key
 from .explain import _Explanations, _floaty
 from .isolation import check_isolation
+from .partial_sums import _Partial, _PartialSums
 from .reference import Reference
 from .results import _ResultChecks
 from .split import Split
 from .split_check import violations
-from .terms import before_bias, hand_summed, running_sum
+from .terms import before_bias
+from .unnamed import _Unnamed
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
+_NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
 _BIASED = (
     "output",
     "partial sums",
@@ -109,7 +111,8 @@ def check(
         report = checker.report()
         if split is not None:
             broken = sorted(
-                violations(trace, split, checker._ref, rtol, atol, outputs), key=lambda v: checker.order.key(v.event)
+                violations(trace, split, checker._ref, rtol, atol, outputs, checker._identify_value),
+                key=lambda v: checker.order.key(v.event),
             )
             report.broken, report.split_checked = broken, True
             if broken and report.first is not None:
@@ -126,16 +129,7 @@ def check(
     return report
 
 
-@dataclass
-class _Partial:
-    """One device's term of a sum over a group (an op or hold with ``partial=``)."""
-
-    rank: int
-    event: int
-    record: Op
-
-
-class _Checker(_ResultChecks, _Explanations, _Expectations):
+class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnamed):
     """One check: the walk over the trace's events, then the result (results.py) and the explanation of
     the first divergence (explain.py); what each name should hold is worked out once (expected.py)."""
 
@@ -201,6 +195,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         cols = t.event_columns()
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
         dsts: list[int] | None = None
         columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
@@ -219,15 +214,18 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
                     self._send(i, t.message_at_row(row))
                 else:  # a collective's chunk, unnamed: checked where the collective ends
                     last[rank] = i
-            elif op_kind == HOLD:
-                self._hold(i, t.op_at_row(row))
             elif op_kind != FREE:
-                ref = self._ref(rank)
-                if self._knows(ref, names[name]) or label < 0:
-                    self._op(i, t.op_at_row(row))
-                else:  # a collective's own reduction: checked through its result
-                    last[rank] = i
+                text = names[name]
+                if op_kind != HOLD and label >= 0 and not self._knows(self._ref(rank), text):
+                    last[rank] = i  # a collective's own reduction: checked through its result
                     origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+                    continue
+                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
+                index, _, partial = op_extra.get(row, _NO_EXTRA)
+                if op_kind == HOLD:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
+                else:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
         """A named message read off the columns, with no record made: True when it carries exactly the model's
@@ -236,13 +234,16 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         program that names every receive: a few dictionary look-ups and one comparison of bytes."""
         ref = self.ref_of(dst)
         rid = id(ref)
-        self.refs[rid] = ref
+        if rid not in self.refs:
+            self.refs[rid] = ref
         at = _index_key(index)
-        slot = self._expectations.get((rid, name, at)) if at is not None else None
+        if at is None:
+            return False
+        slot = self._expectations.get((rid, name, at))
         if slot is None:  # (a slot is made for a name the model knows only)
-            if at is None or not self._knows(ref, name):
+            if not self._knows(ref, name):
                 return False
-            slot = self._expect(ref, name, index)
+            slot = self._expect(ref, name, index, at)
         expected = slot[0]
         if not (
             type(payload) is np.ndarray
@@ -280,6 +281,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self.checked += 1
         if self._same(found, slot) if slot is not None else same(found, expected, self.rtol, self.atol):
             return True
+        rec = self._record_of(rec)
         index = getattr(rec, "index", None)
         bias = before_bias(self._ref(rank), name, index, found, self.rtol, self.atol) if where in _BIASED else None
         if bias is not None:  # a row-parallel layer's sum, its bias added after (the result is compared with it)
@@ -324,240 +326,57 @@ class _Checker(_ResultChecks, _Explanations, _Expectations):
         self._op(i, rec, "held value")
 
     def _op(self, i: int, rec: Op, where: str = "output") -> None:
-        self.last_event[rec.rank] = i
-        self.origin[rec.rank][id(rec.output)] = rec
-        ref = self._ref(rec.rank)
-        if not self._knows(ref, rec.name):
-            if rec.label is None:  # a collective's own reductions are checked through its result
-                self._unknown(rec.rank, rec.name, rec.output, "", partial=rec.partial is not None)
+        self._op_values(
+            i, rec, rec.rank, rec.name, rec.output, rec.inputs, rec.index, rec.partial, rec.label is not None, where
+        )
+
+    def _op_values(
+        self, i: int, rec: Op | int, rank: int, name: str, output: Any, inputs: Any, index: Any,
+        partial: tuple | None, labelled: bool, where: str = "output",
+    ) -> None:  # fmt: skip
+        """An op's or held value's output (and inputs) against the model's. ``rec``: its record, or, from the walk
+        over a columnar trace, its row, made a record only where one is kept (a divergence, a partial sum)."""
+        self.last_event[rank] = i
+        self.origin[rank][id(output)] = rec if type(rec) is not int else rec << 1 | 1
+        ref = self._ref(rank)
+        if not self._knows(ref, name):
+            if not labelled:  # a collective's own reductions are checked through its result
+                self._unknown(rank, name, output, "", partial=partial is not None)
             return
-        self.produced.setdefault(id(ref), set()).add(rec.name)
-        if rec.partial is not None:
-            self.partial_records[rec.rank].append(rec)
+        produced = self.produced.get(id(ref))
+        if produced is None:
+            produced = self.produced[id(ref)] = set()
+        produced.add(name)
+        if partial is not None:
+            rec = self._record_of(rec)
+            self.partial_records[rank].append(rec)
             self._add_partial(i, rec)
             return
         wrong_before = len(self.diverged)
-        slot = self._expect(ref, rec.name, rec.index)
-        expected = slot[0] if slot is not None else ref.expected(rec.name, rec.index)
-        output_right = self._compare(where, rec.rank, i, rec, rec.name, expected, rec.output, slot=slot)
-        ref_inputs = ref.inputs.get(rec.name) if rec.index is None and rec.inputs is not None else None
-        if ref_inputs is None or len(ref_inputs) != len(rec.inputs):
+        slot = self._expect(ref, name, index)
+        expected = slot[0] if slot is not None else ref.expected(name, index)
+        output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
+        ref_inputs = ref.inputs.get(name) if index is None and inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(inputs):
             return
-        if not output_right and not all(_same_role(f, e) for f, e in zip(rec.inputs, ref_inputs)):
+        if not output_right and not all(_same_role(f, e) for f, e in zip(inputs, ref_inputs)):
             return  # another way to compute it (other inputs, other shapes): the output says it all
         # A wrong output is explained at the first wrong input (B got x, not A), where the input has the
         # shape of the model's, or is a block of it (an op on a shard). A right output from other inputs is
         # another way to compute the same value, not a bug: its inputs are not held against it.
         inputs_wrong = []
-        for pos, (found, exp) in enumerate(zip(rec.inputs, ref_inputs)):
+        for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
             self.checked += 1
             if same(found, exp, self.rtol, self.atol):
-                self._ambiguous(
-                    ref, found, None, lambda pos=pos: f"input {pos} of op {rec.name} on device {rec.rank} is"
-                )
+                self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
             elif not output_right:
-                inputs_wrong.append(Divergence("input", rec.rank, i, rec, rec.name, exp, found, [], ref, pos))
+                rec = self._record_of(rec)
+                inputs_wrong.append(Divergence("input", rank, i, rec, name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
 
-    # ---- values the reference cannot name --------------------------------------------------------
-    def _unknown(
-        self, rank: int, name: str, value: Any, context: str, partial: bool = False, partials: str | None = None
-    ) -> None:
-        if (rank, name) in self._seen_unknown:
-            return
-        self._seen_unknown.add((rank, name))
-        ref = self._ref(rank)
-        hint = self._identify(ref, value)
-        if hint and ref.modules:  # a torch program names values by module path: that is what it can change
-            advice = (
-                f", but it equals {hint[0]}: give the module the path it has in the single-device model, "
-                f"{hint[1].split(' with ')[0]} (Reference.of_torch names each module's output by its path)"
-            )
-        elif hint:
-            advice = f", but it equals {hint[0]}: name it {hint[1]}"
-        elif partials is not None:  # a collective's term, named by partials=
-            advice = (
-                f": the collective names its members' terms {partials}[0], {partials}[1], ... (partials={partials!r}); "
-                "give the model values of those names, or leave partials= out"
-            )
-        elif partial:  # already said to be one term of a sum: what is left is the sum's name
-            advice = (
-                ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
-                "reference, with partial=True as now"
-            )
-        elif ref.modules:
-            advice = (
-                ", and its value is none of the single-device model's: give the module the path it has in the model "
-                "(Reference.of_torch names each module's output by its path, wrappers' module. and _orig_mod. left out)"
-            )
-        else:
-            advice = (
-                ", and its value is none of the reference's (if it is one term of a sum or of an average, as a "
-                "replica's gradient is, name it after the sum or the average and say partial=True)"
-            )
-        context = f" {context}" if context else ""
-        if self.own_names:  # the program's own intermediate: every value of the model is still compared
-            also = f": it equals {hint[0]} (name it {hint[1]} to have it compared)" if hint else ": not compared"
-            self.notes.append(f"{name} on device {rank}{context} is a name of your own, not the model's{also}")
-            return
-        self.unchecked.append(
-            Unchecked("unknown name", f"{name} on device {rank}{context} is not a name in the reference{advice}", name)
-        )
-
-    def _place(self, i: int, msg: Message) -> None:
-        """An unnamed message: find the reference value it carries, or say that none fits."""
-        ref = self._ref(msg.dst)
-        if self.own_names:  # a step of the program's own (a running sum): what it leads to is compared
-            if ref.identify(msg.payload, rtol=self.rtol, atol=self.atol):
-                self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
-            return
-        if self._identify(ref, msg.payload) or self._partial_of(msg.src, msg.payload):
-            self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
-            return
-        self._unplaced.append(msg)
-        self.unchecked.append(
-            Unchecked(
-                "unplaced message",
-                f"{_message(msg)} has no name and carries {show(msg.payload)}, which is no value of the "
-                f"single-device run: say what it carries, recv(..., name=...), so it can be checked",
-            )
-        )
-
-    def _identify(self, ref: Reference, value: Any) -> tuple[str, str] | None:
-        """('S1 on one device', 'S1'), or a block of a value with the index= to say, for a value under no name."""
-        names = ref.identify(value, rtol=self.rtol, atol=self.atol)
-        if names:
-            return " and ".join(f"{n} on one device" for n in names[:3]), " or ".join(names[:3])
-        if structured(value):
-            return None
-        a = np.asarray(value)
-        if self._block_searches <= 0:  # each search scans every value: a few dozen explain plenty
-            return None
-        self._block_searches -= 1
-        for n, v in ref.values.items():
-            b = np.asarray(v)
-            if b.dtype.kind in "biuf" and a.dtype.kind in "biuf" and a.ndim == b.ndim and a.size < b.size:
-                block = diagnose.block_of(a, b)
-                if block is not None:
-                    at = diagnose.show_index(block)
-                    return f"the block {at} of {n} on one device", f"{n} with index=np.s_{at}"
-        return None
-
-    def _ambiguous(self, ref: Reference, value: Any, name: str | None, where: str | Callable[[], str] | None) -> bool:
-        """A correct value that also equals another named value: this input cannot tell the two apart. Notes it
-        (``where``: its words, or a function that makes them; None: only say whether there is something to note).
-
-        ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
-        result is ambiguous when two different named values equal it.
-        """
-        if structured(value):
-            return False
-        a = np.asarray(value)
-        if not ref.has_shape(a.shape):
-            return False  # no named value of its shape: it equals none (the common case, told at once)
-        if a.dtype.kind not in "biuf" or not a.any():
-            return False  # zeros (fresh buffers, zero gradients) equal each other in every model
-        names = self._identify_names(ref, a)
-        others = [n for n in names if n != name]
-        if len(others) < (1 if name in names else 2):
-            return False
-        if where is not None:
-            where = where if isinstance(where, str) else where()
-            self.notes.append(
-                f"{where} {show(value)}, but with these inputs "
-                + " and ".join(names[:4])
-                + " are equal: a program that used one for the other would look the same; try another input"
-            )
-        return True
-
-    # ---- partial sums ----------------------------------------------------------------------------
-    def _add_partial(self, i: int, rec: Op) -> None:
-        group = rec.partial
-        key = (rec.name, repr(rec.index), group)
-        terms = self.partials.setdefault(key, [[] for _ in group])
-        if rec.rank not in group:
-            raise ValueError(f"device {rec.rank} holds a partial sum of {rec.name} over {group}, which omits it")
-        terms[group.index(rec.rank)].append(_Partial(rec.rank, i, rec))
-        if all(terms):  # every member has its next term: add them up in member order
-            parts = [t.pop(0) for t in terms]
-            total = parts[0].record.output
-            for p in parts[1:]:
-                total = total + p.record.output
-            ref = self._ref(rec.rank)
-            members = ", ".join(map(str, group))
-            expected = ref.expected(rec.name, rec.index)
-            if len(group) > 1 and not same(total, expected, self.rtol, self.atol):
-                # terms of an average (each replica's gradient of its own samples, averaged by the all-reduce):
-                # their mean is the value; a sum where the average was meant still fails, at the all-reduce
-                mean = total / len(group) if not structured(total) else None
-                if mean is not None and same(mean, expected, self.rtol, self.atol):
-                    total = mean
-            # a wrong sum stands where its last term does by cause (the same term on every backend: measured
-            # times may bring the terms in any order), the highest device among equals; a right one stands anywhere
-            if same(total, expected, self.rtol, self.atol):
-                last = parts[-1]
-            else:
-                last = max(parts, key=lambda p: (self.order.key(p.event)[:2], p.rank))
-            self._compare("partial sums", last.rank, last.event, last.record, rec.name, expected, total, path=members)
-
-    def _partial_of(self, rank: int, value: Any) -> Op | None:
-        """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""
-        rec = self.origin[rank].get(id(value))
-        if isinstance(rec, Op) and rec.partial is not None:
-            return rec
-        if structured(value):
-            return None
-        shape = np.shape(value)
-        for rec in self.partial_records[rank]:
-            if np.shape(rec.output) == shape and same(value, rec.output, self.rtol, self.atol):
-                return rec
-        return None
-
-    def _unfinished_partials(self) -> None:
-        for (name, _, group), terms in self.partials.items():
-            have = [m for m, t in zip(group, terms) if t]
-            if have:
-                missing = [m for m, t in zip(group, terms) if not t]
-                self.unchecked.append(
-                    Unchecked(
-                        "partial sums",
-                        f"the partial sums of {name} over devices {list(group)} were computed on devices {have} "
-                        f"only (not on {missing}), so they could not be added up and compared with {name}",
-                    )
-                )
-
-    def _summed_by_hand(self) -> None:
-        """Terms of a sum that the program adds up with its own messages (a ring written with isend and irecv,
-        ``terms.hand_summed``): not divergences but partial sums, and the unnamed messages that carry chunks of
-        their running sums are placed."""
-        sums, kept = [], []
-        for d in self.diverged:
-            terms = None
-            if d.where == "output" and isinstance(d.record, Op):
-                terms = hand_summed(self.trace, d.record, d.expected, self.rtol, self.atol)
-            if terms is None:
-                kept.append(d)
-                continue
-            sums.append(terms)
-            note = (
-                f"{d.name} on devices {', '.join(map(str, sorted(terms)))} are terms of a sum the program adds up with "
-                "its own messages: checked as partial sums, their total and what each device holds after"
-            )
-            if note not in self.notes:
-                self.notes.append(note)
-        if not sums:
-            return
-        self.diverged = kept
-        placed = {
-            id(m) for m in self._unplaced
-            if any(m.src in t and running_sum(m.payload, t, self.rtol, self.atol) for t in sums)
-        }  # fmt: skip
-        texts = {_message(m) for m in self._unplaced if id(m) in placed}
-        self.checked += len(placed)
-        self.unchecked = [
-            u for u in self.unchecked
-            if not (u.kind == "unplaced message" and any(u.text.startswith(t + " has no name") for t in texts))
-        ]  # fmt: skip
+    def _record_of(self, rec: Any) -> Any:
+        """A record; or the row of an op of a columnar trace, made its record now."""
+        return self.trace.op_at_row(rec) if type(rec) is int else rec
 
     # ---- names no device computed ----------------------------------------------------------------
     def _never_computed(self) -> None:

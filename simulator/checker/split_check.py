@@ -27,13 +27,16 @@ from typing import Any
 
 import numpy as np
 
+from ..core.columnar import ColumnarTrace
 from ..core.trace import Message, Op, Trace
 from ..cost.meta import MetaArray
 from . import diagnose
 from .causal import native_call, op_kind
-from .compare import same, show, structured
+from .compare import show, structured
 from .reference import Reference
 from .split import ALL, Split, elements, part_words
+from .split_columns import _SplitColumns
+from .split_presence import _Presence
 from .verdict import Violation
 
 
@@ -44,19 +47,25 @@ def violations(
     rtol: float | None = None,
     atol=None,
     outputs: list | None = None,
+    identify: Callable[[Reference, Any], list[str]] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
-    ``outputs``, what each device returned, are held to it too."""
-    return _SplitWalk(trace, split, ref_of, rtol, atol).walk(outputs)
+    ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
+    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own."""
+    return _SplitWalk(trace, split, ref_of, rtol, atol, identify).walk(outputs)
 
 
-class _SplitWalk:
-    def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol) -> None:
+class _SplitWalk(_SplitColumns, _Presence):
+    """One walk of a run against a split; the walk over a columnar trace's columns is in split_columns.py."""
+
+    def __init__(self, trace: Trace, split: Split, ref_of, rtol, atol, identify=None) -> None:
         self.trace, self.split, self.ref_of, self.rtol, self.atol = trace, split, ref_of, rtol, atol
+        self._names_of = identify or (lambda ref, value: ref.identify(value, rtol=rtol, atol=atol))
         n = trace.world_size
         self.found: list[Violation] = []
         self.said: set[tuple] = set()
-        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order
+        self.received: list[list[Message]] = [[] for _ in range(n)]  # per device, in order (read them with _got)
+        self._received_rows: list[list[int]] = [[] for _ in range(n)]  # a columnar walk's, not yet made records
         self.collected: list[list[Any]] = [[] for _ in range(n)]  # per device, what its collectives' ops made
         self.own: list[list[tuple[str, Any]]] = [[] for _ in range(n)]  # per device, (name, value) it held or computed
         self.own_names: list[set[str]] = [set() for _ in range(n)]  # per device, those names
@@ -68,8 +77,18 @@ class _SplitWalk:
         self.calls: list[set[str]] = [set() for _ in range(n)]
         self._identified: dict[tuple[int, int], tuple[Any, list[str]]] = {}  # see _identify
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
+        self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
+        last = self._walk_columns() if isinstance(self.trace, ColumnarTrace) else self._walk_records()
+        for rank, out in enumerate(outputs or ()):
+            if out is not None and not structured(out):
+                self._foreign(max(last[rank], 0), rank, out, None, "returned")
+        self._budget()
+        return self.found
+
+    def _walk_records(self) -> list[int]:
+        """The walk over the trace's records, one per event; returns each device's last event."""
         last = [-1] * self.trace.world_size
         for i, (kind, rec) in enumerate(self.trace.events):
             if kind == "send":
@@ -80,11 +99,26 @@ class _SplitWalk:
             elif kind in ("op", "hold"):
                 self._record(i, kind, rec)
                 last[rec.rank] = i
-        for rank, out in enumerate(outputs or ()):
-            if out is not None and not structured(out):
-                self._foreign(max(last[rank], 0), rank, out, None, "returned")
-        self._budget()
-        return self.found
+        return last
+
+    # ---- what the split says of a name, asked once per walk (a name may match a pattern: "h1.*") ------------
+    def _owners(self, name: str) -> Any:
+        key = ("owners", name)
+        if key not in self._rules:
+            self._rules[key] = self.split.owners(name)
+        return self._rules[key]
+
+    def _gives(self, name: str) -> bool:
+        key = ("gives", name)
+        if key not in self._rules:
+            self._rules[key] = self.split.gives(name)
+        return self._rules[key]
+
+    def _part_of(self, name: str, rank: int) -> Any:
+        key = ("part", name, rank)
+        if key not in self._rules:
+            self._rules[key] = self.split.part_of(name, rank)
+        return self._rules[key]
 
     def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
         if key not in self.said:
@@ -105,29 +139,8 @@ class _SplitWalk:
             ref, msg.payload, self.rtol, self.atol
         )
 
-    def _carries(self, msg: Message) -> list[str]:
-        """Its name, and the model's values it equals whatever the receiver named it (what the device now has)."""
-        found = self._carried.get(msg.id)
-        if found is None:
-            found = [msg.name] if msg.name is not None else []
-            if msg.payload is not None and not structured(msg.payload):
-                ref = self.ref_of(msg.dst)
-                found += [n for n in ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) if n not in found]
-            self._carried[msg.id] = found
-        return found
-
     def _message(self, i: int, msg: Message) -> None:
-        split = self.split
-        self.sent_bytes[msg.src] += msg.nbytes
-        self.sent_messages[msg.src] += 1
-        budget = split.budget
-        if budget is not None:
-            for what, total, limit in (
-                ("bytes", self.sent_bytes, budget.bytes),
-                ("messages", self.sent_messages, budget.messages),
-            ):
-                if limit is not None and total[msg.src] > limit:
-                    self.over.setdefault((msg.src, what), i)
+        self._count(i, msg.src, msg.nbytes)
         kind = op_kind(msg.label)
         if kind is not None:  # a collective's message
             call = _call_of(msg.label)
@@ -135,6 +148,24 @@ class _SplitWalk:
             self.calls[msg.dst].add(call)
             self._collective(i, msg.src, kind, msg)
             return
+        self._crossing(i, msg)
+
+    def _count(self, i: int, src: int, nbytes: int) -> None:
+        """A message's bytes and count against its sender's budget."""
+        self.sent_bytes[src] += nbytes
+        self.sent_messages[src] += 1
+        budget = self.split.budget
+        if budget is not None:
+            for what, total, limit in (
+                ("bytes", self.sent_bytes, budget.bytes),
+                ("messages", self.sent_messages, budget.messages),
+            ):
+                if limit is not None and total[src] > limit:
+                    self.over.setdefault((src, what), i)
+
+    def _crossing(self, i: int, msg: Message) -> None:
+        """A message of the program's own, held to what may cross its boundary."""
+        split = self.split
         if split.crosses is None:
             return
         names = self._what(msg)
@@ -190,7 +221,7 @@ class _SplitWalk:
                 self.collected[rank].append(output)
                 return  # a collective's own reduction: its messages say what ran
         name = rec.name
-        if kind == "hold" and self.split.gives(name):
+        if kind == "hold" and self._gives(name):
             self._held_input(i, rec)
         else:
             self._owner(i, kind, rec)
@@ -210,12 +241,12 @@ class _SplitWalk:
         key = (id(ref), id(value))
         known = self._identified.get(key)
         if known is None:
-            known = self._identified[key] = (value, ref.identify(value, rtol=self.rtol, atol=self.atol))
+            known = self._identified[key] = (value, self._names_of(ref, value))
         return known[1]
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
         split, name, rank = self.split, rec.name, rec.rank
-        owners = split.owners(name)
+        owners = self._owners(name)
         if owners is None or owners(rank):
             return
         belongs = split.owner_text(name, self.trace.world_size)
@@ -224,7 +255,7 @@ class _SplitWalk:
         owner_ranks = [r for r in range(self.trace.world_size) if owners(r)]
         came = [
             (msg, names)
-            for msg in self.received[rank]
+            for msg in self._got(rank)
             if msg.src in owner_ranks and op_kind(msg.label) is None
             for names in [self._carries(msg)]
             if names and name not in names
@@ -248,7 +279,7 @@ class _SplitWalk:
 
     def _held_input(self, i: int, rec: Op) -> None:
         name, rank = rec.name, rec.rank
-        mine = self.split.part_of(name, rank)
+        mine = self._part_of(name, rank)
         if mine is ALL or self._arrived(rank, name):
             return
         whole = self.ref_of(rank).values.get(name)
@@ -269,27 +300,42 @@ class _SplitWalk:
 
     def _inputs(self, i: int, rec: Op) -> None:
         """An op computed from the whole of an input of which its device was given only a part."""
-        rank, split = rec.rank, self.split
+        rank = rec.rank
         ref = self.ref_of(rank)
-        for name in split.given:
-            mine = split.part_of(name, rank)
-            if mine is ALL:
-                continue
-            whole = ref.values.get(name)
-            if whole is None or structured(whole):
-                continue
-            for x in rec.inputs:
-                if structured(x) or np.shape(x) != np.shape(whole) or not same(x, whole, self.rtol, self.atol):
-                    continue
+        parts = self._parts_given(rank, ref)
+        if not parts:
+            return
+        inputs = [(x, np.shape(x)) for x in rec.inputs if not structured(x)]
+        for name, mine, whole in parts:
+            shape = np.shape(whole)
+            for x, x_shape in inputs:
+                if x_shape != shape or name not in self._identify(ref, x):
+                    continue  # (whether x is the whole of it: asked of each input once, _identify, for every rule)
                 if self._arrived(rank, name):
                     return
                 if mine is None:
                     rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
                 else:
-                    rule = f"its part is {part_words(mine, np.shape(whole))}, and the rest never arrived in a message"
+                    rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
                 text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
                 self._add(("given", rank, name), "given", rank, i, text, rec)
                 return
+
+    def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
+        """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than
+        all of, in the split's order; worked out once per device."""
+        key = ("parts given", rank, id(ref))
+        parts = self._rules.get(key)
+        if parts is None:
+            parts = self._rules[key] = [
+                (name, mine, whole)
+                for name in self.split.given
+                for mine in [self._part_of(name, rank)]
+                if mine is not ALL
+                for whole in [ref.values.get(name)]
+                if whole is not None and not structured(whole)
+            ]
+        return parts
 
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
@@ -337,7 +383,7 @@ class _SplitWalk:
         model = f"the model computes it from {_listed(ns[0] for ns in names) or 'its inputs'}"
         if missing:
             why = f"{missing[0]} never reached device {rank}"
-        elif not (self.received[rank] or self.collected[rank]):
+        elif not (self._got(rank) or self.collected[rank]):
             why = f"nothing had reached device {rank} yet"
         else:
             why = f"none of {_listed(ns[0] for ns in names)}, nor a part of one, was ever on device {rank}"
@@ -348,77 +394,13 @@ class _SplitWalk:
         )
         self._add(("from nothing", rank, rec.name), "compute", rank, i, text, rec)
 
-    def _brought(self, rank: int, name: str) -> bool:
-        """Whether ``name``, or a block of it, reached device ``rank`` in a message or a collective."""
-        return self._arrived(rank, name) or self._among("collected", name, rank)
-
-    def _present(self, rank: int, name: str) -> bool:
-        """Whether ``name``, or a block of it, was ever on device ``rank``: held or computed there under any name,
-        received, or brought by a collective."""
-        if name in self.own_names[rank] or self._brought(rank, name):
-            return True
-        return self._among("own", name, rank)
-
-    def _among(self, which: str, name: str, rank: int) -> bool:
-        """Whether one of the values a device's collectives brought (``which="collected"``) or it held or computed
-        itself (``"own"``) is the model's ``name`` or a block of it (True when there is nothing to compare with).
-        The lists only grow as the walk goes on: each value is looked at once per name (``_looked``)."""
-        whole = self.ref_of(rank).values.get(name)
-        if whole is None or structured(whole):
-            return True
-        key = (which, rank, name)
-        looked = self._looked.get(key, 0)
-        if looked is True:
-            return True
-        values = self.collected[rank] if which == "collected" else self.own[rank]
-        for item in values[looked:]:
-            v = item if which == "collected" else item[1]
-            if v is None or structured(v):
-                continue
-            if _is_block(v, whole) or (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)):
-                self._looked[key] = True
-                return True
-        self._looked[key] = len(values)
-        return False
-
-    def _never_had(self, rank: int, name: str) -> bool:
-        """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
-        if self._elsewhere(rank, name):
-            return True
-        return self.split.gives(name) and self.split.part_of(name, rank) is None and not self._arrived(rank, name)
-
-    def _elsewhere(self, rank: int, name: str) -> bool:
-        """Whether the split keeps ``name`` on other devices and it never reached ``rank`` (a message, a collective)."""
-        owners = self.split.owners(name)
-        if owners is None or owners(rank) or self.split.gives(name) or self._arrived(rank, name):
-            return False
-        whole = self.ref_of(rank).values.get(name)
-        if whole is None or structured(whole):  # nothing a collective brought can be it
-            return True
-        return not self._among("collected", name, rank)
-
     def _given_to(self, name: str) -> str:
-        ranks = [r for r in range(self.trace.world_size) if self.split.part_of(name, r) is not None]
+        ranks = [r for r in range(self.trace.world_size) if self._part_of(name, r) is not None]
         if not ranks:
             return "no device is given"
         if len(ranks) == 1:
             return f"only device {ranks[0]} is given"
         return f"only devices {_listed(map(str, ranks))} are given"
-
-    def _arrived(self, rank: int, name: str) -> bool:
-        """Whether ``name`` (or a block of it) reached device ``rank`` in a message. Asked again and again as the
-        walk goes on: each message is looked at once per name (``_looked``: how many were, or True once one did)."""
-        looked = self._looked.get((rank, name), 0)
-        if looked is True:
-            return True
-        received = self.received[rank]
-        whole = self.ref_of(rank).values.get(name)
-        for msg in received[looked:]:
-            if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
-                self._looked[(rank, name)] = True
-                return True
-        self._looked[(rank, name)] = len(received)
-        return False
 
     # ---- the budget ----------------------------------------------------------------------------------
     def _budget(self) -> None:
@@ -446,15 +428,6 @@ def _blocks_of(ref: Reference, value: Any, rtol, atol, limit: int = 64) -> list[
             if len(hits) >= 2:
                 break
     return hits
-
-
-def _is_block(value: Any, whole: Any) -> bool:
-    if value is None or structured(value) or structured(whole):
-        return False
-    a, b = np.asarray(value), np.asarray(whole)
-    if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf" or a.ndim != b.ndim or a.size >= b.size or not a.size:
-        return False
-    return diagnose.block_of(a, b) is not None
 
 
 def _listed(names: Any) -> str:

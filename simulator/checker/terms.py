@@ -28,29 +28,44 @@ import numpy as np
 from .compare import same, structured
 
 
-def _terms_of(trace: Any, record: Any, kind: str = "op") -> dict[int, np.ndarray]:
-    """The k-th record of ``record``'s name on each device (``record`` is its device's k-th), of its shape."""
+def by_name(trace: Any, kind: str = "op") -> dict[tuple[int, str], list]:
+    """Each device's records of each name (ops, or ``kind``: "hold"), unlabelled ones only, in order: the records
+    ``_terms_of`` pairs, gathered in one pass over the trace (a check may ask for the terms of many values)."""
     pool = trace.ops if kind == "op" else [rec for k, rec in trace.events if k == kind]
-    mine = [op for op in pool if op.rank == record.rank and op.name == record.name and op.label is None]
+    index: dict[tuple[int, str], list] = {}
+    for op in pool:
+        if op.label is None:
+            index.setdefault((op.rank, op.name), []).append(op)
+    return index
+
+
+def _terms_of(trace: Any, record: Any, kind: str = "op", index: dict | None = None) -> dict[int, np.ndarray]:
+    """The k-th record of ``record``'s name on each device (``record`` is its device's k-th), of its shape.
+    ``index``: ``by_name(trace, kind)``, where the caller keeps it."""
+    if index is None:
+        index = by_name(trace, kind)
+    mine = index.get((record.rank, record.name), [])
     k = next((i for i, op in enumerate(mine) if op.id == record.id), None)
     found = np.asarray(record.output)
     terms = {record.rank: found} if k is not None else {}
     for rank in range(trace.world_size) if k is not None else ():
-        theirs = [op for op in pool if op.rank == rank and op.name == record.name and op.label is None]
+        theirs = index.get((rank, record.name), [])
         if rank != record.rank and len(theirs) > k and np.shape(theirs[k].output) == found.shape:
             terms[rank] = np.asarray(theirs[k].output)
     return terms
 
 
-def hand_summed(trace: Any, record: Any, expected: Any, rtol: float | None, atol: float | None) -> dict | None:
+def hand_summed(
+    trace: Any, record: Any, expected: Any, rtol: float | None, atol: float | None, index: dict | None = None
+) -> dict | None:
     """The terms by device (see the module docstring) if they add up to ``expected`` and each of their devices
     later receives running sums of them from the others and holds ``expected`` itself, having called no
-    collective; else None."""
+    collective; else None. ``index``: ``by_name(trace)``, kept by a caller that asks of many records."""
     if structured(record.output) or structured(expected) or getattr(record, "partial", None) is not None:
         return None
     if np.asarray(record.output).shape != np.shape(expected):
         return None
-    terms = _terms_of(trace, record)
+    terms = _terms_of(trace, record, index=index)
     if len(terms) < 2:
         return None
     total = sum((terms[r] for r in sorted(terms)[1:]), terms[min(terms)])

@@ -1,0 +1,99 @@
+"""The split check's walk over a columnar trace: the trace's columns read in order, a record made only for an event
+that one of the split's rules must look at.
+
+Most events of a run break no rule by their kind alone: a receive only adds to what its device has (its record is
+made if a rule asks what arrived), a collective's message only counts against the budget and names its call, an op
+of a name the split gives to no device in particular, with inputs, only adds to what its device holds. Those are
+done here from the columns; every other event goes to the walk over records (``split_check._SplitWalk``) with its
+record, so each rule says exactly what it says there. ``_SplitWalk`` holds this as a mixin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.rows import FREE, HOLD, OP_EVENT
+from ..cost.meta import MetaArray
+from .causal import native_call, op_kind
+
+
+class _SplitColumns:
+    """The columnar walk (mixed into ``split_check._SplitWalk``, whose rules and state it uses)."""
+
+    def _walk_columns(self) -> list[int]:
+        """The walk over a ``ColumnarTrace``'s columns, as ``_walk_records`` walks its records; returns each device's
+        last event."""
+        t, split = self.trace, self.split
+        rec = t.recorder
+        cols = t.event_columns()
+        names, op_payloads = rec.names.values, rec.op_payloads
+        msgs = rec.table("msgs", copy=not t.finished)
+        dsts, sigs = msgs["dst"].tolist(), msgs["sig"].tolist()
+        sizes = [s[2] for s in rec.sig_values]
+        last = [-1] * t.world_size
+        rows_got, calls, collected = self._received_rows, self.calls, self.collected
+        own, own_names = self.own, self.own_names
+        labels: dict[int, tuple[Any, str | None, str]] = {}  # label -> (native call, collective kind, call)
+        owners: dict[int, tuple[Any, bool]] = {}  # name -> (its owners' test or None, whether the split gives it)
+        crosses = split.crosses is not None
+        inputs_free = not split.compute and not split.given  # no rule looks at an op's inputs (_inputs, _foreign)
+        columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        for i, (kind, row, rank, label, name, code) in enumerate(zip(*columns)):
+            if kind == CODE_RECV:
+                rows_got[rank].append(row)
+                last[rank] = i
+            elif kind == CODE_SEND:
+                found = labels.get(label) if label >= 0 else (None, None, "")
+                if found is None:
+                    found = labels[label] = _label_of(t.label_text(label, -1, -1))
+                coll = found[1]
+                if coll is None and crosses:  # a message of the program's own, on a boundary with rules
+                    self._message(i, t.message_at_row(row))
+                    continue
+                self._count(i, rank, sizes[sigs[row]])
+                if coll is not None:  # a collective's message (as _message says it)
+                    call = found[2]
+                    calls[rank].add(call)
+                    calls[dsts[row]].add(call)
+                    if not split.allows(coll):
+                        self._collective(i, rank, coll, t.message_at_row(row))
+            elif code != FREE:
+                last[rank] = i
+                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
+                if type(output) is MetaArray:
+                    continue
+                if label >= 0:  # a collective's own step (as _record says it)
+                    found = labels.get(label)
+                    if found is None:
+                        found = labels[label] = _label_of(t.label_text(label, -1, -1))
+                    native, coll, call = found
+                    if native is not None or (coll is not None and call in calls[rank]):
+                        if native is None or split.allows(native[0]):
+                            collected[rank].append(output)
+                            continue
+                        self._record(i, OP_EVENT[code], t.op_at_row(row))  # a native collective the split forbids
+                        continue
+                text = names[name]
+                rule = owners.get(name)
+                if rule is None:
+                    rule = owners[name] = (self._owners(text), self._gives(text))
+                test, given = rule
+                if code == HOLD:
+                    inputs = None
+                if (
+                    (test is not None and not test(rank))
+                    or (given and code == HOLD)
+                    or (inputs is not None and not (inputs and inputs_free))
+                ):  # a rule to look at: the record's walk
+                    self._record(i, OP_EVENT[code], t.op_at_row(row))
+                    continue
+                own[rank].append((text, output))
+                own_names[rank].add(text)
+        return last
+
+
+def _label_of(text: str) -> tuple[Any, str | None, str]:
+    """What a label says for the split: (the native collective it calls, the collective it belongs to, its call).
+    The same for a message's label with its step and chunk after it (``op_kind`` and the call read its first word)."""
+    return native_call(text), op_kind(text), text.split(" ", 1)[0]

@@ -1,0 +1,112 @@
+"""What a device had, as the split check's rules ask it while the walk goes on: what reached it in a message or a
+collective, what it held or computed itself, and whether a value the split keeps elsewhere ever reached it.
+
+Each question is asked again and again as the walk goes on, and the lists it reads only grow: each message or value
+is looked at once per name (``_looked``). ``split_check._SplitWalk`` holds this as a mixin, with the lists it fills.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.trace import Message
+from . import diagnose
+from .compare import same, structured
+
+
+class _Presence:
+    """The questions about what a device had (mixed into ``split_check._SplitWalk``, which fills the lists)."""
+
+    def _got(self, rank: int) -> list[Message]:
+        """What device ``rank`` has received so far, in order (a columnar walk keeps rows: made records when asked)."""
+        received, rows = self.received[rank], self._received_rows[rank]
+        if rows:
+            received.extend(map(self.trace.message_at_row, rows))
+            rows.clear()
+        return received
+
+    def _carries(self, msg: Message) -> list[str]:
+        """Its name, and the model's values it equals whatever the receiver named it (what the device now has)."""
+        found = self._carried.get(msg.id)
+        if found is None:
+            found = [msg.name] if msg.name is not None else []
+            if msg.payload is not None and not structured(msg.payload):
+                ref = self.ref_of(msg.dst)
+                found += [n for n in ref.identify(msg.payload, rtol=self.rtol, atol=self.atol) if n not in found]
+            self._carried[msg.id] = found
+        return found
+
+    def _brought(self, rank: int, name: str) -> bool:
+        """Whether ``name``, or a block of it, reached device ``rank`` in a message or a collective."""
+        return self._arrived(rank, name) or self._among("collected", name, rank)
+
+    def _present(self, rank: int, name: str) -> bool:
+        """Whether ``name``, or a block of it, was ever on device ``rank``: held or computed there under any name,
+        received, or brought by a collective."""
+        if name in self.own_names[rank] or self._brought(rank, name):
+            return True
+        return self._among("own", name, rank)
+
+    def _among(self, which: str, name: str, rank: int) -> bool:
+        """Whether one of the values a device's collectives brought (``which="collected"``) or it held or computed
+        itself (``"own"``) is the model's ``name`` or a block of it (True when there is nothing to compare with).
+        The lists only grow as the walk goes on: each value is looked at once per name (``_looked``)."""
+        whole = self.ref_of(rank).values.get(name)
+        if whole is None or structured(whole):
+            return True
+        key = (which, rank, name)
+        looked = self._looked.get(key, 0)
+        if looked is True:
+            return True
+        values = self.collected[rank] if which == "collected" else self.own[rank]
+        for item in values[looked:]:
+            v = item if which == "collected" else item[1]
+            if v is None or structured(v):
+                continue
+            if _is_block(v, whole) or (np.shape(v) == np.shape(whole) and same(v, whole, self.rtol, self.atol)):
+                self._looked[key] = True
+                return True
+        self._looked[key] = len(values)
+        return False
+
+    def _never_had(self, rank: int, name: str) -> bool:
+        """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
+        if self._elsewhere(rank, name):
+            return True
+        return self._gives(name) and self._part_of(name, rank) is None and not self._arrived(rank, name)
+
+    def _elsewhere(self, rank: int, name: str) -> bool:
+        """Whether the split keeps ``name`` on other devices and it never reached ``rank`` (a message, a collective)."""
+        owners = self._owners(name)
+        if owners is None or owners(rank) or self._gives(name) or self._arrived(rank, name):
+            return False
+        whole = self.ref_of(rank).values.get(name)
+        if whole is None or structured(whole):  # nothing a collective brought can be it
+            return True
+        return not self._among("collected", name, rank)
+
+    def _arrived(self, rank: int, name: str) -> bool:
+        """Whether ``name`` (or a block of it) reached device ``rank`` in a message. Asked again and again as the
+        walk goes on: each message is looked at once per name (``_looked``: how many were, or True once one did)."""
+        looked = self._looked.get((rank, name), 0)
+        if looked is True:
+            return True
+        received = self._got(rank)
+        whole = self.ref_of(rank).values.get(name)
+        for msg in received[looked:]:
+            if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
+                self._looked[(rank, name)] = True
+                return True
+        self._looked[(rank, name)] = len(received)
+        return False
+
+
+def _is_block(value: Any, whole: Any) -> bool:
+    if value is None or structured(value) or structured(whole):
+        return False
+    a, b = np.asarray(value), np.asarray(whole)
+    if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf" or a.ndim != b.ndim or a.size >= b.size or not a.size:
+        return False
+    return diagnose.block_of(a, b) is not None
