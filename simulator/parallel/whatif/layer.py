@@ -16,8 +16,8 @@ d the head dimension, f the MLP width / tp, and T' = T / tp under sequence paral
   operators imply (Shoeybi et al. 2019 "f" and "g"; Korthikanti et al. 2022, section 4.2.2 for sequence
   parallelism, which re-gathers a column-parallel layer's input for its weight gradient).
 
-Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward 2 + 2 + 2, and the
-residual's gradient added in 2 + 2 + 2); bias-dropout-residual reads two inputs and writes the output and a
+Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward ``NORM_BACK``: two
+passes and the residual's gradient added); a bias's gradient reads its output's gradient once (2); bias-dropout-residual reads two inputs and writes the output and a
 1-byte mask (its backward 2 + 1 + 2); the scaled-masked softmax 2 + 2 and its backward 2 + 2 + 2; GeLU 2 + 2
 (backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4). Copies Megatron-LM's code makes (megatron/model/
 transformer.py and gpt_model.py, April 2021 and June 2022 alike): the attention context permuted to [s, b, h]
@@ -82,6 +82,13 @@ class PerRank(NamedTuple):
         )  # fmt: skip
 
 
+# Bytes per element of a norm's backward. Apex's fused LayerNorm and RMSNorm (``HostLayerNormGradient``,
+# apex/csrc/layer_norm_cuda_kernel.cu) and PyTorch's own (``LayerNormBackwardKernelImpl``) run two kernels over
+# the rows: one reads the input and the output gradient for the weight's (and bias's) gradient (2 + 2), the
+# other reads them again and writes the input gradient (2 + 2 + 2); the residual's gradient is added in another
+# pass (2 + 2 + 2).
+NORM_BACK = (2 + 2) + (2 + 2 + 2) + (2 + 2 + 2)
+
 # Bytes per logit of Megatron-LM's vocabulary-parallel cross-entropy (megatron/mpu/cross_entropy.py) on fp32
 # logits (``output.float()``, gpt_model.py): forward the cast 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4,
 # divide 4 + 4; backward the multiply by the loss gradient 4 + 4 and the cast back 4 + 2.
@@ -140,7 +147,7 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops += mlp_ops(model, layout, z, "I", ffn_n, act_back)
     gather("re-gather fc1 input", "I", "fc1 dgrad", "backward")  # for the weight gradient
     reduce("reduce fc1 input grad", "I", "fc1 wgrad", "backward")
-    ops.append(memory("norm2 back", "I", Tn * h * 12))
+    ops.append(memory("norm2 back", "I", Tn * h * NORM_BACK))
     ops.append(memory("dropout-residual1 back", "I", Tn * h * (5 if model.dropout else 0)))
     gather("gather proj output grad", "I", "proj dgrad", "full")
     ops.append(matmul("proj dgrad", "I", T, z.A * z.d, h))
@@ -149,17 +156,33 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops.append(matmul("qkv dgrad", "I", T, h, qkv_n))
     gather("re-gather qkv input", "I", "qkv dgrad", "backward")
     reduce("reduce qkv input grad", "I", "qkv wgrad", "backward")
-    ops.append(memory("norm1 back", "I", Tn * h * 12))
+    ops.append(memory("norm1 back", "I", Tn * h * NORM_BACK))
     # weight gradients (and, without gradient-accumulation fusion, their addition to the main gradients)
     ops.append(matmul("fc2 wgrad", "W", z.f, h, T))
     ops.append(matmul("fc1 wgrad", "W", h, ffn_n, T))
     ops.append(matmul("proj wgrad", "W", z.A * z.d, h, T))
     ops.append(matmul("qkv wgrad", "W", h, qkv_n, T))
+    if model.bias:
+        ops += bias_grad_ops(model, z, qkv_n, ffn_n)
     if not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
         ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
     return ops
+
+
+def bias_grad_ops(model: Transformer, z: PerRank, qkv_n: float, ffn_n: float) -> list[Op]:
+    """Each bias's gradient: a sum over the tokens of its output's gradient, one pass reading it. Megatron-LM's
+    column-parallel layers sum it in their backward (``grad_output.sum(dim=0)``, megatron/mpu/layers.py), and
+    autograd sums the broadcast bias of the fused bias-GeLU and bias-dropout-add (the row-parallel layers' bias,
+    added after the all-reduce, over the tokens each rank holds)."""
+    mlp_tokens = z.T * (model.top_k if model.experts else 1)
+    return [
+        memory("qkv bias grad", "W", z.T * qkv_n * z.e),
+        memory("proj bias grad", "I", z.Tn * z.h * z.e),
+        memory("fc1 bias grad", "I", mlp_tokens * ffn_n * z.e),
+        memory("fc2 bias grad", "I", z.Tn * z.h * z.e),
+    ]
 
 
 def mlp_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str, ffn_n: float, act: float) -> list[Op]:
@@ -252,7 +275,7 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     if layout.tp > 1:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
-    ops += [memory("final norm back", "I", Tn * h * 12), matmul("logits wgrad", "W", v, h, T)]
+    ops += [memory("final norm back", "I", Tn * h * NORM_BACK), matmul("logits wgrad", "W", v, h, T)]
     return ops
 
 
