@@ -91,7 +91,9 @@ class Achieved:
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
-    attention:        FLOP/s of a fused (flash) attention kernel, or None where none was measured
+    attention:        FLOP/s of a fused (flash) attention kernel without a mask, or None where none was measured
+    causal_share:     the share of ``attention`` a causal kernel reaches (counting the half of the score matrix it
+                      computes), by sequence length; None: the same rate
     overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
                       take SMs, and memory bandwidth, from it)
     sources:          where the scalar figures come from, by field name
@@ -108,6 +110,7 @@ class Achieved:
     nics_per_node: int | None = None
     overlap_slowdown: float = 0.0
     matmul_fp8: Curve | None = None
+    causal_share: Curve | None = None
     launch_seconds: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -159,11 +162,15 @@ class Achieved:
         """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""
         return nbytes / self.memory_bandwidth
 
-    def attention_time(self, flops: float) -> float:
-        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate)."""
+    def attention_time(self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0) -> float:
+        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate). With
+        ``causal_seq`` (the masked blocks' sequence length), the ``causal_part`` of the FLOPs that lies in masked
+        blocks runs at ``causal_share`` of the rate: their diagonal tiles compute whole and their rows differ in
+        length."""
         if self.attention is None:
             raise ValueError("no fused-attention rate was measured for this system; use unfused attention")
-        return flops / self.attention
+        share = self.causal_share.at(causal_seq) if causal_seq > 0 and self.causal_share is not None else 1.0
+        return flops * (causal_part / share + (1.0 - causal_part)) / self.attention
 
     # ---- communication ------------------------------------------------------------------------
     def collective_time(self, kind: str, nbytes: float, ranks: int, per_node: int | None = None) -> float:

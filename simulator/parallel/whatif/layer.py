@@ -50,6 +50,8 @@ class Op(NamedTuple):
     hide: str = ""  # the product whose time can hide this collective
     overlap: str = ""  # which tp_overlap setting lets it: "backward", "full", or "always"
     core: bool = False  # part of the attention core (what selective recomputation recomputes)
+    causal_seq: float = 0.0  # a causal flash kernel's masked blocks' sequence length
+    causal_part: float = 1.0  # the share of its FLOPs in masked blocks
 
 
 def matmul(name: str, phase: str, m: float, n: float, k: float, batch: float = 1, core: bool = False) -> Op:
@@ -227,9 +229,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
     if layout.attention == "flash":
         # causal: half the score matrix; the backward 2.5 times the forward (FlashAttention-2's five products
         # against two); under context parallelism each rank's queries meet every rank's keys
+        # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
-                  flops * (2.5 if phase == "I" else 1.0), core=True)]  # fmt: skip
+                  flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
+                  causal_part=1.0 / layout.cp)]  # fmt: skip
         if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
             kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
             ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),
