@@ -9,7 +9,8 @@ instead, and the presets (``simulator.cost.presets``) say where each measurement
   (``TILE``, NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than
   its bytes allow at the achieved memory bandwidth (the roofline);
 - an op that only moves memory (a norm, a softmax, dropout, an activation, an optimizer step) takes its
-  bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak);
+  bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak), times the share of it a kernel of
+  that size reaches (``memory_share``);
 - a collective of n bytes over p ranks takes ``factor * n / busbw``, nccl-tests' own definition of bus
   bandwidth (NVIDIA/nccl-tests, doc/PERFORMANCE.md: factor 2(p-1)/p for an all-reduce, (p-1)/p for an
   all-gather or a reduce-scatter). Inside a node busbw is the curve measured over ``bus_ranks`` GPUs, read at
@@ -92,6 +93,8 @@ class Achieved:
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
     attention:        FLOP/s of a fused (flash) attention kernel without a mask, or None where none was measured
+    memory_share:     the share of ``memory_bandwidth`` an element-wise kernel reaches, by the bytes it moves (a
+                      small kernel cannot keep every SM's loads in flight); None: all of it
     causal_share:     the share of ``attention`` a causal kernel reaches (counting the half of the score matrix it
                       computes), by sequence length; None: the same rate
     overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
@@ -111,6 +114,7 @@ class Achieved:
     overlap_slowdown: float = 0.0
     matmul_fp8: Curve | None = None
     causal_share: Curve | None = None
+    memory_share: Curve | None = None
     launch_seconds: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -160,7 +164,8 @@ class Achieved:
 
     def memory_time(self, nbytes: float) -> float:
         """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""
-        return nbytes / self.memory_bandwidth
+        share = self.memory_share.at(nbytes) if self.memory_share is not None and nbytes > 0 else 1.0
+        return nbytes / (self.memory_bandwidth * share)
 
     def attention_time(self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0) -> float:
         """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate). With

@@ -107,3 +107,12 @@ def test_a_causal_flash_kernel_runs_at_the_measured_share_of_the_unmasked_rate()
     quarter = a.attention_time(1e12, causal_seq=4096, causal_part=0.25)
     assert quarter == pytest.approx(unmasked * (0.25 * 184.04 / 156.27 + 0.75))
     assert H100_ACHIEVED.attention_time(1e12, causal_seq=2048) == pytest.approx(1e12 / 327.9e12 * 369.9 / 284.1)
+
+
+def test_a_small_element_wise_kernel_reaches_less_of_the_copy_bandwidth():
+    a = A100_ACHIEVED
+    big, mid, small = 3 * 2 * 64 * 2**20, 3 * 2 * 16 * 2**20, 3 * 2 * 2**20  # Triton's add at 64, 16 and 1 Mi elements
+    assert a.memory_time(big) == pytest.approx(big / 1.61e12)
+    assert a.memory_time(mid) == pytest.approx(mid / (1.61e12 * 0.782 / 0.850))
+    assert a.memory_time(small) == pytest.approx(small / (1.61e12 * 0.315 / 0.850))
+    assert H100_ACHIEVED.memory_time(mid) == pytest.approx(mid / 2.90e12)  # nothing measured by size on H100
