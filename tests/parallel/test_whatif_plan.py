@@ -52,6 +52,10 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
     assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
     assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4
+    # PyTorch's Adam op by op (composer's DecoupledAdamW behind FSDP): clip, m, v, sqrt / bias correction / eps, step
+    assert optimizer_bytes(TrainingSetup(optimizer="unfused")) == 12 + 20 + 20 + 24 + 16
+    with pytest.raises(SetupError, match="optimizer"):
+        TrainingSetup(optimizer="adam")
 
 
 @pytest.mark.parametrize(

@@ -25,7 +25,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
   and the group all-gathers it before recomputing (Megatron-LM's ``--distribute-saved-activations``,
   metaseq's ``--distribute-checkpointed-activations``); sequence parallelism splits it already;
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
-  2021-2022) or "flash" (one fused kernel, FlashAttention-2).
+  2021-2022) or "flash" (one fused kernel, FlashAttention-2);
+- ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
+  (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it).
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ TP_OVERLAP = ("none", "backward", "full")
 # main gradients, casting to FP8 inside each product
 PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12)}
 ATTENTION = ("flash", "unfused")
+OPTIMIZER = ("fused", "unfused")
 
 
 class SetupError(ValueError):
@@ -74,6 +77,7 @@ class TrainingSetup:
     stage_layers: tuple[int, ...] | None = None  # layers of every model chunk, in pipeline order
     launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
     distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
+    optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -86,6 +90,7 @@ class TrainingSetup:
             "tp_overlap": TP_OVERLAP,
             "precision": tuple(PRECISION),
             "attention": ATTENTION,
+            "optimizer": OPTIMIZER,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
