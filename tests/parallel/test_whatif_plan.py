@@ -49,6 +49,9 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     head = {op.name: op for op in head_ops(GPT, layout)}
     assert head["cross-entropy"].nbytes == tokens * v * 38  # cast to fp32, max, subtract, exp, sum, divide
     assert head["cross-entropy back"].nbytes == tokens * v * 14  # multiply, cast back
+    fused = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused"))}
+    assert fused["cross-entropy"].nbytes == tokens * v * 4  # flash-attn's xentropy reads the bf16 logits twice
+    assert fused["cross-entropy back"].nbytes == tokens * v * 4  # and reads them once, writing their gradient
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
     assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
     assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4

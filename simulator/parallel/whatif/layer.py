@@ -22,7 +22,8 @@ passes and the residual's gradient added); a bias's gradient reads its output's 
 (backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4). Copies Megatron-LM's code makes (megatron/model/
 transformer.py and gpt_model.py, April 2021 and June 2022 alike): the attention context permuted to [s, b, h]
 (``.permute(2, 0, 1, 3).contiguous()``: 2 + 2); in the backward, autograd's concatenation of the query, key and
-value gradients, which ``torch.split`` made views of (2 + 2); the cross-entropy on fp32 logits (``CROSS_ENTROPY``).
+value gradients, which ``torch.split`` made views of (2 + 2); the cross-entropy on fp32 logits (``CROSS_ENTROPY``),
+or one fused kernel on the 16-bit logits (``FUSED_CROSS_ENTROPY``).
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ NORM_BACK = (2 + 2) + (2 + 2 + 2) + (2 + 2 + 2)
 # logits (``output.float()``, gpt_model.py): forward the cast 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4,
 # divide 4 + 4; backward the multiply by the loss gradient 4 + 4 and the cast back 4 + 2.
 CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
+# The same per logit for a fused kernel on the 16-bit logits (flash-attn's xentropy, csrc/xentropy/
+# xentropy_kernel.cu, llm-foundry's default ``loss_fn: fused_crossentropy``): the forward reads them twice (the
+# max with the sum, then the sum of exponentials) and writes a value per token; the backward reads them once and
+# writes their gradient.
+FUSED_CROSS_ENTROPY = (2 + 2), (2 + 2)
 
 
 def tp_collective(
@@ -274,8 +280,9 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops = [memory("final norm", "F", Tn * h * 4)]
     if layout.sequence_parallel:
         ops.append(tp_collective(layout, "gather head input", "F", "all_gather", full, "logits", "full"))
-    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * CROSS_ENTROPY[0])]
-    ops += [memory("cross-entropy back", "I", T * v * CROSS_ENTROPY[1]), matmul("logits dgrad", "I", T, h, v)]
+    forward, backward = FUSED_CROSS_ENTROPY if layout.cross_entropy == "fused" else CROSS_ENTROPY
+    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * forward)]
+    ops += [memory("cross-entropy back", "I", T * v * backward), matmul("logits dgrad", "I", T, h, v)]
     if layout.tp > 1:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))

@@ -27,7 +27,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022) or "flash" (one fused kernel, FlashAttention-2);
 - ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
-  (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it).
+  (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
+- ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
+  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``).
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ TP_OVERLAP = ("none", "backward", "full")
 PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12)}
 ATTENTION = ("flash", "unfused")
 OPTIMIZER = ("fused", "unfused")
+CROSS_ENTROPY = ("fp32", "fused")
 
 
 class SetupError(ValueError):
@@ -78,6 +81,7 @@ class TrainingSetup:
     launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
     distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
+    cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -91,6 +95,7 @@ class TrainingSetup:
             "precision": tuple(PRECISION),
             "attention": ATTENTION,
             "optimizer": OPTIMIZER,
+            "cross_entropy": CROSS_ENTROPY,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
