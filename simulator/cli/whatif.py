@@ -251,7 +251,10 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         help="bf16 (18 B a parameter; the default), fp16 (20 B) or fp8 (Transformer Engine's FP8 products, H100)",
     )
     soft.add_argument(
-        "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"
+        "--attention",
+        choices=ATTENTION,
+        default="flash",
+        help="fused (flash, the default: FlashAttention-2; triton: a first-generation fused kernel) or unfused",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-knobs", action="store_true",

@@ -167,15 +167,17 @@ class Achieved:
         share = self.memory_share.at(nbytes) if self.memory_share is not None and nbytes > 0 else 1.0
         return nbytes / (self.memory_bandwidth * share)
 
-    def attention_time(self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0) -> float:
-        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate). With
-        ``causal_seq`` (the masked blocks' sequence length), the ``causal_part`` of the FLOPs that lies in masked
-        blocks runs at ``causal_share`` of the rate: their diagonal tiles compute whole and their rows differ in
-        length."""
+    def attention_time(
+        self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0, rate_share: float = 1.0
+    ) -> float:
+        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate), running at
+        ``rate_share`` of it (another kernel than the one measured). With ``causal_seq`` (the masked blocks'
+        sequence length), the ``causal_part`` of the FLOPs that lies in masked blocks runs at ``causal_share`` of
+        the rate: their diagonal tiles compute whole and their rows differ in length."""
         if self.attention is None:
             raise ValueError("no fused-attention rate was measured for this system; use unfused attention")
         share = self.causal_share.at(causal_seq) if causal_seq > 0 and self.causal_share is not None else 1.0
-        return flops * (causal_part / share + (1.0 - causal_part)) / self.attention
+        return flops * (causal_part / share + (1.0 - causal_part)) / (self.attention * rate_share)
 
     # ---- communication ------------------------------------------------------------------------
     def collective_time(self, kind: str, nbytes: float, ranks: int, per_node: int | None = None) -> float:

@@ -116,3 +116,10 @@ def test_a_small_element_wise_kernel_reaches_less_of_the_copy_bandwidth():
     assert a.memory_time(mid) == pytest.approx(mid / (1.61e12 * 0.782 / 0.850))
     assert a.memory_time(small) == pytest.approx(small / (1.61e12 * 0.315 / 0.850))
     assert H100_ACHIEVED.memory_time(mid) == pytest.approx(mid / 2.90e12)  # nothing measured by size on H100
+
+
+def test_a_first_generation_flash_kernel_runs_at_its_share_of_the_measured_rate():
+    a = A100_ACHIEVED
+    assert a.attention_time(1e12, causal_seq=2048, rate_share=0.5) == pytest.approx(
+        2 * a.attention_time(1e12, causal_seq=2048)
+    )

@@ -154,6 +154,15 @@ def test_overlap_hides_communication_where_megatron_overlaps_it():
     assert gathers[True] < gathers[False]  # ZeRO-3's per-microbatch gathers hide only when prefetched
 
 
+def test_a_first_generation_fused_kernel_keeps_what_flash_keeps_at_half_its_rate():
+    flash, triton = (TrainingSetup(tp=2, global_batch=4, attention=a) for a in ("flash", "triton"))
+    assert layer_activations(GPT, triton) == layer_activations(GPT, flash)
+    ops = {op.name: op for op in layer_ops(GPT, triton)}
+    assert ops["flash attention"].rate_share == ops["flash attention back"].rate_share == 0.5
+    runs = {a: whatif(GPT, lay, "dgx-a100").breakdown["attention"] for a, lay in (("f", flash), ("t", triton))}
+    assert runs["t"] == pytest.approx(2 * runs["f"])
+
+
 def test_recomputation_trades_time_for_memory():
     runs = {
         r: whatif(GPT, TrainingSetup(tp=2, global_batch=4, recompute=r, attention="unfused"), "dgx-a100")
@@ -214,6 +223,7 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
         (GPT, TrainingSetup(ep=2, dp=2), "needs a mixture-of-experts model"),
         (GPT, TrainingSetup(sequence_parallel=True), "needs tp > 1"),
         (GPT, TrainingSetup(cp=2, attention="unfused"), "attention='flash'"),
+        (GPT, TrainingSetup(cp=2, attention="triton"), "attention='flash'"),
         (GPT, TrainingSetup(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
         (GPT, TrainingSetup(pp=2, schedule="zbv", virtual_stages=4), "holds 2 stages per rank"),  # else ignored
         (GQA, TrainingSetup(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads

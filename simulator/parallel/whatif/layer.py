@@ -31,9 +31,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .model import Transformer
-from .training_setup import TrainingSetup
+from .training_setup import FUSED_ATTENTION, TrainingSetup
 
 COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp are the step's
+# FlashAttention's first-generation kernels run at half FlashAttention-2's rate: FlashAttention-2 is "around 2x"
+# faster than FlashAttention (Dao 2023, arXiv:2307.08691, abstract), and flash-attn's Triton kernel, which
+# llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
+# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100.
+TRITON_SHARE = 0.5
 
 
 class Op(NamedTuple):
@@ -53,6 +58,7 @@ class Op(NamedTuple):
     core: bool = False  # part of the attention core (what selective recomputation recomputes)
     causal_seq: float = 0.0  # a causal flash kernel's masked blocks' sequence length
     causal_part: float = 1.0  # the share of its FLOPs in masked blocks
+    rate_share: float = 1.0  # a fused attention kernel's share of the measured FlashAttention-2 rate
 
 
 def matmul(name: str, phase: str, m: float, n: float, k: float, batch: float = 1, core: bool = False) -> Op:
@@ -232,14 +238,14 @@ def mlp_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str, f
 def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str) -> list[Op]:
     """The attention core: Megatron-LM's unfused kernels, or one flash kernel (with ring exchanges under cp)."""
     b, s, d, A = layout.microbatch, model.seq, z.d, z.A
-    if layout.attention == "flash":
+    if layout.attention in FUSED_ATTENTION:
         # causal: half the score matrix; the backward 2.5 times the forward (FlashAttention-2's five products
         # against two); under context parallelism each rank's queries meet every rank's keys
         # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
-                  causal_part=1.0 / layout.cp)]  # fmt: skip
+                  causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
         if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
             kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
             ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),

@@ -64,8 +64,8 @@ Sources:
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
   llmfoundry/models/mpt/modeling_mpt.py). The rows used here were measured for commit b2a43a147 (October 2023):
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
-  composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's Triton attention
-  kernel, whose rates were not found measured: the rows are priced with FlashAttention-2's); each
+  composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
+  Triton kernel, priced at half FlashAttention-2's rate: ``--attention triton``, ``layer.TRITON_SHARE``); each
   row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
   per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
   network between nodes plays no part, and every model size the tables hold at that length appears).
@@ -185,7 +185,7 @@ def _mosaic() -> list[Row]:
     rows = []
     for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
         layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none",
-                               optimizer="unfused", cross_entropy="fused")  # fmt: skip
+                               optimizer="unfused", cross_entropy="fused", attention="triton")  # fmt: skip
         assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
         gpu = "A100" if machine == "dgx-a100" else "H100"
         rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,
