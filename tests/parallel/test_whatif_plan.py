@@ -49,6 +49,11 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     head = {op.name: op for op in head_ops(GPT, layout)}
     assert head["cross-entropy"].nbytes == tokens * v * 38  # cast to fp32, max, subtract, exp, sum, divide
     assert head["cross-entropy back"].nbytes == tokens * v * 14  # multiply, cast back
+    alibi = {op.name: op for op in layer_ops(replace(GPT, alibi=True), layout)}
+    scores = layout.microbatch * (GPT.heads / 2) * S * S
+    assert alibi["alibi bias"].nbytes == scores * 4 and "alibi bias" not in ops  # broadcast, copied, read back
+    flash = {op.name for op in layer_ops(replace(GPT, alibi=True), replace(layout, attention="flash"))}
+    assert "alibi bias" not in flash  # a fused kernel adds the bias as it goes
     fused = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused"))}
     assert fused["cross-entropy"].nbytes == tokens * v * 4  # flash-attn's xentropy reads the bf16 logits twice
     assert fused["cross-entropy back"].nbytes == tokens * v * 4  # and reads them once, writing their gradient

@@ -254,7 +254,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         return ops
     scores = b * A * s * s  # elements of the score matrix on this rank
     if phase == "F":
-        return [
+        # ALiBi (BigScience's Megatron-DeepSpeed, megatron/model/transformer.py): the scores product is a baddbmm
+        # onto the [b * heads, 1, s] bias with beta 1, for which PyTorch first copies the bias broadcast to the
+        # whole score matrix (2) and the product then reads it back (2)
+        alibi = [memory("alibi bias", "F", scores * 4, core=True)] if model.alibi else []
+        return alibi + [
             matmul("scores", "F", s, s, d, b * A, core=True),
             memory("softmax", "F", scores * 4, core=True),
             memory("attention dropout", "F", scores * 5 if model.dropout else 0, core=True),

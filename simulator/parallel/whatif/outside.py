@@ -87,7 +87,7 @@ LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
 OPT = "Zhang et al. 2022 (OPT-175B), section 2.4"
 MEGASCALE = "Jiang et al. 2024 (MegaScale), Table 2, Megatron-LM"
 
-BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, name="bloom-176b")
+BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, alibi=True, name="bloom-176b")
 
 # DeepSpeed's pipeline engine and Megatron-DeepSpeed in 2021-2022: 1F1B, the kernels of Narayanan et al. 2021
 DEEPSPEED_2021 = dict(NARAYANAN_2021, schedule="1f1b")
@@ -178,7 +178,7 @@ _MOSAIC = [
 def mpt(size: str, seq: int = 2048) -> Transformer:
     """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
     layers, hidden, heads = MPT[size]
-    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, name=f"mpt-{size}")
+    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, alibi=True, name=f"mpt-{size}")
 
 
 def _mosaic() -> list[Row]:
