@@ -17,7 +17,14 @@ from ..cost.systems import SYSTEMS, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
-from ..parallel.whatif.training_setup import ATTENTION, PRECISION, RECOMPUTE, TP_OVERLAP
+from ..parallel.whatif.training_setup import (
+    ATTENTION,
+    CROSS_ENTROPY,
+    OPTIMIZER,
+    PRECISION,
+    RECOMPUTE,
+    TP_OVERLAP,
+)
 from .types import bounded_int
 
 SHAPE_FLAGS = {
@@ -157,6 +164,7 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         precision=args.precision, attention=args.attention, first_stage_layers=args.first_stage_layers,
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
         launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
+        optimizer=args.optimizer, cross_entropy=args.cross_entropy,
     )  # fmt: skip
 
 
@@ -230,6 +238,10 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                       help="which tensor-parallel collectives run behind products (default backward)")  # fmt: skip
     soft.add_argument("--launch-blocking", action="store_true",
                       help="CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel before issuing the next")  # fmt: skip
+    soft.add_argument("--optimizer", choices=OPTIMIZER, default="fused",
+                      help="fused (apex's FusedAdam, Megatron-LM; the default) or unfused (PyTorch's Adam op by op)")  # fmt: skip
+    soft.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="fp32",
+                      help="fp32 (Megatron-LM's passes on fp32 logits; the default) or fused (one kernel, 16-bit logits)")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
     soft.add_argument(
@@ -239,7 +251,10 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         help="bf16 (18 B a parameter; the default), fp16 (20 B) or fp8 (Transformer Engine's FP8 products, H100)",
     )
     soft.add_argument(
-        "--attention", choices=ATTENTION, default="flash", help="fused (flash, the default) or unfused attention"
+        "--attention",
+        choices=ATTENTION,
+        default="flash",
+        help="fused (flash, the default: FlashAttention-2; triton: a first-generation fused kernel) or unfused",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--no-knobs", action="store_true",

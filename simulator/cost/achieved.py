@@ -9,7 +9,8 @@ instead, and the presets (``simulator.cost.presets``) say where each measurement
   (``TILE``, NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than
   its bytes allow at the achieved memory bandwidth (the roofline);
 - an op that only moves memory (a norm, a softmax, dropout, an activation, an optimizer step) takes its
-  bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak);
+  bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak), times the share of it a kernel of
+  that size reaches (``memory_share``);
 - a collective of n bytes over p ranks takes ``factor * n / busbw``, nccl-tests' own definition of bus
   bandwidth (NVIDIA/nccl-tests, doc/PERFORMANCE.md: factor 2(p-1)/p for an all-reduce, (p-1)/p for an
   all-gather or a reduce-scatter). Inside a node busbw is the curve measured over ``bus_ranks`` GPUs, read at
@@ -91,7 +92,11 @@ class Achieved:
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
-    attention:        FLOP/s of a fused (flash) attention kernel, or None where none was measured
+    attention:        FLOP/s of a fused (flash) attention kernel without a mask, or None where none was measured
+    memory_share:     the share of ``memory_bandwidth`` an element-wise kernel reaches, by the bytes it moves (a
+                      small kernel cannot keep every SM's loads in flight); None: all of it
+    causal_share:     the share of ``attention`` a causal kernel reaches (counting the half of the score matrix it
+                      computes), by sequence length; None: the same rate
     overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
                       take SMs, and memory bandwidth, from it)
     sources:          where the scalar figures come from, by field name
@@ -108,6 +113,8 @@ class Achieved:
     nics_per_node: int | None = None
     overlap_slowdown: float = 0.0
     matmul_fp8: Curve | None = None
+    causal_share: Curve | None = None
+    memory_share: Curve | None = None
     launch_seconds: float = 0.0
     sources: dict[str, str] = field(default_factory=dict)
 
@@ -157,13 +164,20 @@ class Achieved:
 
     def memory_time(self, nbytes: float) -> float:
         """Seconds for an element-wise op that reads and writes ``nbytes`` in all."""
-        return nbytes / self.memory_bandwidth
+        share = self.memory_share.at(nbytes) if self.memory_share is not None and nbytes > 0 else 1.0
+        return nbytes / (self.memory_bandwidth * share)
 
-    def attention_time(self, flops: float) -> float:
-        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate)."""
+    def attention_time(
+        self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0, rate_share: float = 1.0
+    ) -> float:
+        """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate), running at
+        ``rate_share`` of it (another kernel than the one measured). With ``causal_seq`` (the masked blocks'
+        sequence length), the ``causal_part`` of the FLOPs that lies in masked blocks runs at ``causal_share`` of
+        the rate: their diagonal tiles compute whole and their rows differ in length."""
         if self.attention is None:
             raise ValueError("no fused-attention rate was measured for this system; use unfused attention")
-        return flops / self.attention
+        share = self.causal_share.at(causal_seq) if causal_seq > 0 and self.causal_share is not None else 1.0
+        return flops * (causal_part / share + (1.0 - causal_part)) / (self.attention * rate_share)
 
     # ---- communication ------------------------------------------------------------------------
     def collective_time(self, kind: str, nbytes: float, ranks: int, per_node: int | None = None) -> float:

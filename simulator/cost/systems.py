@@ -29,6 +29,16 @@ Sources, shortened in the fields below:
 - [LAUNCH]: NVIDIA's Nsight Systems user guide profiles a PyTorch element-wise op on a Tesla V100: about 20 us
   from the op's launch on the CPU to its kernel's start (as quoted in "Every CUDA kernel pays a launch tax",
   groundy.com, 2025).
+- [TRITON-REG]: triton-lang/triton, python/test/regression/test_performance.py, ``elementwise_data['a100']``:
+  an fp16 element-wise add of N elements (3 N x 2 bytes moved) reaches 0.315, 0.580, 0.782 and 0.850 of the
+  A100's DRAM bandwidth at N = 1, 4, 16 and 64 Mi elements (the project's performance regression test).
+- [FA2-A100-CAUSAL]: liangan1/GPU_travel, performance/flash-attn/README.md: FlashAttention-2 (Dao-AILab/
+  flash-attention main) forward on an A100, 32 heads, causal against not at the same shapes: 143.70 against
+  179.11 TFLOP/s at 16 x 1,024 tokens, 156.27 against 184.04 at 1 x 4,096 (a causal kernel's FLOPs counted as
+  half the score matrix). The non-causal rates agree with [AZ-A100]'s 179.5.
+- [FA2-H100-CAUSAL]: Dao-AILab/flash-attention pull request 1791 (2025-07-31), hopper/benchmark_attn.py on an
+  H100, head dim 128, 8,192 tokens: FlashAttention-2 forward 369.9 TFLOP/s without the mask and 284.1 with it,
+  its backward 287.1 with it (so a causal backward runs at its forward's rate, as the what-if assumes).
 - [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
   bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
 """
@@ -128,6 +138,12 @@ H100_MATMUL = Curve(
     _square(((1024, 176.62), (2048, 676.59), (4096, 788.72), (8192, 797.51), (10240, 719.72))),
     "[TPT-79] torch.matmul BF16 on H100 80GB HBM3, m = n = k; beyond 10240^3 the largest product's rate",
 )
+A100_MEMORY_SHARE = Curve(
+    tuple((3 * 2 * n * 2**20, share / 0.850) for n, share in ((1, 0.315), (4, 0.580), (16, 0.782), (64, 0.850))),
+    "[TRITON-REG] element-wise add on A100, share of its largest size's bandwidth by bytes moved",
+)
+A100_CAUSAL = Curve(((1024, 143.70 / 179.11), (4096, 156.27 / 184.04)), "[FA2-A100-CAUSAL] causal over unmasked rate")
+H100_CAUSAL = Curve(((8192, 284.1 / 369.9),), "[FA2-H100-CAUSAL] causal over unmasked rate, 8,192 tokens")
 H100_ALL_REDUCE = Curve(
     _bus(
         (
@@ -172,6 +188,8 @@ A100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=179.5 * T,
+    causal_share=A100_CAUSAL,
+    memory_share=A100_MEMORY_SHARE,
     overlap_slowdown=OVERLAP_SLOWDOWN,
     launch_seconds=LAUNCH_SECONDS,
     sources={
@@ -180,6 +198,8 @@ A100_ACHIEVED = Achieved(
         "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
         "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
+        "causal_share": "[FA2-A100-CAUSAL] 80% at 1,024 tokens, 85% at 4,096 (kept beyond)",
+        "memory_share": "[TRITON-REG] 37% of the copy bandwidth at 6 MB moved, 68% at 25 MB, 92% at 100 MB, all at 400 MB",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
         "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },
@@ -193,6 +213,7 @@ H100_ACHIEVED = Achieved(
     nic_latency=19e-6,
     node_size=8,
     attention=327.9 * T,
+    causal_share=H100_CAUSAL,
     overlap_slowdown=OVERLAP_SLOWDOWN,
     matmul_fp8=H100_FP8_CURVE,
     launch_seconds=LAUNCH_SECONDS,
@@ -202,6 +223,7 @@ H100_ACHIEVED = Achieved(
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
         "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
         "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
+        "causal_share": "[FA2-H100-CAUSAL] 77% at 8,192 tokens (the one length measured, kept at every length)",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
         "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },

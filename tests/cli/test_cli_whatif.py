@@ -46,6 +46,16 @@ def test_uneven_layers_and_a_network_by_flags(capsys):
     assert data["memory_gib"][0]["capacity"] == pytest.approx(40e9 / 2**30, abs=1e-3) and "(40 GB)" in data["system"]
     assert main(["whatif", *flags, "--launch-blocking", "--no-knobs"]) == 0
     assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["launch"] > 0
+    assert main(["whatif", *flags, "--no-knobs"]) == 0
+    fused = json.loads(capsys.readouterr().out)["breakdown"]["step"]["optimizer"]
+    assert main(["whatif", *flags, "--optimizer", "unfused", "--no-knobs"]) == 0
+    assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["optimizer"] > fused  # 92 bytes a parameter, not 42
+    assert main(["whatif", *flags, "--cross-entropy", "fused", "--no-knobs"]) == 0
+    assert json.loads(capsys.readouterr().out)["layout"]["cross_entropy"] == "fused"
+    assert main(["whatif", *flags, "--attention", "triton", "--no-knobs"]) == 0
+    triton = json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"]
+    assert main(["whatif", *flags, "--no-knobs"]) == 0
+    assert triton == pytest.approx(2 * json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"])
     assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
     assert "summing to the model's layers" in capsys.readouterr().err
     assert main(["whatif", *flags, "--stage-layers", "8,x"]) == 2

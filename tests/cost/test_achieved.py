@@ -92,3 +92,34 @@ def test_achieved_refuses_what_it_cannot_price():
     no_flash = Achieved(A100_ACHIEVED.matmul, 1e12, A100_ACHIEVED.bus, 1e9, 1e-6, 8)
     with pytest.raises(ValueError, match="unfused"):
         no_flash.attention_time(1e12)
+
+
+def test_a_causal_flash_kernel_runs_at_the_measured_share_of_the_unmasked_rate():
+    a = A100_ACHIEVED
+    unmasked = a.attention_time(1e12)
+    assert unmasked == pytest.approx(1e12 / (179.5e12))
+    # FlashAttention-2 on A100: 143.70 of 179.11 TFLOP/s at 1,024 tokens, 156.27 of 184.04 at 4,096
+    assert a.attention_time(1e12, causal_seq=1024) == pytest.approx(unmasked * 179.11 / 143.70)
+    assert a.attention_time(1e12, causal_seq=4096) == pytest.approx(unmasked * 184.04 / 156.27)
+    short, mid, long = (a.attention_time(1e12, causal_seq=s) for s in (1024, 2048, 4096))
+    assert short > mid > long > unmasked
+    # under ring attention only the diagonal step (1 / cp of the work) is masked
+    quarter = a.attention_time(1e12, causal_seq=4096, causal_part=0.25)
+    assert quarter == pytest.approx(unmasked * (0.25 * 184.04 / 156.27 + 0.75))
+    assert H100_ACHIEVED.attention_time(1e12, causal_seq=2048) == pytest.approx(1e12 / 327.9e12 * 369.9 / 284.1)
+
+
+def test_a_small_element_wise_kernel_reaches_less_of_the_copy_bandwidth():
+    a = A100_ACHIEVED
+    big, mid, small = 3 * 2 * 64 * 2**20, 3 * 2 * 16 * 2**20, 3 * 2 * 2**20  # Triton's add at 64, 16 and 1 Mi elements
+    assert a.memory_time(big) == pytest.approx(big / 1.61e12)
+    assert a.memory_time(mid) == pytest.approx(mid / (1.61e12 * 0.782 / 0.850))
+    assert a.memory_time(small) == pytest.approx(small / (1.61e12 * 0.315 / 0.850))
+    assert H100_ACHIEVED.memory_time(mid) == pytest.approx(mid / 2.90e12)  # nothing measured by size on H100
+
+
+def test_a_first_generation_flash_kernel_runs_at_its_share_of_the_measured_rate():
+    a = A100_ACHIEVED
+    assert a.attention_time(1e12, causal_seq=2048, rate_share=0.5) == pytest.approx(
+        2 * a.attention_time(1e12, causal_seq=2048)
+    )

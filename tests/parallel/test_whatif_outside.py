@@ -177,6 +177,22 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
         assert mpt(size).params == pytest.approx(published, rel=0.02)  # NumParams (less its position embedding)
     (c,) = validate([rows[2]])  # MPT-7b on A100: tokens per second per GPU from the step
     assert c.predicted == pytest.approx(96 * 2048 / c.report.step_seconds / 8)
+    # the software the sweep that published them ran: llm-foundry's Triton attention, flash-attn's fused loss,
+    # composer's DecoupledAdamW op by op
+    assert {(r.layout.attention, r.layout.cross_entropy, r.layout.optimizer) for r in rows} == {
+        ("triton", "fused", "unfused")
+    }
+    others = [r for r in outside_rows() if r.table != MOSAIC]
+    assert all(r.layout.cross_entropy == "fp32" and r.layout.optimizer == "fused" for r in others)
+
+
+def test_each_software_difference_moves_the_mpt_step_the_way_its_cost_does():
+    row = next(r for r in outside_rows() if r.label.startswith("MPT-125m on 8 A100"))
+    base = validate([row])[0].report
+    for change, slower in ((dict(attention="flash"), False), (dict(cross_entropy="fp32"), True),
+                           (dict(optimizer="fused"), False)):  # fmt: skip
+        other = validate([replace(row, layout=replace(row.layout, **change))])[0].report
+        assert (other.step_seconds > base.step_seconds) == slower, change
 
 
 def test_fp8_runs_the_linear_products_at_the_measured_fp8_rate_where_the_gpu_has_one():

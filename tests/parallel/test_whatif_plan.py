@@ -49,9 +49,21 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     head = {op.name: op for op in head_ops(GPT, layout)}
     assert head["cross-entropy"].nbytes == tokens * v * 38  # cast to fp32, max, subtract, exp, sum, divide
     assert head["cross-entropy back"].nbytes == tokens * v * 14  # multiply, cast back
+    alibi = {op.name: op for op in layer_ops(replace(GPT, alibi=True), layout)}
+    scores = layout.microbatch * (GPT.heads / 2) * S * S
+    assert alibi["alibi bias"].nbytes == scores * 4 and "alibi bias" not in ops  # broadcast, copied, read back
+    flash = {op.name for op in layer_ops(replace(GPT, alibi=True), replace(layout, attention="flash"))}
+    assert "alibi bias" not in flash  # a fused kernel adds the bias as it goes
+    fused = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused"))}
+    assert fused["cross-entropy"].nbytes == tokens * v * 4  # flash-attn's xentropy reads the bf16 logits twice
+    assert fused["cross-entropy back"].nbytes == tokens * v * 4  # and reads them once, writing their gradient
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
     assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
     assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4
+    # PyTorch's Adam op by op (composer's DecoupledAdamW behind FSDP): clip, m, v, sqrt / bias correction / eps, step
+    assert optimizer_bytes(TrainingSetup(optimizer="unfused")) == 12 + 20 + 20 + 24 + 16
+    with pytest.raises(SetupError, match="optimizer"):
+        TrainingSetup(optimizer="adam")
 
 
 @pytest.mark.parametrize(
@@ -147,6 +159,15 @@ def test_overlap_hides_communication_where_megatron_overlaps_it():
     assert gathers[True] < gathers[False]  # ZeRO-3's per-microbatch gathers hide only when prefetched
 
 
+def test_a_first_generation_fused_kernel_keeps_what_flash_keeps_at_half_its_rate():
+    flash, triton = (TrainingSetup(tp=2, global_batch=4, attention=a) for a in ("flash", "triton"))
+    assert layer_activations(GPT, triton) == layer_activations(GPT, flash)
+    ops = {op.name: op for op in layer_ops(GPT, triton)}
+    assert ops["flash attention"].rate_share == ops["flash attention back"].rate_share == 0.5
+    runs = {a: whatif(GPT, lay, "dgx-a100").breakdown["attention"] for a, lay in (("f", flash), ("t", triton))}
+    assert runs["t"] == pytest.approx(2 * runs["f"])
+
+
 def test_recomputation_trades_time_for_memory():
     runs = {
         r: whatif(GPT, TrainingSetup(tp=2, global_batch=4, recompute=r, attention="unfused"), "dgx-a100")
@@ -207,6 +228,7 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
         (GPT, TrainingSetup(ep=2, dp=2), "needs a mixture-of-experts model"),
         (GPT, TrainingSetup(sequence_parallel=True), "needs tp > 1"),
         (GPT, TrainingSetup(cp=2, attention="unfused"), "attention='flash'"),
+        (GPT, TrainingSetup(cp=2, attention="triton"), "attention='flash'"),
         (GPT, TrainingSetup(pp=2, schedule="interleaved-1f1b"), "needs --virtual-stages 2 or more"),  # else plain 1F1B
         (GPT, TrainingSetup(pp=2, schedule="zbv", virtual_stages=4), "holds 2 stages per rank"),  # else ignored
         (GQA, TrainingSetup(tp=3), "tp=3 does not split 8 key/value heads"),  # 3 divides the 24 query heads

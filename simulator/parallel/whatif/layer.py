@@ -16,13 +16,14 @@ d the head dimension, f the MLP width / tp, and T' = T / tp under sequence paral
   operators imply (Shoeybi et al. 2019 "f" and "g"; Korthikanti et al. 2022, section 4.2.2 for sequence
   parallelism, which re-gathers a column-parallel layer's input for its weight gradient).
 
-Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward 2 + 2 + 2, and the
-residual's gradient added in 2 + 2 + 2); bias-dropout-residual reads two inputs and writes the output and a
+Element-wise bytes: a norm reads and writes its rows (2 + 2 bytes an element, its backward ``NORM_BACK``: two
+passes and the residual's gradient added); a bias's gradient reads its output's gradient once (2); bias-dropout-residual reads two inputs and writes the output and a
 1-byte mask (its backward 2 + 1 + 2); the scaled-masked softmax 2 + 2 and its backward 2 + 2 + 2; GeLU 2 + 2
 (backward 2 + 2 + 2); SwiGLU 4 + 2 (backward 4 + 2 + 4). Copies Megatron-LM's code makes (megatron/model/
 transformer.py and gpt_model.py, April 2021 and June 2022 alike): the attention context permuted to [s, b, h]
 (``.permute(2, 0, 1, 3).contiguous()``: 2 + 2); in the backward, autograd's concatenation of the query, key and
-value gradients, which ``torch.split`` made views of (2 + 2); the cross-entropy on fp32 logits (``CROSS_ENTROPY``).
+value gradients, which ``torch.split`` made views of (2 + 2); the cross-entropy on fp32 logits (``CROSS_ENTROPY``),
+or one fused kernel on the 16-bit logits (``FUSED_CROSS_ENTROPY``).
 """
 
 from __future__ import annotations
@@ -30,9 +31,14 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .model import Transformer
-from .training_setup import TrainingSetup
+from .training_setup import FUSED_ATTENTION, TrainingSetup
 
 COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp are the step's
+# FlashAttention's first-generation kernels run at half FlashAttention-2's rate: FlashAttention-2 is "around 2x"
+# faster than FlashAttention (Dao 2023, arXiv:2307.08691, abstract), and flash-attn's Triton kernel, which
+# llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
+# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100.
+TRITON_SHARE = 0.5
 
 
 class Op(NamedTuple):
@@ -50,6 +56,9 @@ class Op(NamedTuple):
     hide: str = ""  # the product whose time can hide this collective
     overlap: str = ""  # which tp_overlap setting lets it: "backward", "full", or "always"
     core: bool = False  # part of the attention core (what selective recomputation recomputes)
+    causal_seq: float = 0.0  # a causal flash kernel's masked blocks' sequence length
+    causal_part: float = 1.0  # the share of its FLOPs in masked blocks
+    rate_share: float = 1.0  # a fused attention kernel's share of the measured FlashAttention-2 rate
 
 
 def matmul(name: str, phase: str, m: float, n: float, k: float, batch: float = 1, core: bool = False) -> Op:
@@ -82,10 +91,22 @@ class PerRank(NamedTuple):
         )  # fmt: skip
 
 
+# Bytes per element of a norm's backward. Apex's fused LayerNorm and RMSNorm (``HostLayerNormGradient``,
+# apex/csrc/layer_norm_cuda_kernel.cu) and PyTorch's own (``LayerNormBackwardKernelImpl``) run two kernels over
+# the rows: one reads the input and the output gradient for the weight's (and bias's) gradient (2 + 2), the
+# other reads them again and writes the input gradient (2 + 2 + 2); the residual's gradient is added in another
+# pass (2 + 2 + 2).
+NORM_BACK = (2 + 2) + (2 + 2 + 2) + (2 + 2 + 2)
+
 # Bytes per logit of Megatron-LM's vocabulary-parallel cross-entropy (megatron/mpu/cross_entropy.py) on fp32
 # logits (``output.float()``, gpt_model.py): forward the cast 2 + 4, max 4, subtract 4 + 4, exp 4 + 4, sum 4,
 # divide 4 + 4; backward the multiply by the loss gradient 4 + 4 and the cast back 4 + 2.
 CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
+# The same per logit for a fused kernel on the 16-bit logits (flash-attn's xentropy, csrc/xentropy/
+# xentropy_kernel.cu, llm-foundry's default ``loss_fn: fused_crossentropy``): the forward reads them twice (the
+# max with the sum, then the sum of exponentials) and writes a value per token; the backward reads them once and
+# writes their gradient.
+FUSED_CROSS_ENTROPY = (2 + 2), (2 + 2)
 
 
 def tp_collective(
@@ -140,7 +161,7 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops += mlp_ops(model, layout, z, "I", ffn_n, act_back)
     gather("re-gather fc1 input", "I", "fc1 dgrad", "backward")  # for the weight gradient
     reduce("reduce fc1 input grad", "I", "fc1 wgrad", "backward")
-    ops.append(memory("norm2 back", "I", Tn * h * 12))
+    ops.append(memory("norm2 back", "I", Tn * h * NORM_BACK))
     ops.append(memory("dropout-residual1 back", "I", Tn * h * (5 if model.dropout else 0)))
     gather("gather proj output grad", "I", "proj dgrad", "full")
     ops.append(matmul("proj dgrad", "I", T, z.A * z.d, h))
@@ -149,17 +170,33 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops.append(matmul("qkv dgrad", "I", T, h, qkv_n))
     gather("re-gather qkv input", "I", "qkv dgrad", "backward")
     reduce("reduce qkv input grad", "I", "qkv wgrad", "backward")
-    ops.append(memory("norm1 back", "I", Tn * h * 12))
+    ops.append(memory("norm1 back", "I", Tn * h * NORM_BACK))
     # weight gradients (and, without gradient-accumulation fusion, their addition to the main gradients)
     ops.append(matmul("fc2 wgrad", "W", z.f, h, T))
     ops.append(matmul("fc1 wgrad", "W", h, ffn_n, T))
     ops.append(matmul("proj wgrad", "W", z.A * z.d, h, T))
     ops.append(matmul("qkv wgrad", "W", h, qkv_n, T))
+    if model.bias:
+        ops += bias_grad_ops(model, z, qkv_n, ffn_n)
     if not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
         ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
     return ops
+
+
+def bias_grad_ops(model: Transformer, z: PerRank, qkv_n: float, ffn_n: float) -> list[Op]:
+    """Each bias's gradient: a sum over the tokens of its output's gradient, one pass reading it. Megatron-LM's
+    column-parallel layers sum it in their backward (``grad_output.sum(dim=0)``, megatron/mpu/layers.py), and
+    autograd sums the broadcast bias of the fused bias-GeLU and bias-dropout-add (the row-parallel layers' bias,
+    added after the all-reduce, over the tokens each rank holds)."""
+    mlp_tokens = z.T * (model.top_k if model.experts else 1)
+    return [
+        memory("qkv bias grad", "W", z.T * qkv_n * z.e),
+        memory("proj bias grad", "I", z.Tn * z.h * z.e),
+        memory("fc1 bias grad", "I", mlp_tokens * ffn_n * z.e),
+        memory("fc2 bias grad", "I", z.Tn * z.h * z.e),
+    ]
 
 
 def mlp_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str, ffn_n: float, act: float) -> list[Op]:
@@ -201,12 +238,14 @@ def mlp_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str, f
 def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: str) -> list[Op]:
     """The attention core: Megatron-LM's unfused kernels, or one flash kernel (with ring exchanges under cp)."""
     b, s, d, A = layout.microbatch, model.seq, z.d, z.A
-    if layout.attention == "flash":
+    if layout.attention in FUSED_ATTENTION:
         # causal: half the score matrix; the backward 2.5 times the forward (FlashAttention-2's five products
         # against two); under context parallelism each rank's queries meet every rank's keys
+        # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
-                  flops * (2.5 if phase == "I" else 1.0), core=True)]  # fmt: skip
+                  flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
+                  causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
         if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
             kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
             ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),
@@ -215,7 +254,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         return ops
     scores = b * A * s * s  # elements of the score matrix on this rank
     if phase == "F":
-        return [
+        # ALiBi (BigScience's Megatron-DeepSpeed, megatron/model/transformer.py): the scores product is a baddbmm
+        # onto the [b * heads, 1, s] bias with beta 1, for which PyTorch first copies the bias broadcast to the
+        # whole score matrix (2) and the product then reads it back (2)
+        alibi = [memory("alibi bias", "F", scores * 4, core=True)] if model.alibi else []
+        return alibi + [
             matmul("scores", "F", s, s, d, b * A, core=True),
             memory("softmax", "F", scores * 4, core=True),
             memory("attention dropout", "F", scores * 5 if model.dropout else 0, core=True),
@@ -247,12 +290,13 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops = [memory("final norm", "F", Tn * h * 4)]
     if layout.sequence_parallel:
         ops.append(tp_collective(layout, "gather head input", "F", "all_gather", full, "logits", "full"))
-    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * CROSS_ENTROPY[0])]
-    ops += [memory("cross-entropy back", "I", T * v * CROSS_ENTROPY[1]), matmul("logits dgrad", "I", T, h, v)]
+    forward, backward = FUSED_CROSS_ENTROPY if layout.cross_entropy == "fused" else CROSS_ENTROPY
+    ops += [matmul("logits", "F", T, v, h), memory("cross-entropy", "F", T * v * forward)]
+    ops += [memory("cross-entropy back", "I", T * v * backward), matmul("logits dgrad", "I", T, h, v)]
     if layout.tp > 1:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
-    ops += [memory("final norm back", "I", Tn * h * 12), matmul("logits wgrad", "W", v, h, T)]
+    ops += [memory("final norm back", "I", Tn * h * NORM_BACK), matmul("logits wgrad", "W", v, h, T)]
     return ops
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from ..schedules import B, F, I, Schedule, W
 from .layer import PerRank, layer_params_per_rank
 from .model import Transformer
-from .training_setup import TrainingSetup
+from .training_setup import FUSED_ATTENTION, TrainingSetup
 
 GIB = 2**30
 
@@ -64,7 +64,7 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
         kept = e * Tn * h / (layout.tp if layout.distribute_saved and not layout.sequence_parallel else 1)
         return kept, kept
     qkv = e * T * (A + 2 * z.G) * z.d
-    if layout.attention == "flash":
+    if layout.attention in FUSED_ATTENTION:
         core = e * T * A * z.d + 4 * b * A * s / layout.cp  # its output and the softmax statistics (fp32)
     elif layout.recompute == "selective":
         core = 0.0

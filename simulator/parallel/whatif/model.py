@@ -25,6 +25,7 @@ class Transformer:
               none of the first two and RMSNorm
     experts, top_k: a mixture of experts in place of every MLP (0: dense)
     tied:     the output layer shares the token embedding's weights (GPT, Megatron-LM's default)
+    alibi:    ALiBi's position bias added to the attention scores (BLOOM, MPT) instead of position embeddings
     """
 
     layers: int = 96
@@ -42,6 +43,7 @@ class Transformer:
     experts: int = 0
     top_k: int = 1
     tied: bool = True
+    alibi: bool = False
     name: str = ""
 
     def __post_init__(self) -> None:

@@ -59,7 +59,13 @@ Sources:
 - [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
   the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
   the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
-  (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so; each
+  (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so, composer's
+  DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
+  model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
+  llmfoundry/models/mpt/modeling_mpt.py). The rows used here were measured for commit b2a43a147 (October 2023):
+  its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
+  composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
+  Triton kernel, priced at half FlashAttention-2's rate: ``--attention triton``, ``layer.TRITON_SHARE``); each
   row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
   per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
   network between nodes plays no part, and every model size the tables hold at that length appears).
@@ -81,7 +87,7 @@ LLAMA3 = "Grattafiori et al. 2024 (Llama 3), Table 4"
 OPT = "Zhang et al. 2022 (OPT-175B), section 2.4"
 MEGASCALE = "Jiang et al. 2024 (MegaScale), Table 2, Megatron-LM"
 
-BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, name="bloom-176b")
+BLOOM_176B = Transformer(70, 14336, 112, 2048, 250880, alibi=True, name="bloom-176b")
 
 # DeepSpeed's pipeline engine and Megatron-DeepSpeed in 2021-2022: 1F1B, the kernels of Narayanan et al. 2021
 DEEPSPEED_2021 = dict(NARAYANAN_2021, schedule="1f1b")
@@ -172,13 +178,14 @@ _MOSAIC = [
 def mpt(size: str, seq: int = 2048) -> Transformer:
     """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
     layers, hidden, heads = MPT[size]
-    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, name=f"mpt-{size}")
+    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, alibi=True, name=f"mpt-{size}")
 
 
 def _mosaic() -> list[Row]:
     rows = []
     for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
-        layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none")
+        layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none",
+                               optimizer="unfused", cross_entropy="fused", attention="triton")  # fmt: skip
         assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
         gpu = "A100" if machine == "dgx-a100" else "H100"
         rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,

@@ -48,13 +48,25 @@ RECV, SEND, COMPUTE = 0, 1, 2
 BUCKET = 40_000_000  # elements: Megatron-LM's default gradient bucket (--ddp-bucket-size)
 
 
+# Bytes a parameter that PyTorch's Adam makes op by op over fp32 weights and gradients, as composer's
+# DecoupledAdamW (composer/optim/decoupled_weight_decay.py; llm-foundry's MPT configs: weight decay 0, so no
+# decay pass) and FSDP's clip_grad_norm_ run them: the gradient's norm (4) and its scaling (4 + 4); m's mul_
+# (4 + 4) and add_ (4 + 4 + 4); v's mul_ (4 + 4) and addcmul_ (4 + 4 + 4); sqrt, the division by the bias
+# correction and the add of eps, each 4 + 4; the weights' addcdiv_ (4 + 4 + 4 + 4). FSDP gathers the weights
+# in 16 bits from these fp32 ones and frees the gradients (``set_to_none``): no copy and no zeroing.
+UNFUSED_ADAM = (4 + 8) + (8 + 12) + (8 + 12) + 3 * 8 + 16
+
+
 def optimizer_bytes(layout: TrainingSetup) -> int:
     """Bytes a parameter that one optimizer step moves, pass by pass as Megatron-LM's mixed-precision optimizer
     makes them (megatron/optimizer/optimizer.py, 2021-2022, with apex's FusedAdam and ``--clip-grad 1.0``):
     fp32 main gradients cast from 2-byte ones (2 + 4), fp16's unscaling with its check for inf (4 + 4), the
     gradient norm (4), Adam (parameter, gradient, m and v read, 16; parameter, m and v written, 12), the
-    updated parameters copied to the model's 16-bit ones (4 + 2), and the gradients zeroed."""
+    updated parameters copied to the model's 16-bit ones (4 + 2), and the gradients zeroed. With
+    ``layout.optimizer == "unfused"``, PyTorch's Adam op by op (``UNFUSED_ADAM``)."""
     _, gb, _ = layout.bytes_per_param
+    if layout.optimizer == "unfused":
+        return UNFUSED_ADAM
     cast = gb + 4 if gb < 4 else 0
     unscale = 4 + 4 if layout.precision == "fp16" else 0
     return cast + unscale + 4 + (16 + 12) + (4 + 2) + gb

@@ -25,7 +25,13 @@ Settings that model software as it was (for the papers' tables) rather than as i
   and the group all-gathers it before recomputing (Megatron-LM's ``--distribute-saved-activations``,
   metaseq's ``--distribute-checkpointed-activations``); sequence parallelism splits it already;
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
-  2021-2022) or "flash" (one fused kernel, FlashAttention-2).
+  2021-2022), "flash" (one fused kernel, FlashAttention-2) or "triton" (one fused kernel of FlashAttention's
+  first generation, as flash-attn's and llm-foundry's Triton kernel: ``layer.TRITON_SHARE`` of FlashAttention-2's
+  rate);
+- ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
+  (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
+- ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
+  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``).
 """
 
 from __future__ import annotations
@@ -40,7 +46,10 @@ TP_OVERLAP = ("none", "backward", "full")
 # bytes a parameter: weights, gradients, optimizer state; FP8 (Transformer Engine) keeps bf16 weights and fp32
 # main gradients, casting to FP8 inside each product
 PRECISION = {"bf16": (2, 4, 12), "fp16": (2, 2, 16), "fp8": (2, 4, 12)}
-ATTENTION = ("flash", "unfused")
+ATTENTION = ("flash", "unfused", "triton")
+FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matrix
+OPTIMIZER = ("fused", "unfused")
+CROSS_ENTROPY = ("fp32", "fused")
 
 
 class SetupError(ValueError):
@@ -74,6 +83,8 @@ class TrainingSetup:
     stage_layers: tuple[int, ...] | None = None  # layers of every model chunk, in pipeline order
     launch_blocking: bool = False  # CUDA_LAUNCH_BLOCKING=1: the CPU waits for every kernel (price.launch_gap)
     distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
+    optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
+    cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -86,6 +97,8 @@ class TrainingSetup:
             "tp_overlap": TP_OVERLAP,
             "precision": tuple(PRECISION),
             "attention": ATTENTION,
+            "optimizer": OPTIMIZER,
+            "cross_entropy": CROSS_ENTROPY,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -231,7 +244,7 @@ class TrainingSetup:
         self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
-        if self.cp > 1 and self.attention != "flash":
+        if self.cp > 1 and self.attention != "flash":  # Transformer Engine's ring attention runs FlashAttention-2
             raise SetupError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
         if self.cp > 1 and model.seq % (2 * self.cp):
             raise SetupError(
