@@ -328,7 +328,8 @@ export function explore(el, data) {
     const choice = { ...data.start, versus: "" };
     for (const [k, v] of q) {
       if (!(k in choice)) return { problem: `the link names "${k}", which the page does not know: it takes ${Object.keys(choice).join(", ")}` };
-      choice[k] = k === "schedule" || k === "versus" ? v : v.trim() === "" ? NaN : Number(v);
+      const number = v.trim() === "" ? NaN : Number(v);
+      choice[k] = k === "schedule" || k === "versus" || Number.isNaN(number) ? v : number; // "abc" is named as typed
     }
     return { choice };
   };

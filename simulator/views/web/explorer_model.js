@@ -149,13 +149,14 @@ function checkChoice(data, c) {
     if (!names.includes(c[k]))
       return `there is no schedule named "${c[k]}"${k === "versus" ? " to compare with" : ""}: choose one of ${names.join(", ")}`;
   }
+  const said = (x) => (typeof x === "string" ? JSON.stringify(x) : String(x)); // a link's text that is no number, quoted
   for (const [k, what] of Object.entries(WHOLE)) {
     const [lo, hi] = data.limits[k];
     if (!Number.isInteger(c[k]) || c[k] < lo || c[k] > hi)
-      return `${k} = ${String(c[k])} is not offered: ${k} (${what}) is a whole number from ${lo} to ${hi}`;
+      return `${k} = ${said(c[k])} is not offered: ${k} (${what}) is a whole number from ${lo} to ${hi}`;
   }
   for (const k of ["F", "B", "W"])
-    if (!data.costs[k].includes(c[k])) return `${k} = ${String(c[k])} is not offered: ${k} is one of ${data.costs[k].join(", ")}`;
+    if (!data.costs[k].includes(c[k])) return `${k} = ${said(c[k])} is not offered: ${k} is one of ${data.costs[k].join(", ")}`;
   return null;
 }
 
