@@ -192,8 +192,7 @@ function axis(width, span, x, choice, split, cost) {
 }
 
 function legend(models, choice) {
-  const kinds = new Set();
-  for (const m of models) for (const rows of m.times) for (const [, , a] of rows) kinds.add(a.kind);
+  const kinds = new Set(models.flatMap((m) => [...m.kinds]));
   const entry = (fill, text, extra = "") =>
     h("span", { class: "ex-legend-entry" }, h("span", { class: `ex-swatch ${extra}`, style: fill ? `background: ${fill}` : null }), text);
   const items = KIND_ORDER.filter((k) => kinds.has(k)).map((k) => entry(blockColour(k, 0), `${k}3: ${PASS_WORDS[k]} of mb 3`));

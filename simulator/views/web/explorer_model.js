@@ -102,7 +102,9 @@ function timed(data, choice) {
   const c = caseOf(data, choice);
   if (c.error) return { error: c.error };
   const ranks = c.ranks;
-  const split = ranks.some((acts) => acts.some((a) => a.kind === "I" || a.kind === "W"));
+  const kinds = new Set(); // the passes the order has (the legend lists only those)
+  for (const acts of ranks) for (const a of acts) kinds.add(a.kind);
+  const split = kinds.has("I") || kinds.has("W");
   if (split && !(choice.W < choice.B))
     return {
       error:
@@ -131,6 +133,7 @@ function timed(data, choice) {
     ratio: busy.map((b) => (step - b) / b),
     share: busy.map((b) => (step - b) / step),
     peaks,
+    kinds,
     split,
     cost,
     live: times.map(liveOverTime),
