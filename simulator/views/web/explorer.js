@@ -59,23 +59,24 @@ function rankNames(ctx, p, rowH, top, font) {
 // are painted pixel by pixel instead (explorer_paint.js), each pixel mixing the colours that cover it.
 function timeline(m, width, rowH, span) {
   const top = 4;
-  const p = m.times.length;
+  const p = m.rows.length;
   const height = top + p * rowH;
   const x = (t) => LEFT + (t / (span || 1)) * (width - LEFT - 12);
   const { canvas, ctx } = canvasOf(width, height, "ex-timeline");
   const font = clamp(Math.round(rowH * 0.42), 12, 15);
   const gap = rowH >= 8 ? 2 : 0;
-  const painted = m.times.reduce((sum, rows) => sum + rows.length, 0) > PAINT_ABOVE;
+  const painted = m.rows.reduce((sum, row) => sum + row.acts.length, 0) > PAINT_ABOVE;
   // A rank's stages in order: its later ones are drawn lighter.
-  const chunks = m.times.map((rows) => {
-    const stages = [...new Set(rows.map(([, , a]) => a.stage))].sort((a, b) => a - b);
+  const chunks = m.rows.map(({ acts }) => {
+    const stages = [...new Set(acts.map((a) => a.stage))].sort((a, b) => a - b);
     return new Map(stages.map((s, k) => [s, Math.min(k, 3)]));
   });
   if (painted) {
     const palette = [IDLE, ...KIND_ORDER.flatMap((k) => BLOCK_COLOURS[k])]; // idle, then each pass's four shades
     const spans = (r, add) => {
       add(0, x(0), x(m.step));
-      for (const [start, end, a] of m.times[r]) add(1 + 4 * KIND_ORDER.indexOf(a.kind) + chunks[r].get(a.stage), x(start), x(end), 0);
+      const { acts, start, end } = m.rows[r];
+      acts.forEach((a, k) => add(1 + 4 * KIND_ORDER.indexOf(a.kind) + chunks[r].get(a.stage), x(start[k]), x(end[k]), 0));
     };
     paintRows(canvas, ctx, palette, p, spans, (r) => top + r * rowH + gap, rowH - 2 * gap);
   } else {
@@ -95,9 +96,12 @@ function timeline(m, width, rowH, span) {
   const paths = new Map(); // colour -> Path2D
   const labels = [];
   const labelled = new Set(); // "rank|action" of the blocks with a label
-  m.times.forEach((rows, r) => {
+  m.rows.forEach(({ acts, start: starts, end: ends }, r) => {
     const y = top + r * rowH;
-    for (const [start, end, a] of rows) {
+    for (let k = 0; k < acts.length; k++) {
+      const start = starts[k];
+      const end = ends[k];
+      const a = acts[k];
       const w = x(end) - x(start);
       const chunk = chunks[r].get(a.stage);
       if (!painted) {
