@@ -294,6 +294,15 @@ def test_p_64_and_m_512_draw_on_one_screen(page, name):
 
 
 @pytest.mark.browser
+def test_two_schedules_at_p_64_m_512_fit_one_screen(page):
+    driver, path = page
+    driver.get(path.resolve().as_uri() + "#schedule=interleaved-1f1b&versus=zbv&p=64&m=512&v=4&F=1&B=2&W=1")
+    shown = driver.execute_script(READ)
+    assert shown["error"] is None and shown["panels"] == ["interleaved-1f1b", "zbv"]
+    assert shown["size"] == [1280, 720] and shown["smallest"] >= 12  # the time axis on the screen, not below it
+
+
+@pytest.mark.browser
 @pytest.mark.parametrize(
     ("address", "said"),
     [

@@ -290,8 +290,11 @@ export function explore(el, data) {
     const panels = (room) => {
       while (out.childElementCount > head) out.lastChild.remove();
       const per = room / shown.length; // each schedule: its timeline (about 3/4) and its memory (1/4)
-      const rowH = Math.max(1, Math.min(60, Math.floor((0.72 * per) / choice.p)));
-      const memH = Math.max(1, Math.min(24, Math.floor((0.28 * per) / choice.p)));
+      // A device's row: whole pixels where there is room, else a fraction of one (64 devices twice, and their
+      // memory, on one screen: rows share pixels rather than push the axis off the screen).
+      const row = (share, most) => (share >= choice.p ? Math.min(most, Math.floor(share / choice.p)) : Math.max(0.25, share / choice.p));
+      const rowH = row(0.72 * per, 60);
+      const memH = row(0.28 * per, 24);
       drawn = [];
       let x = null;
       for (const s of shown) {
