@@ -107,8 +107,9 @@ def plot_timeline(
             when there are at most MAX_MESSAGE_LABELS messages; None for no labels
         caption: True for the cost model's description, a string for your own, False for none
         t_max: right end of the time axis (to compare several runs on one scale)
-        width, height: the figure's size in inches (default: the style's width; as tall as the rows need, on a
-            slide at most 16:9; give a slide's ``FigureStyle.max_height()`` for a full 16:9 slide of few devices)
+        width: the figure's width in inches (default: the style's)
+        height: the figure's height in inches (default: as tall as the rows need, on a slide at most 16:9; give a
+            slide's ``FigureStyle.max_height()`` for a full 16:9 slide of few devices)
         row_names: device -> its row's name (default ``device r``), e.g. its mesh coordinate
 
     A run of more than ``MAX_SPANS`` spans is drawn as an image instead, a pixel row per device
