@@ -1,6 +1,7 @@
 # Set-up is part of each target: a fresh clone needs only `make demo`, `make lab` or `make test`.
-# Each installs only what it needs: the demo the package alone, the lab JupyterLab and torch (for notebook 06's
-# real processes), the tests the test tools and torch (a large download). One .venv serves them all; a stamp file says what is installed.
+# Each installs only what it needs: the demo the package alone, the lab JupyterLab (no torch: a class of 80 does not
+# download it in the room), the tests the test tools and torch (a large download). One .venv serves them all; a stamp
+# file says what is installed.
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,10 +17,10 @@ $(VENV)/.demo: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e .
 	touch $@
 
-# The lab runs every notebook: 06 starts real torch.distributed processes, so the lab has torch too (the CPU
-# build pinned in constraints.txt).
+# The lab needs no torch: notebooks 06 and 12 (real torch.distributed processes, torch programs) and one cell of 07
+# do, and say at their first cell how to add it: $(BIN)/pip install -e ".[torch]" -c constraints.txt
 $(VENV)/.lab: pyproject.toml constraints.txt Makefile | $(BIN)/python
-	$(PIP) -e ".[notebooks,torch]"
+	$(PIP) -e ".[notebooks]"
 	touch $@
 
 # The docs need mkdocs and mkdocstrings only: mkdocstrings reads the sources without importing them.

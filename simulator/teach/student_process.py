@@ -281,18 +281,26 @@ def main() -> int:
         denied.append(disarm(LIBRARY[exercise]))
     # what answers, checks and replies, bound before the file loads; the grader's code as it is now (answer_seal)
     respond, ask, reply_with, changed = answer, read_frame, write_frame, seal()
+    me, pid, leave = os.getpid(), os.getpid, os._exit
+
+    def say(reply: dict[str, Any]) -> None:
+        """Reply on the channel; a child the file forked is not the answer's process: it leaves without a word
+        (else its copy of this code answers too, and the grader reads two replies as tampering)."""
+        if pid() != me:
+            leave(0)
+        reply_with(channel, reply)
+
     limit(config["memory"], config["cpu"], config["output"])
     install_guard(os.path.realpath(scratch), tuple(denied), tuple(config["denied_modules"]), config["forks"])
     path = Path(config["file"])
     try:
         space, program = load(path, exercise)
     except BaseException as exc:  # noqa: BLE001 (any error while loading is this file's reply)
-        write_frame(channel, {"kind": "load failed", "error": error_words(exc, path)})
+        say({"kind": "load failed", "error": error_words(exc, path)})
         return 0
     named = space.get("EXERCISE")
     student = space.get("STUDENT")
-    write_frame(
-        channel,
+    say(
         {
             "kind": "loaded",
             "exercise": named if isinstance(named, str) else None,
@@ -318,7 +326,7 @@ def main() -> int:
         tampered = changed()
         if tampered:  # the record would come from patched code: say so, not the record
             reply = {"kind": "tampered", "what": [str(name) for name in tampered[:5]]}
-        reply_with(channel, reply)
+        say(reply)
 
 
 if __name__ == "__main__":

@@ -12,10 +12,13 @@ import matplotlib
 matplotlib.use("Agg")
 
 import pytest
+from matplotlib.figure import Figure
 from matplotlib.image import imread
+from matplotlib.text import Text
 
 from simulator.cli.main import main
 from simulator.teach.figures import _REGISTRY, build_figures, figure, registry
+from simulator.views.plot.style import LEGIBLE_PX, SHOWN_WIDTH
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -24,8 +27,29 @@ ROOT = Path(__file__).resolve().parents[2]
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("figures")
     lines: list[str] = []
-    files = build_figures(out, progress=lines.append)
-    return out, files, lines
+    with pytest.MonkeyPatch.context() as mp:
+        smallest = record_smallest_text(mp, lines)
+        files = build_figures(out, progress=lines.append)
+    return out, files, lines, smallest
+
+
+def record_smallest_text(mp: pytest.MonkeyPatch, lines: list[str]) -> dict[str, tuple[float, str]]:
+    """Have every figure saved (each PNG, SVG and GIF frame) note its smallest text, as pixels of font size when
+    the image is shown SHOWN_WIDTH (1280) pixels wide, under the figure being built (the last progress line)."""
+    smallest: dict[str, tuple[float, str]] = {}
+    save = Figure.savefig
+
+    def noting_savefig(fig, *args, **kwargs):
+        name = lines[-1].split("] ", 1)[1].split(":", 1)[0]
+        fig.canvas.draw()  # the drawing code sizes some labels as it lays them out
+        for t in fig.findobj(Text):
+            if t.get_visible() and t.get_text().strip():
+                px = t.get_fontsize() * SHOWN_WIDTH / (72 * fig.get_figwidth())
+                smallest[name] = min(smallest.get(name, (px, "")), (px, t.get_text()))
+        return save(fig, *args, **kwargs)
+
+    mp.setattr(Figure, "savefig", noting_savefig)
+    return smallest
 
 
 def test_registry_names_files_and_docs():
@@ -42,7 +66,7 @@ def buildable():
 
 
 def test_every_figure_is_built_with_content(built):
-    out, files, lines = built
+    out, files, lines, _ = built
     expected = {out / o for spec in buildable() for o in spec.outputs}
     assert set(files) == expected
     for f in files:
@@ -52,6 +76,21 @@ def test_every_figure_is_built_with_content(built):
     assert lines[0].startswith(f"[1/{n}] ") and any(line.startswith(f"[{n}/{n}] ") for line in lines)
     assert sum("wrote" in line for line in lines) == len(buildable())
     assert sum("skipped: " in line for line in lines) == n - len(buildable())
+
+
+PAGE_FIGURES = ("view-pages", "present-pages", "explorer-pages", "memory-pages")  # screenshots of the HTML pages
+
+
+def test_every_drawn_figure_has_text_of_14_px_when_shown_1280_wide(built):
+    """A slide shown on a 1280-pixel projector: no label, tick or caption under 14 px (the page screenshots are
+    held to it by test_the_page_screenshots_are_16_9_slides_with_legible_text)."""
+    *_, smallest = built
+    drawn = {
+        name for name, spec in registry().items() if name not in PAGE_FIGURES and not spec.outputs[0].endswith(".txt")
+    }
+    assert set(smallest) == drawn  # every picture in figures/ measured
+    small = {name: f"{px:.1f} px ({text!r})" for name, (px, text) in smallest.items() if px < LEGIBLE_PX - 1e-9}
+    assert not small, f"text under {LEGIBLE_PX} px at {SHOWN_WIDTH} wide: {small}"
 
 
 def test_a_figure_whose_needs_are_not_met_is_skipped_saying_why(tmp_path):
@@ -183,7 +222,8 @@ def test_every_file_in_figures_is_made_by_the_figures_command():
 
 
 def test_every_committed_picture_fits_a_16_9_slide():
-    """Slide figures are 16:9 or cropped to their content (wider): none is taller than a slide."""
+    """Slide figures are 16:9 or cropped to their content (a little wider): none is taller than a slide, and none
+    is a strip that leaves most of one empty (the two-device GPipe timeline was 2.96:1)."""
     from PIL import Image
 
     for spec in registry().values():
@@ -191,6 +231,7 @@ def test_every_committed_picture_fits_a_16_9_slide():
             if o.endswith((".png", ".gif")):
                 width, height = Image.open(ROOT / "figures" / o).size
                 assert width / height >= 16 / 9 - 0.01, f"figures/{o} is {width} x {height}, taller than 16:9"
+                assert width / height <= 2.2, f"figures/{o} is {width} x {height}, a strip on a 16:9 slide"
 
 
 def test_the_page_screenshots_are_16_9_slides_with_legible_text():
@@ -202,11 +243,7 @@ def test_the_page_screenshots_are_16_9_slides_with_legible_text():
 
     width, height = SLIDE_SCREEN
     assert width / height == pytest.approx(16 / 9, rel=0.01) and 12 * 1280 / width >= 14
-    pages = [
-        o
-        for name in ("view-pages", "present-pages", "explorer-pages", "memory-pages")
-        for o in registry()[name].outputs
-    ]
+    pages = [o for name in PAGE_FIGURES for o in registry()[name].outputs]
     assert {"view_split.png", "view_wrong_input.png", "view_tp_row.png", "memory_calculator.png"} <= set(pages)
     for o in pages:
         assert Image.open(ROOT / "figures" / o).size == (1920, 1080), o

@@ -47,6 +47,22 @@ def test_a_detached_process_left_behind_is_stopped_and_the_verdict_kept(tmp_path
         pytest.fail(f"the detached process {pid} is still running")
 
 
+def test_a_forked_child_that_fails_is_not_taken_for_the_answer(tmp_path):
+    # the child's exec is refused: its copy of the grader's code must not answer too (two replies read as tampering)
+    row = graded(
+        tmp_path,
+        RIGHT
+        + textwrap.dedent("""
+        import os
+        if os.fork() == 0:
+            os.setsid()
+            os.execv("/bin/sleep", ["sleep", "10000"])
+        """),
+        timeout=30,
+    )
+    assert row.verdict == "passed", row
+
+
 def test_memory_and_output_are_limited(tmp_path):
     big = graded(tmp_path, RIGHT + "\nimport numpy\nx = numpy.ones(3 * 2**30 // 8)\n", name="big.py")
     assert big.verdict == "crashed" and "MemoryError" in big.detail, big

@@ -294,6 +294,15 @@ def test_p_64_and_m_512_draw_on_one_screen(page, name):
 
 
 @pytest.mark.browser
+def test_two_schedules_at_p_64_m_512_fit_one_screen(page):
+    driver, path = page
+    driver.get(path.resolve().as_uri() + "#schedule=interleaved-1f1b&versus=zbv&p=64&m=512&v=4&F=1&B=2&W=1")
+    shown = driver.execute_script(READ)
+    assert shown["error"] is None and shown["panels"] == ["interleaved-1f1b", "zbv"]
+    assert shown["size"] == [1280, 720] and shown["smallest"] >= 12  # the time axis on the screen, not below it
+
+
+@pytest.mark.browser
 @pytest.mark.parametrize(
     ("address", "said"),
     [
@@ -302,7 +311,9 @@ def test_p_64_and_m_512_draw_on_one_screen(page, name):
         ("#p=0", "p = 0 is not offered: p (devices) is a whole number from 2 to 64"),
         ("#p=65&m=8", "p = 65 is not offered: p (devices) is a whole number from 2 to 64"),
         ("#m=513", "m = 513 is not offered: m (microbatches) is a whole number from 1 to 512"),
-        ("#m=abc", "m = NaN is not offered: m (microbatches) is a whole number from 1 to 512"),
+        ("#m=abc", 'm = "abc" is not offered: m (microbatches) is a whole number from 1 to 512'),
+        ("#p=&m=4", 'p = "" is not offered: p (devices) is a whole number from 2 to 64'),
+        ("#F=fast", 'F = "fast" is not offered: F is one of 1, 2'),
         ("#p=4.5", "p = 4.5 is not offered"),
         ("#v=9", "v = 9 is not offered: v (stages per device) is a whole number from 1 to 4"),
         ("#B=7", "B = 7 is not offered: B is one of 1, 2, 3, 4"),
@@ -344,3 +355,86 @@ def test_a_link_names_the_choice(page):
     pick(driver, m=7)
     assert "m=7" in driver.execute_script("return location.hash")
     assert json.loads(json.dumps(shown["peaks"])) == [peak_activations(schedule_of("zbv", 3, 6, 2))]
+
+
+# Each panel's colour at time t on device r, read from its canvas (x as explorer.js maps time: 86 px on the left
+# for the names, 12 on the right), and the colours the page paints, as "r,g,b".
+PIXELS = """
+const [probes, kinds] = arguments;
+const ex = document.querySelector(".ex");
+const canvas = ex.querySelector(".ex-timeline");
+const step = Number(ex.querySelector("[data-step]").dataset.step);
+const width = parseFloat(canvas.style.width);
+const rowH = (parseFloat(canvas.style.height) - 4) / JSON.parse(ex.dataset.choice).p;
+const ratio = canvas.width / width;
+const ctx = canvas.getContext("2d");
+const at = ([r, t]) => {
+  const x = 86 + (t / step) * (width - 86 - 12);
+  const d = ctx.getImageData(Math.floor(x * ratio), Math.floor((4 + (r + 0.5) * rowH) * ratio), 1, 1).data;
+  return `${d[0]},${d[1]},${d[2]}`;
+};
+const probe = document.createElement("canvas").getContext("2d");
+const rgb = (c) => { probe.fillStyle = c; const x = probe.fillStyle; return [1, 3, 5].map((k) => parseInt(x.slice(k, k + 2), 16)).join(","); };
+return { seen: probes.map(at), colours: Object.fromEntries(kinds.map(([k, c]) => [k, rgb(c)])) };
+"""
+
+REDRAW = """
+const [choice, done] = arguments;
+const t0 = performance.now();
+window.explorer.show(choice);
+const drawn = performance.now();
+requestAnimationFrame(() => requestAnimationFrame(() => done([drawn - t0, performance.now() - t0])));
+"""
+
+
+@pytest.mark.browser
+def test_p_64_m_512_is_painted_pixel_by_pixel_where_python_times_it(page):
+    """At p = 64, m = 512 a 1F1B step is 65,536 blocks under a pixel wide: painted pixel by pixel, device 0 shows
+    forwards alone for its first 64 units, device 63 idles through its first 63 (the fill of the bubble)."""
+    driver, path = page
+    driver.get(path.resolve().as_uri() + "#schedule=1f1b&p=64&m=512&v=1&F=1&B=2&W=1")
+    spans = execute(schedule_of("1f1b", 64, 512, 1), {"F": 1.0, "B": 2.0, "I": 1.0, "W": 1.0})
+    assert [a.kind for _, e, a in spans[0] if e <= 64] == ["F"] * 64 and spans[63][0][0] == 63.0  # what is probed
+    probes = [(0, 32.0), (0, 60.0), (63, 10.0), (63, 50.0), (40, 20.0)]
+    got = driver.execute_script(PIXELS, probes, [["F", "hsl(215 48% 44%)"], ["idle", "#f6c9c4"]])
+    f, idle = got["colours"]["F"], got["colours"]["idle"]
+    assert got["seen"] == [f, f, idle, idle, idle], got
+
+
+@pytest.mark.browser
+def test_redraws_at_p_64_m_512_v_4_are_timed(page):
+    """Prints what a redraw takes in this Chromium (the model of a choice is computed once, then kept): figures,
+    not a bound (the machine running the tests may be busy)."""
+    driver, path = page
+    driver.get(path.resolve().as_uri())
+    driver.set_script_timeout(60)
+    lines = []
+    for name, v, versus in (("interleaved-1f1b", 4, ""), ("interleaved-zb", 4, ""), ("zbv", 2, "dualpipe-v")):
+        choice = {"schedule": name, "versus": versus, "p": 64, "m": 512, "v": v, "F": 1, "B": 2, "W": 1}
+        first = driver.execute_async_script(REDRAW, choice)
+        again = sorted(driver.execute_async_script(REDRAW, choice)[1] for _ in range(3))
+        assert driver.execute_script(READ)["error"] is None
+        lines.append(
+            f"{name}{' beside ' + versus if versus else ''}, p = 64, m = 512, v = {v}: first draw {first[1]:.0f} ms "
+            f"({first[0]:.0f} ms in the script: the model, then the canvases), redraw median {again[1]:.0f} ms (spread {again[0]:.0f}-{again[2]:.0f})"
+        )
+    print("\n" + "\n".join(lines))
+
+
+@pytest.mark.browser
+def test_typing_a_number_draws_once_the_keys_pause(page):
+    driver, path = page
+    driver.get(path.resolve().as_uri() + "#schedule=1f1b&p=4&m=8")
+    drawn = driver.execute_async_script(
+        """
+        const done = arguments[0];
+        const ex = document.querySelector(".ex");
+        const seen = [];
+        new MutationObserver(() => seen.push(JSON.parse(ex.dataset.choice).m)).observe(ex, { attributeFilter: ["data-choice"] });
+        const field = ex.querySelector('[data-control="m"]');
+        for (const typed of ["5", "51", "512"]) { field.value = typed; field.dispatchEvent(new Event("input")); }
+        setTimeout(() => done(seen), 600);
+        """
+    )
+    assert drawn and set(drawn) == {512}  # neither m = 5 nor m = 51 drawn on the way
+    assert "m=512" in driver.execute_script("return location.hash")

@@ -62,9 +62,9 @@ def pipeline_schedules_v(out: Path, style: FigureStyle) -> None:
     fig = plot_schedules(
         panels,
         unit=(1.0, "µs"),
-        suptitle=f"Two stages per device: the schedules torch.distributed.pipelining ships past 1F1B, p = {P}, m = {M}",
-        caption="F, I and W 0.5 µs per stage and microbatch, B = I + W; messages take no time. Stages on devices: "
-        "s % 4 (looped BFS, interleaved ZB), a V 0 1 2 3 3 2 1 0 (ZB-V, DualPipeV). F3: forward of microbatch 3.",
+        suptitle=f"Schedules past 1F1B in torch.distributed.pipelining, p = {P}, m = {M}",
+        caption="Two stages per device; F, I and W 0.5 µs per stage and microbatch, B = I + W; messages take no time. Stages on devices: "
+        "s % 4 (looped BFS, interleaved ZB), a V 0 1 2 3 3 2 1 0 (ZB-V, DualPipeV). F3: forward of microbatch 3 (3 alone in a narrow block).",
         style=style,
     )
     save_figure(fig, out / "timeline_pipeline_schedules_v")

@@ -41,6 +41,7 @@ def gpipe_two_stages(out: Path, style: FigureStyle) -> None:
         out / "timeline_gpipe_two_stages",
         title="Two-stage pipeline (GPipe schedule), 4 microbatches: F = forward, B = backward",
         style=style,
+        height=style.max_height(),  # two rows alone would make a strip; a slide is 16:9
     )
 
 

@@ -66,10 +66,10 @@ def pipeline_schedules(out: Path, style: FigureStyle) -> None:
     fig = plot_schedules(
         panels,
         unit=(1.0, "µs"),
-        suptitle=f"Four pipeline schedules, one training step of an 8-layer MLP: p = {P} devices, m = {M} microbatches; "
-        "bubble = a device's idle time / its busy time",
-        caption="F, I and W 1 µs per stage and microbatch, B = I + W (halved for the interleaved schedule's half-size "
-        "stages); messages take no time. Every step checked against one device. F3: forward of microbatch 3.",
+        suptitle=f"Four pipeline schedules, one training step: p = {P} devices, m = {M} microbatches",
+        caption="An 8-layer MLP; F, I and W 1 µs per stage and microbatch, B = I + W (halved for the interleaved "
+        "schedule's half-size stages); messages take no time. Every step checked against one device. Bubble = a "
+        "device's idle time / its busy time. F3: forward of microbatch 3 (3 alone in a narrow block).",
         style=style,
     )
     save_figure(fig, out / "timeline_pipeline_schedules")

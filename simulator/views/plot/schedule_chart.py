@@ -1,5 +1,6 @@
 """Pipeline schedules as slides draw them: one panel per schedule, a row per device, every block labelled with
-its pass and microbatch (``F3``, ``B3``, ``I3``, ``W3``), idle time hatched, one time axis, 16:9.
+its pass and microbatch (``F3``, ``B3``, ``I3``, ``W3``; a block too narrow for that at a legible size, by its
+microbatch alone, ``3``), idle time hatched, one time axis, 16:9.
 
 Drawn from the schedule's own timing (``simulator.parallel.schedules.execute``: each action starts when its
 device is free and its inputs are done; messages take no time), so a block is exactly one action. Passes
@@ -28,13 +29,13 @@ from .style import (
     FigureStyle,
     figure_style,
     new_figure,
+    smallest_font,
     text_color,
     wrap_text,
 )
 
 PASS_COLORS = {"F": "#0072B2", "B": "#D55E00", "I": "#E69F00", "W": "#009E73"}  # Okabe-Ito, as style.PALETTE
 PASS_WORDS = {"F": "forward", "B": "backward", "I": "input gradients", "W": "weight gradients"}
-MIN_LABEL_FONT = 5.5  # points
 
 
 def plot_schedules(
@@ -110,7 +111,7 @@ def _draw_panel(ax: Axes, schedule: Schedule, spans, scale: float, t_end: float)
     )
     boxes, faces, kinds = [], [], set()
     pt_per_unit = ax.get_position().width * ax.figure.get_figwidth() * 72 / (t_end * 1.01)
-    fontsize = min(8.5, 0.6 * row_pt)
+    fontsize, least = min(8.5, 0.66 * row_pt), smallest_font(ax.figure)
     for r, rows in spans.items():
         stages = sorted({a.stage for _, _, a in rows})
         for start, end, a in rows:
@@ -119,13 +120,22 @@ def _draw_panel(ax: Axes, schedule: Schedule, spans, scale: float, t_end: float)
             boxes.append(_box(t0, t1, r - 0.45, r + 0.45))
             faces.append(face)
             kinds.add(a.kind)
-            label = f"{a.kind}{a.microbatch}"
-            size = min(fontsize, ((t1 - t0) * pt_per_unit - 0.6) / (0.6 * len(label)))
-            if size >= MIN_LABEL_FONT:
+            label, size = _label(a.kind, a.microbatch, (t1 - t0) * pt_per_unit, fontsize, least)
+            if label:
                 ax.text((t0 + t1) / 2, r, label, ha="center", va="center", fontsize=size, color=text_color(face),
                         fontweight="bold", clip_on=True)  # fmt: skip
     ax.add_collection(PolyCollection(boxes, facecolors=faces, edgecolors="white", linewidths=0.5))
     return kinds
+
+
+def _label(kind: str, microbatch: int, room: float, fontsize: float, least: float) -> tuple[str, float]:
+    """The label a block ``room`` points wide can hold legibly, with its size: ``F3``, or where that needs a font
+    under ``least`` its microbatch alone (``3``: the colour says the pass), or nothing."""
+    for label in (f"{kind}{microbatch}", f"{microbatch}"):
+        size = min(fontsize, (room - 0.6) / (0.7 * len(label)))  # a bold character is about 0.7 em wide
+        if size >= least:
+            return label, size
+    return "", 0.0
 
 
 def _lighter(color: str, k: int) -> str:

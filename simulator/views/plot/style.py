@@ -65,6 +65,10 @@ _METADATA = {
 }
 
 
+SHOWN_WIDTH, LEGIBLE_PX = 1280, 14  # a projector 1280 pixels wide, and the least text height a room reads on it
+PRINT_FONT = 5.5  # points
+
+
 @dataclass(frozen=True)
 class FigureStyle:
     """Where a figure will be seen, and so how it is drawn.
@@ -77,6 +81,7 @@ class FigureStyle:
     dpi:         dots per inch of saved PNGs and GIFs
     rows_height: at most this many inches of device rows in a timeline (a slide is 16:9)
     aspect:      the least width over height of a figure (16/9: a slide's; None: as tall as it needs)
+    projected:   shown on a screen in a room: no text under LEGIBLE_PX pixels when the image is SHOWN_WIDTH wide
     """
 
     name: str
@@ -84,6 +89,7 @@ class FigureStyle:
     dpi: int
     rows_height: float
     aspect: float | None = None
+    projected: bool = False
 
     @property
     def pixels(self) -> int:
@@ -94,9 +100,17 @@ class FigureStyle:
         """The tallest a figure ``width`` inches wide may be (None: no limit)."""
         return None if self.aspect is None else (width or self.width) / self.aspect
 
+    def smallest_font(self, width: float | None = None) -> float:
+        """The smallest text, in points, a figure ``width`` inches wide may carry: on a projected figure
+        LEGIBLE_PX pixels when the image is shown SHOWN_WIDTH pixels wide (6.3 pt on an 8-inch slide), on paper
+        PRINT_FONT (printed, it can be read up close)."""
+        if not self.projected:
+            return PRINT_FONT
+        return LEGIBLE_PX * 72 * (width or self.width) / SHOWN_WIDTH
+
 
 PAPER = FigureStyle("paper", width=11.0, dpi=150, rows_height=14.0)  # 1650 px wide
-SLIDE = FigureStyle("slide", width=8.0, dpi=240, rows_height=4.4, aspect=16 / 9)  # 1920 x 1080 at most
+SLIDE = FigureStyle("slide", width=8.0, dpi=240, rows_height=4.4, aspect=16 / 9, projected=True)  # 1920 x 1080 at most
 STYLES = {"paper": PAPER, "slide": SLIDE}
 
 
@@ -119,6 +133,11 @@ class SimFigure(Figure):
 
     def _repr_png_(self) -> bytes:
         return _png(self)
+
+
+def smallest_font(fig: Figure) -> float:
+    """The smallest text, in points, ``fig`` may carry (``FigureStyle.smallest_font`` of its style and width)."""
+    return getattr(fig, "style", PAPER).smallest_font(fig.get_figwidth())
 
 
 def new_figure(width: float | None, height: float, style: str | FigureStyle = PAPER) -> SimFigure:

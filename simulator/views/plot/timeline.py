@@ -50,6 +50,7 @@ from .style import (
     figure_style,
     new_figure,
     save_figure,
+    smallest_font,
     span_colors,
     text_color,
     time_axis,
@@ -67,7 +68,6 @@ RECV_BAND = (0.26, 0.39)
 MAX_FANCY_ARROWS = 400  # above this, arrows are drawn as one line collection with end marks
 MAX_MESSAGE_LABELS = 16  # label arrows only when there are this few messages
 MAX_SPANS = 200_000  # more spans than this are drawn as an image instead (simulator.views.plot.busy)
-MIN_LABEL_FONT = 5.5  # points: a block label smaller than this is left out
 
 
 def payload_label(m: Message) -> str:
@@ -92,6 +92,7 @@ def plot_timeline(
     caption: bool | str = True,
     t_max: float | None = None,
     width: float | None = None,
+    height: float | None = None,
     style: str | FigureStyle = "paper",
     row_names: Callable[[int], str] | None = None,
 ) -> Figure:
@@ -106,6 +107,9 @@ def plot_timeline(
             when there are at most MAX_MESSAGE_LABELS messages; None for no labels
         caption: True for the cost model's description, a string for your own, False for none
         t_max: right end of the time axis (to compare several runs on one scale)
+        width: the figure's width in inches (default: the style's)
+        height: the figure's height in inches (default: as tall as the rows need, on a slide at most 16:9; give a
+            slide's ``FigureStyle.max_height()`` for a full 16:9 slide of few devices)
         row_names: device -> its row's name (default ``device r``), e.g. its mesh coordinate
 
     A run of more than ``MAX_SPANS`` spans is drawn as an image instead, a pixel row per device
@@ -132,9 +136,9 @@ def plot_timeline(
         title = wrap_text(title, 0.84 * fig_w, TITLE_FONT) if title else title
         caption = wrap_text(caption_text(caption, cost), 0.98 * fig_w, CAPTION_FONT) if caption else caption
         extra = 0.3 * max(rows - 1, 0) + TITLE_LINE * extra_lines(title, 1) + CAPTION_LINE * extra_lines(caption, 1)
-        height = figure_height(n, st) + extra
         cap = st.max_height(fig_w)  # a slide stays 16:9: the device rows take what the margins leave
-        fig = new_figure(fig_w, min(height, cap) if cap else height, st)
+        fig_h = height or min(figure_height(n, st) + extra, cap or np.inf)
+        fig = new_figure(fig_w, fig_h, st)
         ax = fig.add_axes(_axes_box(fig, title, rows, caption))
     else:
         fig = ax.figure
@@ -342,7 +346,7 @@ def _label_step(ax: Axes, n: int, fontsize: float, step: int = 1) -> int:
 
 
 def _device_ticks(ax: Axes, n: int, name: Callable[[int], str]) -> None:
-    fontsize = 9 if n <= 16 else 7
+    fontsize = max(9 if n <= 16 else 7, smallest_font(ax.figure))
     ticks = list(range(0, n, _label_step(ax, n, fontsize, 1 if n <= 16 else (2 if n <= 32 else 4))))
     ax.set_yticks(ticks)
     ax.set_yticklabels([name(r) for r in ticks], fontsize=fontsize)
@@ -364,12 +368,13 @@ def _box(t0: float, t1: float, y0: float, y1: float) -> np.ndarray:
 
 def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
     """Write labels inside blocks (consecutive ops of one label) wide and tall enough to hold them: a
-    block too narrow for its label at the usual size gets a smaller font, down to MIN_LABEL_FONT."""
+    block too narrow for its label at the usual size gets a smaller font, down to the figure's smallest_font."""
     fig = ax.figure
     bbox = ax.get_position()
     width_px = bbox.width * fig.get_figwidth() * 72  # points
     row_pt = bbox.height * fig.get_figheight() * 72 / max(act.world_size, 1)
-    fontsize = min(9.0, max(5.0, row_pt * 0.3))
+    least = smallest_font(fig)
+    fontsize = min(9.0, max(least, row_pt * 0.3))
     if row_pt * (COMPUTE[1] - COMPUTE[0]) < fontsize * 1.05:
         return
     x0, x1 = ax.get_xlim()
@@ -380,7 +385,7 @@ def _op_labels(ax: Axes, act: Activity, colors, color_key, label) -> None:
         for t0, t1, text in blocks(spans, label):
             room = (t1 - t0) * pt_per_s - 2
             size = min(fontsize, room / max(len(text) * 0.62, 1e-9))
-            if not text or size < MIN_LABEL_FONT:
+            if not text or size < least:
                 continue
             ax.text(
                 (t0 + t1) / 2,
@@ -444,7 +449,7 @@ def _utilization(ax: Axes, act: Activity) -> None:
     if act.end_time <= 0:
         return
     n = act.world_size
-    fontsize = 8 if n <= 16 else 6
+    fontsize = max(8 if n <= 16 else 6, smallest_font(ax.figure))
     for r in range(0, n, _label_step(ax, n, fontsize, 1 if n <= 32 else 2)):
         frac = act.busy(r) / act.end_time
         ax.text(

@@ -18,7 +18,8 @@ document.py    a run as one JSON-able document; replay.py reads it back in Pytho
 assets.py      the .js and .css files shipped here, joined into one module per front end
 browser.py     headless Chromium for screenshots and the browser tests
 page.py        the self-contained page; widget.py the notebook widget (anywidget)
-explorer.py    the schedule explorer page (orders made in the page by schedules.js, timed by explorer_model.js)
+explorer.py    the schedule explorer page (orders made in the page by schedules.js, timed by explorer_model.js,
+               painted pixel by pixel past a few thousand blocks by explorer_paint.js)
 memory_page.py the memory calculator page: the what-if's memory per device, by kind, as the layout changes
 =============  ==================================================================================
 """

@@ -15,6 +15,8 @@ EXPLORER = (
     "dom.js",
     "schedules.js",
     "explorer_model.js",
+    "explorer_paint.js",
+    "explorer_summary.js",
     "explorer.js",
 )  # the schedule explorer page (styles: explorer.css)
 MEMORY = ("dom.js", "memory.js")  # the memory calculator page (styles: memory.css)

@@ -19,19 +19,38 @@ const BAD_FONT = 14; // px: the first divergence's numbers, larger still
 const ELLIPSIS = "\u2026";
 
 // Rows (or columns) 0..n-1 to show when only `room` fit: all, or the leading and trailing ones with null (an
-// ellipsis) between them, so that a matrix too large for its card is shortened in the middle, never cut.
-function keep(n, room) {
+// ellipsis) between them, so that a matrix too large for its card is shortened in the middle, never cut. `must`
+// (the first wrong number's row or column) is kept wherever it falls, with an ellipsis on each side where needed.
+function keep(n, room, must = null) {
   if (n <= room) return [...Array(n).keys()];
-  if (room < 3) return room === 2 ? [0, null] : [null]; // no room for both ends: the first, or only the ellipsis
-  const head = Math.ceil((room - 1) / 2);
-  const tail = room - 1 - head;
-  return [...Array(head).keys(), null, ...Array.from({ length: tail }, (_, k) => n - tail + k)];
+  if (must === null || must < 0 || must >= n) {
+    if (room < 3) return room === 2 ? [0, null] : [null]; // no room for both ends: the first, or only the ellipsis
+    const head = Math.ceil((room - 1) / 2);
+    const tail = room - 1 - head;
+    return [...Array(head).keys(), null, ...Array.from({ length: tail }, (_, k) => n - tail + k)];
+  }
+  const shown = (kept) => {
+    const out = kept[0] > 0 ? [null] : [];
+    kept.forEach((k, t) => out.push(...(t && k > kept[t - 1] + 1 ? [null, k] : [k])));
+    return kept[kept.length - 1] < n - 1 ? [...out, null] : out;
+  };
+  if (shown([must]).length > room) return room === 1 ? [must] : must < n / 2 ? [must, null] : [null, must];
+  let kept = [must];
+  for (let k = 0; k < n; k++) {
+    const next = [...new Set([...kept, k % 2 ? n - 1 - (k >> 1) : k >> 1])].sort((a, b) => a - b); // 0, n-1, 1, ...
+    if (shown(next).length <= room) kept = next;
+  }
+  return shown(kept);
 }
+
+// Where flat index k is in a value of `cells` (its rows): "row r, column c", or "element k" of a vector.
+const cellName = (cells, k) => (cells.length === 1 ? `element ${k}` : `row ${Math.floor(k / cells[0].length)}, column ${k % cells[0].length}`);
 
 // A value's numbers as a table, sized to the room it has, at `least` px or more; the cells in `bad` (flat
 // indices) in red. A vector too long for one line goes on over several (its numbers still in order, left to
-// right); what still does not fit is shortened in the middle with an ellipsis row or column.
-function matrixTable(cells, bad, room, least = MIN_FONT) {
+// right); what still does not fit is shortened in the middle with an ellipsis row or column, keeping the row and
+// column of flat index `focus` (the first wrong number, or the one due there) in view.
+function matrixTable(cells, bad, room, least = MIN_FONT, focus = null) {
   let grid = cells.map((row, i) => row.map((text, j) => [text, i * row.length + j]));
   const longest = Math.max(...cells.flat().map((c) => c.length));
   const perCell = 0.61 * longest + 1.0; // a digit is 0.6em, a cell's padding 0.9em
@@ -44,8 +63,10 @@ function matrixTable(cells, bad, room, least = MIN_FONT) {
   const cols = Math.max(...grid.map((row) => row.length));
   const byHeight = (room.height - 4) / (1.3 * grid.length);
   const size = clamp(Math.floor(Math.min(fits(cols), byHeight, 16)), least, 16);
-  const rowsShown = keep(grid.length, Math.max(1, Math.floor((room.height - 4) / (1.3 * size))));
-  const colsShown = keep(cols, Math.max(1, Math.floor(room.width / (size * perCell))));
+  const at = focus === null ? -1 : grid.findIndex((row) => row.some((cell) => cell[1] === focus));
+  const across = at < 0 ? null : grid[at].findIndex((cell) => cell[1] === focus);
+  const rowsShown = keep(grid.length, Math.max(1, Math.floor((room.height - 4) / (1.3 * size))), at < 0 ? null : at);
+  const colsShown = keep(cols, Math.max(1, Math.floor(room.width / (size * perCell))), across);
   if (!rowsShown.some((i) => i !== null)) return null; // not one row fits: the value's shape says enough
   const table = h("table", { class: "psv-matrix", style: `font-size: ${size}px` });
   if (rowsShown.length < grid.length || colsShown.length < cols) table.dataset.shortened = `${grid.length}x${cols}`;
@@ -58,7 +79,9 @@ function matrixTable(cells, bad, room, least = MIN_FONT) {
         tr.append(h("td", { class: "psv-cell-more", text: i === null && j === null ? ELLIPSIS : i === null ? "\u22ee" : ELLIPSIS }));
         continue;
       }
-      tr.append(h("td", { class: bad && bad.has(cell[1]) ? "psv-cell-bad" : null, "data-k": cell[1], text: cell[0] }));
+      const wrong = bad && bad.has(cell[1]);
+      const title = wrong || cell[1] === focus ? cellName(cells, cell[1]) : null;
+      tr.append(h("td", { class: wrong ? "psv-cell-bad" : null, "data-k": cell[1], title, text: cell[0] }));
     }
     table.append(tr);
   }
@@ -97,11 +120,12 @@ function numbers(doc, li, i, bad, room) {
   const least = bad ? BAD_FONT : MIN_FONT;
   const share = dueCells && cells ? (room.height - 22) / 2 : room.height - (due !== undefined ? 24 : 0);
   const wrong = bad && check && check.cells ? new Set(check.cells) : null;
-  const table = cells ? matrixTable(cells, wrong, { width: room.width, height: share }, least) : null;
+  const focus = wrong && wrong.size ? Math.min(...wrong) : null; // the first wrong number: never in an ellipsis
+  const table = cells ? matrixTable(cells, wrong, { width: room.width, height: share }, least, focus) : null;
   if (table) li.append(table);
   if (due === undefined) return;
   const should = h("div", { class: "psv-expected" }, h("span", { text: "should be " }));
-  const dueTable = dueCells ? matrixTable(dueCells, null, { width: room.width, height: share }, least) : null;
+  const dueTable = dueCells ? matrixTable(dueCells, null, { width: room.width, height: share }, least, focus) : null;
   should.append(dueTable || h("span", { class: "psv-value", text: shortText(due) }));
   li.append(should);
 }

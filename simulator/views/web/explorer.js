@@ -6,8 +6,9 @@
 // The orders come from schedules.js (the project's generators, ported); the times from `execute` in
 // explorer_model.js, a port of simulator.parallel.schedules.timing.execute: every action starts when its rank
 // is free and its inputs are done (the previous stage's forward, the next stage's backward or its input-gradient
-// pass, its own forward); messages take no time. Drawn on canvases, so p = 64 and m = 512 (tens of thousands of blocks) draw at once.
-// The last part of one ES module, after dom.js, schedules.js and explorer_model.js.
+// pass, its own forward); messages take no time. Drawn on canvases, so p = 64 and m = 512 (hundreds of thousands
+// of blocks) draw at once (explorer_paint.js paints them pixel by pixel).
+// The last part of one ES module, after dom.js, schedules.js, explorer_model.js and explorer_paint.js.
 
 const KIND_ORDER = ["F", "B", "I", "W"];
 
@@ -54,22 +55,38 @@ function rankNames(ctx, p, rowH, top, font) {
 }
 
 // One schedule's timeline on a canvas; returns it, and what it drew (for the tests: every block, its label).
-// Blocks of one colour are filled as one path: a p = 64, m = 512 step has tens of thousands of them.
+// Blocks of one colour are filled as one path; past PAINT_ABOVE blocks (p = 64, m = 512 has up to 400,000) they
+// are painted pixel by pixel instead (explorer_paint.js), each pixel mixing the colours that cover it.
 function timeline(m, width, rowH, span) {
   const top = 4;
-  const p = m.times.length;
+  const p = m.rows.length;
   const height = top + p * rowH;
   const x = (t) => LEFT + (t / (span || 1)) * (width - LEFT - 12);
   const { canvas, ctx } = canvasOf(width, height, "ex-timeline");
   const font = clamp(Math.round(rowH * 0.42), 12, 15);
   const gap = rowH >= 8 ? 2 : 0;
-  ctx.fillStyle = IDLE;
-  for (let r = 0; r < p; r++) ctx.fillRect(LEFT, top + r * rowH + gap, x(m.step) - LEFT, rowH - 2 * gap);
+  const painted = m.rows.reduce((sum, row) => sum + row.acts.length, 0) > PAINT_ABOVE;
+  // A rank's stages in order: its later ones are drawn lighter.
+  const chunks = m.rows.map(({ acts }) => {
+    const stages = [...new Set(acts.map((a) => a.stage))].sort((a, b) => a - b);
+    return new Map(stages.map((s, k) => [s, Math.min(k, 3)]));
+  });
+  if (painted) {
+    const palette = [IDLE, ...KIND_ORDER.flatMap((k) => BLOCK_COLOURS[k])]; // idle, then each pass's four shades
+    const spans = (r, add) => {
+      add(0, x(0), x(m.step));
+      const { acts, start, end } = m.rows[r];
+      acts.forEach((a, k) => add(1 + 4 * KIND_ORDER.indexOf(a.kind) + chunks[r].get(a.stage), x(start[k]), x(end[k]), 0));
+    };
+    paintRows(canvas, ctx, palette, p, spans, (r) => top + r * rowH + gap, rowH - 2 * gap);
+  } else {
+    ctx.fillStyle = IDLE;
+    for (let r = 0; r < p; r++) ctx.fillRect(LEFT, top + r * rowH + gap, x(m.step) - LEFT, rowH - 2 * gap);
+  }
   // A label at the row's size where it fits the block, else at 12 px, else none (the tooltip-free canvas keeps
   // the legend's words: F3 is microbatch 3's forward).
   const fonts = [font, 12].filter((f, k, all) => all.indexOf(f) === k && rowH >= f + 2);
   const fits = (label, w) => {
-    if (w < label.length * 6 + 4) return null;
     for (const f of fonts) {
       ctx.font = `600 ${f}px system-ui, sans-serif`;
       if (ctx.measureText(label).width + 4 <= w) return f;
@@ -79,17 +96,22 @@ function timeline(m, width, rowH, span) {
   const paths = new Map(); // colour -> Path2D
   const labels = [];
   const labelled = new Set(); // "rank|action" of the blocks with a label
-  m.times.forEach((rows, r) => {
+  m.rows.forEach(({ acts, start: starts, end: ends }, r) => {
     const y = top + r * rowH;
-    const chunks = new Map([...new Set(rows.map(([, , a]) => a.stage))].sort((a, b) => a - b).map((s, k) => [s, k]));
-    for (const [start, end, a] of rows) {
+    for (let k = 0; k < acts.length; k++) {
+      const start = starts[k];
+      const end = ends[k];
+      const a = acts[k];
       const w = x(end) - x(start);
-      const chunk = Math.min(chunks.get(a.stage), 3);
-      const colour = blockColour(a.kind, chunk);
-      if (!paths.has(colour)) paths.set(colour, new Path2D());
-      paths.get(colour).rect(x(start), y + gap, Math.max(w - (w > 3 ? 1 : 0), 0.5), rowH - 2 * gap);
+      const chunk = chunks[r].get(a.stage);
+      if (!painted) {
+        const colour = blockColour(a.kind, chunk);
+        if (!paths.has(colour)) paths.set(colour, new Path2D());
+        paths.get(colour).rect(x(start), y + gap, Math.max(w - (w > 3 ? 1 : 0), 0.5), rowH - 2 * gap);
+      }
+      if (!fonts.length || w < 2 * 6 + 4) continue; // no room for two characters: no label
       const label = `${a.kind}${a.mb}`;
-      const size = fonts.length ? fits(label, w) : null;
+      const size = w >= label.length * 6 + 4 ? fits(label, w) : null;
       if (size) {
         labels.push([label, x(start) + w / 2, y + rowH / 2, SHADES[chunk] >= 26, size]);
         labelled.add(`${r}|${a.stage}${a.kind}${a.mb}`);
@@ -118,17 +140,16 @@ function timeline(m, width, rowH, span) {
   return { canvas, drawn, x };
 }
 
-// Each device's live activations over time, on the timeline's axis: a filled step line per device (a shade
-// per device where the rows are too thin), the peak written at the right.
+// Each device's live activations over time, on the timeline's axis: a filled step line per device, or where the
+// rows are too thin, a shade of blue per level, painted pixel by pixel (explorer_paint.js); the peak at the right.
 function memoryChart(m, width, rowH, x) {
   const p = m.live.length;
   const height = p * rowH + 2;
   const { canvas, ctx } = canvasOf(width, height, "ex-memory");
   const top = Math.max(1, ...m.peaks);
-  const shades = new Map(); // a shade of blue per level, each filled as one path
-  m.live.forEach(({ at, count }, r) => {
-    const y0 = 1 + (r + 1) * rowH;
-    if (rowH >= 10) {
+  if (rowH >= 10) {
+    m.live.forEach(({ at, count }, r) => {
+      const y0 = 1 + (r + 1) * rowH;
       ctx.fillStyle = "#e8eef8";
       ctx.fillRect(LEFT, y0 - rowH + 1, x(m.step) - LEFT, rowH - 1);
       ctx.fillStyle = "#3f6fb5";
@@ -142,19 +163,17 @@ function memoryChart(m, width, rowH, x) {
       ctx.lineTo(x(m.step), y0);
       ctx.closePath();
       ctx.fill();
-      return;
-    }
-    for (let k = 0; k < at.length; k++) {
-      const level = Math.round((12 * count[k]) / top);
-      if (!level) continue;
-      const t1 = k + 1 < at.length ? at[k + 1] : m.step;
-      if (!shades.has(level)) shades.set(level, new Path2D());
-      shades.get(level).rect(x(at[k]), y0 - rowH, Math.max(0.5, x(t1) - x(at[k])), rowH);
-    }
-  });
-  for (const [level, path] of shades) {
-    ctx.fillStyle = `hsl(215 55% ${94 - (58 * level) / 12}%)`;
-    ctx.fill(path);
+    });
+  } else {
+    const shades = Array.from({ length: 12 }, (_, k) => `hsl(215 55% ${94 - (58 * (k + 1)) / 12}%)`); // level 1..12
+    const spans = (r, add) => {
+      const { at, count } = m.live[r];
+      for (let k = 0; k < at.length; k++) {
+        const level = Math.round((12 * count[k]) / top);
+        if (level) add(level - 1, x(at[k]), x(k + 1 < at.length ? at[k + 1] : m.step));
+      }
+    };
+    paintRows(canvas, ctx, shades, p, spans, (r) => 1 + r * rowH, rowH);
   }
   rankNames(ctx, p, rowH, 1, clamp(Math.round(rowH * 0.7), 12, 14));
   return canvas;
@@ -177,8 +196,7 @@ function axis(width, span, x, choice, split, cost) {
 }
 
 function legend(models, choice) {
-  const kinds = new Set();
-  for (const m of models) for (const rows of m.times) for (const [, , a] of rows) kinds.add(a.kind);
+  const kinds = new Set(models.flatMap((m) => [...m.kinds]));
   const entry = (fill, text, extra = "") =>
     h("span", { class: "ex-legend-entry" }, h("span", { class: `ex-swatch ${extra}`, style: fill ? `background: ${fill}` : null }), text);
   const items = KIND_ORDER.filter((k) => kinds.has(k)).map((k) => entry(blockColour(k, 0), `${k}3: ${PASS_WORDS[k]} of mb 3`));
@@ -188,58 +206,16 @@ function legend(models, choice) {
   return h("div", { class: "ex-legend" }, ...items);
 }
 
-const round = (x) => Number(x.toPrecision(3)).toString();
-
-// Per device where they differ, else once; a long list (p > 8) as its range.
-function perDevice(values, show = round) {
-  if (values.every((r) => Math.abs(r - values[0]) < 1e-12)) return `${show(values[0])} on every device`;
-  if (values.length > 8) {
-    const lo = Math.min(...values);
-    const hi = Math.max(...values);
-    return `${show(lo)} to ${show(hi)} (device ${values.indexOf(hi)} the most)`;
-  }
-  return values.map((r, i) => `${i}: ${show(r)}`).join(", ");
-}
-
-// The summary: a column per schedule shown, a row per figure, each with its formula.
-function summary(data, shown) {
-  const cell = (text, attrs = {}) => h("td", { class: "ex-value", ...attrs, text });
-  const rows = [
-    ["", (s) => h("th", { text: s.choice.schedule + (s.v > 1 ? ` (v = ${s.v})` : "") })],
-    ["bubble, idle / busy (measured)", (s) => cell(perDevice(s.m.ratio), { "data-ratio": JSON.stringify(s.m.ratio), "data-step": s.m.step })],
-    [
-      "closed form",
-      (s) => {
-        const f = s.m.case.formula;
-        const text = f ? `${s.meta.formula} = ${f[0]}/${f[1]} = ${round(f[0] / f[1])}` : `${s.meta.formula}: not stated for these p and m`;
-        return cell(text, { "data-formula": f ? `${f[0]}/${f[1]}` : "" });
-      },
-    ],
-    ["bubble, idle / total step (measured)", (s) => cell(perDevice(s.m.share), { "data-share": JSON.stringify(s.m.share) })],
-    [
-      "closed form",
-      (s) => {
-        const f = s.m.case.formula;
-        const d = f ? gcd(f[0], f[0] + f[1]) : 1;
-        const text = f ? `x / (1 + x), x = idle / busy: ${f[0] / d}/${(f[0] + f[1]) / d} = ${round(f[0] / (f[0] + f[1]))}` : "x / (1 + x), x = idle / busy";
-        return cell(text, { "data-total-formula": f ? `${f[0] / d}/${(f[0] + f[1]) / d}` : "" });
-      },
-    ],
-    [
-      "peak activations (microbatches' forwards)",
-      (s) => cell(`${perDevice(s.m.peaks, String)}${s.v > 1 ? `, each 1/${s.v} of a device's work` : ""}, of m = ${s.choice.m}`, { "data-peaks": JSON.stringify(s.m.peaks) }),
-    ],
-    ["step time", (s) => cell(`${fmt(s.m.step)} units; busy ${perDevice(s.m.busy, fmt)}`)],
-  ];
-  const table = h("table", { class: "ex-summary" });
-  for (const [name, make] of rows) table.append(h("tr", {}, h("td", { class: "ex-what", text: name }), ...shown.map(make)));
-  return table;
-}
-
 // ---- the page ------------------------------------------------------------------------------------
 
 export function explore(el, data) {
   const controls = {};
+  // Typing 512, or holding a spinner's arrow, redraws once the keys pause, not at each digit or step.
+  let pending = 0;
+  const soon = () => {
+    clearTimeout(pending);
+    pending = setTimeout(() => update(true), 150);
+  };
   const select = (name, label, values, show = (v) => String(v)) => {
     const s = h("select", { "data-control": name, "aria-label": label, onchange: () => update(true) });
     s.append(...values.map((v) => h("option", { value: v, text: show(v) })));
@@ -247,7 +223,7 @@ export function explore(el, data) {
     return h("label", { class: "ex-control" }, h("span", { text: label }), s);
   };
   const number = (name, label, [lo, hi]) => {
-    const input = h("input", { type: "number", min: lo, max: hi, step: 1, "data-control": name, "aria-label": label, title: `${lo} to ${hi}`, onchange: () => update(true) });
+    const input = h("input", { type: "number", min: lo, max: hi, step: 1, "data-control": name, "aria-label": label, title: `${lo} to ${hi}`, oninput: soon, onchange: () => update(true) });
     controls[name] = input;
     return h("label", { class: "ex-control" }, h("span", { text: label }), input);
   };
@@ -306,15 +282,19 @@ export function explore(el, data) {
     }
     about.textContent = shown.map((s) => `${s.meta.name}: ${s.meta.title.replace(/``/g, "")}`).join("  |  ");
     controls.W.disabled = !shown.some((s) => s.m.split);
-    const width = Math.max(600, out.clientWidth || 1200);
+    drawnWidth = out.clientWidth;
+    const width = Math.max(600, drawnWidth || 1200);
     out.replaceChildren(summary(data, shown), legend(shown.map((s) => s.m), choice));
     const span = Math.max(...shown.map((s) => s.m.step));
     const head = out.childElementCount;
     const panels = (room) => {
       while (out.childElementCount > head) out.lastChild.remove();
       const per = room / shown.length; // each schedule: its timeline (about 3/4) and its memory (1/4)
-      const rowH = Math.max(1, Math.min(60, Math.floor((0.72 * per) / choice.p)));
-      const memH = Math.max(1, Math.min(24, Math.floor((0.28 * per) / choice.p)));
+      // A device's row: whole pixels where there is room, else a fraction of one (64 devices twice, and their
+      // memory, on one screen: rows share pixels rather than push the axis off the screen).
+      const row = (share, most) => (share >= choice.p ? Math.min(most, Math.floor(share / choice.p)) : Math.max(0.25, share / choice.p));
+      const rowH = row(0.72 * per, 60);
+      const memH = row(0.28 * per, 24);
       drawn = [];
       let x = null;
       for (const s of shown) {
@@ -336,6 +316,7 @@ export function explore(el, data) {
 
   let again = () => draw(read()); // what a resize redraws: the last choice, or the link's error
   function update(fromControls) {
+    clearTimeout(pending);
     again = () => draw(read());
     const choice = read();
     const result = draw(choice);
@@ -353,7 +334,8 @@ export function explore(el, data) {
     const choice = { ...data.start, versus: "" };
     for (const [k, v] of q) {
       if (!(k in choice)) return { problem: `the link names "${k}", which the page does not know: it takes ${Object.keys(choice).join(", ")}` };
-      choice[k] = k === "schedule" || k === "versus" ? v : v.trim() === "" ? NaN : Number(v);
+      const number = v.trim() === "" ? NaN : Number(v);
+      choice[k] = k === "schedule" || k === "versus" || Number.isNaN(number) ? v : number; // "abc" is named as typed
     }
     return { choice };
   };
@@ -364,13 +346,12 @@ export function explore(el, data) {
     set(choice);
     return draw(choice);
   };
+  let drawnWidth = -1; // the width the panels were drawn for: a resize to another redraws them, once
   follow();
   window.addEventListener("hashchange", follow);
-  let width = 0;
-  new ResizeObserver((entries) => {
-    const w = Math.round(entries[0].contentRect.width);
-    if (w !== width) {
-      width = w;
+  new ResizeObserver(() => {
+    if (out.clientWidth !== drawnWidth) {
+      drawnWidth = out.clientWidth;
       requestAnimationFrame(() => again());
     }
   }).observe(out);

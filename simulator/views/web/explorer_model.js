@@ -5,9 +5,10 @@
 
 const KIND_INDEX = { F: 0, B: 1, I: 2, W: 3 };
 
-// Every action's [start, end, action] per rank, as timing.execute computes them (compute actions only).
-// An action is a number here, (stage * 4 + kind) * m + microbatch, so that a step of p = 64, m = 512, v = 4
-// (400,000 actions) runs in a blink: its finish time sits in a typed array, not in a map of strings.
+// Every action's start and end per rank, as timing.execute computes them (compute actions only): for rank r,
+// {acts, start, end}, start[k] and end[k] those of acts[k], its k-th action in its order. An action is a number
+// here, (stage * 4 + kind) * m + microbatch, so that a step of p = 64, m = 512, v = 4 (400,000 actions) runs in a
+// blink: its times sit in typed arrays, not in a map of strings or an array per action.
 function execute(ranks, stages, cost) {
   let m = 1;
   for (const acts of ranks) for (const a of acts) m = Math.max(m, a.mb + 1);
@@ -19,7 +20,7 @@ function execute(ranks, stages, cost) {
   const costs = [cost.F, cost.B, cost.I, cost.W];
   const clock = ranks.map(() => 0);
   const pos = ranks.map(() => 0);
-  const out = ranks.map(() => []);
+  const out = ranks.map((acts) => ({ acts, start: new Float64Array(acts.length), end: new Float64Array(acts.length) }));
   // The finish time of what action i waits for (its inputs: see timing._inputs), -1 while one is not done.
   const ready = (i) => {
     const mb = i % m;
@@ -45,7 +46,8 @@ function execute(ranks, stages, cost) {
         const end = start + costs[Math.floor(i / m) % 4];
         finish[i] = end;
         clock[r] = end;
-        out[r].push([start, end, ranks[r][pos[r]]]);
+        out[r].start[pos[r]] = start;
+        out[r].end[pos[r]] = end;
         pos[r]++;
         progress = true;
       }
@@ -58,13 +60,13 @@ function execute(ranks, stages, cost) {
 
 // A device's live activations over time: +1 as a forward starts, -1 as the backward (or W) that frees them
 // ends. Its peak is timing.peak_activations' count, which walks the same order.
-function liveOverTime(rows) {
+function liveOverTime({ acts, start, end }) {
   const up = []; // a rank's actions run one after another, so both lists come in time order: merge them
   const down = [];
-  for (const [start, end, a] of rows) {
-    if (a.kind === "F") up.push(start);
-    else if (a.kind === "B" || a.kind === "W") down.push(end);
-  }
+  acts.forEach((a, k) => {
+    if (a.kind === "F") up.push(start[k]);
+    else if (a.kind === "B" || a.kind === "W") down.push(end[k]);
+  });
   const at = new Float64Array(up.length + down.length + 1); // from at[k] on, count[k] are alive
   const count = new Int32Array(at.length);
   let live = 0;
@@ -102,7 +104,9 @@ function timed(data, choice) {
   const c = caseOf(data, choice);
   if (c.error) return { error: c.error };
   const ranks = c.ranks;
-  const split = ranks.some((acts) => acts.some((a) => a.kind === "I" || a.kind === "W"));
+  const kinds = new Set(); // the passes the order has (the legend lists only those)
+  for (const acts of ranks) for (const a of acts) kinds.add(a.kind);
+  const split = kinds.has("I") || kinds.has("W");
   if (split && !(choice.W < choice.B))
     return {
       error:
@@ -110,10 +114,16 @@ function timed(data, choice) {
         "input-gradient pass I and its weight-gradient pass W (I = B - W), so pick W below B",
     };
   const cost = { F: choice.F, B: choice.B, I: choice.B - choice.W, W: choice.W };
-  const times = execute(ranks, c.stages, cost);
+  const rows = execute(ranks, c.stages, cost);
   let step = 0;
-  for (const rows of times) for (const [, end] of rows) step = Math.max(step, end);
-  const busy = times.map((rows) => rows.reduce((sum, [start, end]) => sum + (end - start), 0));
+  const busy = rows.map(({ start, end }) => {
+    let sum = 0;
+    for (let k = 0; k < start.length; k++) {
+      sum += end[k] - start[k];
+      step = Math.max(step, end[k]);
+    }
+    return sum;
+  });
   const peaks = ranks.map((acts) => {
     let alive = 0;
     let peak = 0;
@@ -123,17 +133,24 @@ function timed(data, choice) {
     }
     return peak;
   });
+  let times = null;
   return {
     case: c,
-    times,
+    rows,
+    // [start, end, action] per action, rank by rank: made when asked (the tests read it; the page reads rows)
+    get times() {
+      times = times || rows.map(({ acts, start, end }) => acts.map((a, k) => [start[k], end[k], a]));
+      return times;
+    },
     step,
     busy,
     ratio: busy.map((b) => (step - b) / b),
     share: busy.map((b) => (step - b) / step),
     peaks,
+    kinds,
     split,
     cost,
-    live: times.map(liveOverTime),
+    live: rows.map(liveOverTime),
   };
 }
 
@@ -149,13 +166,14 @@ function checkChoice(data, c) {
     if (!names.includes(c[k]))
       return `there is no schedule named "${c[k]}"${k === "versus" ? " to compare with" : ""}: choose one of ${names.join(", ")}`;
   }
+  const said = (x) => (typeof x === "string" ? JSON.stringify(x) : String(x)); // a link's text that is no number, quoted
   for (const [k, what] of Object.entries(WHOLE)) {
     const [lo, hi] = data.limits[k];
     if (!Number.isInteger(c[k]) || c[k] < lo || c[k] > hi)
-      return `${k} = ${String(c[k])} is not offered: ${k} (${what}) is a whole number from ${lo} to ${hi}`;
+      return `${k} = ${said(c[k])} is not offered: ${k} (${what}) is a whole number from ${lo} to ${hi}`;
   }
   for (const k of ["F", "B", "W"])
-    if (!data.costs[k].includes(c[k])) return `${k} = ${String(c[k])} is not offered: ${k} is one of ${data.costs[k].join(", ")}`;
+    if (!data.costs[k].includes(c[k])) return `${k} = ${said(c[k])} is not offered: ${k} is one of ${data.costs[k].join(", ")}`;
   return null;
 }
 
