@@ -145,13 +145,11 @@ class _Call:
         the call's interned label (``simulator.core.rows``), never a text per message."""
         return hooks.poster(self.dev, self.tag, self.label)
 
-    def exchanger(self, right: int, left: int, reduce: bool = False) -> Callable[..., Any] | None:
-        """A ring step as one call on a simulated device, ``exchange(value, step, chunk, into=None)``: send this
-        call's part (step, chunk) to rank ``right``, receive the next from rank ``left``, and with ``reduce``
-        reduce it into ``into`` as ``reducer`` does; None where the step takes ``poster``, ``recv`` and ``reducer``
-        (``simulator.core.hooks.ring_exchanger`` says where)."""
-        name, fn = (self.reduce_name, self.fn) if reduce else (None, None)
-        return hooks.ring_exchanger(self.dev, self.tag, self.label, right, left, name, fn)
+    def lane(self, right: int, left: int) -> Any:
+        """This member's ring steps in one loop on a simulated device (``simulator.core.hooks.ring_lane``:
+        ``lane.pass_along(first, chunk0, count, step0, blocks, reduce_name, fn)``), sending to rank ``right`` and
+        receiving from rank ``left``; None where each step takes ``poster``, ``recv`` and ``reducer``."""
+        return hooks.ring_lane(self.dev, self.tag, self.label, right, left, self.p)
 
     def reducer(self) -> Callable[[Any, Any, float], Any]:
         """``reduce(received, local, flops)``: this call's reduction of a received chunk into a local one,

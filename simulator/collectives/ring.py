@@ -42,13 +42,9 @@ def _rs_ring(c: _Call, blocks: Sequence, index: Callable[[int], Any]) -> np.ndar
     contract = flat is None or not c.agreed
     out_j = (me - 1) % p
     acc = blocks[out_j]
-    exchange = None if named or contract else c.exchanger(right, left, reduce=True)
-    if exchange is not None:  # a simulated device's step as one call (simulator/core/lanes.py): the same trace
-        for s in range(p - 1):
-            in_j = (out_j - 1) % p
-            acc = exchange(acc, s, out_j, flat[b[in_j] : b[in_j + 1]])
-            out_j = in_j
-        return acc
+    lane = None if named or contract else c.lane(right, left)
+    if lane is not None:  # a simulated member's steps in one loop (simulator/core/lanes.py): the same trace
+        return lane.pass_along(acc, out_j, p - 1, 0, (flat, b), c.reduce_name, c.fn)[-1]
     for s in range(p - 1):
         in_j = (out_j - 1) % p
         blk = blocks[in_j] if flat is None else flat[b[in_j] : b[in_j + 1]]
@@ -75,11 +71,10 @@ def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, into: l
     post, recv, wait = c.poster(), dev.recv, dev.wait
     out: list = [None] * p
     out[me] = mine
-    exchange = c.exchanger(right, left) if into is None and name is None and c.agreed else None
-    if exchange is not None:  # (as in _rs_ring)
-        for s in range(p - 1):
-            out_j = (me - s) % p
-            out[(out_j - 1) % p] = exchange(out[out_j], step0 + s, out_j)
+    lane = c.lane(right, left) if into is None and name is None and c.agreed else None
+    if lane is not None:  # (as in _rs_ring) step s receives block (me - s - 1)
+        for s, got in enumerate(lane.pass_along(mine, me, p - 1, step0)):
+            out[(me - s - 1) % p] = got
         return out
     for s in range(p - 1):
         out_j = (me - s) % p
