@@ -69,12 +69,14 @@ class RingLane:
         blocks: tuple[Any, tuple[int, ...]] | None = None,
         reduce_name: str | None = None,
         fn: Callable[[Any, Any], Any] | None = None,
-    ) -> list:
+        chunks: list | None = None,
+    ) -> Any:
         """``count`` steps, numbered from ``step0``: step i sends its value as chunk ``(chunk0 - i) % p`` (step 0
         sends ``first``), receives chunk ``(chunk0 - i - 1) % p`` from the left and makes the next value: the part
         received, or with ``blocks`` (a flat array and its blocks' bounds: block j is ``flat[b[j]:b[j + 1]]``)
         ``fn(received, block)``, recorded as the op ``reduce_name`` of ``block.size`` FLOPs (not kept in memory),
-        as ``Device._reduce`` records it. Returns the values the steps made, in step order."""
+        as ``Device._reduce`` records it. ``chunks``: a list where each value made is put at its chunk's number (or
+        None: only the one a step sends on is held, never all p). Returns the last value made."""
         dev, tag, right, left, label_id, p = self.dev, self.tag, self.right, self.left, self.label, self.p
         me = dev.rank
         eng = dev._engine
@@ -94,7 +96,6 @@ class RingLane:
         payload_of = dev._payload
         known, known_sig = dev._known, dev._known_sig  # an immutable payload whose signature is known: sent unchecked
         out_sigs: dict[tuple, tuple[int, int]] = {}  # a reduction's shape -> its signature (one dtype in a call)
-        made: list = []
         value = first
         out_j = chunk0 % p
         for step in range(step0, step0 + count):
@@ -157,7 +158,8 @@ class RingLane:
             out_j = out_j - 1 if out_j else p - 1  # the chunk received now, sent on at the next step
             if flat is None:
                 log(EV_RECV)
-                made.append(got)
+                if chunks is not None:
+                    chunks[out_j] = got
                 value = got
                 continue
             # ---- reduce it into this member's block (``Device._reduce``)
@@ -207,6 +209,7 @@ class RingLane:
                     dev._advance(t0 + seconds)
                 else:
                     dev.clock = t0 + seconds
-            made.append(out)
+            if chunks is not None:
+                chunks[out_j] = out
             value = out
-        return made
+        return value
