@@ -1,6 +1,8 @@
 """A ring's steps taken as one call each (simulator/core/lanes.py) record the trace the generic sends, receives and
 reductions record: the same events in the same order, the same rows, times, payloads and results, bit for bit."""
 
+import tracemalloc
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,18 @@ def test_lanes_settle_on_the_way_as_the_generic_calls_do(monkeypatch, lanes_used
     fast = run()
     assert lanes_used[0] == 2 * 96 and fast.trace.recorder.n_msgs + fast.trace.recorder.n_ops > 1 << 14
     same_runs(fast, without_lanes(monkeypatch, run))
+
+
+def test_a_lane_holds_no_more_than_the_generic_calls(monkeypatch):
+    """A member holds the chunk it sends next, never every step's (p² arrays over a ring of p: 11% more at 128)."""
+
+    def peak():
+        World(4, keep_payloads=False, book_collectives=False).run(lambda dev: dev.all_reduce(np.ones(4)))  # warm
+        tracemalloc.start()
+        World(128, keep_payloads=False, book_collectives=False).run(lambda dev: dev.all_reduce(np.ones(128)))
+        high = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        return high
+
+    fast, slow = peak(), without_lanes(monkeypatch, peak)
+    assert fast <= 1.05 * slow, (fast, slow)
