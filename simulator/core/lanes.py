@@ -86,8 +86,10 @@ class RingLane:
         links = dev._links
         out_mail, out_posted = self.out_ch.mail, self.out_ch.posted
         in_mail, in_posted = self.in_ch.mail, self.in_ch.posted
-        add_msg, add_recv, add_op = rec.msgs.extend, rec.recvs.extend, rec.ops.extend
-        log, log_more = rec.log.append, rec.log.extend
+        # the device's own bound appends, and the buffers themselves: no bound method made per lane (a suspended
+        # member's frame holds what it binds: 256 members' would raise a run's transient peak)
+        add_msg, add_recv, log = dev._add_msg, dev._add_recv, dev._log
+        ops, events = rec.ops, rec.log
         keep = rec.keep_payloads
         alpha, inv_bw = eng._alpha, eng._inv_bw
         op_latency, flop_rate = eng._op_latency, eng._flop_rate
@@ -95,7 +97,6 @@ class RingLane:
         queued = eng._queued  # (the engine's one dict of copies waiting in mailboxes)
         payload_of = dev._payload
         known, known_sig = dev._known, dev._known_sig  # an immutable payload whose signature is known: sent unchecked
-        out_sigs: dict[tuple, tuple[int, int]] = {}  # a reduction's shape -> its signature (one dtype in a call)
         value = first
         out_j = chunk0 % p
         for step in range(step0, step0 + count):
@@ -188,20 +189,15 @@ class RingLane:
                 if not logged:
                     log(EV_RECV)
                 raise infinite_op(eng.cost, me, rec.names.values[name_id], flops, seconds, t0)
-            add_op(_pack_op(OP_DROPPED, me, name_id, label_id, t0, t0 + seconds, flops, 0))
+            ops.extend(_pack_op(OP_DROPPED, me, name_id, label_id, t0, t0 + seconds, flops, 0))
             if logged:
                 log(EV_OP)
             else:
-                log_more(_RECV_OP)
+                events.extend(_RECV_OP)
             if keep:
                 rec.op_payloads.append((_kept_inputs((got, into)), out))
             if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and what is sent next
-                shape = out.shape
-                sig = out_sigs.get(shape)
-                if sig is None:
-                    sig = sigs.get((shape, out.dtype))
-                    if sig is not None:
-                        out_sigs[shape] = sig
+                sig = sigs.get((out.shape, out.dtype))
                 if sig is not None:
                     known, known_sig = out, sig
             if seconds > 0:
