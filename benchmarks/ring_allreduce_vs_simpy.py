@@ -158,7 +158,7 @@ def main() -> None:
     for side, _ in [*sides, ("floor", ROOT)]:
         cpus = [r[side]["cpu"] for r in rounds]
         peak = spread([r[side]["peak_mb"] for r in rounds], "{:.0f}") if side != "floor" else ""
-        print(f"{side:<10} {spread(cpus):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
+        print(f"{side:<10} {spread(cpus, '{:.3g}'):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
     ratio = {side: [r["simpy"]["cpu"] / r[side]["cpu"] for r in rounds] for side, _ in sides if side != "simpy"}
     no_gc = [r["simpy_nogc"]["cpu"] / r["message"]["cpu"] for r in rounds]
     mem = [r["message"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]

@@ -145,6 +145,12 @@ class _Call:
         the call's interned label (``simulator.core.rows``), never a text per message."""
         return hooks.poster(self.dev, self.tag, self.label)
 
+    def lane(self, right: int, left: int) -> Any:
+        """This member's ring steps in one loop on a simulated device (``simulator.core.hooks.ring_lane``:
+        ``lane.pass_along(first, chunk0, count, step0, blocks, reduce_name, fn)``), sending to rank ``right`` and
+        receiving from rank ``left``; None where each step takes ``poster``, ``recv`` and ``reducer``."""
+        return hooks.ring_lane(self.dev, self.tag, self.label, right, left, self.p)
+
     def reducer(self) -> Callable[[Any, Any, float], Any]:
         """``reduce(received, local, flops)``: this call's reduction of a received chunk into a local one,
         recorded as the op ``reduce_name`` (not kept in memory; labelled with the call)."""

@@ -42,6 +42,9 @@ def _rs_ring(c: _Call, blocks: Sequence, index: Callable[[int], Any]) -> np.ndar
     contract = flat is None or not c.agreed
     out_j = (me - 1) % p
     acc = blocks[out_j]
+    lane = None if named or contract else c.lane(right, left)
+    if lane is not None:  # a simulated member's steps in one loop (simulator/core/lanes.py): the same trace
+        return lane.pass_along(acc, out_j, p - 1, 0, (flat, b), c.reduce_name, c.fn)
     for s in range(p - 1):
         in_j = (out_j - 1) % p
         blk = blocks[in_j] if flat is None else flat[b[in_j] : b[in_j + 1]]
@@ -68,6 +71,10 @@ def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, into: l
     post, recv, wait = c.poster(), dev.recv, dev.wait
     out: list = [None] * p
     out[me] = mine
+    lane = c.lane(right, left) if into is None and name is None and c.agreed else None
+    if lane is not None:  # (as in _rs_ring) each block received lands in out at its number
+        lane.pass_along(mine, me, p - 1, step0, chunks=out)
+        return out
     for s in range(p - 1):
         out_j = (me - s) % p
         in_j = (out_j - 1) % p

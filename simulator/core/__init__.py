@@ -10,6 +10,7 @@ engine.py         ``Engine`` and ``RunResult``: one greenlet per device, schedul
                   hook the layers above use (``Engine.held_calls``, ``Engine.caches``, ``recorder``, ``wake``)
 run_errors.py     what a bad run reports: deadlocks with their cycle, messages nobody received
 arguments.py      what each device is given: its own copy of every argument, or its part (``PerDevice``)
+lanes.py          a ring collective's steps (send right, receive from the left, reduce) in one loop, bound once
 program_time.py   devices that also pay their program's own wall time (``World(program_time=True)``)
 device.py         ``Device``: memory, ops and messaging, the only thing a rank program sees (the
                   collectives attach their methods from the layer above)

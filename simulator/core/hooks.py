@@ -14,6 +14,8 @@ from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
+from .lanes import ring_lane as _lane
+
 if TYPE_CHECKING:
     from .engine import Engine
 
@@ -51,6 +53,14 @@ def fast_reducer(dev: Any, name: str, label: str, fn: Callable[[Any, Any], Any])
     if fast is None:
         return None
     return partial(fast, dev._op_name(name), dev._call_label(label), fn)
+
+
+def ring_lane(dev: Any, tag: int, label: str, right: int, left: int, p: int) -> Any:
+    """A simulated device's lane in a ring call of ``p`` members (tag, label) that sends to ``right`` and receives
+    from ``left``: ``lane.pass_along(...)`` runs its steps in one loop (``lanes.RingLane``); None where each step
+    must go through ``post``, ``recv`` and a reducer (a real rank, rendezvous sends, shared links, strict
+    contracts, program time, the isolation replay)."""
+    return _lane(dev, tag, label, right, left, p) if engine_of(dev) is not None else None
 
 
 def agreement(dev: Any) -> Callable[[tuple[int, ...], int, Any], None] | None:
