@@ -141,7 +141,32 @@ class Reference:
         group = self._by_shape().get(a.shape)
         if group is None:
             return []
-        names, arrays, samples, allowed, unscaled = group
+        names, arrays, samples, allowed, unscaled, exact = group
+        if type(a) is np.ndarray and a.nbytes <= _EXACT_MOST:
+            k = exact.get((a.dtype.str, a.tobytes()))
+            if k is not None:  # the same bytes as one of the model's values: the same answer as that value's
+                return [n for n in self._identified_as(a.shape, k, rtol, atol) if n != exclude]
+        return self._scan(a, group, rtol, atol, exclude)
+
+    def _identified_as(self, shape: tuple, k: int, rtol: Any, atol: Any) -> list[str]:
+        """``identify`` of the ``k``-th value of this shape (``_by_shape``), worked out once per tolerance: a found
+        value of the same dtype and bytes is indistinguishable from it, so it is equal to the same values."""
+        memo = self.__dict__.setdefault("_identified", {})
+        try:
+            key = (len(self.values), shape, k, rtol, atol)
+            names = memo.get(key)
+        except TypeError:  # a tolerance that is not hashable: worked out each time
+            key, names = None, None
+        if names is None:
+            group = self._by_shape()[shape]
+            names = self._scan(group[1][k], group, rtol, atol, None)
+            if key is not None:
+                memo[key] = names
+        return names
+
+    def _scan(self, a: np.ndarray, group: tuple, rtol: Any, atol: Any, exclude: str | None) -> list[str]:
+        """``identify`` the long way: the few sampled elements of every same-shaped value, then those near in full."""
+        names, arrays, samples, allowed, unscaled, _ = group
         candidates: Any = range(len(names))
         if a.size and a.dtype.kind in "biuf" and len(names) > 1:
             # a cheap look at a few elements first (one NumPy expression over all the candidates), with twice the
@@ -188,8 +213,13 @@ class Reference:
                 rtol = np.array(rtols)
                 with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
                     allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
-                groups[shape] = (names, arrays, at, allowed, np.isnan(scale))
+                exact: dict[tuple[str, bytes], int] = {}  # (dtype, bytes) -> the first value of them (no objects:
+                for k, arr in enumerate(arrays):  # their bytes are pointers)
+                    if arr.dtype.kind in "biufcb" and arr.nbytes <= _EXACT_MOST:
+                        exact.setdefault((arr.dtype.str, arr.tobytes()), k)
+                groups[shape] = (names, arrays, at, allowed, np.isnan(scale), exact)
             index = self.__dict__["_shapes"] = (len(self.values), groups)
+            self.__dict__.pop("_identified", None)  # (each one's answer, by the positions of this index)
         return index[1]
 
     def identify_part(
@@ -215,6 +245,9 @@ class Reference:
             if same(found, value, rtol, atol):
                 hits.append(n)
         return hits
+
+
+_EXACT_MOST = 1 << 16  # bytes of a value identify looks up by its bytes first (past it, hashing costs a comparison)
 
 
 def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):
