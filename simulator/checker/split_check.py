@@ -76,6 +76,8 @@ class _SplitWalk(_SplitColumns, _Presence):
         # one of those is the call's own reduction; one labelled as a call it had no message of is the program's
         self.calls: list[set[str]] = [set() for _ in range(n)]
         self._identified: dict[tuple[int, int], tuple[Any, list[str]]] = {}  # see _identify
+        self._settled: dict[tuple[int, int], Any] = {}  # (device, id) -> a value _foreign has looked at there
+        self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
@@ -306,6 +308,8 @@ class _SplitWalk(_SplitColumns, _Presence):
         if not parts:
             return
         inputs = [(x, np.shape(x)) for x in rec.inputs if not structured(x)]
+        if not any(shape in self._rules[("shapes given", rank, id(ref))] for _, shape in inputs):
+            return  # no input has the shape of an input given in part: none can be the whole of one
         for name, mine, whole in parts:
             shape = np.shape(whole)
             for x, x_shape in inputs:
@@ -335,6 +339,7 @@ class _SplitWalk(_SplitColumns, _Presence):
                 for whole in [ref.values.get(name)]
                 if whole is not None and not structured(whole)
             ]
+            self._rules[("shapes given", rank, id(ref))] = {np.shape(whole) for _, _, whole in parts}
         return parts
 
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
@@ -348,6 +353,13 @@ class _SplitWalk(_SplitColumns, _Presence):
             or np.asarray(value).dtype.kind not in "biufc"
         ):
             return
+        # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
+        # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
+        settled = self._settled
+        key = (rank, id(value))
+        if key in settled:
+            return
+        settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
         names = self._identify(self.ref_of(rank), value)
         if not names or not all(self._elsewhere(rank, n) for n in names):
             return

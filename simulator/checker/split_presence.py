@@ -94,13 +94,31 @@ class _Presence:
         if looked is True:
             return True
         received = self._got(rank)
+        if name in self._carried_names(rank, received):
+            self._looked[(rank, name)] = True
+            return True
         whole = self.ref_of(rank).values.get(name)
-        for msg in received[looked:]:
-            if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
-                self._looked[(rank, name)] = True
-                return True
+        if whole is not None and not structured(whole):
+            b = np.asarray(whole)
+            ndim, size = b.ndim, b.size
+            for msg in received[looked:]:
+                p = msg.payload
+                if type(p) is np.ndarray and (p.ndim != ndim or not 0 < p.size < size):
+                    continue  # (_is_block's own first test, without its calls)
+                if _is_block(p, whole):
+                    self._looked[(rank, name)] = True
+                    return True
         self._looked[(rank, name)] = len(received)
         return False
+
+    def _carried_names(self, rank: int, received: list[Message]) -> set[str]:
+        """Every name the messages device ``rank`` received carry (``_carries``), grown as more arrive: whether a
+        name arrived is then one look-up, not a pass over the messages for each name."""
+        names, seen = self._carried_by.get(rank, (set(), 0))
+        for msg in received[seen:]:
+            names.update(self._carries(msg))
+        self._carried_by[rank] = (names, len(received))
+        return names
 
 
 def _is_block(value: Any, whole: Any) -> bool:
