@@ -307,14 +307,21 @@ class _SplitWalk(_SplitColumns, _Presence):
         parts = self._parts_given(rank, ref)
         if not parts:
             return
-        inputs = [(x, np.shape(x)) for x in rec.inputs if not structured(x)]
-        if not any(shape in self._rules[("shapes given", rank, id(ref))] for _, shape in inputs):
-            return  # no input has the shape of an input given in part: none can be the whole of one
+        shapes = self._rules[("shapes given", rank, id(ref))]
+        inputs = [  # (whether x is the whole of an input: asked of each input once, _identify, for every rule)
+            (x_shape, self._identify(ref, x))
+            for x in rec.inputs
+            if not structured(x)
+            for x_shape in [np.shape(x)]
+            if x_shape in shapes  # (an input of no shape given in part can be the whole of none)
+        ]
+        if not inputs:
+            return
         for name, mine, whole in parts:
             shape = np.shape(whole)
-            for x, x_shape in inputs:
-                if x_shape != shape or name not in self._identify(ref, x):
-                    continue  # (whether x is the whole of it: asked of each input once, _identify, for every rule)
+            for x_shape, names in inputs:
+                if x_shape != shape or name not in names:
+                    continue
                 if self._arrived(rank, name):
                     return
                 if mine is None:

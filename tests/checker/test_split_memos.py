@@ -9,7 +9,7 @@ import pytest
 
 from simulator import World
 from simulator.checker import Reference, Split, check
-from simulator.checker.run_check import _resolver
+from simulator.checker.run_check import _Checker, _resolver
 from simulator.checker.split import _lookup
 from simulator.checker.split_check import _SplitWalk
 from simulator.checker.split_presence import _is_block
@@ -136,3 +136,33 @@ def test_a_value_fine_on_its_owner_is_still_foreign_on_a_device_it_never_reached
     assert fast == slow
     assert [v[:2] for v in fast] == [("compute", 1)] and "never reached device 1" in fast[0][3]
     assert not check(run, ref, split=split).ok
+
+
+ALL_CHECKED = [sc for sc in all_scenarios().values() if sc.reference is not None and sc.expect != "error"]
+
+
+@pytest.mark.parametrize("sc", ALL_CHECKED, ids=lambda sc: sc.name)
+def test_a_value_found_plain_once_gives_the_notes_and_verdict_of_looking_every_time(sc, monkeypatch):
+    """The value check remembers that an op's input equals no two of the model's values (a weight read by every
+    microbatch); the report is the one that looking at every input every time gives."""
+    run, ref = sc.world.run(sc.program, *sc.args), sc.reference()
+    fast = check(run, ref, split=sc.split)
+    monkeypatch.setattr(_Checker, "_ambiguous", _Checker._ambiguous_now)
+    slow = check(run, ref, split=sc.split)
+    assert fast.text() == slow.text() and fast.notes == slow.notes and fast.checked == slow.checked
+
+
+def test_an_input_equal_to_two_values_is_noted_at_each_op_that_reads_it():
+    """x equals y in the model: each op that reads it is told it cannot tell them apart, the second time too."""
+    x = np.array([1.5, -2.0, 0.25])
+
+    def model(dev):
+        a = dev.hold("x", x)
+        dev.hold("y", x.copy())
+        b = dev.compute("b", np.multiply, a, 2.0)
+        return dev.compute("c", np.add, a, b)
+
+    run = World(1).run(model)
+    report = check(run, Reference.of(model))
+    said_of = [n for n in report.notes if "x and y are equal" in n]
+    assert report.ok and len(said_of) == 2 and "op b" in said_of[0] and "op c" in said_of[1]
