@@ -153,15 +153,18 @@ class Reference:
         value of the same dtype and bytes is indistinguishable from it, so it is equal to the same values."""
         memo = self.__dict__.setdefault("_identified", {})
         try:
-            key = (len(self.values), shape, k, rtol, atol)
-            names = memo.get(key)
+            key = (len(self.values), shape, rtol, atol)
+            answers = memo.get(key)
         except TypeError:  # a tolerance that is not hashable: worked out each time
-            key, names = None, None
-        if names is None:
             group = self._by_shape()[shape]
-            names = self._scan(group[1][k], group, rtol, atol, None)
-            if key is not None:
-                memo[key] = names
+            return self._scan(group[1][k], group, rtol, atol, None)
+        if answers is None:
+            group = self._by_shape()[shape]
+            answers = memo[key] = _answers(group, rtol, atol) if len(group[0]) <= _ANSWERED_AT_ONCE else {}
+        names = answers.get(k)
+        if names is None:  # (a group too large to answer at once: each value as it is met)
+            group = self._by_shape()[shape]
+            names = answers[k] = self._scan(group[1][k], group, rtol, atol, None)
         return names
 
     def _scan(self, a: np.ndarray, group: tuple, rtol: Any, atol: Any, exclude: str | None) -> list[str]:
@@ -248,6 +251,37 @@ class Reference:
 
 
 _EXACT_MOST = 1 << 16  # bytes of a value identify looks up by its bytes first (past it, hashing costs a comparison)
+
+
+_ANSWERED_AT_ONCE = 256  # values of one shape whose identify answers are all worked out in one go (n * n samples)
+
+
+def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
+    """``Reference._scan`` of each value of one shape, all at once: the sampled elements of every value against
+    those of every other in one NumPy expression (a row per value, as ``_scan`` compares one), then in full only
+    the pairs near there."""
+    names, arrays, samples, allowed, unscaled, _ = group
+    n = len(names)
+    if n > 1:
+        at = _sample_at(arrays[0].size)
+        with _errstate(all="ignore"):
+            if rtol is not None or atol is not None:
+                allowed = _allowed(samples, allowed[1], allowed[2], rtol, atol)
+            else:
+                allowed = allowed[0]
+            mine = np.array([a.reshape(-1)[at].astype(np.float64) if a.size and a.dtype.kind in "biuf" else
+                             np.zeros(len(at)) for a in arrays])  # fmt: skip
+            near = (_abs(mine[:, None, :] - samples[None, :, :]) <= allowed[None, :, :]).all(axis=2)
+        near |= unscaled[None, :]
+        for k, a in enumerate(arrays):
+            if not (a.size and a.dtype.kind in "biuf"):
+                near[k] = True  # (as _scan: a value that is not numbers, or empty, is compared with every one)
+    else:
+        near = np.ones((n, n), dtype=bool)
+    return {
+        k: [names[j] for j in _flatnonzero(near[k]).tolist() if same(arrays[k], arrays[j], rtol, atol)]
+        for k in range(n)
+    }
 
 
 def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):
