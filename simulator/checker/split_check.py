@@ -48,11 +48,15 @@ def violations(
     atol=None,
     outputs: list | None = None,
     identify: Callable[[Reference, Any], list[str]] | None = None,
+    columns: dict[str, list] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
     ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
-    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own."""
-    return _SplitWalk(trace, split, ref_of, rtol, atol, identify).walk(outputs)
+    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own.
+    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here)."""
+    walk = _SplitWalk(trace, split, ref_of, rtol, atol, identify)
+    walk.columns = columns
+    return walk.walk(outputs)
 
 
 class _SplitWalk(_SplitColumns, _Presence):
@@ -79,6 +83,7 @@ class _SplitWalk(_SplitColumns, _Presence):
         self._settled: dict[tuple[int, int], Any] = {}  # (device, id) -> a value _foreign has looked at there
         self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
+        self.columns: dict[str, list] | None = None  # the event columns as lists, if given (violations)
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:

@@ -26,7 +26,7 @@ class _SplitColumns:
         last event."""
         t, split = self.trace, self.split
         rec = t.recorder
-        cols = t.event_columns()
+        cols = self.columns or {k: v.tolist() for k, v in t.event_columns().items()}
         names, op_payloads = rec.names.values, rec.op_payloads
         msgs = rec.table("msgs", copy=not t.finished)
         dsts, sigs = msgs["dst"].tolist(), msgs["sig"].tolist()
@@ -38,7 +38,7 @@ class _SplitColumns:
         owners: dict[int, tuple[Any, bool]] = {}  # name -> (its owners' test or None, whether the split gives it)
         crosses = split.crosses is not None
         inputs_free = not split.compute and not split.given  # no rule looks at an op's inputs (_inputs, _foreign)
-        columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, code) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 rows_got[rank].append(row)
