@@ -35,7 +35,7 @@ from .causal import native_call, op_kind
 from .compare import show, structured
 from .reference import Reference
 from .split import ALL, Split, elements, part_words
-from .split_columns import _SplitColumns
+from .split_columns import _KnownOp, _SplitColumns
 from .split_presence import _Presence
 from .verdict import Violation
 
@@ -130,6 +130,8 @@ class _SplitWalk(_SplitColumns, _Presence):
     def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
         if key not in self.said:
             self.said.add(key)
+            if type(record) is _KnownOp:  # (the column walk's op: the violation keeps the trace's record)
+                record = record.record()
             self.found.append(Violation(kind, rank, event, text, record))
 
     # ---- what a message carries ----------------------------------------------------------------------
