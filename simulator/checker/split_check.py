@@ -359,13 +359,7 @@ class _SplitWalk(_SplitColumns, _Presence):
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
         Python object the devices share (a global, a closure), which real processes do not have."""
-        if (
-            not self.split.compute  # no value belongs to some devices only: none can be foreign (_elsewhere)
-            or value is None
-            or structured(value)
-            or type(value) is MetaArray
-            or np.asarray(value).dtype.kind not in "biufc"
-        ):
+        if not self.split.compute:  # no value belongs to some devices only: none can be foreign (_elsewhere)
             return
         # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
         # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
@@ -374,6 +368,13 @@ class _SplitWalk(_SplitColumns, _Presence):
         if key in settled:
             return
         settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
+        if (
+            value is None
+            or structured(value)
+            or type(value) is MetaArray
+            or np.asarray(value).dtype.kind not in "biufc"
+        ):
+            return
         names = self._identify(self.ref_of(rank), value)
         if not names or not all(self._elsewhere(rank, n) for n in names):
             return
