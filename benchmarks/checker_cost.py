@@ -18,7 +18,14 @@ world of a size) would otherwise stand in one round's figures alone; and each ro
 collector's debt paid (``gc.collect()``, untimed), so that a full collection of what earlier rounds left does not
 land in one round's run. Target: check / run at most 1 on every workload.
 
-Run: python benchmarks/checker_cost.py [--devices N] [--ring N] [--rounds R]
+A second table sweeps every teaching scenario that has a reference (``simulator.teach.examples``), as
+``Scenario.run`` checks it (values and the declared split): check / run with the reference reused from round to
+round (a grader checking many runs of one exercise: what the reference works out once is kept), and with a fresh
+reference each round (``Scenario.run``, which builds its reference anew: nothing kept), the building of the
+reference itself untimed. A scenario that should FAIL is checked too (``expect`` says which): a failing check
+explains its divergence (what the wrong value is, where it first appears), and its cost is given apart.
+
+Run: python benchmarks/checker_cost.py [--devices N] [--ring N] [--rounds R] [--no-sweep]
 """
 
 from __future__ import annotations
@@ -33,7 +40,7 @@ from sidebyside import cpu_timed, load, loads, spread
 
 from simulator import World
 from simulator.checker import Reference, check
-from simulator.teach.examples import get
+from simulator.teach.examples import all_scenarios, get
 from simulator.teach.examples.context import SCENARIOS
 
 
@@ -99,6 +106,7 @@ def main() -> None:
     parser.add_argument("--devices", type=int, default=256, help="devices of the partial all-reduce")
     parser.add_argument("--ring", type=int, default=32, help="devices of the named ring")
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--no-sweep", dest="sweep", action="store_false", help="leave out every scenario's sweep")
     args = parser.parse_args()
     print("check(run, reference) against the run, CPU us per event: median (min to max) of the rounds")
     print(f"{'':<34} {'events':>8} {'run':>22} {'check':>22} {'check / run':>20}")
@@ -120,6 +128,48 @@ def main() -> None:
             del run, report
         print(f"{title:<34} {events:>8,} {spread(runs):>22} {spread(checks):>22} {spread(ratios):>20}")
     print("target: check / run at most 1 on every workload")
+    print(loads(before, after))
+    if args.sweep:
+        sweep(args.rounds)
+
+
+def sweep(rounds: int) -> None:
+    """Every teaching scenario with a reference, checked as Scenario.run checks it: check / run per scenario."""
+    print()
+    print("every teaching scenario, checked with its split: check / run, median (min to max) of the rounds")
+    print(f"{'':<30} {'verdict':>8} {'run, ms':>20} {'reference reused':>20} {'fresh reference':>20}")
+    before, after = [], []
+    for sc in all_scenarios().values():
+        if sc.reference is None or sc.expect == "error":
+            continue
+        want_ok = sc.expect == "match"
+        kept = sc.reference()
+
+        def run_it(sc=sc):
+            return sc.world.run(sc.program, *sc.args)
+
+        def check_it(run, ref, sc=sc):
+            return check(run, ref, split=sc.split)
+
+        assert check_it(run_it(), kept).ok is want_ok  # the untimed round
+        runs, reused, fresh = [], [], []
+        for _ in range(rounds):
+            new_ref = sc.reference()  # (built untimed: Scenario.run builds it anew each time)
+            gc.collect()
+            before.append(load())
+            run, t_run = cpu_timed(run_it)  # (each check its own run: neither finds what the other settled)
+            report, t_kept = cpu_timed(check_it, run, kept)
+            run_2, t_run_2 = cpu_timed(run_it)
+            report_fresh, t_fresh = cpu_timed(check_it, run_2, new_ref)
+            after.append(load())
+            assert report.ok is want_ok and report_fresh.text() == report.text(), sc.name
+            runs.append(t_run * 1e3)
+            reused.append(t_kept / t_run)
+            fresh.append(t_fresh / t_run_2)
+            del run, run_2, report, report_fresh, new_ref
+        verdict = "passed" if want_ok else "FAILED"
+        print(f"{sc.name:<30} {verdict:>8} {spread(runs):>20} {spread(reused):>20} {spread(fresh):>20}")
+    print("target: check / run at most 1 on every scenario that passes (one that FAILS explains its divergence)")
     print(loads(before, after))
 
 

@@ -32,7 +32,7 @@ Modules, each building only on those after it in this list (checked by import-li
 - ``run_check.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
 - ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
 - ``split_columns.py`` the split's walk over a columnar trace, a record made only where a rule must look
-- ``split_presence.py`` what a device had, as the split's rules ask it: received, brought, held, kept elsewhere
+- ``split_presence.py`` what a device had, as the split's rules ask it: received, brought, held, kept elsewhere, given
 - ``isolation.py``     data that reached a device outside messages, found by differential runs
 - ``differential.py``  ``Differential``: the program run again with some devices' own inputs changed
 - ``results.py``       the result each device returns, and which parts of the model's result were covered

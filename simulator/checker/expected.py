@@ -29,6 +29,7 @@ class _Expectations:
         self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
         self._sums: dict[tuple, Any] = {}  # (reference, 'A+B', index) -> those values added up (_running_sum)
         self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
+        self._unambiguous: dict[tuple[int, int], Any] = {}  # (reference, id) -> a value found to equal no two others
 
     def _knows(self, ref: Reference, name: str) -> bool:
         """``ref.knows(name)``, once per name; a sum ``A+B+C`` is known when ``A+B`` is and ``C`` is a value (a ring's

@@ -138,10 +138,38 @@ class Reference:
         if structured(found):
             return [n for n, v in self.values.items() if n != exclude and structured(v) and same(found, v, rtol, atol)]
         a = np.asarray(found)
-        group = self._by_shape().get(a.shape)
+        group = self._group(a.shape)
         if group is None:
             return []
-        names, arrays, samples, allowed, unscaled = group
+        names, arrays, samples, allowed, unscaled, exact = group
+        if type(a) is np.ndarray and a.nbytes <= _EXACT_MOST:
+            k = exact.get((a.dtype.str, a.tobytes()))
+            if k is not None:  # the same bytes as one of the model's values: the same answer as that value's
+                return [n for n in self._identified_as(a.shape, k, rtol, atol) if n != exclude]
+        return self._scan(a, group, rtol, atol, exclude)
+
+    def _identified_as(self, shape: tuple, k: int, rtol: Any, atol: Any) -> list[str]:
+        """``identify`` of the ``k``-th value of this shape, worked out once per tolerance (``_group``): a found
+        value of the same dtype and bytes is indistinguishable from it, so it is equal to the same values."""
+        memo = self.__dict__.setdefault("_identified", {})
+        try:
+            key = (len(self.values), shape, rtol, atol)
+            answers = memo.get(key)
+        except TypeError:  # a tolerance that is not hashable: worked out each time
+            group = self._group(shape)
+            return self._scan(group[1][k], group, rtol, atol, None)
+        if answers is None:
+            group = self._group(shape)
+            answers = memo[key] = _answers(group, rtol, atol) if len(group[0]) <= _ANSWERED_AT_ONCE else {}
+        names = answers.get(k)
+        if names is None:  # (a group too large to answer at once: each value as it is met)
+            group = self._group(shape)
+            names = answers[k] = self._scan(group[1][k], group, rtol, atol, None)
+        return names
+
+    def _scan(self, a: np.ndarray, group: tuple, rtol: Any, atol: Any, exclude: str | None) -> list[str]:
+        """``identify`` the long way: the few sampled elements of every same-shaped value, then those near in full."""
+        names, arrays, samples, allowed, unscaled, _ = group
         candidates: Any = range(len(names))
         if a.size and a.dtype.kind in "biuf" and len(names) > 1:
             # a cheap look at a few elements first (one NumPy expression over all the candidates), with twice the
@@ -160,37 +188,36 @@ class Reference:
     def has_shape(self, shape: tuple) -> bool:
         """Whether some named value (not a tuple of several) has this shape: if none has, ``identify`` finds no
         plain array of it."""
-        return shape in self._by_shape()
+        return shape in self._by_shape()[1]
 
-    def _by_shape(self) -> dict[tuple, tuple]:
-        """Per shape, the named values of it, for ``identify``: (names, values, a few elements of each (at
-        ``_sample_at``), (what the default tolerances could allow there, each one's largest magnitude, the relative
-        tolerance its dtype is compared with by default), and whether it is never passed over: not numbers, empty,
-        or holding a NaN or an infinity); built once."""
+    def _by_shape(self) -> tuple[int, dict[tuple, tuple[list, list]], dict[tuple, tuple]]:
+        """Per shape, the names and values of it (not tuples of several: ``identify``'s own loop finds those), and
+        the groups ``identify`` has needed so far (``_group``); made again if the model gained values."""
         index = self.__dict__.get("_shapes")
         if index is None or index[0] != len(self.values):
-            lists: dict[tuple, tuple[list, list, list, list, list]] = {}
+            lists: dict[tuple, tuple[list, list]] = {}
             for n, v in self.values.items():
                 if structured(v):
-                    continue  # an op's several outputs: found by identify's own loop
+                    continue
                 arr = np.asarray(v)
-                numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
-                names, arrays, samples, scales, rtols = lists.setdefault(arr.shape, ([], [], [], [], []))
+                names, arrays = lists.setdefault(arr.shape, ([], []))
                 names.append(n)
                 arrays.append(arr)
-                at = _sample_at(arr.size)
-                samples.append(arr.reshape(-1)[at].astype(np.float64) if numeric else np.full(len(at), np.nan))
-                scales.append(float(_abs(arr).max()) if numeric else np.nan)
-                rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
-            groups = {}
-            for shape, (names, arrays, samples, scales, rtols) in lists.items():
-                scale, at = np.array(scales, dtype=np.float64), np.array(samples)
-                rtol = np.array(rtols)
-                with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
-                    allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
-                groups[shape] = (names, arrays, at, allowed, np.isnan(scale))
-            index = self.__dict__["_shapes"] = (len(self.values), groups)
-        return index[1]
+            index = self.__dict__["_shapes"] = (len(self.values), lists, {})
+            self.__dict__.pop("_identified", None)  # (each one's answer, by the positions of its group)
+        return index
+
+    def _group(self, shape: tuple) -> tuple | None:
+        """The values of one shape, as ``identify`` looks at them (``_group_of``), made when first asked: a check
+        meets values of only some shapes, and a fresh reference pays for those alone."""
+        _, lists, groups = self._by_shape()
+        group = groups.get(shape)
+        if group is None:
+            found = lists.get(shape)
+            if found is None:
+                return None
+            group = groups[shape] = _group_of(*found)
+        return group
 
     def identify_part(
         self,
@@ -215,6 +242,62 @@ class Reference:
             if same(found, value, rtol, atol):
                 hits.append(n)
         return hits
+
+
+_EXACT_MOST = 1 << 16  # bytes of a value identify looks up by its bytes first (past it, hashing costs a comparison)
+
+
+def _group_of(names: list[str], arrays: list[np.ndarray]) -> tuple:
+    """The named values of one shape, for ``identify``: (names, values, a few elements of each (at ``_sample_at``),
+    (what the default tolerances could allow there, each one's largest magnitude, the relative tolerance its dtype is
+    compared with by default), whether each is never passed over (not numbers, empty, or holding a NaN or an
+    infinity), and (dtype, bytes) -> the first value of them)."""
+    samples, scales, rtols = [], [], []
+    exact: dict[tuple[str, bytes], int] = {}
+    for k, arr in enumerate(arrays):
+        numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
+        at = _sample_at(arr.size)
+        samples.append(arr.reshape(-1)[at].astype(np.float64) if numeric else np.full(len(at), np.nan))
+        scales.append(float(_abs(arr).max()) if numeric else np.nan)
+        rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
+        if arr.dtype.kind in "biufcb" and arr.nbytes <= _EXACT_MOST:  # (no objects: their bytes are pointers)
+            exact.setdefault((arr.dtype.str, arr.tobytes()), k)
+    scale, at = np.array(scales, dtype=np.float64), np.array(samples)
+    rtol = np.array(rtols)
+    with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
+        allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
+    return names, arrays, at, allowed, np.isnan(scale), exact
+
+
+_ANSWERED_AT_ONCE = 256  # values of one shape whose identify answers are all worked out in one go (n * n samples)
+
+
+def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
+    """``Reference._scan`` of each value of one shape, all at once: the sampled elements of every value against
+    those of every other in one NumPy expression (a row per value, as ``_scan`` compares one), then in full only
+    the pairs near there."""
+    names, arrays, samples, allowed, unscaled, _ = group
+    n = len(names)
+    if n > 1:
+        at = _sample_at(arrays[0].size)
+        with _errstate(all="ignore"):
+            if rtol is not None or atol is not None:
+                allowed = _allowed(samples, allowed[1], allowed[2], rtol, atol)
+            else:
+                allowed = allowed[0]
+            mine = np.array([a.reshape(-1)[at].astype(np.float64) if a.size and a.dtype.kind in "biuf" else
+                             np.zeros(len(at)) for a in arrays])  # fmt: skip
+            near = (_abs(mine[:, None, :] - samples[None, :, :]) <= allowed[None, :, :]).all(axis=2)
+        near |= unscaled[None, :]
+        for k, a in enumerate(arrays):
+            if not (a.size and a.dtype.kind in "biuf"):
+                near[k] = True  # (as _scan: a value that is not numbers, or empty, is compared with every one)
+    else:
+        near = np.ones((n, n), dtype=bool)
+    return {
+        k: [names[j] for j in _flatnonzero(near[k]).tolist() if same(arrays[k], arrays[j], rtol, atol)]
+        for k in range(n)
+    }
 
 
 def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):

@@ -111,7 +111,7 @@ def check(
         report = checker.report()
         if split is not None:
             broken = sorted(
-                violations(trace, split, checker._ref, rtol, atol, outputs, checker._identify_value),
+                violations(trace, split, checker._ref, rtol, atol, outputs, checker._identify_value, checker.columns),
                 key=lambda v: checker.order.key(v.event),
             )
             report.broken, report.split_checked = broken, True
@@ -145,6 +145,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         self.diverged: list[Divergence] = []
         self.unchecked: list[Unchecked] = []
         self.notes: list[str] = []
+        self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once walked
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
@@ -192,13 +193,13 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         the reference does not know) and every receive only say who acted last and where a value came from,
         as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
         t = self.trace
-        cols = t.event_columns()
+        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
         op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
         dsts: list[int] | None = None
-        columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 last[rank] = i

@@ -98,11 +98,25 @@ class Split:
             object.__setattr__(self, "collectives", tuple(self.collectives))
         if self.budget is not None and not isinstance(self.budget, Budget):
             raise TypeError(f"Split(budget={self.budget!r}): give a Budget(bytes=..., messages=...)")
+        # what each table says of a name, found once per Split (a check asks it of every op; a pattern is a scan)
+        object.__setattr__(self, "_found", {})
+
+    def _find(self, table: str, name: str) -> Any:
+        """``_lookup`` of ``name`` in the table ``table`` ("compute", "given" or "crosses"), remembered: the tables
+        are read-only, so the answer for a name never changes."""
+        found = self._found
+        key = (table, name)
+        if key in found:
+            return found[key]
+        if len(found) > _FOUND_MOST:  # a program making new names without end: start again rather than grow
+            found.clear()
+        value = found[key] = _lookup(getattr(self, table), name)
+        return value
 
     # ---- what the split says --------------------------------------------------------------------
     def owners(self, name: str) -> Callable[[int], bool] | None:
         """Which devices may compute ``name`` (a test of the rank), or None when any may."""
-        return _lookup(self.compute, name)
+        return self._find("compute", name)
 
     def owner_text(self, name: str, world_size: int) -> str:
         test = self.owners(name)
@@ -112,7 +126,7 @@ class Split:
     def part_of(self, name: str, rank: int) -> Any:
         """The index of ``name`` device ``rank`` is given: ALL, an index, or None (none of it). A name the
         split does not list is not an input it rules on: ALL."""
-        parts = _lookup(self.given, name)
+        parts = self._find("given", name)
         if parts is None:
             return ALL
         return parts(rank) if callable(parts) else parts.get(rank)
@@ -128,9 +142,9 @@ class Split:
         """Whether the value ``name`` (or a sum 'a+b' of values that may) may cross from ``src`` to ``dst``."""
         if self.crosses is None:
             return True
-        names = name.split("+") if "+" in name and _lookup(self.crosses, name) is None else [name]
+        names = name.split("+") if "+" in name and self._find("crosses", name) is None else [name]
         for n in names:
-            allowed = _lookup(self.crosses, n)
+            allowed = self._find("crosses", n)
             if allowed is None or not allowed(src, dst):
                 return False
         return True
@@ -143,10 +157,13 @@ class Split:
 
     def gives(self, name: str) -> bool:
         """Whether the split says which devices are given ``name`` (a name or a pattern of it)."""
-        return _lookup(self.given, name) is not None
+        return self._find("given", name) is not None
 
     def allows(self, kind: str) -> bool:
         return self.collectives is None or kind in self.collectives
+
+
+_FOUND_MOST = 1 << 16  # names a Split remembers its answers for (Split._find)
 
 
 @functools.lru_cache(maxsize=4096)

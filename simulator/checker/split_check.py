@@ -34,9 +34,9 @@ from . import diagnose
 from .causal import native_call, op_kind
 from .compare import show, structured
 from .reference import Reference
-from .split import ALL, Split, elements, part_words
-from .split_columns import _SplitColumns
-from .split_presence import _Presence
+from .split import Split
+from .split_columns import _KnownOp, _SplitColumns
+from .split_presence import _listed, _Presence
 from .verdict import Violation
 
 
@@ -48,11 +48,15 @@ def violations(
     atol=None,
     outputs: list | None = None,
     identify: Callable[[Reference, Any], list[str]] | None = None,
+    columns: dict[str, list] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
     ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
-    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own."""
-    return _SplitWalk(trace, split, ref_of, rtol, atol, identify).walk(outputs)
+    check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own.
+    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here)."""
+    walk = _SplitWalk(trace, split, ref_of, rtol, atol, identify)
+    walk.columns = columns
+    return walk.walk(outputs)
 
 
 class _SplitWalk(_SplitColumns, _Presence):
@@ -76,7 +80,10 @@ class _SplitWalk(_SplitColumns, _Presence):
         # one of those is the call's own reduction; one labelled as a call it had no message of is the program's
         self.calls: list[set[str]] = [set() for _ in range(n)]
         self._identified: dict[tuple[int, int], tuple[Any, list[str]]] = {}  # see _identify
+        self._settled: dict[tuple[int, int], Any] = {}  # (device, id) -> a value _foreign has looked at there
+        self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
+        self.columns: dict[str, list] | None = None  # the event columns as lists, if given (violations)
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
@@ -123,6 +130,8 @@ class _SplitWalk(_SplitColumns, _Presence):
     def _add(self, key: tuple, kind: str, rank: int, event: int, text: str, record: Any) -> None:
         if key not in self.said:
             self.said.add(key)
+            if type(record) is _KnownOp:  # (the column walk's op: the violation keeps the trace's record)
+                record = record.record()
             self.found.append(Violation(kind, rank, event, text, record))
 
     # ---- what a message carries ----------------------------------------------------------------------
@@ -277,72 +286,20 @@ class _SplitWalk(_SplitColumns, _Presence):
         text = f"device {rank} {verb} {name}, which belongs to {belongs}: {why}"
         self._add(("compute", rank, name), "compute", rank, i, text, rec)
 
-    def _held_input(self, i: int, rec: Op) -> None:
-        name, rank = rec.name, rec.rank
-        mine = self._part_of(name, rank)
-        if mine is ALL or self._arrived(rank, name):
-            return
-        whole = self.ref_of(rank).values.get(name)
-        if whole is None or structured(whole):
-            return
-        shape = np.shape(whole)
-        held = elements(rec.index, shape)
-        allowed = np.zeros(0, dtype=int) if mine is None else elements(mine, shape)
-        if np.isin(held, allowed).all():
-            return
-        if mine is None:
-            text = f"device {rank} holds {name}, but {self._given_to(name)} {name}"
-        elif rec.index is None:
-            text = f"device {rank} was given all of {name}; its part is {part_words(mine, shape)}"
-        else:
-            text = f"device {rank} holds {part_words(rec.index, shape)} of {name}, but its part is {part_words(mine, shape)}"
-        self._add(("given", rank, name), "given", rank, i, text, rec)
-
-    def _inputs(self, i: int, rec: Op) -> None:
-        """An op computed from the whole of an input of which its device was given only a part."""
-        rank = rec.rank
-        ref = self.ref_of(rank)
-        parts = self._parts_given(rank, ref)
-        if not parts:
-            return
-        inputs = [(x, np.shape(x)) for x in rec.inputs if not structured(x)]
-        for name, mine, whole in parts:
-            shape = np.shape(whole)
-            for x, x_shape in inputs:
-                if x_shape != shape or name not in self._identify(ref, x):
-                    continue  # (whether x is the whole of it: asked of each input once, _identify, for every rule)
-                if self._arrived(rank, name):
-                    return
-                if mine is None:
-                    rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
-                else:
-                    rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
-                text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
-                self._add(("given", rank, name), "given", rank, i, text, rec)
-                return
-
-    def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
-        """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than
-        all of, in the split's order; worked out once per device."""
-        key = ("parts given", rank, id(ref))
-        parts = self._rules.get(key)
-        if parts is None:
-            parts = self._rules[key] = [
-                (name, mine, whole)
-                for name in self.split.given
-                for mine in [self._part_of(name, rank)]
-                if mine is not ALL
-                for whole in [ref.values.get(name)]
-                if whole is not None and not structured(whole)
-            ]
-        return parts
-
     def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
         """A value that is only some other devices' (by the split) on a device it never reached: read through a
         Python object the devices share (a global, a closure), which real processes do not have."""
+        if not self.split.compute:  # no value belongs to some devices only: none can be foreign (_elsewhere)
+            return
+        # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
+        # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
+        settled = self._settled
+        key = (rank, id(value))
+        if key in settled:
+            return
+        settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
         if (
-            not self.split.compute  # no value belongs to some devices only: none can be foreign (_elsewhere)
-            or value is None
+            value is None
             or structured(value)
             or type(value) is MetaArray
             or np.asarray(value).dtype.kind not in "biufc"
@@ -394,14 +351,6 @@ class _SplitWalk(_SplitColumns, _Presence):
         )
         self._add(("from nothing", rank, rec.name), "compute", rank, i, text, rec)
 
-    def _given_to(self, name: str) -> str:
-        ranks = [r for r in range(self.trace.world_size) if self._part_of(name, r) is not None]
-        if not ranks:
-            return "no device is given"
-        if len(ranks) == 1:
-            return f"only device {ranks[0]} is given"
-        return f"only devices {_listed(map(str, ranks))} are given"
-
     # ---- the budget ----------------------------------------------------------------------------------
     def _budget(self) -> None:
         budget = self.split.budget
@@ -428,13 +377,6 @@ def _blocks_of(ref: Reference, value: Any, rtol, atol, limit: int = 64) -> list[
             if len(hits) >= 2:
                 break
     return hits
-
-
-def _listed(names: Any) -> str:
-    names = list(names)
-    if len(names) <= 1:
-        return "".join(names)
-    return ", ".join(names[:-1]) + " and " + names[-1]
 
 
 def _call_of(label: str) -> str:

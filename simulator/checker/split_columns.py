@@ -26,7 +26,7 @@ class _SplitColumns:
         last event."""
         t, split = self.trace, self.split
         rec = t.recorder
-        cols = t.event_columns()
+        cols = self.columns or {k: v.tolist() for k, v in t.event_columns().items()}
         names, op_payloads = rec.names.values, rec.op_payloads
         msgs = rec.table("msgs", copy=not t.finished)
         dsts, sigs = msgs["dst"].tolist(), msgs["sig"].tolist()
@@ -38,7 +38,7 @@ class _SplitColumns:
         owners: dict[int, tuple[Any, bool]] = {}  # name -> (its owners' test or None, whether the split gives it)
         crosses = split.crosses is not None
         inputs_free = not split.compute and not split.given  # no rule looks at an op's inputs (_inputs, _foreign)
-        columns = (cols[k].tolist() for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, code) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 rows_got[rank].append(row)
@@ -85,8 +85,9 @@ class _SplitColumns:
                     (test is not None and not test(rank))
                     or (given and code == HOLD)
                     or (inputs is not None and not (inputs and inputs_free))
-                ):  # a rule to look at: the record's walk
-                    self._record(i, OP_EVENT[code], t.op_at_row(row))
+                ):  # a rule to look at: the record's walk, with what the columns said
+                    label_text = t.label_text(label, -1, -1)
+                    self._record(i, OP_EVENT[code], _KnownOp(t, row, rank, text, label_text, inputs, output))
                     continue
                 own[rank].append((text, output))
                 own_names[rank].add(text)
@@ -97,3 +98,23 @@ def _label_of(text: str) -> tuple[Any, str | None, str]:
     """What a label says for the split: (the native collective it calls, the collective it belongs to, its call).
     The same for a message's label with its step and chunk after it (``op_kind`` and the call read its first word)."""
     return native_call(text), op_kind(text), text.split(" ", 1)[0]
+
+
+class _KnownOp:
+    """An op as the rules read it, with the fields the column walk has read already (its device, name, label, inputs
+    and output), not read from its row again for each; the rest, and the record a violation keeps, made from its
+    row when asked (``record``)."""
+
+    __slots__ = ("_trace", "_row", "rank", "name", "label", "inputs", "output")
+
+    def __init__(self, trace: Any, row: int, rank: int, name: str, label: str | None, inputs: Any, output: Any):
+        self._trace, self._row = trace, row
+        self.rank, self.name, self.label, self.inputs, self.output = rank, name, label, inputs, output
+
+    @property
+    def index(self) -> Any:
+        return self.record().index
+
+    def record(self) -> Any:
+        """The trace's own record of this op (``ColumnarTrace.op_at_row``)."""
+        return self._trace.op_at_row(self._row)

@@ -1,5 +1,6 @@
 """What a device had, as the split check's rules ask it while the walk goes on: what reached it in a message or a
-collective, what it held or computed itself, and whether a value the split keeps elsewhere ever reached it.
+collective, what it held or computed itself, whether a value the split keeps elsewhere ever reached it, and the rules
+on what it was given (a held part, an op on the whole of an input given in part).
 
 Each question is asked again and again as the walk goes on, and the lists it reads only grow: each message or value
 is looked at once per name (``_looked``). ``split_check._SplitWalk`` holds this as a mixin, with the lists it fills.
@@ -11,9 +12,11 @@ from typing import Any
 
 import numpy as np
 
-from ..core.trace import Message
+from ..core.trace import Message, Op
 from . import diagnose
 from .compare import same, structured
+from .reference import Reference
+from .split import ALL, elements, part_words
 
 
 class _Presence:
@@ -94,13 +97,110 @@ class _Presence:
         if looked is True:
             return True
         received = self._got(rank)
+        if name in self._carried_names(rank, received):
+            self._looked[(rank, name)] = True
+            return True
         whole = self.ref_of(rank).values.get(name)
-        for msg in received[looked:]:
-            if name in self._carries(msg) or (whole is not None and _is_block(msg.payload, whole)):
-                self._looked[(rank, name)] = True
-                return True
+        if whole is not None and not structured(whole):
+            b = np.asarray(whole)
+            ndim, size = b.ndim, b.size
+            for msg in received[looked:]:
+                p = msg.payload
+                if type(p) is np.ndarray and (p.ndim != ndim or not 0 < p.size < size):
+                    continue  # (_is_block's own first test, without its calls)
+                if _is_block(p, whole):
+                    self._looked[(rank, name)] = True
+                    return True
         self._looked[(rank, name)] = len(received)
         return False
+
+    def _carried_names(self, rank: int, received: list[Message]) -> set[str]:
+        """Every name the messages device ``rank`` received carry (``_carries``), grown as more arrive: whether a
+        name arrived is then one look-up, not a pass over the messages for each name."""
+        names, seen = self._carried_by.get(rank, (set(), 0))
+        for msg in received[seen:]:
+            names.update(self._carries(msg))
+        self._carried_by[rank] = (names, len(received))
+        return names
+
+    # ---- what each device was given -----------------------------------------------------------------
+    def _held_input(self, i: int, rec: Op) -> None:
+        name, rank = rec.name, rec.rank
+        mine = self._part_of(name, rank)
+        if mine is ALL or self._arrived(rank, name):
+            return
+        whole = self.ref_of(rank).values.get(name)
+        if whole is None or structured(whole):
+            return
+        shape = np.shape(whole)
+        held = elements(rec.index, shape)
+        allowed = np.zeros(0, dtype=int) if mine is None else elements(mine, shape)
+        if np.isin(held, allowed).all():
+            return
+        if mine is None:
+            text = f"device {rank} holds {name}, but {self._given_to(name)} {name}"
+        elif rec.index is None:
+            text = f"device {rank} was given all of {name}; its part is {part_words(mine, shape)}"
+        else:
+            text = f"device {rank} holds {part_words(rec.index, shape)} of {name}, but its part is {part_words(mine, shape)}"
+        self._add(("given", rank, name), "given", rank, i, text, rec)
+
+    def _inputs(self, i: int, rec: Op) -> None:
+        """An op computed from the whole of an input of which its device was given only a part."""
+        rank = rec.rank
+        ref = self.ref_of(rank)
+        parts = self._parts_given(rank, ref)
+        if not parts:
+            return
+        shapes = self._rules[("shapes given", rank, id(ref))]
+        inputs = [  # (whether x is the whole of an input: asked of each input once, _identify, for every rule)
+            (x_shape, self._identify(ref, x))
+            for x in rec.inputs
+            if not structured(x)
+            for x_shape in [np.shape(x)]
+            if x_shape in shapes  # (an input of no shape given in part can be the whole of none)
+        ]
+        if not inputs:
+            return
+        for name, mine, whole in parts:
+            shape = np.shape(whole)
+            for x_shape, names in inputs:
+                if x_shape != shape or name not in names:
+                    continue
+                if self._arrived(rank, name):
+                    return
+                if mine is None:
+                    rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
+                else:
+                    rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
+                text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
+                self._add(("given", rank, name), "given", rank, i, text, rec)
+                return
+
+    def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
+        """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than
+        all of, in the split's order; worked out once per device."""
+        key = ("parts given", rank, id(ref))
+        parts = self._rules.get(key)
+        if parts is None:
+            parts = self._rules[key] = [
+                (name, mine, whole)
+                for name in self.split.given
+                for mine in [self._part_of(name, rank)]
+                if mine is not ALL
+                for whole in [ref.values.get(name)]
+                if whole is not None and not structured(whole)
+            ]
+            self._rules[("shapes given", rank, id(ref))] = {np.shape(whole) for _, _, whole in parts}
+        return parts
+
+    def _given_to(self, name: str) -> str:
+        ranks = [r for r in range(self.trace.world_size) if self._part_of(name, r) is not None]
+        if not ranks:
+            return "no device is given"
+        if len(ranks) == 1:
+            return f"only device {ranks[0]} is given"
+        return f"only devices {_listed(map(str, ranks))} are given"
 
 
 def _is_block(value: Any, whole: Any) -> bool:
@@ -110,3 +210,10 @@ def _is_block(value: Any, whole: Any) -> bool:
     if a.dtype.kind not in "biuf" or b.dtype.kind not in "biuf" or a.ndim != b.ndim or a.size >= b.size or not a.size:
         return False
     return diagnose.block_of(a, b) is not None
+
+
+def _listed(names: Any) -> str:
+    names = list(names)
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]

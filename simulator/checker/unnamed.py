@@ -111,6 +111,18 @@ class _Unnamed:
         ``name`` is the value the slot should hold, where known (a message's name); an op's input or a
         result is ambiguous when two different named values equal it.
         """
+        if name is None:  # then a function of the value alone: once found plain, it is plain (an input used again)
+            key = (id(ref), id(value))
+            if key in self._unambiguous:
+                return False
+            if self._ambiguous_now(ref, value, name, where):
+                return True
+            self._unambiguous[key] = value  # (kept, so that its id is not given to another while the check goes on)
+            return False
+        return self._ambiguous_now(ref, value, name, where)
+
+    def _ambiguous_now(self, ref: Reference, value: Any, name: str | None, where: Any) -> bool:
+        """``_ambiguous``, worked out."""
         if structured(value):
             return False
         a = np.asarray(value)

@@ -7,6 +7,7 @@ import pytest
 
 from simulator import PerDevice, World
 from simulator.checker import Reference, Split, check
+from simulator.checker import reference as reference_module
 from simulator.checker.compare import same
 from simulator.checker.run_check import _Checker, _resolver
 from simulator.checker.split_check import _SplitWalk
@@ -262,3 +263,42 @@ def test_the_terms_of_a_sum_are_paired_from_the_index_as_from_a_scan_of_the_trac
         scanned, indexed = _terms_of(run.trace, op), _terms_of(run.trace, op, index=index)
         assert scanned.keys() == indexed.keys()
         assert all(np.array_equal(scanned[r], indexed[r]) for r in scanned)
+
+
+@pytest.mark.parametrize("at_once", [256, 0], ids=["every answer at once", "each as met"])
+@pytest.mark.parametrize("tolerance", [{}, {"rtol": 0.3}, {"atol": 5.0}, {"rtol": 1e-12, "atol": 1e-12}])
+def test_a_value_with_the_bytes_of_a_model_value_is_identified_as_a_comparison_with_each_finds(
+    tolerance, at_once, monkeypatch
+):
+    """identify answers a value with the dtype and bytes of one of the model's from that value's answer, worked out
+    once (all of one shape at once, or, past a number of them, each as it is met): the same names as comparing with
+    every value, where the model holds twins under two names, a twin a few ulps off, the same numbers in another
+    dtype, zeros and a NaN; asked twice, with ``exclude``, and after the model gains a value (worked out again)."""
+    monkeypatch.setattr(reference_module, "_ANSWERED_AT_ONCE", at_once)
+    rng = np.random.default_rng(5)
+    a = rng.normal(size=(3, 4))
+    nan = a.copy()
+    nan[1, 2] = np.nan
+    values = {
+        "a": a,
+        "a_twin": a.copy(),
+        "a_near": a * (1 + 1e-13),
+        "a32": a.astype(np.float32),
+        "b": rng.normal(size=(3, 4)),
+        "zeros": np.zeros((3, 4)),
+        "zeros_too": np.zeros((3, 4)),
+        "nan": nan,
+        "ints": rng.integers(-3, 4, size=(3, 4)),
+        "mask": rng.random((3, 4)) < 0.5,
+    }
+    ref = Reference(values=dict(values))
+    for round_ in range(3):
+        if round_ == 2:
+            ref.values["a_later"] = a + 0.0  # a new value of the same shape: every answer worked out again
+            values["a_later"] = ref.values["a_later"]
+        for name, v in values.items():
+            found = v.copy()
+            every = [n for n, w in values.items() if same(found, w, **tolerance)]
+            assert ref.identify(found, **tolerance) == every, (name, round_)
+            rest = [n for n in every if n != name]
+            assert ref.identify(found, exclude=name, **tolerance) == rest, (name, round_)
