@@ -224,7 +224,7 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
     [
         (GPT, TrainingSetup(tp=3), "tp=3 does not split 16 attention heads"),
         (GPT, TrainingSetup(pp=3), "8 layers do not split evenly into 3"),
-        (GPT, TrainingSetup(tp=2, pp=2, zero=2, global_batch=4), "use zero=1"),
+        (GPT, TrainingSetup(tp=2, pp=2, zero=3, global_batch=4), "or zero=2 .FSDP"),
         (GPT, TrainingSetup(ep=2, dp=2), "needs a mixture-of-experts model"),
         (GPT, TrainingSetup(sequence_parallel=True), "needs tp > 1"),
         (GPT, TrainingSetup(cp=2, attention="unfused"), "attention='flash'"),

@@ -27,11 +27,14 @@ Sources:
   405B (126 layers, ``model.MODELS``) on H100 80GB (700 W) with 400 Gb/s per GPU between nodes; tensor 8,
   pipeline 16, data 64 or 128 at 8,192 tokens and 16 M tokens a batch (32 or 16 sequences per data-parallel
   rank), 430 and 400 TFLOP/s per GPU (43% and 41% BF16 MFU); and context 16 at 131,072 tokens, data 8:
-  380 (38%). BF16; interleaved 1F1B with one layer fewer on the first and the last stage; weights, gradients
-  and optimizer state sharded over data parallelism without re-gathering after the forward (priced as
-  ZeRO-1: one gather and one reduce-scatter a step); sequence parallelism (Megatron-style tensor
-  parallelism). Unpublished: the interleaving depth (rule: the smallest the schedule allows, 2 chunks a rank)
-  and the microbatch (rule: 1, the only one the sequences per rank allow at 16 microbatches with pp 16).
+  380 (38%). BF16; interleaved 1F1B with one layer fewer on the first and the last stage, so that "the first
+  model chunk on the first stage has only the embedding, and the last model chunk on the last stage has only
+  output projection and loss calculation": a chunk holds one layer, 8 chunks a rank (the 126 layers and the two
+  ends over 16 x 8 chunks); "FSDP ... shards optimizer states and gradients, but for model shards we do not
+  reshard after forward" (ZeRO-2: gradients reduce-scattered every microbatch, the weights gathered once a
+  step); "pre-train Llama 3 on sequences of 8K tokens without activation checkpointing" (no recomputation);
+  sequence parallelism (Megatron-style tensor parallelism). Unpublished: the microbatch (rule: 1, the only one
+  the sequences per rank allow at 16 microbatches with pp 16).
 - [OPT] Zhang et al. 2022, "OPT: Open Pre-trained Transformer Language Models" (arXiv:2205.01068), section 2.4:
   OPT-175B on 992 A100 80GB GPUs, "Fully Sharded Data Parallel with Megatron-LM Tensor Parallelism", fp16
   weights with the fp32 Adam state sharded, "up to 147 TFLOP/s per GPU"; 96 layers of width 12,288, 96 heads,
@@ -136,8 +139,9 @@ def _megascale() -> list[Row]:
 
 def _llama3() -> list[Row]:
     base = named_model("llama3-405b")
-    common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=1, schedule="interleaved-1f1b",
-                  virtual_stages=2, first_stage_layers=3, last_stage_layers=3)  # fmt: skip
+    # one layer a chunk: the first chunk only the embedding, the last only the output layer and the loss
+    common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=2, schedule="interleaved-1f1b",
+                  virtual_stages=8, first_stage_layers=0, last_stage_layers=0, recompute="none")  # fmt: skip
     rows = []
     for gpus, cp, dp, seq, per_rank, tflops in (
         (8192, 1, 64, 8192, 32, 430.0),

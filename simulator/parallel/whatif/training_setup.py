@@ -259,10 +259,11 @@ class TrainingSetup:
             raise SetupError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
         if model.experts and (model.experts % self.ep or self.dp % self.ep):
             raise SetupError(f"ep={self.ep} must divide the {model.experts} experts and dp={self.dp}")
-        if self.zero >= 2 and self.pp > 1:
+        if self.zero >= 3 and self.pp > 1:  # ZeRO-2 with pp is PyTorch's FSDP without resharding (Llama 3)
             raise SetupError(
-                f"ZeRO-{self.zero} shards gradients that pipeline parallelism accumulates over microbatches; "
-                "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) with pp > 1"
+                "ZeRO-3 gathers a layer's weights for every microbatch that pipeline parallelism keeps in flight; "
+                "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) or zero=2 "
+                "(FSDP's sharded gradients, reduce-scattered every microbatch) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
             raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
