@@ -227,7 +227,8 @@ def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
 
     llama = [r for r in outside_rows() if r.table == LLAMA3][:2]  # the 8,192-GPU row and a 16,384-GPU one
     lines = memory_lines(validate(llama))
-    assert "1 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2] and len(lines) == 3
+    assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
+    assert "(73.9 in tensors)" in lines[3]  # the 16,384-GPU layout's tensors fit; the framework's buffers do not
     (bloom,) = [r for r in outside_rows() if r.table == BLOOM]
     assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]
 
@@ -266,3 +267,17 @@ def test_fsdp_s_sharded_gradients_with_a_pipeline_leave_the_rank_its_share_and_r
     assert two.memory[0].grads == pytest.approx(one.memory[0].grads / 4)  # the gradients' data-parallel share
     assert two.memory[0].params == one.memory[0].params  # the weights stay whole between forward and backward
     assert two.step_seconds > one.step_seconds  # 8 microbatches' reduce-scatters where ZeRO-1 has one
+
+
+def test_the_framework_s_memory_is_the_cuda_context_and_a_nccl_communicator_a_parallel_group():
+    from simulator.parallel.whatif.memory import framework_bytes
+
+    alone = framework_bytes(TrainingSetup())
+    assert alone == 287_047_680  # the CUDA context with lazy loading (pytorch/pytorch PR 86509)
+    assert framework_bytes(TrainingSetup(tp=2)) - alone == 544e6  # a two-rank communicator (NVIDIA/nccl issue 964)
+    assert framework_bytes(TrainingSetup(tp=8, pp=4, dp=2)) - alone == 2 * 688e6 + 544e6
+    report = whatif(replace(named_model("llama3-8b"), layers=4), TrainingSetup(tp=8, pp=2, global_batch=2), "dgx-h100")
+    m = report.memory[0]
+    assert m.needed == m.total + framework_bytes(report.layout) and m.over == max(0.0, m.needed - m.capacity)
+    tight = replace(m, capacity=m.total + 1.0)  # the tensors fit; the context and buffers do not
+    assert tight.over > 0
