@@ -37,7 +37,9 @@ COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp ar
 # FlashAttention's first-generation kernels run at half FlashAttention-2's rate: FlashAttention-2 is "around 2x"
 # faster than FlashAttention (Dao 2023, arXiv:2307.08691, abstract), and flash-attn's Triton kernel, which
 # llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
-# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100.
+# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100, where
+# llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``) and
+# FlashAttention-2 also runs Ampere's: no H100 measurement of that kernel was found.
 TRITON_SHARE = 0.5
 
 
