@@ -275,3 +275,19 @@ def test_the_report_header_names_every_technique_the_layout_turns_on():
         assert words in header, header
     plain = whatif(BALANCED, TrainingSetup(tp=2, pp=2, global_batch=8), "dgx-h100").text().splitlines()[0]
     assert "stages per rank" not in plain and "ZeRO" not in plain and "sequence parallel" not in plain
+
+
+def test_llama3_s_all_gathered_context_parallel_keys_and_values_sit_in_the_critical_path():
+    llama = replace(named_model("llama3-8b"), layers=4, seq=32768)
+    ring, gather = (TrainingSetup(tp=2, cp=4, global_batch=1, cp_comm=c) for c in ("ring", "allgather"))
+    ops = {phase: [op.name for op in layer_ops(llama, gather) if op.phase == phase] for phase in "FI"}
+    assert ops["F"][ops["F"].index("flash attention") - 1] == "cp kv all-gather"
+    assert ops["I"][ops["I"].index("flash attention back") - 1] == "cp kv all-gather again"  # not kept: re-gathered
+    assert ops["I"][ops["I"].index("flash attention back") + 1] == "cp kv grad reduce-scatter"
+    (kv,) = [op for op in layer_ops(llama, gather) if op.name == "cp kv all-gather"]
+    assert kv.nbytes == 2 * 32768 * (8 // 2) * 128 * 2 and not kv.hide  # every rank's K and V, nothing hides it
+    slow, fast = (whatif(llama, layout, "dgx-h100") for layout in (gather, ring))
+    assert slow.breakdown["sp_cp"] > fast.breakdown["sp_cp"] and slow.step_seconds > fast.step_seconds
+    assert slow.memory[0].activations == fast.memory[0].activations  # each rank keeps only its own keys and values
+    with pytest.raises(SetupError, match="cp_comm='tree'.*ring, allgather"):
+        TrainingSetup(cp=2, cp_comm="tree")

@@ -248,7 +248,23 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
                   causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
-        if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
+        if layout.cp > 1 and layout.cp_comm == "allgather":  # Llama 3: gathered before the kernel, nothing hides it
+            kv = 2 * z.T * z.G * d * z.e * layout.cp  # every rank's keys and values
+            ops[:0] = [
+                Op(
+                    "cp kv all-gather" + (" again" if phase == "I" else ""),
+                    phase,
+                    "sp_cp",
+                    nbytes=kv,
+                    collective="all_gather",
+                    ranks=layout.cp,
+                    per_node=layout.per_node(layout.tp, layout.cp),
+                )
+            ]
+            if phase == "I":  # their gradients go back to their ranks, summed
+                ops.append(Op("cp kv grad reduce-scatter", phase, "sp_cp", nbytes=kv, collective="reduce_scatter",
+                              ranks=layout.cp, per_node=layout.per_node(layout.tp, layout.cp)))  # fmt: skip
+        elif layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
             kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
             ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),
                           collective="p2p", ranks=layout.cp, per_node=layout.per_node(layout.tp, layout.cp),

@@ -33,6 +33,7 @@ Sources:
   ends over 16 x 8 chunks); "FSDP ... shards optimizer states and gradients, but for model shards we do not
   reshard after forward" (ZeRO-2: gradients reduce-scattered every microbatch, the weights gathered once a
   step); "pre-train Llama 3 on sequences of 8K tokens without activation checkpointing" (no recomputation);
+  context parallelism that "first all-gather[s] the key (K) and value (V) tensors" (``cp_comm="allgather"``);
   sequence parallelism (Megatron-style tensor parallelism). Unpublished: the microbatch (rule: 1, the only one
   the sequences per rank allow at 16 microbatches with pp 16).
 - [OPT] Zhang et al. 2022, "OPT: Open Pre-trained Transformer Language Models" (arXiv:2205.01068), section 2.4:
@@ -142,7 +143,8 @@ def _llama3() -> list[Row]:
     base = named_model("llama3-405b")
     # one layer a chunk: the first chunk only the embedding, the last only the output layer and the loss
     common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=2, schedule="interleaved-1f1b",
-                  virtual_stages=8, first_stage_layers=0, last_stage_layers=0, recompute="none")  # fmt: skip
+                  virtual_stages=8, first_stage_layers=0, last_stage_layers=0, recompute="none",
+                  cp_comm="allgather")  # fmt: skip
     rows = []
     for gpus, cp, dp, seq, per_rank, tflops in (
         (8192, 1, 64, 8192, 32, 430.0),

@@ -31,7 +31,10 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
-  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``).
+  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``);
+- ``cp_comm``: how context parallelism brings each rank the other ranks' keys and values: "ring" (Transformer
+  Engine's ring attention, each step's exchange behind the previous step's kernel) or "allgather" (Llama 3's:
+  all-gather them before the kernel and reduce-scatter their gradients after it, in the critical path).
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ ATTENTION = ("flash", "unfused", "triton")
 FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matrix
 OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
+CP_COMM = ("ring", "allgather")
 
 
 class SetupError(ValueError):
@@ -85,6 +89,7 @@ class TrainingSetup:
     distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
+    cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -99,6 +104,7 @@ class TrainingSetup:
             "attention": ATTENTION,
             "optimizer": OPTIMIZER,
             "cross_entropy": CROSS_ENTROPY,
+            "cp_comm": CP_COMM,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
