@@ -157,6 +157,7 @@ class Report:
             lines.append(
                 f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.needed / GIB:.1f} GiB, "
                 f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.0f} GiB; try more recomputation, "
-                "--zero 1, sequence parallelism, a larger tp or pp, or a smaller microbatch"
+                f"{'a higher --zero, ' if lay.zero < (2 if lay.pp > 1 else 3) else ''}sequence parallelism, a larger "
+                "tp or pp, or a smaller microbatch"
             )
         return "\n".join(lines)
