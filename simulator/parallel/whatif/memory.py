@@ -14,11 +14,12 @@ activations, a backward frees them (a split backward frees all but the weight-gr
 at I, and those at W).
 
 Besides the tensors a device holds what the framework keeps outside PyTorch's allocator, counted from
-measurements as a floor (``framework_bytes``): the CUDA context with lazy module loading, 287,047,680 bytes
+measurements (``framework_bytes``): the CUDA context with lazy module loading, 287,047,680 bytes
 (pytorch/pytorch PR 86509, PyTorch 1.13, against 666,632,192 loading every module), and NCCL's buffers for
 each communicator the rank joins, 544 MB for a two-rank group and 688 MB for a larger one (NVIDIA/nccl issue
 964: 4 A100s over NVLink, one all-reduce each; NCCL's maintainer, issues 864 and 986: the buffers grow with the
-channels, H100's NVLink uses more, and past two nodes a communicator's needs stop growing). The caching
+channels, H100's NVLink uses more, and past two nodes a communicator's needs stop growing; groups across nodes
+were not measured and take the same sizes). The caching
 allocator's fragmentation is not counted: no measurement for these workloads was found.
 """
 
