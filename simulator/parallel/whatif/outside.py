@@ -31,7 +31,8 @@ Sources:
   model chunk on the first stage has only the embedding, and the last model chunk on the last stage has only
   output projection and loss calculation": a chunk holds one layer, 8 chunks a rank (the 126 layers and the two
   ends over 16 x 8 chunks); "FSDP ... shards optimizer states and gradients, but for model shards we do not
-  reshard after forward" (ZeRO-2: gradients reduce-scattered every microbatch, the weights gathered once a
+  reshard after forward" (ZeRO-2: gradients reduce-scattered every microbatch, "in FP32" and accumulated "in
+  FP32 ... over multiple micro-batches" (numerical stability) into the fp32 shard, the weights gathered once a
   step); "pre-train Llama 3 on sequences of 8K tokens without activation checkpointing" (no recomputation);
   context parallelism that "first all-gather[s] the key (K) and value (V) tensors" (``cp_comm="allgather"``);
   sequence parallelism (Megatron-style tensor parallelism). Unpublished: the microbatch (rule: 1, the only one
