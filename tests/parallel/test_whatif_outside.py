@@ -276,6 +276,7 @@ def test_the_framework_s_memory_is_the_cuda_context_and_a_nccl_communicator_a_pa
     assert alone == 287_047_680  # the CUDA context with lazy loading (pytorch/pytorch PR 86509)
     assert framework_bytes(TrainingSetup(tp=2)) - alone == 544e6  # a two-rank communicator (NVIDIA/nccl issue 964)
     assert framework_bytes(TrainingSetup(tp=8, pp=4, dp=2)) - alone == 2 * 688e6 + 544e6
+    assert framework_bytes(TrainingSetup(dp=8, ep=4)) - alone == 2 * 688e6 + 544e6  # dp, ep, an expert's 2 replicas
     report = whatif(replace(named_model("llama3-8b"), layers=4), TrainingSetup(tp=8, pp=2, global_batch=2), "dgx-h100")
     m = report.memory[0]
     assert m.needed == m.total + framework_bytes(report.layout) and m.over == max(0.0, m.needed - m.capacity)

@@ -70,8 +70,9 @@ class Memory:
 
 def framework_bytes(layout: TrainingSetup) -> float:
     """The CUDA context and one NCCL communicator for each parallel group of more than one rank (tensor,
-    context, pipeline, data and expert parallelism), at the sizes measured (see the module docstring)."""
-    groups = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep)
+    context, pipeline, data and expert parallelism, and an expert's replicas), at the sizes measured (see the
+    module docstring)."""
+    groups = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.dp // layout.ep if layout.ep > 1 else 1)
     return CUDA_CONTEXT + sum(NCCL_PAIR if n == 2 else NCCL_GROUP for n in groups if n > 1)
 
 
