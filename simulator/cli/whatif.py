@@ -21,6 +21,7 @@ from ..parallel.whatif.training_setup import (
     ATTENTION,
     CP_COMM,
     CROSS_ENTROPY,
+    GRAD_ACCUMULATION,
     OPTIMIZER,
     PRECISION,
     RECOMPUTE,
@@ -166,6 +167,7 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
         launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
         optimizer=args.optimizer, cross_entropy=args.cross_entropy, cp_comm=args.cp_comm,
+        grad_accumulation=args.grad_accumulation,
     )  # fmt: skip
 
 
@@ -248,6 +250,9 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                            "values all-gathered before attention, in the critical path)")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
+    soft.add_argument("--grad-accumulation", choices=GRAD_ACCUMULATION, default="add",
+                      help="with --no-grad-fusion: add (Megatron-LM; the default) or cast-add (DeepSpeed's BF16 "
+                           "optimizer: a cast to a new fp32 tensor, then the add)")  # fmt: skip
     soft.add_argument(
         "--precision",
         choices=tuple(PRECISION),

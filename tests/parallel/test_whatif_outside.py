@@ -89,6 +89,7 @@ def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     (bloom,) = [r for r in rows if r.table == BLOOM]
     assert bloom.layout.chunk_layers(bloom.model) == (5,) + (6,) * 10 + (5,)
     assert bloom.layout.devices == 384 and bloom.model.params == pytest.approx(176.2e9, rel=0.01)
+    assert (bloom.layout.grad_fusion, bloom.layout.grad_accumulation) == (False, "cast-add")  # DeepSpeed's BF16
     llama = [r for r in rows if r.table == LLAMA3]
     assert [r.layout.devices for r in llama] == [8192, 16384, 16384]
     for r in llama:

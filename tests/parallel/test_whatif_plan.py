@@ -291,3 +291,16 @@ def test_llama3_s_all_gathered_context_parallel_keys_and_values_sit_in_the_criti
     assert slow.memory[0].activations == fast.memory[0].activations  # each rank keeps only its own keys and values
     with pytest.raises(SetupError, match="cp_comm='tree'.*ring, allgather"):
         TrainingSetup(cp=2, cp_comm="tree")
+
+
+def test_deepspeed_s_bf16_optimizer_casts_each_gradient_to_a_new_fp32_tensor_before_adding_it():
+    model = replace(named_model("llama2-7b"), layers=2)
+    add, cast = (TrainingSetup(tp=2, grad_fusion=False, grad_accumulation=g) for g in ("add", "cast-add"))
+    params = {op.name: op.nbytes for op in layer_ops(model, cast) if op.phase == "W" and op.kind == "memory"}
+    (megatron,) = [op.nbytes for op in layer_ops(model, add) if op.name == "accumulate grads"]
+    assert megatron == pytest.approx(params["accumulate grads"] * 10 / 12)  # 2 + 4 + 4 bytes against 4 + 4 + 4
+    assert params["cast grads"] == pytest.approx(params["accumulate grads"] * 6 / 12)  # 2 read, 4 written
+    fused = TrainingSetup(tp=2, grad_accumulation="cast-add")  # gradient-accumulation fusion: no separate pass
+    assert not [op for op in layer_ops(model, fused) if "grads" in op.name and op.kind == "memory"]
+    slow, fast = (whatif(model, replace(layout, global_batch=4), "dgx-a100") for layout in (cast, add))
+    assert slow.step_seconds > fast.step_seconds

@@ -183,7 +183,11 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     if not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
-        ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
+        if layout.grad_accumulation == "cast-add":  # the cast writes a new tensor; the add reads it and the sum
+            ops.append(memory("cast grads", "W", params * (e + grad_bytes)))
+            ops.append(memory("accumulate grads", "W", params * 3 * grad_bytes))
+        else:
+            ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
     return ops
 
 

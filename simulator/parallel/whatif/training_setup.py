@@ -17,6 +17,11 @@ Settings that model software as it was (for the papers' tables) rather than as i
   (``--overlap-grad-reduce``, August 2023); off, they are reduced after the backward, as before;
 - ``grad_fusion``: weight gradients accumulate into the fp32 main gradients inside the product
   (``--gradient-accumulation-fusion``, February 2022); off, a separate add per parameter and microbatch;
+- ``grad_accumulation``: that separate add: "add" (Megatron-LM's ``main_grad.add_(grad)``: the 16-bit
+  gradient and the fp32 one read, the fp32 one written) or "cast-add" (DeepSpeed's BF16 optimizer, which BLOOM
+  ran: ``hp_grad.add_(lp.grad.to(fp32))`` in ``update_hp_grads`` after every microbatch's backward,
+  deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
+  tensor that the add then reads);
 - ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
   gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
   "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
@@ -54,6 +59,7 @@ FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matri
 OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
 CP_COMM = ("ring", "allgather")
+GRAD_ACCUMULATION = ("add", "cast-add")
 
 
 class SetupError(ValueError):
@@ -90,6 +96,7 @@ class TrainingSetup:
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
     cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
+    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, or DeepSpeed BF16's cast then add
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -105,6 +112,7 @@ class TrainingSetup:
             "optimizer": OPTIMIZER,
             "cross_entropy": CROSS_ENTROPY,
             "cp_comm": CP_COMM,
+            "grad_accumulation": GRAD_ACCUMULATION,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
