@@ -22,6 +22,7 @@ from ..parallel.whatif.training_setup import (
     CP_COMM,
     CROSS_ENTROPY,
     GRAD_ACCUMULATION,
+    GRAD_REDUCE,
     OPTIMIZER,
     PRECISION,
     RECOMPUTE,
@@ -167,7 +168,7 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
         launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
         optimizer=args.optimizer, cross_entropy=args.cross_entropy, cp_comm=args.cp_comm,
-        grad_accumulation=args.grad_accumulation,
+        grad_accumulation=args.grad_accumulation, grad_reduce=args.grad_reduce,
     )  # fmt: skip
 
 
@@ -253,6 +254,9 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     soft.add_argument("--grad-accumulation", choices=GRAD_ACCUMULATION, default="add",
                       help="with --no-grad-fusion: add (Megatron-LM; the default) or cast-add (DeepSpeed's BF16 "
                            "optimizer: a cast to a new fp32 tensor, then the add)")  # fmt: skip
+    soft.add_argument("--grad-reduce", choices=GRAD_REDUCE, default="reduce-scatter",
+                      help="with --zero 1: reduce-scatter (Megatron-LM; the default) or all-reduce (DeepSpeed's BF16 "
+                           "optimizer: every rank gets the whole sum)")  # fmt: skip
     soft.add_argument(
         "--precision",
         choices=tuple(PRECISION),

@@ -304,3 +304,15 @@ def test_deepspeed_s_bf16_optimizer_casts_each_gradient_to_a_new_fp32_tensor_bef
     assert not [op for op in layer_ops(model, fused) if "grads" in op.name and op.kind == "memory"]
     slow, fast = (whatif(model, replace(layout, global_batch=4), "dgx-a100") for layout in (cast, add))
     assert slow.step_seconds > fast.step_seconds
+
+
+def test_deepspeed_s_bf16_optimizer_all_reduces_the_gradients_it_then_shards():
+    model = replace(named_model("llama2-7b"), layers=4)
+    layout = TrainingSetup(tp=2, pp=2, dp=4, global_batch=8, zero=1, dp_overlap=False)
+    scatter, whole = (
+        whatif(model, replace(layout, grad_reduce=g), "dgx-a100") for g in ("reduce-scatter", "all-reduce")
+    )
+    assert whole.breakdown["dp"] > scatter.breakdown["dp"]  # every rank receives the whole sum
+    assert whole.memory[0].total == scatter.memory[0].total  # the optimizer state is sharded all the same
+    with pytest.raises(SetupError, match="ZeRO-2 keeps only its shard.*grad_reduce='reduce-scatter'"):
+        TrainingSetup(zero=2, grad_reduce="all-reduce")

@@ -24,7 +24,9 @@ Sources:
   remove or the training will hang"), so the CPU waits for every kernel before issuing the next; DeepSpeed's
   BF16 optimizer from its ``olruwase/bf16-updates`` branch (the README's Packages; the chronicles: commit
   5ea1c60f8 from 2022-04-04), which adds every microbatch's gradients to the fp32 ones through a cast to a new
-  fp32 tensor (``grad_accumulation="cast-add"``). Throughput "about 150 TFLOPs" counting the
+  fp32 tensor (``grad_accumulation="cast-add"``) and all-reduces the fp32 gradients before each rank updates
+  its shard ("ZERO_STAGE=0 # important: bf16 must use z0! it implements its own zero stage 1 equivalent", the
+  slurm script; ``_bf16_reduce_grads``, ``grad_reduce="all-reduce"``). Throughput "about 150 TFLOPs" counting the
   recomputation (the README's Throughput section; BigScience's model page, bigscience.notion.site).
 - [LLAMA3] The Llama 3 Herd of Models (Grattafiori et al. 2024, arXiv:2407.21783), Table 4 and section 3.3.2:
   405B (126 layers, ``model.MODELS``) on H100 80GB (700 W) with 400 Gb/s per GPU between nodes; tensor 8,
@@ -114,7 +116,8 @@ def _mt_nlg() -> list[Row]:
 def _bloom() -> list[Row]:
     layout = TrainingSetup(
         tp=4, pp=12, dp=8, global_batch=2048, microbatch=2, first_stage_layers=5, last_stage_layers=5, zero=1,
-        launch_blocking=True, grad_accumulation="cast-add", **dict(DEEPSPEED_2021, precision="bf16"),
+        launch_blocking=True, grad_accumulation="cast-add", grad_reduce="all-reduce",
+        **dict(DEEPSPEED_2021, precision="bf16"),
     )  # fmt: skip
     jean_zay = with_network(dgx_a100_system(), nics_per_node=4, nic_gbps=100)
     return [Row(BLOOM, "176B (t4 p12 d8, 4 x 100 Gb/s a node)", BLOOM_176B, layout, 150.0, "tflops_per_gpu", jean_zay)]

@@ -22,6 +22,10 @@ Settings that model software as it was (for the papers' tables) rather than as i
   ran: ``hp_grad.add_(lp.grad.to(fp32))`` in ``update_hp_grads`` after every microbatch's backward,
   deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
   tensor that the add then reads);
+- ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
+  receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
+  the whole sum and updates its shard: DeepSpeed's BF16 optimizer beside its pipeline engine, which BLOOM ran,
+  ``_bf16_reduce_grads`` in deepspeed/runtime/pipe/engine.py);
 - ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
   gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
   "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
@@ -60,6 +64,7 @@ OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
 CP_COMM = ("ring", "allgather")
 GRAD_ACCUMULATION = ("add", "cast-add")
+GRAD_REDUCE = ("reduce-scatter", "all-reduce")
 
 
 class SetupError(ValueError):
@@ -97,6 +102,7 @@ class TrainingSetup:
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
     cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
     grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, or DeepSpeed BF16's cast then add
+    grad_reduce: str = "reduce-scatter"  # ZeRO-1's gradient collective: a reduce-scatter, or DeepSpeed's all-reduce
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -113,6 +119,7 @@ class TrainingSetup:
             "cross_entropy": CROSS_ENTROPY,
             "cp_comm": CP_COMM,
             "grad_accumulation": GRAD_ACCUMULATION,
+            "grad_reduce": GRAD_REDUCE,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -132,6 +139,11 @@ class TrainingSetup:
             object.__setattr__(self, "stage_layers", counts)
         if self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
+        if self.zero >= 2 and self.grad_reduce == "all-reduce":
+            raise SetupError(
+                f"TrainingSetup(zero={self.zero}, grad_reduce='all-reduce'): ZeRO-{self.zero} keeps only its shard of "
+                "the gradients, which a reduce-scatter delivers; use grad_reduce='reduce-scatter' or zero=1"
+            )
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
         if self.global_batch % (self.dp * self.microbatch):
