@@ -162,6 +162,8 @@ def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the
     assert (data["layout"]["zero"], data["layout"]["cp_comm"], data["layout"]["grad_accumulation"]) == (
         2, "allgather", "cast-add")  # fmt: skip
     memory = data["memory_gib"][0]
-    assert memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
+    assert (
+        memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
+    )
     assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
     assert "grad_reduce='reduce-scatter' or zero=1" in capsys.readouterr().err
