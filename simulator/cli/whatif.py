@@ -19,7 +19,10 @@ from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, wh
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
 from ..parallel.whatif.training_setup import (
     ATTENTION,
+    CP_COMM,
     CROSS_ENTROPY,
+    GRAD_ACCUMULATION,
+    GRAD_REDUCE,
     OPTIMIZER,
     PRECISION,
     RECOMPUTE,
@@ -164,7 +167,8 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         precision=args.precision, attention=args.attention, first_stage_layers=args.first_stage_layers,
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
         launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
-        optimizer=args.optimizer, cross_entropy=args.cross_entropy,
+        optimizer=args.optimizer, cross_entropy=args.cross_entropy, cp_comm=args.cp_comm,
+        grad_accumulation=args.grad_accumulation, grad_reduce=args.grad_reduce,
     )  # fmt: skip
 
 
@@ -242,8 +246,17 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                       help="fused (apex's FusedAdam, Megatron-LM; the default) or unfused (PyTorch's Adam op by op)")  # fmt: skip
     soft.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="fp32",
                       help="fp32 (Megatron-LM's passes on fp32 logits; the default) or fused (one kernel, 16-bit logits)")  # fmt: skip
+    soft.add_argument("--cp-comm", choices=CP_COMM, default="ring",
+                      help="ring (ring attention, exchanges hidden; the default) or allgather (Llama 3: keys and "
+                           "values all-gathered before attention, in the critical path)")  # fmt: skip
     soft.add_argument("--no-dp-overlap", action="store_true", help="reduce gradients after the backward")
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
+    soft.add_argument("--grad-accumulation", choices=GRAD_ACCUMULATION, default="add",
+                      help="with --no-grad-fusion: add (Megatron-LM; the default) or cast-add (DeepSpeed's BF16 "
+                           "optimizer: a cast to a new fp32 tensor, then the add)")  # fmt: skip
+    soft.add_argument("--grad-reduce", choices=GRAD_REDUCE, default="reduce-scatter",
+                      help="with --zero 1: reduce-scatter (Megatron-LM; the default) or all-reduce (DeepSpeed's BF16 "
+                           "optimizer: every rank gets the whole sum)")  # fmt: skip
     soft.add_argument(
         "--precision",
         choices=tuple(PRECISION),

@@ -125,7 +125,7 @@ def test_validate_prints_published_predicted_and_ratio(capsys, monkeypatch):
     assert main(["validate", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data[-1]["set"] == "out of sample" and data[-1]["row"] == outside[0].label
-    assert data[-1]["layout"]["first_stage_layers"] == 3 and data[-1]["speed_ratio"] > 0
+    assert data[-1]["layout"]["first_stage_layers"] == 0 and data[-1]["speed_ratio"] > 0
     data = [r for r in data if r["set"] == "in sample"]
     assert [r["row"] for r in data] == [
         "39B (t8 p2 d32)",
@@ -152,3 +152,18 @@ def test_distributed_saved_activations_need_full_recomputation(capsys):
     assert main([*flags, "--recompute", "full", "--distribute-saved-activations"]) == 0
     assert main([*flags, "--distribute-saved-activations"]) != 0
     assert "add --recompute full" in capsys.readouterr().err
+
+
+def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the_framework_s_share(capsys):
+    flags = ["--model", "llama3-8b", "--tp", "2", "--pp", "2", "--dp", "2", "--cp", "2", "--global-batch", "8",
+             "--json", "--no-knobs", "--zero", "2", "--cp-comm", "allgather", "--no-grad-fusion"]  # fmt: skip
+    assert main(["whatif", *flags, "--grad-accumulation", "cast-add"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["layout"]["zero"], data["layout"]["cp_comm"], data["layout"]["grad_accumulation"]) == (
+        2, "allgather", "cast-add")  # fmt: skip
+    memory = data["memory_gib"][0]
+    assert (
+        memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
+    )
+    assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
+    assert "grad_reduce='reduce-scatter' or zero=1" in capsys.readouterr().err

@@ -56,3 +56,11 @@ def test_a_knob_says_which_values_do_not_fit():
 def test_a_layout_without_a_pipeline_has_no_depth_knob():
     names = {k.name for k in knobs(SMALL, replace(TrainingSetup(tp=2, global_batch=4)), "dgx-h100")}
     assert "interleaving depth" not in names
+
+
+def test_a_pipeline_with_sharded_gradients_re_asks_when_they_are_reduced():
+    layout = TrainingSetup(tp=2, pp=2, dp=2, global_batch=8, zero=2)
+    (when,) = [k for k in knobs(SMALL, layout, "dgx-h100") if k.name == "gradient reduction"]
+    (once, every) = when.values
+    assert (once[0], every[0]) == ("once", "every microbatch") and once[1] > every[1]  # 4 reduce-scatters, not 1
+    assert "gradient reduction" not in {k.name for k in knobs(SMALL, replace(layout, zero=0), "dgx-h100")}

@@ -89,11 +89,16 @@ def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
     (bloom,) = [r for r in rows if r.table == BLOOM]
     assert bloom.layout.chunk_layers(bloom.model) == (5,) + (6,) * 10 + (5,)
     assert bloom.layout.devices == 384 and bloom.model.params == pytest.approx(176.2e9, rel=0.01)
+    assert (bloom.layout.grad_fusion, bloom.layout.grad_accumulation) == (False, "cast-add")  # DeepSpeed's BF16
     llama = [r for r in rows if r.table == LLAMA3]
     assert [r.layout.devices for r in llama] == [8192, 16384, 16384]
     for r in llama:
         assert r.model.layers == 126 and sum(r.layout.chunk_layers(r.model)) == 126
         assert r.layout.global_batch * r.model.seq == 16 * 2**20  # 16M tokens a step
+        # section 3.3.2: one layer a chunk, the first only the embedding and the last only the loss; FSDP's sharded
+        # gradients without resharding the weights; no activation checkpointing at 8K
+        assert r.layout.chunk_layers(r.model) == (0,) + (1,) * 126 + (0,) and r.layout.stages_per_rank == 8
+        assert (r.layout.zero, r.layout.recompute) == (2, "none")
     (opt,) = [r for r in rows if r.table == OPT]
     assert opt.layout.devices == 992 and opt.layout.microbatches == 1  # 8 sequences a rank, --update-freq 1
     assert opt.layout.global_batch * opt.model.seq == pytest.approx(2e6, rel=0.03)  # the 2M-token batch
@@ -125,7 +130,7 @@ def test_a_step_seconds_row_counts_faster_as_optimistic():
     assert speed_ratio(c) == pytest.approx(row.published / c.predicted)
 
 
-def test_the_llama3_production_layout_is_asked_with_its_published_split():
+def test_megatron_s_end_stage_counts_split_the_llama3_layers_as_published():
     model = named_model("llama3-405b")
     layout = TrainingSetup(tp=8, pp=16, dp=64, global_batch=2048, sequence_parallel=True, zero=1,
                     first_stage_layers=7, last_stage_layers=7)  # fmt: skip
@@ -224,6 +229,7 @@ def test_runs_known_to_fit_are_checked_against_the_memory_they_had():
     llama = [r for r in outside_rows() if r.table == LLAMA3][:2]  # the 8,192-GPU row and a 16,384-GPU one
     lines = memory_lines(validate(llama))
     assert "0 of 2 fit as predicted" in lines[1] and "405B 8,192 GPUs" in lines[2]
+    assert "(73.9 in tensors)" in lines[3]  # the 16,384-GPU layout's tensors fit; the framework's buffers do not
     (bloom,) = [r for r in outside_rows() if r.table == BLOOM]
     assert "1 of 1 fit as predicted" in memory_lines(validate([bloom]))[1]
 
@@ -252,3 +258,28 @@ def test_the_opt_run_fits_on_80_gb_only_with_its_checkpoints_distributed():
     (opt,) = [r for r in outside_rows() if r.table == OPT]
     assert whatif(opt.model, opt.layout, "dgx-a100").fits
     assert not whatif(opt.model, replace(opt.layout, distribute_saved=False), "dgx-a100").fits
+
+
+def test_fsdp_s_sharded_gradients_with_a_pipeline_leave_the_rank_its_share_and_reduce_scatter_every_microbatch():
+    model = replace(named_model("llama3-8b"), layers=8)
+    one, two = (
+        whatif(model, TrainingSetup(tp=2, pp=2, dp=4, global_batch=32, zero=zero), "dgx-h100") for zero in (1, 2)
+    )
+    assert two.memory[0].grads == pytest.approx(one.memory[0].grads / 4)  # the gradients' data-parallel share
+    assert two.memory[0].params == one.memory[0].params  # the weights stay whole between forward and backward
+    assert two.step_seconds > one.step_seconds  # 8 microbatches' reduce-scatters where ZeRO-1 has one
+
+
+def test_the_framework_s_memory_is_the_cuda_context_and_a_nccl_communicator_a_parallel_group():
+    from simulator.parallel.whatif.memory import framework_bytes
+
+    alone = framework_bytes(TrainingSetup())
+    assert alone == 287_047_680  # the CUDA context with lazy loading (pytorch/pytorch PR 86509)
+    assert framework_bytes(TrainingSetup(tp=2)) - alone == 544e6  # a two-rank communicator (NVIDIA/nccl issue 964)
+    assert framework_bytes(TrainingSetup(tp=8, pp=4, dp=2)) - alone == 2 * 688e6 + 544e6
+    assert framework_bytes(TrainingSetup(dp=8, ep=4)) - alone == 2 * 688e6 + 544e6  # dp, ep, an expert's 2 replicas
+    report = whatif(replace(named_model("llama3-8b"), layers=4), TrainingSetup(tp=8, pp=2, global_batch=2), "dgx-h100")
+    m = report.memory[0]
+    assert m.needed == m.total + framework_bytes(report.layout) and m.over == max(0.0, m.needed - m.capacity)
+    tight = replace(m, capacity=m.total + 1.0)  # the tensors fit; the context and buffers do not
+    assert tight.over > 0

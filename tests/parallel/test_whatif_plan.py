@@ -224,7 +224,7 @@ def test_experts_and_context_parallelism_communicate_as_their_kinds():
     [
         (GPT, TrainingSetup(tp=3), "tp=3 does not split 16 attention heads"),
         (GPT, TrainingSetup(pp=3), "8 layers do not split evenly into 3"),
-        (GPT, TrainingSetup(tp=2, pp=2, zero=2, global_batch=4), "use zero=1"),
+        (GPT, TrainingSetup(tp=2, pp=2, zero=3, global_batch=4), "or zero=2 .FSDP"),
         (GPT, TrainingSetup(ep=2, dp=2), "needs a mixture-of-experts model"),
         (GPT, TrainingSetup(sequence_parallel=True), "needs tp > 1"),
         (GPT, TrainingSetup(cp=2, attention="unfused"), "attention='flash'"),
@@ -275,3 +275,44 @@ def test_the_report_header_names_every_technique_the_layout_turns_on():
         assert words in header, header
     plain = whatif(BALANCED, TrainingSetup(tp=2, pp=2, global_batch=8), "dgx-h100").text().splitlines()[0]
     assert "stages per rank" not in plain and "ZeRO" not in plain and "sequence parallel" not in plain
+
+
+def test_llama3_s_all_gathered_context_parallel_keys_and_values_sit_in_the_critical_path():
+    llama = replace(named_model("llama3-8b"), layers=4, seq=32768)
+    ring, gather = (TrainingSetup(tp=2, cp=4, global_batch=1, cp_comm=c) for c in ("ring", "allgather"))
+    ops = {phase: [op.name for op in layer_ops(llama, gather) if op.phase == phase] for phase in "FI"}
+    assert ops["F"][ops["F"].index("flash attention") - 1] == "cp kv all-gather"
+    assert ops["I"][ops["I"].index("flash attention back") - 1] == "cp kv all-gather again"  # not kept: re-gathered
+    assert ops["I"][ops["I"].index("flash attention back") + 1] == "cp kv grad reduce-scatter"
+    (kv,) = [op for op in layer_ops(llama, gather) if op.name == "cp kv all-gather"]
+    assert kv.nbytes == 2 * 32768 * (8 // 2) * 128 * 2 and not kv.hide  # every rank's K and V, nothing hides it
+    slow, fast = (whatif(llama, layout, "dgx-h100") for layout in (gather, ring))
+    assert slow.breakdown["sp_cp"] > fast.breakdown["sp_cp"] and slow.step_seconds > fast.step_seconds
+    assert slow.memory[0].activations == fast.memory[0].activations  # each rank keeps only its own keys and values
+    with pytest.raises(SetupError, match="cp_comm='tree'.*ring, allgather"):
+        TrainingSetup(cp=2, cp_comm="tree")
+
+
+def test_deepspeed_s_bf16_optimizer_casts_each_gradient_to_a_new_fp32_tensor_before_adding_it():
+    model = replace(named_model("llama2-7b"), layers=2)
+    add, cast = (TrainingSetup(tp=2, grad_fusion=False, grad_accumulation=g) for g in ("add", "cast-add"))
+    params = {op.name: op.nbytes for op in layer_ops(model, cast) if op.phase == "W" and op.kind == "memory"}
+    (megatron,) = [op.nbytes for op in layer_ops(model, add) if op.name == "accumulate grads"]
+    assert megatron == pytest.approx(params["accumulate grads"] * 10 / 12)  # 2 + 4 + 4 bytes against 4 + 4 + 4
+    assert params["cast grads"] == pytest.approx(params["accumulate grads"] * 6 / 12)  # 2 read, 4 written
+    fused = TrainingSetup(tp=2, grad_accumulation="cast-add")  # gradient-accumulation fusion: no separate pass
+    assert not [op for op in layer_ops(model, fused) if "grads" in op.name and op.kind == "memory"]
+    slow, fast = (whatif(model, replace(layout, global_batch=4), "dgx-a100") for layout in (cast, add))
+    assert slow.step_seconds > fast.step_seconds
+
+
+def test_deepspeed_s_bf16_optimizer_all_reduces_the_gradients_it_then_shards():
+    model = replace(named_model("llama2-7b"), layers=4)
+    layout = TrainingSetup(tp=2, pp=2, dp=4, global_batch=8, zero=1, dp_overlap=False)
+    scatter, whole = (
+        whatif(model, replace(layout, grad_reduce=g), "dgx-a100") for g in ("reduce-scatter", "all-reduce")
+    )
+    assert whole.breakdown["dp"] > scatter.breakdown["dp"]  # every rank receives the whole sum
+    assert whole.memory[0].total == scatter.memory[0].total  # the optimizer state is sharded all the same
+    with pytest.raises(SetupError, match="ZeRO-2 keeps only its shard.*grad_reduce='reduce-scatter'"):
+        TrainingSetup(zero=2, grad_reduce="all-reduce")

@@ -7,7 +7,11 @@ answer's ``band``. The figures are recorded here so that an answer does not re-r
 tests/parallel/test_whatif_band.py re-runs them and fails when a change to the what-if moves them.
 
 ``knobs`` re-asks the same layout with what papers often leave out turned to its other plausible values: the
-interleaving depth (model chunks per pipeline rank), the microbatch size, and the recomputation. Each knob
+interleaving depth (model chunks per pipeline rank), the microbatch size, the recomputation, and, for a
+pipeline whose gradients are sharded (ZeRO-1 or -2), when they are reduced: summed whole over the microbatches
+and reduce-scattered once (Megatron-LM's distributed optimizer, ``zero=1``), or reduce-scattered every
+microbatch into the shard (FSDP beside a pipeline, ``zero=2``), which a paper saying "shards gradients" leaves
+open (Llama 3). Each knob
 says the throughput range it spans and whether every value fits in memory, so a reader can tell which
 unpublished setting the answer hangs on.
 """
@@ -88,6 +92,9 @@ def knobs(model: Transformer, layout: TrainingSetup, on: System | str, asked: Re
             for b in sorted({max(1, layout.microbatch // 2), layout.microbatch, layout.microbatch * 2})
         ],  # fmt: skip
         "recompute": [(r, dict(recompute=r)) for r in ("none", "selective", "full")],
+        "gradient reduction": [("once", dict(zero=1)), ("every microbatch", dict(zero=2))]
+        if layout.zero in (1, 2) and layout.pp > 1 and layout.microbatches > 1
+        else [],
     }
     out = []
     for name, tries in variants.items():

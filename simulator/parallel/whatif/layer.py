@@ -37,7 +37,9 @@ COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp ar
 # FlashAttention's first-generation kernels run at half FlashAttention-2's rate: FlashAttention-2 is "around 2x"
 # faster than FlashAttention (Dao 2023, arXiv:2307.08691, abstract), and flash-attn's Triton kernel, which
 # llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
-# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100.
+# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100, where
+# llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``) and
+# FlashAttention-2 also runs Ampere's: no H100 measurement of that kernel was found.
 TRITON_SHARE = 0.5
 
 
@@ -181,7 +183,11 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     if not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
-        ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
+        if layout.grad_accumulation == "cast-add":  # the cast writes a new tensor; the add reads it and the sum
+            ops.append(memory("cast grads", "W", params * (e + grad_bytes)))
+            ops.append(memory("accumulate grads", "W", params * 3 * grad_bytes))
+        else:
+            ops.append(memory("accumulate grads", "W", params * (2 * grad_bytes + e)))
     return ops
 
 
@@ -246,7 +252,23 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
                   causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
-        if layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
+        if layout.cp > 1 and layout.cp_comm == "allgather":  # Llama 3: gathered before the kernel, nothing hides it
+            kv = 2 * z.T * z.G * d * z.e * layout.cp  # every rank's keys and values
+            ops[:0] = [
+                Op(
+                    "cp kv all-gather" + (" again" if phase == "I" else ""),
+                    phase,
+                    "sp_cp",
+                    nbytes=kv,
+                    collective="all_gather",
+                    ranks=layout.cp,
+                    per_node=layout.per_node(layout.tp, layout.cp),
+                )
+            ]
+            if phase == "I":  # their gradients go back to their ranks, summed
+                ops.append(Op("cp kv grad reduce-scatter", phase, "sp_cp", nbytes=kv, collective="reduce_scatter",
+                              ranks=layout.cp, per_node=layout.per_node(layout.tp, layout.cp)))  # fmt: skip
+        elif layout.cp > 1:  # ring attention (Transformer Engine): each step's keys and values travel while it computes
             kv = 2 * z.T * z.G * d * z.e * (2 if phase == "I" else 1)  # the backward also returns their gradients
             ops.append(Op("ring kv" + (" back" if phase == "I" else ""), phase, "sp_cp", nbytes=kv * (layout.cp - 1),
                           collective="p2p", ranks=layout.cp, per_node=layout.per_node(layout.tp, layout.cp),

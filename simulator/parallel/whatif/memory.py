@@ -12,6 +12,15 @@ whose Table 2 this reproduces for GPT: s b h (34 + 5 a s / h) bytes without para
 How many microbatches each rank holds at once comes from walking its schedule: a forward adds its chunk's
 activations, a backward frees them (a split backward frees all but the weight-gradient products' inputs
 at I, and those at W).
+
+Besides the tensors a device holds what the framework keeps outside PyTorch's allocator, counted from
+measurements (``framework_bytes``): the CUDA context with lazy module loading, 287,047,680 bytes
+(pytorch/pytorch PR 86509, PyTorch 1.13, against 666,632,192 loading every module), and NCCL's buffers for
+each communicator the rank joins, 544 MB for a two-rank group and 688 MB for a larger one (NVIDIA/nccl issue
+964: 4 A100s over NVLink, one all-reduce each; NCCL's maintainer, issues 864 and 986: the buffers grow with the
+channels, H100's NVLink uses more, and past two nodes a communicator's needs stop growing; groups across nodes
+were not measured and take the same sizes). The caching
+allocator's fragmentation is not counted: no measurement for these workloads was found.
 """
 
 from __future__ import annotations
@@ -24,6 +33,8 @@ from .model import Transformer
 from .training_setup import FUSED_ATTENTION, TrainingSetup
 
 GIB = 2**30
+CUDA_CONTEXT = 287_047_680.0  # bytes, lazy module loading (pytorch/pytorch PR 86509)
+NCCL_PAIR, NCCL_GROUP = 544e6, 688e6  # bytes a communicator of two ranks, of more (NVIDIA/nccl issue 964)
 
 
 @dataclass(frozen=True)
@@ -35,19 +46,34 @@ class Memory:
     optimizer: float
     activations: float
     capacity: float
+    framework: float = 0.0  # the CUDA context and NCCL's buffers, outside the tensors (``framework_bytes``)
 
     @property
     def total(self) -> float:
+        """The tensors' bytes."""
         return self.params + self.grads + self.optimizer + self.activations
+
+    @property
+    def needed(self) -> float:
+        """The tensors and what the framework keeps besides them."""
+        return self.total + self.framework
 
     @property
     def over(self) -> float:
         """Bytes beyond the capacity (0 when it fits)."""
-        return max(0.0, self.total - self.capacity)
+        return max(0.0, self.needed - self.capacity)
 
     def gib(self) -> dict[str, float]:
-        kinds = ("params", "grads", "optimizer", "activations", "total", "capacity")
+        kinds = ("params", "grads", "optimizer", "activations", "total", "framework", "needed", "capacity")
         return {k: round(getattr(self, k) / GIB, 3) for k in kinds}
+
+
+def framework_bytes(layout: TrainingSetup) -> float:
+    """The CUDA context and one NCCL communicator for each parallel group of more than one rank (tensor,
+    context, pipeline, data and expert parallelism, and an expert's replicas), at the sizes measured (see the
+    module docstring)."""
+    groups = (layout.tp, layout.cp, layout.pp, layout.dp, layout.ep, layout.dp // layout.ep if layout.ep > 1 else 1)
+    return CUDA_CONTEXT + sum(NCCL_PAIR if n == 2 else NCCL_GROUP for n in groups if n > 1)
 
 
 def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float, float]:
@@ -141,4 +167,4 @@ def device_memory(model: Transformer, layout: TrainingSetup, schedule: Schedule,
         weights += 2 * wb * layer_params_per_rank(model, layout)
     last = schedule.placement[-1] == rank
     acts = peak_activations(schedule, rank, chunk_activations(model, layout)) + transient(model, layout, last)
-    return Memory(weights, grads, optimizer, acts, capacity)
+    return Memory(weights, grads, optimizer, acts, capacity, framework_bytes(layout))

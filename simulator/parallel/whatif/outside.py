@@ -21,17 +21,27 @@ Sources:
   batch 2,048; bf16 with DeepSpeed's BF16 optimizer (its own ZeRO-1); ``--checkpoint-activations``; the
   embedding counted as a layer when splitting (``--pp-partition-method 'type:transformer|embedding'``: 5
   layers on the first and last stage, 6 on the others); ``CUDA_LAUNCH_BLOCKING=1`` (the slurm script: "do not
-  remove or the training will hang"), so the CPU waits for every kernel before issuing the next. Throughput "about 150 TFLOPs" counting the
+  remove or the training will hang"), so the CPU waits for every kernel before issuing the next; DeepSpeed's
+  BF16 optimizer from its ``olruwase/bf16-updates`` branch (the README's Packages; the chronicles: commit
+  5ea1c60f8 from 2022-04-04), which adds every microbatch's gradients to the fp32 ones through a cast to a new
+  fp32 tensor (``grad_accumulation="cast-add"``) and all-reduces the fp32 gradients before each rank updates
+  its shard ("ZERO_STAGE=0 # important: bf16 must use z0! it implements its own zero stage 1 equivalent", the
+  slurm script; ``_bf16_reduce_grads``, ``grad_reduce="all-reduce"``). Throughput "about 150 TFLOPs" counting the
   recomputation (the README's Throughput section; BigScience's model page, bigscience.notion.site).
 - [LLAMA3] The Llama 3 Herd of Models (Grattafiori et al. 2024, arXiv:2407.21783), Table 4 and section 3.3.2:
   405B (126 layers, ``model.MODELS``) on H100 80GB (700 W) with 400 Gb/s per GPU between nodes; tensor 8,
   pipeline 16, data 64 or 128 at 8,192 tokens and 16 M tokens a batch (32 or 16 sequences per data-parallel
   rank), 430 and 400 TFLOP/s per GPU (43% and 41% BF16 MFU); and context 16 at 131,072 tokens, data 8:
-  380 (38%). BF16; interleaved 1F1B with one layer fewer on the first and the last stage; weights, gradients
-  and optimizer state sharded over data parallelism without re-gathering after the forward (priced as
-  ZeRO-1: one gather and one reduce-scatter a step); sequence parallelism (Megatron-style tensor
-  parallelism). Unpublished: the interleaving depth (rule: the smallest the schedule allows, 2 chunks a rank)
-  and the microbatch (rule: 1, the only one the sequences per rank allow at 16 microbatches with pp 16).
+  380 (38%). BF16; interleaved 1F1B with one layer fewer on the first and the last stage, so that "the first
+  model chunk on the first stage has only the embedding, and the last model chunk on the last stage has only
+  output projection and loss calculation": a chunk holds one layer, 8 chunks a rank (the 126 layers and the two
+  ends over 16 x 8 chunks); "FSDP ... shards optimizer states and gradients, but for model shards we do not
+  reshard after forward" (ZeRO-2: gradients reduce-scattered every microbatch, "in FP32" and accumulated "in
+  FP32 ... over multiple micro-batches" (numerical stability) into the fp32 shard, the weights gathered once a
+  step); "pre-train Llama 3 on sequences of 8K tokens without activation checkpointing" (no recomputation);
+  context parallelism that "first all-gather[s] the key (K) and value (V) tensors" (``cp_comm="allgather"``);
+  sequence parallelism (Megatron-style tensor parallelism). Unpublished: the microbatch (rule: 1, the only one
+  the sequences per rank allow at 16 microbatches with pp 16).
 - [OPT] Zhang et al. 2022, "OPT: Open Pre-trained Transformer Language Models" (arXiv:2205.01068), section 2.4:
   OPT-175B on 992 A100 80GB GPUs, "Fully Sharded Data Parallel with Megatron-LM Tensor Parallelism", fp16
   weights with the fp32 Adam state sharded, "up to 147 TFLOP/s per GPU"; 96 layers of width 12,288, 96 heads,
@@ -65,7 +75,8 @@ Sources:
   llmfoundry/models/mpt/modeling_mpt.py). The rows used here were measured for commit b2a43a147 (October 2023):
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
   composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
-  Triton kernel, priced at half FlashAttention-2's rate: ``--attention triton``, ``layer.TRITON_SHARE``); each
+  Triton kernel, compiled by ``triton_pre_mlir``, a fork of Triton's pre-MLIR compiler that setup.py installs;
+  priced at half FlashAttention-2's rate: ``--attention triton``, ``layer.TRITON_SHARE``); each
   row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
   per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
   network between nodes plays no part, and every model size the tables hold at that length appears).
@@ -105,7 +116,8 @@ def _mt_nlg() -> list[Row]:
 def _bloom() -> list[Row]:
     layout = TrainingSetup(
         tp=4, pp=12, dp=8, global_batch=2048, microbatch=2, first_stage_layers=5, last_stage_layers=5, zero=1,
-        launch_blocking=True, **dict(DEEPSPEED_2021, precision="bf16"),
+        launch_blocking=True, grad_accumulation="cast-add", grad_reduce="all-reduce",
+        **dict(DEEPSPEED_2021, precision="bf16"),
     )  # fmt: skip
     jean_zay = with_network(dgx_a100_system(), nics_per_node=4, nic_gbps=100)
     return [Row(BLOOM, "176B (t4 p12 d8, 4 x 100 Gb/s a node)", BLOOM_176B, layout, 150.0, "tflops_per_gpu", jean_zay)]
@@ -136,8 +148,10 @@ def _megascale() -> list[Row]:
 
 def _llama3() -> list[Row]:
     base = named_model("llama3-405b")
-    common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=1, schedule="interleaved-1f1b",
-                  virtual_stages=2, first_stage_layers=3, last_stage_layers=3)  # fmt: skip
+    # one layer a chunk: the first chunk only the embedding, the last only the output layer and the loss
+    common = dict(tp=8, pp=16, microbatch=1, sequence_parallel=True, zero=2, schedule="interleaved-1f1b",
+                  virtual_stages=8, first_stage_layers=0, last_stage_layers=0, recompute="none",
+                  cp_comm="allgather")  # fmt: skip
     rows = []
     for gpus, cp, dp, seq, per_rank, tflops in (
         (8192, 1, 64, 8192, 32, 430.0),

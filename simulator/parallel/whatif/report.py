@@ -145,17 +145,19 @@ class Report:
             if v > 0 or first.get(k, 0) > 0 or last.get(k, 0) > 0:
                 lines.append(f"  {LABELS[k]:<34} {v:9.3f}  {v / self.step_seconds:6.1%}   "
                              f"{first.get(k, 0):10.3f} {last.get(k, 0):9.3f}")  # fmt: skip
-        lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations = total of capacity"]
-        fullest = max(range(len(self.memory)), key=lambda r: self.memory[r].total)
+        lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations + CUDA context and NCCL "
+                  "buffers = total of capacity"]  # fmt: skip
+        fullest = max(range(len(self.memory)), key=lambda r: self.memory[r].needed)
         for r in sorted({0, fullest, len(self.memory) - 1}):
             g = self.memory[r].gib()
             lines.append(f"  pipeline rank {r:>3}: {g['params']:7.1f} {g['grads']:7.1f} {g['optimizer']:7.1f} "
-                         f"{g['activations']:7.1f} = {g['total']:7.1f} of {g['capacity']:.0f}")  # fmt: skip
+                         f"{g['activations']:7.1f} + {g['framework']:4.1f} = {g['needed']:7.1f} of {g['capacity']:.0f}")  # fmt: skip
         worst = self.memory[fullest]
         if worst.over > 0:
             lines.append(
-                f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.total / GIB:.1f} GiB, "
+                f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.needed / GIB:.1f} GiB, "
                 f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.0f} GiB; try more recomputation, "
-                "--zero 1, sequence parallelism, a larger tp or pp, or a smaller microbatch"
+                f"{'a higher --zero, ' if lay.zero < (2 if lay.pp > 1 else 3) else ''}sequence parallelism, a larger "
+                "tp or pp, or a smaller microbatch"
             )
         return "\n".join(lines)

@@ -179,7 +179,7 @@ class StageProgram:
             expert_group = (expert_ranks, layout.per_node(stride, expert_ranks))
             return dense_time + achieved.collective_time(kind, experts * share * itemsize, *expert_group)
 
-        reduce_kind = "all_reduce" if layout.zero == 0 else "reduce_scatter"
+        reduce_kind = "all_reduce" if layout.zero == 0 or layout.grad_reduce == "all-reduce" else "reduce_scatter"
         stream = 0.0  # when the gradient stream is next free
         beside = 0.0  # seconds of it that ran beside the backward (overlapped: the kernels there ran slower)
         counts = layout.chunk_layers(model)

@@ -17,6 +17,15 @@ Settings that model software as it was (for the papers' tables) rather than as i
   (``--overlap-grad-reduce``, August 2023); off, they are reduced after the backward, as before;
 - ``grad_fusion``: weight gradients accumulate into the fp32 main gradients inside the product
   (``--gradient-accumulation-fusion``, February 2022); off, a separate add per parameter and microbatch;
+- ``grad_accumulation``: that separate add: "add" (Megatron-LM's ``main_grad.add_(grad)``: the 16-bit
+  gradient and the fp32 one read, the fp32 one written) or "cast-add" (DeepSpeed's BF16 optimizer, which BLOOM
+  ran: ``hp_grad.add_(lp.grad.to(fp32))`` in ``update_hp_grads`` after every microbatch's backward,
+  deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
+  tensor that the add then reads);
+- ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
+  receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
+  the whole sum and updates its shard: DeepSpeed's BF16 optimizer beside its pipeline engine, which BLOOM ran,
+  ``_bf16_reduce_grads`` in deepspeed/runtime/pipe/engine.py);
 - ``precision``: "bf16" (bf16 weights, fp32 main gradients: 18 bytes a parameter) or "fp16" (fp16 weights and
   gradients: 20), Megatron-LM's distributed-optimizer guide, docs/user-guide/features/dist_optimizer.md; or
   "fp8" (Transformer Engine's FP8 products, ``--fp8-format hybrid``: the linear layers' products at the
@@ -31,7 +40,10 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
-  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``).
+  "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``);
+- ``cp_comm``: how context parallelism brings each rank the other ranks' keys and values: "ring" (Transformer
+  Engine's ring attention, each step's exchange behind the previous step's kernel) or "allgather" (Llama 3's:
+  all-gather them before the kernel and reduce-scatter their gradients after it, in the critical path).
 """
 
 from __future__ import annotations
@@ -50,6 +62,9 @@ ATTENTION = ("flash", "unfused", "triton")
 FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matrix
 OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
+CP_COMM = ("ring", "allgather")
+GRAD_ACCUMULATION = ("add", "cast-add")
+GRAD_REDUCE = ("reduce-scatter", "all-reduce")
 
 
 class SetupError(ValueError):
@@ -85,6 +100,9 @@ class TrainingSetup:
     distribute_saved: bool = False  # full recomputation's kept layer inputs split over tp (no effect otherwise)
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
+    cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
+    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, or DeepSpeed BF16's cast then add
+    grad_reduce: str = "reduce-scatter"  # ZeRO-1's gradient collective: a reduce-scatter, or DeepSpeed's all-reduce
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -99,6 +117,9 @@ class TrainingSetup:
             "attention": ATTENTION,
             "optimizer": OPTIMIZER,
             "cross_entropy": CROSS_ENTROPY,
+            "cp_comm": CP_COMM,
+            "grad_accumulation": GRAD_ACCUMULATION,
+            "grad_reduce": GRAD_REDUCE,
         }
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -118,6 +139,11 @@ class TrainingSetup:
             object.__setattr__(self, "stage_layers", counts)
         if self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
+        if self.zero >= 2 and self.grad_reduce == "all-reduce":
+            raise SetupError(
+                f"TrainingSetup(zero={self.zero}, grad_reduce='all-reduce'): ZeRO-{self.zero} keeps only its shard of "
+                "the gradients, which a reduce-scatter delivers; use grad_reduce='reduce-scatter' or zero=1"
+            )
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
         if self.global_batch % (self.dp * self.microbatch):
@@ -259,10 +285,11 @@ class TrainingSetup:
             raise SetupError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
         if model.experts and (model.experts % self.ep or self.dp % self.ep):
             raise SetupError(f"ep={self.ep} must divide the {model.experts} experts and dp={self.dp}")
-        if self.zero >= 2 and self.pp > 1:
+        if self.zero >= 3 and self.pp > 1:  # ZeRO-2 with pp is PyTorch's FSDP without resharding (Llama 3)
             raise SetupError(
-                f"ZeRO-{self.zero} shards gradients that pipeline parallelism accumulates over microbatches; "
-                "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) with pp > 1"
+                "ZeRO-3 gathers a layer's weights for every microbatch that pipeline parallelism keeps in flight; "
+                "Megatron-LM and DeepSpeed do not combine them: use zero=1 (the distributed optimizer) or zero=2 "
+                "(FSDP's sharded gradients, reduce-scattered every microbatch) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
             raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "

@@ -146,11 +146,11 @@ def memory_lines(checked: list[Checked]) -> list[str]:
         return []
     over = [c for c in checked if not c.report.fits]
     lines = ["", f"memory: every one of these runs trained; {len(checked) - len(over)} of {len(checked)} fit as "
-             "predicted (tensors only: weights, gradients, optimizer state, activations)"]  # fmt: skip
+             "predicted (weights, gradients, optimizer state, activations, the CUDA context and NCCL's buffers)"]  # fmt: skip
     for c in over:
-        fullest = max(c.report.memory, key=lambda m: m.total)
-        lines.append(f"  does not fit as predicted: {c.row.label}: {fullest.total / GIB:.1f} GiB of "
-                     f"{fullest.capacity / GIB:.1f}")  # fmt: skip
+        fullest = max(c.report.memory, key=lambda m: m.needed)
+        lines.append(f"  does not fit as predicted: {c.row.label}: {fullest.needed / GIB:.1f} GiB of "
+                     f"{fullest.capacity / GIB:.1f} ({fullest.total / GIB:.1f} in tensors)")  # fmt: skip
     return lines
 
 
