@@ -217,7 +217,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                      help="network ports per node between nodes (default: one per GPU, as in DGX nodes)")  # fmt: skip
     lay.add_argument("--nic-gbps", type=float, help="each port's line rate in Gb/s (default: the system's)")
     lay.add_argument("--gpu-memory", type=float, metavar="GB",
-                     help="memory per GPU in GB, e.g. 40 for A100 40GB (default: the system's, 80)")  # fmt: skip
+                     help="memory per GPU as the product names it, in GB of 2^30 bytes, e.g. 40 for A100 40GB "
+                          "(default: the system's, what nvidia-smi reports: 80 GiB on A100 80GB, 79.6 on H100)")  # fmt: skip
     lay.add_argument("--microbatch", type=size, default=1, help="sequences per microbatch (default 1)")
     lay.add_argument("--global-batch", type=size, help="sequences per step (default dp x microbatch x pp)")
     priced = [name for name, record in SCHEDULES.items() if record.whatif]

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from .model import CostModel, FullyConnected, TwoLevel
 
 GB = 1e9
+MiB = 2**20
 
 
 def dgx_h100() -> CostModel:
@@ -25,8 +26,9 @@ def dgx_h100() -> CostModel:
         latency=2e-6,
         # H100 SXM, BF16 dense tensor core: 989 TFLOP/s (datasheet quotes 1979 with sparsity).
         flops=989e12,
-        # H100 SXM: 80 GB HBM3 at 3.35 TB/s (datasheet).
-        memory=80 * GB,
+        # H100 SXM "80 GB" HBM3 at 3.35 TB/s (datasheet); what a program can use is the total nvidia-smi reports,
+        # 81,559 MiB (79.6 GiB): printed in NVIDIA/nccl issue 1264 and listed in modal-labs/modal-client PR 2797.
+        memory=81559 * MiB,
         memory_bandwidth=3.35e12,
         topology=TwoLevel(
             node_size=8,  # 8 GPUs per DGX H100 (DGX H100 datasheet)
@@ -46,7 +48,7 @@ def dgx_a100() -> CostModel:
         latency=2e-6,  # estimate, as for DGX H100
         # A100, BF16 dense tensor core: 312 TFLOP/s (A100 datasheet; 624 with sparsity).
         flops=312e12,
-        memory=80 * GB,  # A100 80GB (datasheet)
+        memory=81920 * MiB,  # A100 80GB: nvidia-smi's total, 81,920 MiB (modal-labs/modal-client PR 2797)
         memory_bandwidth=2.039e12,  # A100 80GB SXM: HBM2e at 2,039 GB/s (datasheet)
         topology=TwoLevel(
             node_size=8,  # 8 GPUs per DGX A100 (DGX A100 datasheet)

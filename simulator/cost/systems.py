@@ -264,12 +264,15 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
 
 
 def with_memory(base: System, gigabytes: float | None) -> System:
-    """``base`` with ``gigabytes`` (10^9 bytes) of memory per GPU, e.g. 40 for A100 40GB (None: the preset's)."""
+    """``base`` with ``gigabytes`` of memory per GPU as the product names it, e.g. 40 for A100 40GB (None: the preset's).
+
+    A GPU's "GB" is 2^30 bytes: nvidia-smi reports A100 40GB as 40,960 MiB and A100 80GB as 81,920 MiB
+    (modal-labs/modal-client PR 2797)."""
     if gigabytes is None:
         return base
     if not gigabytes > 0:
         raise ValueError(f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 (e.g. 40 for A100 40GB)")
-    cost = replace(base.cost, memory=gigabytes * 1e9, name=f"{base.cost.name} ({gigabytes:g} GB)")
+    cost = replace(base.cost, memory=gigabytes * 2**30, name=f"{base.cost.name} ({gigabytes:g} GB)")
     return System(cost, base.achieved)
 
 

@@ -260,7 +260,7 @@ def test_dgx_h100_numbers():
     c = dgx_h100()
     assert close(c.message_time(450e6, 0, 7), 2e-6 + 1e-3)  # NVLink: 450 GB/s each way
     assert close(c.message_time(50e6, 0, 8), 5e-6 + 1e-3)  # InfiniBand NDR: 50 GB/s per GPU port
-    assert c.memory == 80e9
+    assert c.memory == 81559 * 2**20  # nvidia-smi's total for an H100 80GB HBM3
     assert "between nodes" in c.describe()
 
 

@@ -151,12 +151,12 @@ class Report:
         for r in sorted({0, fullest, len(self.memory) - 1}):
             g = self.memory[r].gib()
             lines.append(f"  pipeline rank {r:>3}: {g['params']:7.1f} {g['grads']:7.1f} {g['optimizer']:7.1f} "
-                         f"{g['activations']:7.1f} + {g['framework']:4.1f} = {g['needed']:7.1f} of {g['capacity']:.0f}")  # fmt: skip
+                         f"{g['activations']:7.1f} + {g['framework']:4.1f} = {g['needed']:7.1f} of {g['capacity']:.3g}")  # fmt: skip
         worst = self.memory[fullest]
         if worst.over > 0:
             lines.append(
                 f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.needed / GIB:.1f} GiB, "
-                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.0f} GiB; try more recomputation, "
+                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.3g} GiB; try more recomputation, "
                 f"{'a higher --zero, ' if lay.zero < (2 if lay.pp > 1 else 3) else ''}sequence parallelism, a larger "
                 "tp or pp, or a smaller microbatch"
             )

@@ -108,9 +108,9 @@ export function calculate(el, data) {
     const scale = Math.max(m.total, m.capacity) * 1.02;
     const stack = h("div", { class: "mc-stack" });
     for (const [k, , colour] of KINDS) stack.append(h("div", { class: "mc-part", style: `width: ${(100 * m[k]) / scale}%; background: ${colour}`, title: `${k}: ${gb(m[k])}` }));
-    stack.append(h("div", { class: "mc-capacity", style: `left: ${(100 * m.capacity) / scale}%`, title: "80 GB" }));
+    stack.append(h("div", { class: "mc-capacity", style: `left: ${(100 * m.capacity) / scale}%`, title: "H100 80GB: 85.5 GB usable (79.6 GiB)" }));
     const fits = m.total <= m.capacity;
-    const verdict = h("p", { class: `mc-verdict ${fits ? "mc-fits" : "mc-over"}`, "data-total": m.total, text: `${gb(m.total)} on each device of the first pipeline stage: ${fits ? `fits an 80 GB device, ${gb(m.capacity - m.total)} to spare` : `${gb(m.total - m.capacity)} over an 80 GB device`}` });
+    const verdict = h("p", { class: `mc-verdict ${fits ? "mc-fits" : "mc-over"}`, "data-total": m.total, text: `${gb(m.total)} on each device of the first pipeline stage: ${fits ? `fits an H100 80GB, ${gb(m.capacity - m.total)} to spare` : `${gb(m.total - m.capacity)} over an H100 80GB (85.5 GB usable)`}` });
     const rows = KINDS.map(([k, name, colour]) =>
       h(
         "div",

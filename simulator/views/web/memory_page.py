@@ -1,6 +1,6 @@
 """The memory calculator: one self-contained page where a student picks a model, the ZeRO stage, recomputation,
 TP, PP, DP, CP and the microbatch size, and sees what one device holds: parameters, gradients, optimizer state
-and activations, each bar explained, against an 80 GB device.
+and activations, each bar explained, against an H100 80GB (79.6 GiB, as ``dgx_h100`` gives it).
 
 The numbers are the what-if's own (``simulator.parallel.whatif.memory.device_memory``): Python computes the
 tables the formulas read (each model's parameters on the first pipeline stage per tp and pp, one layer's
@@ -16,6 +16,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from ...cost.presets import dgx_h100
 from ...parallel.schedules import make_schedule
 from ...parallel.whatif.layer import layer_params_per_rank
 from ...parallel.whatif.memory import Memory, device_memory, layer_activations, rank_params, transient
@@ -36,7 +37,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "sp": (True, False),
     "microbatch": (1, 2, 4, 8),
 }
-CAPACITY = 80e9  # bytes: an H100's 80 GB
+CAPACITY = dgx_h100().memory  # bytes: what an H100 80GB gives a program (nvidia-smi's total)
 START = {
     "model": "llama3-70b",
     "tp": 8,
