@@ -47,11 +47,19 @@ function rankNames(ctx, p, rowH, top, font) {
   ctx.textBaseline = "middle";
   ctx.textAlign = "left";
   const bottom = top + p * rowH;
+  const rows = [];
   for (let r = 0; r < p; r += every) {
     const y = top + r * rowH + rowH / 2;
     if (y + font / 2 > bottom + 1 && r > 0) break; // a name that would spill past the chart
-    ctx.fillText(`device ${r}`, 6, clamp(y, font / 2 + 1, Math.max(font / 2 + 1, bottom - font / 2)));
+    rows.push([r, clamp(y, font / 2 + 1, Math.max(font / 2 + 1, bottom - font / 2))]);
   }
+  // Rows too thin for a second name: one name for them all, so "device 0" does not stand for every row.
+  if (rows.length === 1 && p > 1) {
+    const all = `devices 0-${p - 1}`;
+    if (ctx.measureText(all).width > LEFT - 8) ctx.font = "12px system-ui, sans-serif";
+    ctx.fillText(all, 6, (top + bottom) / 2);
+  }
+  else for (const [r, y] of rows) ctx.fillText(`device ${r}`, 6, y);
 }
 
 // One schedule's timeline on a canvas; returns it, and what it drew (for the tests: every block, its label).
