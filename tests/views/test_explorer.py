@@ -263,6 +263,8 @@ def test_two_schedules_side_by_side_on_one_time_axis(page):
         )
     assert [f for f in shown["formula"]] == ["3/8", "1/8"]  # (p - 1) / m against ((p - 1) + max(0, p - m)) / 3m
     assert shown["size"] == [1280, 720] and shown["smallest"] >= 12
+    names = driver.execute_script("return [...document.querySelectorAll('.ex-memory')].map(c => c.dataset.names)")
+    assert names == ['["device 0","device 2"]'] * 2  # every other row named where the rows are thin
     one_axis = driver.execute_script("return document.querySelectorAll('.ex-axis').length")
     assert one_axis == 1
 
@@ -300,6 +302,25 @@ def test_two_schedules_at_p_64_m_512_fit_one_screen(page):
     shown = driver.execute_script(READ)
     assert shown["error"] is None and shown["panels"] == ["interleaved-1f1b", "zbv"]
     assert shown["size"] == [1280, 720] and shown["smallest"] >= 12  # the time axis on the screen, not below it
+    names = driver.execute_script("return [...document.querySelectorAll('.ex-memory')].map(c => c.dataset.names)")
+    assert names == ['["device 0","device 28"]'] * 2  # rows too thin for every name: every 28th named
+
+
+def test_memory_rows_too_thin_for_two_names_are_named_once_for_all(page):
+    driver, path = page
+    shorter = {"width": 1280, "height": 560, "deviceScaleFactor": 1, "mobile": False}  # thinner memory rows
+    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", shorter)
+    try:
+        driver.get(path.resolve().as_uri() + "#schedule=1f1b&versus=zb-h1&p=4&m=8&v=1&F=1&B=2&W=1")
+        driver.refresh()
+        names = driver.execute_async_script(
+            "const done = arguments[0]; const read = () => document.querySelector('.ex-memory') ?"
+            " done([...document.querySelectorAll('.ex-memory')].map(c => c.dataset.names)) : setTimeout(read, 50);"
+            " read();"
+        )
+    finally:
+        driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride", {**shorter, "height": 720})
+    assert names == ['["devices 0-3"]'] * 2  # not "device 0" standing for all four rows
 
 
 @pytest.mark.browser

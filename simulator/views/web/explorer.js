@@ -58,8 +58,11 @@ function rankNames(ctx, p, rowH, top, font) {
     const all = `devices 0-${p - 1}`;
     if (ctx.measureText(all).width > LEFT - 8) ctx.font = "12px system-ui, sans-serif";
     ctx.fillText(all, 6, (top + bottom) / 2);
+    ctx.canvas.dataset.names = JSON.stringify([all]); // for the tests: the canvas keeps no text
+    return;
   }
-  else for (const [r, y] of rows) ctx.fillText(`device ${r}`, 6, y);
+  for (const [r, y] of rows) ctx.fillText(`device ${r}`, 6, y);
+  ctx.canvas.dataset.names = JSON.stringify(rows.map(([r]) => `device ${r}`));
 }
 
 // One schedule's timeline on a canvas; returns it, and what it drew (for the tests: every block, its label).
