@@ -17,6 +17,7 @@ import pytest
 
 from simulator import World
 from simulator.checker import Reference, check
+from simulator.checker.compare import same
 from simulator.checker.split import ALL, Split
 from tests.checker.test_checker_fast_paths import as_records
 
@@ -268,6 +269,10 @@ def matmul_model(dev, X, W):
 
 
 ROWS = Split(given={"X": {0: np.s_[0:2], 1: np.s_[2:4]}, "W": ALL})
+# the same split by functions of the rank, each call making new slices (a split remembers its answers per name)
+ROWS_BY_FUNCTION = Split(
+    compute={"Y": lambda r: r in (0, 1)}, given={"X": lambda r: np.s_[2 * r : 2 * r + 2], "W": ALL}
+)
 WHOLE: dict = {}
 
 
@@ -318,13 +323,14 @@ ROW_CASES = [
 ]
 
 
+@pytest.mark.parametrize("split", [ROWS, ROWS_BY_FUNCTION], ids=["mapping", "functions"])
 @pytest.mark.parametrize(
     "program, dtype, verdict, first, broken", ROW_CASES, ids=[f"{c[0].__name__}-{c[1].__name__}" for c in ROW_CASES]
 )
-def test_rows_given_in_part_hold_every_device_to_its_own(program, dtype, verdict, first, broken):
+def test_rows_given_in_part_hold_every_device_to_its_own(program, dtype, verdict, first, broken, split):
     X = (np.arange(12, dtype=np.float64).reshape(4, 3) * 0.5 - 1).astype(dtype)
     W = (np.arange(6, dtype=np.float64).reshape(3, 2) * 0.25 + 0.1).astype(dtype)
-    got = checked_every_way(World(2).run(program, X, W), Reference.of(matmul_model, X, W), split=ROWS)
+    got = checked_every_way(World(2).run(program, X, W), Reference.of(matmul_model, X, W), split=split)
     assert got == (verdict, first, broken)
 
 
@@ -387,3 +393,41 @@ def test_another_replicas_value_under_this_replicas_name_is_compared_with_this_r
     refs = {r: Reference.of(replica, xs[r]) for r in range(2)}
     got = checked_every_way(World(2).run(replicas, xs, swapped), refs, own_names=True)
     assert got == (("FAILED", ("message", 1, "y"), []) if swapped else ("passed", None, []))
+
+
+# ---- identify, the answer the crossing and "foreign" rules rest on -------------------------------------------------
+def test_identify_names_every_value_a_comparison_with_each_would_name():
+    """Values found by their bytes, answers worked out per shape and kept per tolerance, a look at three elements
+    first: the names are those a comparison with every value gives, for values of mixed dtypes (ints, bools,
+    float16 to 64, complex), NaN, infinities, -0.0 and zeros of several names, under the default and a caller's
+    tolerances, asked again and again of one reference."""
+    rng = np.random.default_rng(11)
+    dtypes = [np.float64, np.float32, np.float16, np.int64, np.int32, np.bool_, np.complex128]
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e-30, 1e30]
+    for _ in range(300):
+        shape = [(), (1,), (3,), (2, 2)][rng.integers(4)]
+        base = rng.normal(size=shape) * 10.0 ** rng.integers(-6, 6)
+        ref = Reference()
+        for k in range(int(rng.integers(1, 7))):
+            v = np.array(base * (1 + rng.choice([0, 0, 1e-9, 1e-6, 1e-4, 1e-2, 1]) * rng.normal(size=shape)))
+            if rng.random() < 0.2 and v.size:
+                v.reshape(-1)[rng.integers(v.size)] = rng.choice(specials)
+            if rng.random() < 0.15:
+                v = np.zeros(shape)
+            with np.errstate(all="ignore"):
+                ref.values[f"v{k}"] = v.astype(dtypes[rng.integers(len(dtypes))])
+        values = list(ref.values.values())
+        for _ in range(6):
+            source = values[rng.integers(len(values))]
+            with np.errstate(all="ignore"):
+                found = (
+                    source.copy()
+                    if rng.random() < 0.5
+                    else np.asarray(
+                        source.real.astype(np.float64)
+                        * (1 + rng.choice([1e-12, 1e-8, 1e-5, 1e-3]) * rng.normal(size=shape))
+                    ).astype(dtypes[rng.integers(len(dtypes))])
+                )
+            rtol, atol = [None, 1e-3, 0.0][rng.integers(3)], [None, 1e-6][rng.integers(2)]
+            every = [n for n, v in ref.values.items() if same(found, v, rtol, atol)]
+            assert ref.identify(found, rtol=rtol, atol=atol) == every, (found, ref.values, rtol, atol)
