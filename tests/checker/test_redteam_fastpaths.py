@@ -431,3 +431,20 @@ def test_identify_names_every_value_a_comparison_with_each_would_name():
             rtol, atol = [None, 1e-3, 0.0][rng.integers(3)], [None, 1e-6][rng.integers(2)]
             every = [n for n, v in ref.values.items() if same(found, v, rtol, atol)]
             assert ref.identify(found, rtol=rtol, atol=atol) == every, (found, ref.values, rtol, atol)
+
+
+def test_a_reference_reused_under_other_tolerances_answers_under_each():
+    """A caller's looser tolerance, then the default, and again, on one reference: what it remembers is kept per
+    tolerance. A running sum 1e-5 off passes under rtol=1e-3 and FAILS under float64's own, at its message when
+    named, at the result when not (not verified under rtol=1e-3 then: its running sums placed by no value)."""
+    ref = Reference.of(summed, np.float64)
+    off = ("scaled", 2, 1, 1 + 1e-5)
+    at_message, at_result = ("FAILED", ("message", 3, "x[1]+x[2]"), []), ("FAILED", ("result", 0, "the result"), [])
+    passed = ("passed", None, [])
+    for rtol in (1e-3, None, 1e-3, None):
+        for named, own_names in [(True, False), (True, True), (False, False), (False, True)]:
+            got = checked_every_way(World(P).run(ring, np.float64, off, named), ref, rtol=rtol, own_names=own_names)
+            if rtol is None:
+                assert got == (at_message if named else at_result)
+            else:
+                assert got == (("not verified", None, []) if not (named or own_names) else passed)
