@@ -153,19 +153,27 @@ class _Presence:
         if not parts:
             return
         shapes = self._rules[("shapes given", rank, id(ref))]
-        inputs = [  # (whether x is the whole of an input: asked of each input once, _identify, for every rule)
-            (x_shape, self._identify(ref, x))
-            for x in rec.inputs
-            if not structured(x)
-            for x_shape in [np.shape(x)]
-            if x_shape in shapes  # (an input of no shape given in part can be the whole of none)
-        ]
+        inputs = []  # (x, its shape, the names it is): whether x is the whole of an input, asked once (_identify)
+        for x in rec.inputs:
+            if structured(x):
+                continue
+            x_shape = np.shape(x)
+            if x_shape in shapes:  # (an input of no shape given in part can be the whole of none)
+                inputs.append((x, x_shape, self._identify(ref, x)))
+            if len(x_shape) >= 2 and x_shape[::-1] in shapes:  # maybe the whole of one transposed (X.T)
+                inputs.append((x, x_shape, None))
         if not inputs:
             return
         for name, mine, whole in parts:
             shape = np.shape(whole)
-            for x_shape, names in inputs:
-                if x_shape != shape or name not in names:
+            for x, x_shape, names in inputs:
+                if names is not None:
+                    if x_shape != shape or name not in names:
+                        continue
+                    how = ""
+                elif x_shape[::-1] == shape and _transposed(x, whole):
+                    how = " (transposed)"
+                else:
                     continue
                 if self._arrived(rank, name):
                     return
@@ -173,7 +181,7 @@ class _Presence:
                     rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
                 else:
                     rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
-                text = f"device {rank} computed {rec.name} from all of {name}, but {rule}"
+                text = f"device {rank} computed {rec.name} from all of {name}{how}, but {rule}"
                 self._add(("given", rank, name), "given", rank, i, text, rec)
                 return
 
@@ -201,6 +209,14 @@ class _Presence:
         if len(ranks) == 1:
             return f"only device {ranks[0]} is given"
         return f"only devices {_listed(map(str, ranks))} are given"
+
+
+def _transposed(x: Any, whole: Any) -> bool:
+    """Whether ``x`` is ``whole`` transposed, element for element (``X.T`` handed to an op). Exact, not within a
+    tolerance: a copy's transpose is; two corners first, since most inputs of that shape are something else."""
+    xt, w = np.transpose(x), np.asarray(whole)
+    ends = ((0,) * w.ndim, (-1,) * w.ndim)
+    return (w.size == 0 or all(xt[e] == w[e] for e in ends)) and bool(np.array_equal(xt, w))
 
 
 def _is_block(value: Any, whole: Any) -> bool:

@@ -313,6 +313,13 @@ def rows_held_whole(dev, X, W):
     return dev.compute("Y", lambda a, b: (a @ b)[rows(dev.rank)], x, w, index=rows(dev.rank))
 
 
+def rows_from_the_whole_transposed(dev, X, W):
+    """All of X, handed to an op as X.T and turned back inside it: the whole input in another shape."""
+    dev.hold("X", X[rows(dev.rank)], index=rows(dev.rank))
+    w = dev.hold("W", W)
+    return dev.compute("Y", lambda xt, b: (xt.T @ b)[rows(dev.rank)], X.T, w, index=rows(dev.rank))
+
+
 ROW_CASES = [
     (rows_right, np.float64, "passed", None, []),
     (rows_right, np.float32, "passed", None, []),
@@ -320,6 +327,7 @@ ROW_CASES = [
     (rows_from_the_whole_twice, np.float64, "FAILED", None, [("given", 0), ("given", 1)]),
     (rows_swapped, np.float64, "FAILED", ("held value", 0, "X"), []),
     (rows_held_whole, np.float32, "FAILED", None, [("given", 0), ("given", 1)]),
+    (rows_from_the_whole_transposed, np.float64, "FAILED", None, [("given", 0), ("given", 1)]),
 ]
 
 
@@ -332,6 +340,20 @@ def test_rows_given_in_part_hold_every_device_to_its_own(program, dtype, verdict
     W = (np.arange(6, dtype=np.float64).reshape(3, 2) * 0.25 + 0.1).astype(dtype)
     got = checked_every_way(World(2).run(program, X, W), Reference.of(matmul_model, X, W), split=split)
     assert got == (verdict, first, broken)
+
+
+def test_the_whole_of_a_square_input_transposed_breaks_the_split():
+    X, W = np.arange(16.0).reshape(4, 4) / 7 - 1, np.full((4, 2), 0.5)
+
+    def program(dev, X, W):
+        dev.hold("X", X[rows(dev.rank)], index=rows(dev.rank))
+        w = dev.hold("W", W)
+        return dev.compute("Y", lambda xt, b: (xt.T @ b)[rows(dev.rank)], X.T, w, index=rows(dev.rank))
+
+    got = checked_every_way(World(2).run(program, X, W), Reference.of(matmul_model, X, W), split=ROWS)
+    assert got == ("FAILED", None, [("given", 0), ("given", 1)])
+    report = check(World(2).run(program, X, W), Reference.of(matmul_model, X, W), split=ROWS)
+    assert "device 1 computed Y from all of X (transposed), but its part is rows 2:4" in str(report)
 
 
 def test_batch_size_one_a_row_each_computed_from_the_whole_input_breaks_the_split():
