@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ...core.files import atomic_write, check_writable, short_path
-from .assets import asset, module
+from .assets import VIEW, asset, module
 from .document import MAX_EVENTS, build_document
 
 CSP = "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; img-src data:"
@@ -28,8 +28,8 @@ __all__ = ["CSP", "asset", "html_page", "tool_page", "write_html", "write_page",
 
 
 def tool_page(key: str, title: str, command: str, scripts: tuple[str, ...], data: Any, call: str, noscript: str) -> str:
-    """One of the self-contained tool pages (the explorer, the memory calculator): its ES module, styles and data
-    inline, nothing to fetch.
+    """One self-contained page (a run's step-through view, the explorer, the memory calculator): its ES module,
+    styles and data inline, nothing to fetch.
 
     Args:
         key: names the page's root element, its data element (``KEY-data``) and its styles (``KEY.css``).
@@ -73,34 +73,11 @@ body {{ margin: 0; background: #fff; }}
 def html_page(doc: dict[str, Any], *, step: int = 0, present: bool = False) -> str:
     """The page for a view document (``build_document``), opened at ``step`` (or the step its address names);
     ``present``: the projector mode."""
-    script = module()
-    data = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).replace("<", "\\u003c")
     options = json.dumps({"documentKeys": True, "step": step, "present": present, "hash": True})
-    return f"""<!DOCTYPE html>
-<html lang="en">
-<head>
-<meta charset="utf-8">
-<meta http-equiv="Content-Security-Policy" content="{CSP}">
-<meta name="viewport" content="width=device-width, initial-scale=1">
-<meta name="generator" content="parallelism-simulator (python -m simulator html)">
-<link rel="icon" href="data:,">
-<title>{html.escape(doc["title"])}</title>
-<style>
-body {{ margin: 0; background: #fff; }}
-{asset("view.css")}
-</style>
-</head>
-<body>
-<div id="view"></div>
-<noscript>This page steps through a simulated run; it needs JavaScript.</noscript>
-<script type="application/json" id="view-data">{data}</script>
-<script type="module">
-{script}
-mount(document.getElementById("view"), JSON.parse(document.getElementById("view-data").textContent), {options});
-</script>
-</body>
-</html>
-"""
+    return tool_page(
+        "view", doc["title"], "python -m simulator html", VIEW, doc, f"mount(ROOT, DATA, {options})",
+        "This page steps through a simulated run; it needs JavaScript.",
+    )  # fmt: skip
 
 
 def write_html(
