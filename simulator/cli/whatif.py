@@ -254,7 +254,9 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
     soft.add_argument("--grad-accumulation", choices=GRAD_ACCUMULATION, default="add",
                       help="with --no-grad-fusion: add (Megatron-LM; the default) or cast-add (DeepSpeed's BF16 "
-                           "optimizer: a cast to a new fp32 tensor, then the add)")  # fmt: skip
+                           "optimizer: a cast to a new fp32 tensor, then the add); with --zero 2 or 3: fsdp "
+                           "(PyTorch's or fairscale's FSDP: the flat gradient copied from its views, divided before "
+                           "and after the reduce-scatter, its shard cast to fp32 and added)")  # fmt: skip
     soft.add_argument("--grad-reduce", choices=GRAD_REDUCE, default="reduce-scatter",
                       help="with --zero 1: reduce-scatter (Megatron-LM; the default) or all-reduce (DeepSpeed's BF16 "
                            "optimizer: every rank gets the whole sum)")  # fmt: skip

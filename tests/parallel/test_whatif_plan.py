@@ -6,7 +6,7 @@ from dataclasses import replace
 import pytest
 
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
-from simulator.parallel.whatif.layer import head_ops, layer_ops
+from simulator.parallel.whatif.layer import fsdp_divide_factors, head_ops, layer_ops
 from simulator.parallel.whatif.memory import layer_activations
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
 from simulator.parallel.whatif.step import optimizer_bytes
@@ -316,3 +316,22 @@ def test_deepspeed_s_bf16_optimizer_all_reduces_the_gradients_it_then_shards():
     assert whole.memory[0].total == scatter.memory[0].total  # the optimizer state is sharded all the same
     with pytest.raises(SetupError, match="ZeRO-2 keeps only its shard.*grad_reduce='reduce-scatter'"):
         TrainingSetup(zero=2, grad_reduce="all-reduce")
+
+
+def test_fsdp_copies_divides_casts_and_accumulates_each_microbatch_s_gradients():
+    model = replace(named_model("llama2-7b"), layers=2)
+    layout = TrainingSetup(dp=8, zero=3, microbatch=1, global_batch=32, grad_accumulation="fsdp")
+    passes = {op.name: op.nbytes for op in layer_ops(model, layout) if op.name.startswith("fsdp")}
+    params = model.layer_params
+    assert fsdp_divide_factors(8) == (4, 2.0) and fsdp_divide_factors(2) == (2, 1.0)  # PyTorch's and fairscale's
+    assert fsdp_divide_factors(124) == (8, 15.5)  # OPT-175B's 124 ranks
+    assert passes["fsdp flat grad"] == passes["fsdp grad pre-divide"] == pytest.approx(params * 4)  # bf16 2 + 2
+    assert passes["fsdp shard post-divide"] == pytest.approx(params / 8 * 4)
+    assert passes["fsdp shard cast"] == pytest.approx(params / 8 * 6)  # bf16 read, fp32 written
+    assert passes["fsdp shard accumulate"] == pytest.approx(params / 8 * 12 * 3 / 4)  # from the second microbatch
+    once = replace(layout, global_batch=8)  # one microbatch: nothing to add to
+    assert [op.nbytes for op in layer_ops(model, once) if op.name == "fsdp shard accumulate"] == [0.0]
+    slow, fast = (whatif(model, replace(layout, grad_accumulation=g), "dgx-h100") for g in ("fsdp", "add"))
+    assert slow.breakdown["elementwise"] > fast.breakdown["elementwise"] and slow.step_seconds > fast.step_seconds
+    with pytest.raises(SetupError, match="grad_accumulation='fsdp', zero=1.*use zero=2 or 3"):
+        TrainingSetup(dp=8, zero=1, grad_accumulation="fsdp")

@@ -110,6 +110,42 @@ CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
 # writes their gradient.
 FUSED_CROSS_ENTROPY = (2 + 2), (2 + 2)
 
+# PyTorch's FSDP (torch/distributed/fsdp, 2.0-2.1: ``_post_backward_hook`` and ``default_hooks.
+# reduce_scatter_hook``) and fairscale's (fully_sharded_data_parallel.py: ``_post_backward_hook`` and
+# ``_post_reduction_hook``) keep no main gradient. Every microbatch, for each unit's flat parameter: autograd
+# builds its gradient from the gradients of the views the layer used (the backward of ``split``: a
+# concatenation, 2 + 2 bytes a parameter); the hook divides it in place by the pre-divide factor (2 + 2) and
+# reduce-scatters it; the shard is divided by the post-divide factor (2 + 2), cast to the fp32 parameter's type
+# (2 + 4) and added to the saved shard from the second microbatch on (4 + 4 + 4).
+
+
+def fsdp_divide_factors(world: int) -> tuple[int, float]:
+    """FSDP's (pre, post) gradient divide factors over ``world`` ranks, as ``_get_gradient_predivide_factor``
+    computes them (PyTorch and fairscale alike): pre doubles while it divides world and stays below world / pre."""
+    pre = 1
+    while world % pre == 0 and world / pre > pre:
+        pre *= 2
+    return pre, world / pre
+
+
+def fsdp_grad_ops(params: float, layout: TrainingSetup, itemsize: int) -> list[Op]:
+    """The passes FSDP makes over ``params`` parameters' gradients every microbatch (see above)."""
+    world = layout.dp * layout.cp
+    if layout.grad_accumulation != "fsdp" or world == 1:
+        return []
+    pre, post = fsdp_divide_factors(world)
+    gb, shard, m = layout.bytes_per_param[1], params / world, layout.microbatches
+    e = itemsize
+    ops = [memory("fsdp flat grad", "W", params * (e + e))]
+    if pre > 1:
+        ops.append(memory("fsdp grad pre-divide", "W", params * (e + e)))
+    if post > 1:
+        ops.append(memory("fsdp shard post-divide", "W", shard * (e + e)))
+    if gb != e:
+        ops.append(memory("fsdp shard cast", "W", shard * (e + gb)))
+    ops.append(memory("fsdp shard accumulate", "W", shard * 3 * gb * (m - 1) / m))
+    return ops
+
 
 def tp_collective(
     layout: TrainingSetup, name: str, phase: str, collective: str, nbytes: float, hide: str, overlap: str
@@ -180,7 +216,9 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops.append(matmul("qkv wgrad", "W", h, qkv_n, T))
     if model.bias:
         ops += bias_grad_ops(model, z, qkv_n, ffn_n)
-    if not layout.grad_fusion:
+    if layout.grad_accumulation == "fsdp":
+        ops += fsdp_grad_ops(layer_params_per_rank(model, layout), layout, e)
+    elif not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
         if layout.grad_accumulation == "cast-add":  # the cast writes a new tensor; the add reads it and the sum
@@ -319,6 +357,8 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
     ops += [memory("final norm back", "I", Tn * h * NORM_BACK), matmul("logits wgrad", "W", v, h, T)]
+    if not model.tied:
+        ops += fsdp_grad_ops(v * h, layout, z.e)
     return ops
 
 
@@ -332,4 +372,4 @@ def embedding_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     if model.dropout:
         ops.append(memory("embedding dropout", "F", z.Tn * z.h * 5))
     ops.append(memory("embedding grad", "W", z.T * z.h * 6))
-    return ops
+    return ops + fsdp_grad_ops(model.padded_vocab(layout.tp) / layout.tp * z.h, layout, z.e)

@@ -126,7 +126,8 @@ def _bloom() -> list[Row]:
 def _opt() -> list[Row]:
     model = Transformer(96, 12288, 96, 2048, 50272, name="opt-175b")
     metaseq = dict(NARAYANAN_2021, dp_overlap=True)  # FSDP reduce-scatters each layer's gradients in the backward
-    layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True, **metaseq)
+    layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True,
+                           grad_accumulation="fsdp", **metaseq)  # fmt: skip
     return [Row(OPT, "175B on 992 A100 (t8 d124, FSDP)", model, layout, 147.0, "tflops_per_gpu")]
 
 
@@ -199,7 +200,8 @@ def _mosaic() -> list[Row]:
     rows = []
     for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
         layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none",
-                               optimizer="unfused", cross_entropy="fused", attention="triton")  # fmt: skip
+                               optimizer="unfused", cross_entropy="fused", attention="triton",
+                               grad_accumulation="fsdp")  # fmt: skip
         assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
         gpu = "A100" if machine == "dgx-a100" else "H100"
         rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,

@@ -21,7 +21,10 @@ Settings that model software as it was (for the papers' tables) rather than as i
   gradient and the fp32 one read, the fp32 one written) or "cast-add" (DeepSpeed's BF16 optimizer, which BLOOM
   ran: ``hp_grad.add_(lp.grad.to(fp32))`` in ``update_hp_grads`` after every microbatch's backward,
   deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
-  tensor that the add then reads);
+  tensor that the add then reads); or "fsdp" (PyTorch's FSDP and fairscale's, which keep no main gradient:
+  every microbatch each layer's gradients are copied from the views the layer used into one flat tensor,
+  divided before the reduce-scatter and the shard after it, cast to fp32 and added to the saved shard;
+  ``layer.FSDP_GRAD_PASSES``; needs ``zero`` 2 or 3);
 - ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
   receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
   the whole sum and updates its shard: DeepSpeed's BF16 optimizer beside its pipeline engine, which BLOOM ran,
@@ -63,7 +66,7 @@ FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matri
 OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
 CP_COMM = ("ring", "allgather")
-GRAD_ACCUMULATION = ("add", "cast-add")
+GRAD_ACCUMULATION = ("add", "cast-add", "fsdp")
 GRAD_REDUCE = ("reduce-scatter", "all-reduce")
 
 
@@ -101,7 +104,7 @@ class TrainingSetup:
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
     cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
-    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, or DeepSpeed BF16's cast then add
+    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, DeepSpeed BF16's cast then add; or FSDP's
     grad_reduce: str = "reduce-scatter"  # ZeRO-1's gradient collective: a reduce-scatter, or DeepSpeed's all-reduce
 
     def __post_init__(self) -> None:
@@ -143,6 +146,11 @@ class TrainingSetup:
             raise SetupError(
                 f"TrainingSetup(zero={self.zero}, grad_reduce='all-reduce'): ZeRO-{self.zero} keeps only its shard of "
                 "the gradients, which a reduce-scatter delivers; use grad_reduce='reduce-scatter' or zero=1"
+            )
+        if self.grad_accumulation == "fsdp" and self.zero < 2:
+            raise SetupError(
+                f"TrainingSetup(grad_accumulation='fsdp', zero={self.zero}): FSDP's gradient passes end in a sharded "
+                "gradient; use zero=2 or 3 (FSDP's SHARD_GRAD_OP or FULL_SHARD), or grad_accumulation='add'"
             )
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
