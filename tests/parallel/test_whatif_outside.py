@@ -189,6 +189,10 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
     }
     others = [r for r in outside_rows() if r.table != MOSAIC]
     assert all(r.layout.cross_entropy == "fp32" and r.layout.optimizer == "fused" for r in others)
+    # the models as the benchmark's yamls build them: configuration_mpt.py's defaults, no_bias False and no ALiBi
+    assert all(r.model.bias and not r.model.alibi and not r.model.dropout for r in rows)
+    # FSDP's own gradient passes, as composer's FSDP (PyTorch 2.1) and OPT's fairscale FSDP make them
+    assert {r.layout.grad_accumulation for r in rows + [r for r in others if r.table == OPT]} == {"fsdp"}
 
 
 def test_each_software_difference_moves_the_mpt_step_the_way_its_cost_does():

@@ -67,8 +67,11 @@ Sources:
   published setup for this model size (Korthikanti et al. 2022, ``tables.KORTHIKANTI_2022``: sequence
   parallelism, selective recomputation, microbatch 1, bf16).
 - [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
-  the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
-  the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
+  the "A100 80GB" and "H100 80GB BF16" tables): MPT models as the benchmark's yamls (scripts/train/yamls/pretrain/
+  mpt-*.yaml, which set neither ``no_bias`` nor ``alibi``) and configuration_mpt.py's defaults build them at
+  that commit: biases in every linear layer and norm (``no_bias: False``), learned position embeddings
+  (``learned_pos_emb: True``; their add and gradient, one pass over the tokens, are not priced), no ALiBi, no
+  dropout, LayerNorm, a GeLU MLP of 4 x the width, tied embeddings, a 50,368-token vocabulary; trained with PyTorch FSDP
   (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so, composer's
   DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
@@ -193,7 +196,7 @@ _MOSAIC = [
 def mpt(size: str, seq: int = 2048) -> Transformer:
     """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
     layers, hidden, heads = MPT[size]
-    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, alibi=True, name=f"mpt-{size}")
+    return Transformer(layers, hidden, heads, seq, 50368, bias=True, dropout=False, name=f"mpt-{size}")
 
 
 def _mosaic() -> list[Row]:
