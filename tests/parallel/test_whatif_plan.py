@@ -5,8 +5,9 @@ from dataclasses import replace
 
 import pytest
 
+from simulator.cost.systems import system
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
-from simulator.parallel.whatif.layer import fsdp_divide_factors, head_ops, layer_ops
+from simulator.parallel.whatif.layer import fsdp_divide_factors, head_ops, kernel_head_dim, layer_ops
 from simulator.parallel.whatif.memory import layer_activations
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
 from simulator.parallel.whatif.step import optimizer_bytes
@@ -335,3 +336,19 @@ def test_fsdp_copies_divides_casts_and_accumulates_each_microbatch_s_gradients()
     assert slow.breakdown["elementwise"] > fast.breakdown["elementwise"] and slow.step_seconds > fast.step_seconds
     with pytest.raises(SetupError, match="grad_accumulation='fsdp', zero=1.*use zero=2 or 3"):
         TrainingSetup(dp=8, zero=1, grad_accumulation="fsdp")
+
+
+def test_a_fused_attention_kernel_computes_its_padded_head():
+    # flash-attn's Triton kernel rounds the head to a power of two, FlashAttention-2 to its built head sizes
+    assert [kernel_head_dim(d, "triton") for d in (64, 96, 112, 128)] == [64, 128, 128, 128]
+    assert [kernel_head_dim(d, "flash") for d in (64, 96, 112, 128, 200)] == [64, 96, 128, 128, 256]
+    odd, even = (Transformer(2, heads * 112, heads, 2048, 50368, name="h") for heads in (8, 8))
+    padded = replace(odd, hidden=8 * 112)  # heads of 112
+    whole = replace(even, hidden=8 * 128)  # heads of 128: the same kernel time per head
+    layout = TrainingSetup(attention="triton", microbatch=2)
+    (p,) = [op for op in layer_ops(padded, layout) if op.kind == "attention" and op.phase == "F"]
+    (w,) = [op for op in layer_ops(whole, layout) if op.kind == "attention" and op.phase == "F"]
+    assert p.rate_share == pytest.approx(0.5 * 112 / 128) and w.rate_share == pytest.approx(0.5)
+    achieved = system("dgx-a100").achieved
+    seconds = [achieved.attention_time(op.flops, op.causal_seq, op.causal_part, op.rate_share) for op in (p, w)]
+    assert seconds[0] == pytest.approx(seconds[1])

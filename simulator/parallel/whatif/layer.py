@@ -28,6 +28,7 @@ or one fused kernel on the 16-bit logits (``FUSED_CROSS_ENTROPY``).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from .model import Transformer
@@ -41,6 +42,16 @@ COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp ar
 # llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``) and
 # FlashAttention-2 also runs Ampere's: no H100 measurement of that kernel was found.
 TRITON_SHARE = 0.5
+
+
+def kernel_head_dim(d: int, attention: str) -> int:
+    """The head dimension a fused attention kernel computes with for heads of ``d``: its tiles hold a padded
+    head. flash-attn's Triton kernel (and llm-foundry's copy) rounds up to a power of two
+    (``BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16)``); FlashAttention-2 to a multiple of 32 up to 192,
+    else 256 (``head_size_rounded``, csrc/flash_attn/flash_api.cpp), the head sizes its kernels are built for."""
+    if attention == "triton":
+        return max(16, 1 << max(0, math.ceil(math.log2(d))))
+    return -(-d // 32) * 32 if d <= 192 else 256
 
 
 class Op(NamedTuple):
@@ -287,9 +298,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         # against two); under context parallelism each rank's queries meet every rank's keys
         # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
+        # a padded head computes its padding too (MPT-30b's heads of 112 run as 128)
+        share = (TRITON_SHARE if layout.attention == "triton" else 1.0) * d / kernel_head_dim(d, layout.attention)
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
-                  causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
+                  causal_part=1.0 / layout.cp, rate_share=share)]  # fmt: skip
         if layout.cp > 1 and layout.cp_comm == "allgather":  # Llama 3: gathered before the kernel, nothing hides it
             kv = 2 * z.T * z.G * d * z.e * layout.cp  # every rank's keys and values
             ops[:0] = [
