@@ -332,8 +332,12 @@ def test_fsdp_copies_divides_casts_and_accumulates_each_microbatch_s_gradients()
     assert passes["fsdp shard accumulate"] == pytest.approx(params / 8 * 12 * 3 / 4)  # from the second microbatch
     once = replace(layout, global_batch=8)  # one microbatch: nothing to add to
     assert [op.nbytes for op in layer_ops(model, once) if op.name == "fsdp shard accumulate"] == [0.0]
-    slow, fast = (whatif(model, replace(layout, grad_accumulation=g), "dgx-h100") for g in ("fsdp", "add"))
-    assert slow.breakdown["elementwise"] > fast.breakdown["elementwise"] and slow.step_seconds > fast.step_seconds
+    fsdp, megatron = (whatif(model, replace(layout, grad_accumulation=g), "dgx-h100") for g in ("fsdp", "add"))
+    assert (
+        fsdp.breakdown["elementwise"] > megatron.breakdown["elementwise"] and fsdp.step_seconds > megatron.step_seconds
+    )
+    # FSDP reduce-scatters in the weights' 16 bits (reduce_dtype takes param_dtype), not fp32: less overlapped traffic
+    assert fsdp.breakdown["contention"] < megatron.breakdown["contention"]
     with pytest.raises(SetupError, match="grad_accumulation='fsdp', zero=1.*use zero=2 or 3"):
         TrainingSetup(dp=8, zero=1, grad_accumulation="fsdp")
 

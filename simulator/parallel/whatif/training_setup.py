@@ -23,7 +23,8 @@ Settings that model software as it was (for the papers' tables) rather than as i
   deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
   tensor that the add then reads); or "fsdp" (PyTorch's FSDP and fairscale's, which keep no main gradient:
   every microbatch each layer's gradients are copied from the views the layer used into one flat tensor,
-  divided before the reduce-scatter and the shard after it, cast to fp32 and added to the saved shard;
+  divided before the reduce-scatter (in the weights' 16 bits, FSDP's ``reduce_dtype`` defaulting to its
+  ``param_dtype``) and the shard after it, cast to fp32 and added to the saved shard;
   ``layer.FSDP_GRAD_PASSES``; needs ``zero`` 2 or 3);
 - ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
   receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
