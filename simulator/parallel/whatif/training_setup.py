@@ -25,7 +25,7 @@ Settings that model software as it was (for the papers' tables) rather than as i
   every microbatch each layer's gradients are copied from the views the layer used into one flat tensor,
   divided before the reduce-scatter (in the weights' 16 bits, FSDP's ``reduce_dtype`` defaulting to its
   ``param_dtype``) and the shard after it, cast to fp32 and added to the saved shard;
-  ``layer.FSDP_GRAD_PASSES``; needs ``zero`` 2 or 3);
+  ``layer.fsdp_grad_ops``; needs ``zero`` 2 or 3);
 - ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
   receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
   the whole sum and updates its shard: DeepSpeed's BF16 optimizer beside its pipeline engine, which BLOOM ran,
