@@ -71,7 +71,8 @@ Sources:
   mpt-*.yaml, which set neither ``no_bias`` nor ``alibi``) and configuration_mpt.py's defaults build them at
   that commit: biases in every linear layer and norm (``no_bias: False``), learned position embeddings
   (``learned_pos_emb: True``; their add and gradient, one pass over the tokens, are not priced), no ALiBi, no
-  dropout, LayerNorm, a GeLU MLP of 4 x the width, tied embeddings, a 50,368-token vocabulary; trained with PyTorch FSDP
+  dropout, LayerNorm, a GeLU MLP of 4 x the width, tied embeddings, a 50,368-token vocabulary (with the position
+  embedding these add up to the table's NumParams exactly, biases included); trained with PyTorch FSDP
   (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so, composer's
   DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
