@@ -8,7 +8,7 @@ import pytest
 from simulator.cost.systems import system
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.layer import fsdp_divide_factors, head_ops, kernel_head_dim, layer_ops
-from simulator.parallel.whatif.memory import layer_activations
+from simulator.parallel.whatif.memory import layer_activations, transient
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
 from simulator.parallel.whatif.step import optimizer_bytes
 
@@ -356,3 +356,17 @@ def test_a_fused_attention_kernel_computes_its_padded_head():
     achieved = system("dgx-a100").achieved
     seconds = [achieved.attention_time(op.flops, op.causal_seq, op.causal_part, op.rate_share) for op in (p, w)]
     assert seconds[0] == pytest.approx(seconds[1])
+
+
+def test_selective_recomputation_holds_only_what_it_recomputes_while_it_runs():
+    # a fused kernel keeps no score matrix: selective recomputes nothing, and holds what no recomputation holds
+    model = Transformer(layers=24, hidden=1536, heads=12, seq=2048, vocab=50368, name="mpt-760m-like")
+    layout = TrainingSetup(dp=8, zero=3, microbatch=8, global_batch=64, attention="triton")
+    none, selective = (whatif(model, replace(layout, recompute=r), "dgx-h100") for r in ("none", "selective"))
+    assert selective.memory[0].activations == pytest.approx(none.memory[0].activations)
+    assert selective.step_seconds == pytest.approx(none.step_seconds)
+    # unfused: while a layer's backward runs it holds its recomputed softmax output, dropout mask and output
+    unfused = replace(layout, attention="unfused")
+    scores = unfused.microbatch * model.heads * model.seq**2
+    assert transient(model, replace(unfused, recompute="selective"), False) == pytest.approx(5 * scores)
+    assert transient(model, replace(unfused, recompute="none"), False) == 0.0
