@@ -82,8 +82,10 @@ class System:
 
     def describe(self) -> str:
         a = self.achieved
+        best = max(rate for _, rate in a.matmul.points)
+        shapes = " (by shape)" if a.matmul_shapes is not None else ""
         return (
-            f"{self.cost.describe()}; measured: matrix products up to {a.matmul.points[-1][1] / T:.0f} TFLOP/s, "
+            f"{self.cost.describe()}; measured: matrix products{shapes} up to {best / T:.0f} TFLOP/s, "
             f"memory {a.memory_bandwidth / 1e12:.2f} TB/s, all-reduce up to {a.bus['all_reduce'].points[-1][1] / GBS:.0f} "
             f"GB/s bus bandwidth in a node, {a.nic_bandwidth / GBS:.0f} GB/s per port between nodes"
         )
