@@ -77,8 +77,9 @@ Sources:
   DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
   llmfoundry/models/mpt/modeling_mpt.py), beside which the trainer recomputes the loss for its two training
-  metrics after every microbatch's backward (modeling_mpt.py: ``use_train_metrics`` defaults to true and
-  neither the yamls nor the sweep turn it off, so ``LanguageCrossEntropy`` and ``LanguagePerplexity``;
+  metrics after every microbatch's backward (modeling_mpt.py: ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, always in v0.3.0, which the runs installed, and by default at b2a43a147, whose
+  ``use_train_metrics`` switch neither the yamls nor the sweep set;
   composer 0.16's ``_train_microbatch`` runs ``_eval_train_metrics`` each microbatch: ``train_metrics=2``,
   ``layer.TRAIN_METRIC``). The rows used here were measured for commit b2a43a147 (October 2023):
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
