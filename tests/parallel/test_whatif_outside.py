@@ -197,13 +197,15 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
     assert all(r.model.bias and not r.model.alibi and not r.model.dropout for r in rows)
     # FSDP's own gradient passes, as composer's FSDP (PyTorch 2.1) and OPT's fairscale FSDP make them
     assert {r.layout.grad_accumulation for r in rows + [r for r in others if r.table == OPT]} == {"fsdp"}
+    # composer's two training metrics recompute the loss after every microbatch; no other framework here does
+    assert {r.layout.train_metrics for r in rows} == {2} and {r.layout.train_metrics for r in others} == {0}
 
 
 def test_each_software_difference_moves_the_mpt_step_the_way_its_cost_does():
     row = next(r for r in outside_rows() if r.label.startswith("MPT-125m on 8 A100"))
     base = validate([row])[0].report
     for change, slower in ((dict(attention="flash"), False), (dict(cross_entropy="fp32"), True),
-                           (dict(optimizer="fused"), False)):  # fmt: skip
+                           (dict(optimizer="fused"), False), (dict(train_metrics=0), False)):  # fmt: skip
         other = validate([replace(row, layout=replace(row.layout, **change))])[0].report
         assert (other.step_seconds > base.step_seconds) == slower, change
 

@@ -58,6 +58,14 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     fused = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused"))}
     assert fused["cross-entropy"].nbytes == tokens * v * 4  # flash-attn's xentropy reads the bf16 logits twice
     assert fused["cross-entropy back"].nbytes == tokens * v * 4  # and reads them once, writing their gradient
+    assert "training metrics" not in fused
+    metrics = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused", train_metrics=2))}
+    # composer's two train metrics: a 16-bit log-softmax reading the logits three times and writing once,
+    # then autocast's fp32 copy for nll_loss, after the backward
+    assert metrics["training metrics"].nbytes == tokens * v * 2 * (8 + 6) and metrics["training metrics"].phase == "W"
+    for bad in (-1, True, 1.5):
+        with pytest.raises(SetupError, match="train_metrics"):
+            TrainingSetup(train_metrics=bad)
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
     assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
     assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4

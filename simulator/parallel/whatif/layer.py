@@ -121,6 +121,16 @@ CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
 # writes their gradient.
 FUSED_CROSS_ENTROPY = (2 + 2), (2 + 2)
 
+# Bytes per logit of one training metric that recomputes the loss after the backward (composer 0.16's
+# ``_eval_train_metrics``, every microbatch, under the run's autocast; ``LanguageCrossEntropy.update`` calls
+# ``torch.nn.CrossEntropyLoss`` on the 16-bit logits): PyTorch's cross-entropy takes ``log_softmax(x, dim,
+# x.scalar_type())`` (aten/src/ATen/native/LossNLL.cpp), which autocast leaves in 16 bits since a dtype is given
+# (autocast_mode.h, ``set_opt_dtype``); a row of 50k logits does not fit the kernel's shared memory, so
+# ``cunn_SoftMaxForward`` (aten/src/ATen/native/cuda/SoftMax.cu) reads it for the maximum, again for the sum of
+# exponentials and again to write the result (2 + 2 + 2 + 2); autocast then casts that to fp32 for ``nll_loss``,
+# an fp32 op (2 + 4), which reads one value a row.
+TRAIN_METRIC = (2 + 2 + 2 + 2) + (2 + 4)
+
 # PyTorch's FSDP (torch/distributed/fsdp, 2.0-2.1: ``_post_backward_hook`` and ``default_hooks.
 # reduce_scatter_hook``) and fairscale's (fully_sharded_data_parallel.py: ``_post_backward_hook`` and
 # ``_post_reduction_hook``) keep no main gradient. Every microbatch, for each unit's flat parameter: autograd
@@ -370,6 +380,8 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
     ops += [memory("final norm back", "I", Tn * h * NORM_BACK), matmul("logits wgrad", "W", v, h, T)]
+    if layout.train_metrics:
+        ops.append(memory("training metrics", "W", T * v * TRAIN_METRIC * layout.train_metrics))
     if not model.tied:
         ops += fsdp_grad_ops(v * h, layout, z.e)
     return ops

@@ -76,7 +76,12 @@ Sources:
   (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so, composer's
   DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
-  llmfoundry/models/mpt/modeling_mpt.py). The rows used here were measured for commit b2a43a147 (October 2023):
+  llmfoundry/models/mpt/modeling_mpt.py), beside which the trainer recomputes the loss for its two training
+  metrics after every microbatch's backward (modeling_mpt.py: ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, always in v0.3.0, which the runs installed, and by default at b2a43a147, whose
+  ``use_train_metrics`` switch neither the yamls nor the sweep set;
+  composer 0.16's ``_train_microbatch`` runs ``_eval_train_metrics`` each microbatch: ``train_metrics=2``,
+  ``layer.TRAIN_METRIC``). The rows used here were measured for commit b2a43a147 (October 2023):
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
   composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
   Triton kernel, compiled by ``triton_pre_mlir``, a fork of Triton's pre-MLIR compiler that setup.py installs;
@@ -205,7 +210,7 @@ def _mosaic() -> list[Row]:
     for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
         layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none",
                                optimizer="unfused", cross_entropy="fused", attention="triton",
-                               grad_accumulation="fsdp")  # fmt: skip
+                               grad_accumulation="fsdp", train_metrics=2)  # fmt: skip
         assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
         gpu = "A100" if machine == "dgx-a100" else "H100"
         rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,

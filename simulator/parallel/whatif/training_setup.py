@@ -45,6 +45,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
   "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``);
+- ``train_metrics``: how many training metrics recompute the loss from the logits after each microbatch's
+  backward, outside autograd (composer's train metrics: llm-foundry's models report ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, each PyTorch's unfused cross-entropy on the 16-bit logits; ``layer.TRAIN_METRIC``);
 - ``cp_comm``: how context parallelism brings each rank the other ranks' keys and values: "ring" (Transformer
   Engine's ring attention, each step's exchange behind the previous step's kernel) or "allgather" (Llama 3's:
   all-gather them before the kernel and reduce-scatter their gradients after it, in the critical path).
@@ -107,6 +110,7 @@ class TrainingSetup:
     cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
     grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, DeepSpeed BF16's cast then add; or FSDP's
     grad_reduce: str = "reduce-scatter"  # ZeRO-1's gradient collective: a reduce-scatter, or DeepSpeed's all-reduce
+    train_metrics: int = 0  # layer.head_ops: unfused cross-entropies a trainer's metrics run after each backward
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -141,6 +145,10 @@ class TrainingSetup:
             if self.first_stage_layers is not None or self.last_stage_layers is not None:
                 raise SetupError("give either stage_layers (every chunk's layers) or first/last_stage_layers, not both")
             object.__setattr__(self, "stage_layers", counts)
+        if isinstance(self.train_metrics, bool) or not isinstance(self.train_metrics, int) or self.train_metrics < 0:
+            raise SetupError(
+                f"TrainingSetup(train_metrics={self.train_metrics!r}): give a whole number of metrics >= 0"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
         if self.zero >= 2 and self.grad_reduce == "all-reduce":
