@@ -78,7 +78,7 @@ def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: 
     if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/collectives/booked.py)
         booked = ring_all_reduce(c, x)
         if booked is not None:
-            return booked
+            return c.result(booked)
     return c.result(ALGORITHMS["all_reduce"][algorithm](c, x))
 
 

@@ -1,0 +1,248 @@
+"""Ring all-reduces booked whole with their payloads kept (the default World) make the run the messages make:
+every row, every payload (bytes, dtype, shape, flags, and which objects are the same), every op, every result."""
+
+import numpy as np
+import pytest
+
+import simulator.collectives.booked as booked
+from simulator import CostModel, World
+from simulator.checker import Reference, check
+from simulator.core.errors import SimulationError
+from simulator.cost.model import TwoLevel
+from simulator.views.stepper import Stepper
+
+
+@pytest.fixture
+def bookings(monkeypatch):
+    """How many calls were booked whole."""
+    count = [0]
+    book = booked._book
+
+    def counting(*args):
+        count[0] += 1
+        return book(*args)
+
+    monkeypatch.setattr(booked, "_book", counting)
+    return count
+
+
+def values_of(n, rank, dtype):
+    """Numbers that make every sum's rounding show (and, for integers, wrap-around)."""
+    if np.dtype(dtype).kind in "iu":
+        return (np.arange(n, dtype=np.int64) * 2_000_000_011 + 7 * rank).astype(dtype)
+    return (np.sin(np.arange(n) * 12.9898 + rank) * 43758.5453 % 3.0 - 1.3).astype(dtype)
+
+
+def staggered(dev, n, op, dtype, groups=False, in_place=False, name=None, shape=None):
+    """A student's program: own names, late members, an all-reduce, then each half of the devices its own ring."""
+    x = values_of(n, dev.rank, dtype)
+    if shape is not None:
+        x = x.reshape(shape)
+    dev.compute("before", lambda v: v, x, seconds=1e-6 * (dev.rank % 3))  # members arrive at different clocks
+    if in_place:
+        x = x.copy()  # (compute sealed x, the op's output: a buffer of the program's own)
+    y = dev.all_reduce(x, op=op, in_place=in_place, name=name)
+    if groups:
+        mine = [r for r in range(dev.world_size) if r % 2 == dev.rank % 2]
+        y = dev.all_reduce(y.reshape(-1)[: n // 2 + 1], op=op, group=mine[::-1])  # listed in another order
+    return y
+
+
+def identities(trace) -> list[int]:
+    """Which payloads are one object: each payload numbered by the first place its object appears (messages,
+    then ops' inputs and outputs, in the trace's order). The checker tells a value's origin by it."""
+    first: dict[int, int] = {}
+    out = []
+    values = [m.payload for m in trace.messages]
+    for op in trace.ops:
+        values += [*(op.inputs or ()), op.output]
+    for v in values:
+        out.append(first.setdefault(id(v), len(first)))
+    return out
+
+
+def same_array(a, b) -> None:
+    assert type(a) is type(b)
+    if not isinstance(a, np.ndarray):
+        assert a == b
+        return
+    assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), (a, b)
+    assert np.array_equal(a, b, equal_nan=a.dtype.kind in "fc")
+    for flag in ("WRITEABLE", "C_CONTIGUOUS", "F_CONTIGUOUS"):
+        assert a.flags[flag] == b.flags[flag], flag
+
+
+def same_runs(whole, messages) -> None:
+    """``whole`` (booked) and ``messages`` (message by message) are the same run, payloads and all."""
+    a, b = whole.trace, messages.trace
+    assert a.signature() == b.signature()
+    # (the rows' raw order may differ: the trace numbers them in its canonical order, compared below)
+    assert len(a.messages) == len(b.messages) and len(a.ops) == len(b.ops)
+    for m, k in zip(a.messages, b.messages, strict=True):
+        assert (m.src, m.dst, m.tag, m.label, m.t_send, m.t_start, m.t_arrive, m.t_recv) == (
+            k.src, k.dst, k.tag, k.label, k.t_send, k.t_start, k.t_arrive, k.t_recv
+        )  # fmt: skip
+        assert (m.name, m.index) == (k.name, k.index)
+        same_array(m.payload, k.payload)
+    for o, q in zip(a.ops, b.ops, strict=True):
+        assert (o.rank, o.name, o.label, o.t_start, o.t_end, o.flops, o.nbytes, o.keep, o.index) == (
+            q.rank, q.name, q.label, q.t_start, q.t_end, q.flops, q.nbytes, q.keep, q.index
+        )  # fmt: skip
+        assert (o.inputs is None) == (q.inputs is None)
+        for u, v in zip(o.inputs or (), q.inputs or (), strict=True):
+            same_array(u, v)
+        same_array(o.output, q.output)
+    assert identities(a) == identities(b)
+    assert whole.time == messages.time
+    for u, v in zip(whole.outputs, messages.outputs, strict=True):
+        same_array(u, v)
+    assert len({id(u) for u in whole.outputs}) == len(whole.outputs)  # each member its own result
+
+
+def both(p, *args, cost=None, **kwargs):
+    kw = {} if cost is None else {"cost": cost}
+    return (
+        World(p, **kw).run(staggered, *args, **kwargs),
+        World(p, book_collectives=False, **kw).run(staggered, *args, **kwargs),
+    )
+
+
+SIZES = [(p, n) for p in [2, 3, 4, 5, 6, 7, 8, 9, 16] for n in (1, p, 3 * p + 2)] + [(64, 64), (64, 201), (64, 1)]
+DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64]
+
+
+@pytest.mark.parametrize("p, n", SIZES)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+def test_a_booked_ring_keeps_the_payloads_its_messages_carry(bookings, p, n, dtype):
+    whole, messages = both(p, n, "sum", dtype, groups=p >= 4)
+    assert bookings[0] == (3 if p >= 4 else 1)
+    same_runs(whole, messages)
+
+
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "min", "product"])
+@pytest.mark.parametrize(
+    "p, n, dtype", [(2, 5, np.float16), (7, 30, np.float32), (40, 83, np.float64), (5, 9, np.int32)]
+)
+def test_every_reduction_keeps_the_messages_floats(bookings, op, p, n, dtype):
+    if op == "avg" and np.dtype(dtype).kind != "f":
+        dtype = np.float64
+    whole, messages = both(p, n, op, dtype, groups=True)
+    assert bookings[0] == (3 if p >= 4 else 1)
+    same_runs(whole, messages)
+
+
+def test_half_precision_sums_round_at_every_step_as_the_messages_do(bookings):
+    """float16 sums of many terms: one rounding per addition, never a wider accumulator (NumPy's float16
+    reductions accumulate in float32: np.add.reduce would give other bits)."""
+    whole, messages = both(64, 64 * 5, "sum", np.float16)
+    same_runs(whole, messages)
+    stacked = np.stack([values_of(320, r, np.float16) for r in range(64)])
+    assert not np.array_equal(whole.outputs[0], np.add.reduce(stacked, axis=0))  # the check can tell them apart
+
+
+def test_in_place_and_shaped_values(bookings):
+    whole, messages = both(6, 24, "avg", np.float64, in_place=True, shape=(2, 3, 4))
+    assert bookings[0] == 1
+    same_runs(whole, messages)
+    assert whole.outputs[0].shape == (2, 3, 4) and not whole.outputs[0].flags.writeable
+
+
+def test_a_named_result_is_booked_with_its_names(bookings):
+    whole, messages = both(5, 13, "sum", np.float64, name="g")
+    assert bookings[0] == 1
+    same_runs(whole, messages)
+    named = [m for m in whole.trace.messages if m.name == "g"]
+    assert len(named) == 5 * 4 and all(m.index is not None for m in named)
+    assert [o.name for o in whole.trace.ops].count("g") == 5
+
+    def kept(dev):
+        y = dev.all_reduce(np.arange(5.0) + dev.rank, name="g")
+        return dev.memory["g"] is y
+
+    assert World(3).run(kept).outputs == World(3, book_collectives=False).run(kept).outputs == [True] * 3
+
+
+def test_the_costs_of_every_machine(bookings):
+    costs = [
+        CostModel(latency=0.0, flops=1e9),
+        CostModel(topology=TwoLevel(4, 5e-6, 10e9)),  # rings inside a node are booked, the rest go by message
+        CostModel(flops=1e9, memory_bandwidth=2e9),
+    ]
+    for cost in costs:
+        whole, messages = both(8, 50, "avg", np.float32, groups=True, cost=cost)
+        same_runs(whole, messages)
+    assert bookings[0] == 3 + 0 + 3  # two-level: every ring crosses the nodes' ports
+
+
+def test_partial_names_and_other_worlds_go_message_by_message(bookings):
+    def partials(dev):
+        return dev.all_reduce(np.arange(6.0) + dev.rank, partials="Z")
+
+    World(4).run(partials)
+    World(4, send_mode="rendezvous").run(staggered, 6, "sum", np.float64)
+    World(4, strict=True).run(staggered, 6, "sum", np.float64)
+    World(4, program_time=True).run(staggered, 6, "sum", np.float64)
+    assert bookings[0] == 0
+    World(4).run(staggered, 6, "sum", np.float64)
+    assert bookings[0] == 1  # (the count counts)
+
+
+def test_values_a_message_cannot_carry_get_the_messages_error(bookings):
+    def words(dev):
+        return dev.all_reduce(np.array(["a", "b"]))
+
+    with pytest.raises(Exception, match="carries numbers"):
+        World(2).run(words)
+    assert bookings[0] == 0
+
+
+def test_a_read_only_view_of_writable_memory_is_copied_as_its_message_copies_it(bookings):
+    def lent(dev):
+        x = np.arange(8.0) * (dev.rank + 1)
+        view = x.view()
+        view.setflags(write=False)  # read-only, but x can still change it: a message must copy it
+        return dev.all_reduce(view)
+
+    whole = World(4).run(lent)
+    messages = World(4, book_collectives=False).run(lent)
+    assert bookings[0] == 1
+    same_runs(whole, messages)
+    errors = []
+    for book in (True, False):  # the copies count against the budget both ways (4 chunks of 16 bytes)
+        with pytest.raises(SimulationError, match="max_buffered_bytes") as err:
+            World(4, max_buffered_bytes=40, book_collectives=book).run(lent)
+        errors.append(type(err.value))
+    assert errors[0] is errors[1]
+
+
+def test_stepping_a_booked_run_shows_every_message_and_its_payload(bookings):
+    """A live stepper shows each message as it is sent, with its payload in flight, as message by message."""
+
+    def frames(book):
+        live = World(6, book_collectives=book).start(staggered, 12, "sum", np.float64, True)
+        return [(s.last_event[0], s.render(values="all"), len(s.in_flight)) for s in Stepper(live)]
+
+    whole, messages = frames(True), frames(False)
+    assert bookings[0] == 3
+    assert whole == messages
+    assert [kind for kind, _, _ in whole].count("send") == 2 * 6 * 5 + 2 * 2 * 3 * 2  # every message, one by one
+    assert max(flying for _, _, flying in whole) > 0
+
+
+def test_a_checked_run_gets_the_same_verdict_booked_or_not(bookings):
+    """The checker reads the payloads, the names and which objects are the same: it says the same both ways."""
+    xs = [np.arange(7.0) * (r + 1) for r in range(4)]
+    ref = Reference(values={"g": sum(xs)})
+    ref.result = sum(xs)
+
+    def right(dev):
+        return dev.all_reduce(xs[dev.rank], name="g")
+
+    def wrong(dev):  # device 2 sends twice its value
+        return dev.all_reduce(xs[dev.rank] * (2 if dev.rank == 2 else 1), name="g")
+
+    for program, verdict in ((right, "passed"), (wrong, "FAILED")):
+        reports = [check(World(4, book_collectives=b).run(program), ref) for b in (True, False)]
+        assert reports[0].verdict == reports[1].verdict == verdict
+        assert str(reports[0]) == str(reports[1])
+    assert bookings[0] == 2
