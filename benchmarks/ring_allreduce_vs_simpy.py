@@ -3,11 +3,15 @@
 All sides run the same algorithm on the same data and cost model, and must agree on the result and on
 the simulated end time:
 
-  booked       ``dev.all_reduce(x)`` with ``World(keep_payloads=False)``: without payloads the ring is
-               booked whole, its trace the one its messages would make (simulator/collectives/booked.py)
+  payloads     ``dev.all_reduce(x)`` in ``World(p, cost=COST)``, the default World, what a user's run (and the
+               checker) takes: the ring booked whole with every payload kept, each message's running sum
+               and each reduction's inputs and output (simulator/collectives/ring_payloads.py)
+  booked       the same with ``World(keep_payloads=False)``: booked whole, metadata only, the trace the
+               messages would make (simulator/collectives/booked.py)
   message      the same, ``World(keep_payloads=False, book_collectives=False)``: message by message (the
-               path every run that keeps payloads, steps or checks takes): each chunk sent, booked on its
-               link and recorded, each reduction a recorded op
+               path a ring takes where it cannot be booked: shared links, rendezvous sends, the isolation
+               check's replays, partial names): each chunk sent, booked on its link and recorded, each
+               reduction a recorded op
   SimPy        the independent model of benchmarks/simpy_peer.py (a Store holding (arrival, payload) per
                channel, SimPy's fastest idiom), recording the same metadata, run as its users run it
   SimPy no GC  the same with Python's garbage collector off (the engine turns it off while it runs)
@@ -17,7 +21,10 @@ rounds; every figure is the median of the rounds' own side-by-side figures, with
 machine's load (benchmarks/sidebyside.py). Times are each process's CPU seconds for the run. Beside them:
 the floor (benchmarks/floor.py: a heap push, a heap pop and a greenlet switch per message, nothing
 recorded), and, in separate runs under tracemalloc, the bytes a finished message-by-message run keeps per
-message and its transient peak (the most it held during the run, over what it keeps) at 256 and 512 devices.
+message and its transient peak (the most it held during the run, over what it keeps) at 256 and 512 devices,
+and the same for the payloads side (its payloads included: each message's chunk and each reduction's output
+are kept for the checker, so it keeps more than the metadata's 100 bytes; SimPy's peer copies every payload
+but keeps none after its receive, so only the metadata sides compare with it byte for byte).
 Targets: message by message at least 8x SimPy, its peak under a third of SimPy's, at most 100 bytes kept
 per message and a transient peak at most 1.3x what is kept; booked at least 20x SimPy.
 
@@ -56,6 +63,14 @@ def engine_program(dev, n):
 
 def run_engine(p: int, n: int, booked: bool = True):
     world = World(p, cost=COST, keep_payloads=False) if booked else World(**_message_world(p))
+    return _run(world, n)
+
+
+def run_payloads(p: int, n: int):
+    return _run(World(p, cost=COST), n)
+
+
+def _run(world: World, n: int):
     result = world.run(engine_program, n)
     return len(result.trace.messages), result.time, result.outputs[0]
 
@@ -75,14 +90,19 @@ def run_simpy_no_gc(p: int, n: int):
     return simpy_peer.ring_all_reduce(COST, p, n)
 
 
-def kept_message(p: int, n: int) -> None:
-    """Run message by message under tracemalloc: the bytes the finished result keeps per message, and the most
-    held during the run over that (imports and first-use caches warmed by a small run first)."""
-    World(**_message_world(4)).run(engine_program, 4)
+def kept_message(p: int, n: int, payloads: bool = False) -> None:
+    """Run message by message (or, with ``payloads``, in the default World) under tracemalloc: the bytes the
+    finished result keeps per message, and the most held during the run over that (imports and first-use caches
+    warmed by a small run first)."""
+
+    def world(p: int) -> World:
+        return World(p, cost=COST) if payloads else World(**_message_world(p))
+
+    world(4).run(engine_program, 4)
     gc.collect()
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
-    result = World(**_message_world(p)).run(engine_program, n)
+    result = world(p).run(engine_program, n)
     gc.collect()
     kept, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
@@ -91,6 +111,7 @@ def kept_message(p: int, n: int) -> None:
 
 
 SIDES = {
+    "payloads": run_payloads,
     "booked": run_engine,
     "message": lambda p, n: run_engine(p, n, booked=False),
     "simpy": run_simpy,
@@ -100,8 +121,8 @@ SIDES = {
 
 
 def run_side(side: str, p: int, n: int) -> None:
-    if side == "kept":
-        kept_message(p, n)
+    if side in ("kept", "kept_payloads"):
+        kept_message(p, n, payloads=side == "kept_payloads")
         return
     c0, t0 = cpu(), time.perf_counter()
     messages, sim_time, out = SIDES[side](p, n)
@@ -126,7 +147,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of side-by-side runs; figures are medians")
     parser.add_argument("--kept", type=int, nargs="*", default=[256, 512], help="devices for the bytes kept")
     parser.add_argument("--baseline", help="another checkout whose engine (booked) runs as a further side")
-    parser.add_argument("--side", choices=[*SIDES, "kept"], help=argparse.SUPPRESS)
+    parser.add_argument("--side", choices=[*SIDES, "kept", "kept_payloads"], help=argparse.SUPPRESS)
     args = parser.parse_args()
     p = args.devices
     n = args.elements or p
@@ -137,7 +158,7 @@ def main() -> None:
 
     print(f"ring all-reduce of {n} float32 over {p} devices, {2 * p * (p - 1):,} messages; each side in a fresh")
     print(f"process, CPU seconds; {args.rounds} rounds, each figure the median of the rounds (min to max)")
-    sides = [("booked", ROOT), ("message", ROOT), ("simpy", ROOT), ("simpy_nogc", ROOT)]
+    sides = [("payloads", ROOT), ("booked", ROOT), ("message", ROOT), ("simpy", ROOT), ("simpy_nogc", ROOT)]
     if args.baseline:
         sides.append(("baseline", str(Path(args.baseline).resolve())))
     rounds: list[dict[str, dict]] = []
@@ -167,6 +188,12 @@ def main() -> None:
     print(f"  its peak: {spread(mem)} of SimPy's (target: at most 1/3)")
     print(f"  of the floor: {spread([r['floor']['cpu'] / r['message']['cpu'] for r in rounds])}")
     print(f"booked whole: {spread(ratio['booked'])}x SimPy's rate (target: at least 20x)")
+    pay_no_gc = [r["simpy_nogc"]["cpu"] / r["payloads"]["cpu"] for r in rounds]
+    pay_mem = [r["payloads"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]
+    print(
+        f"payloads kept (the default World, booked whole): {spread(ratio['payloads'])}x SimPy's rate; "
+        f"{spread(pay_no_gc)}x SimPy with its collector off; its peak {spread(pay_mem)} of SimPy's"
+    )
     if args.baseline:
         print(f"the baseline: {spread(ratio['baseline'])}x SimPy's rate")
     for devices in args.kept:
@@ -175,6 +202,12 @@ def main() -> None:
             f"message by message, {devices} devices: {spread([k['kept_per_message'] for k in kept], '{:.1f}')} bytes"
             f" kept per message (target: at most 100), transient peak {spread([k['peak_over_kept'] for k in kept])}x"
             " what it keeps (target: at most 1.3)"
+        )
+        kept = [spawn("kept_payloads", devices, devices) for _ in range(args.rounds)]
+        print(
+            f"payloads kept, {devices} devices: {spread([k['kept_per_message'] for k in kept], '{:.1f}')} bytes kept"
+            f" per message, payloads included (no target: SimPy keeps none), transient peak"
+            f" {spread([k['peak_over_kept'] for k in kept])}x what it keeps"
         )
     print(loads(before, after + [load()]))
 

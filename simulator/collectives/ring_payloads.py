@@ -60,13 +60,15 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     msgs: list = list(first)
     ops: list = []
     received = _roll(first, 1)  # by chunk j: what its reducer receives at step 0 (member j + 1's own chunk j)
+    # the block each member adds into at each step, by step and member: member i's chunk i - s - 2 at step s
+    # (its blocks reversed and rotated, then transposed: list operations in C, no Python loop per block)
+    into = list(zip(*[_roll(blocks[i][::-1], p + 1 - i)[: p - 1] for i in range(p)]))
     for s in range(p - 1):
         running = fn(running, stacked[(owner + s + 2) % p, cols])  # R[s + 2]
         running.setflags(write=False)
-        made = cut(running)  # by chunk: member i made chunk i - s - 2
-        order = [(i - s - 2) % p for i in range(p)]
-        outs = [made[j] for j in order]
-        ops += zip(zip([received[j] for j in order], [blocks[i][j] for i, j in enumerate(order)]), outs)
+        made = cut(running)  # by chunk
+        outs = _roll(made, -s - 2)  # by member: member i made chunk i - s - 2
+        ops += zip(zip(_roll(received, -s - 2), into[s]), outs)
         if s < p - 2:
             msgs += outs  # sent on at the next step by the member that made it
         received = made
