@@ -52,6 +52,7 @@ import simpy_peer
 from sidebyside import cpu, load, loads, spread
 
 from simulator import CostModel, World
+from simulator.core.world import MAX_EVENTS_WITH_PAYLOADS
 
 COST = CostModel()  # 1 us latency, 100 GB/s links, 100 TFLOP/s
 ROOT = str(Path(__file__).resolve().parent.parent)
@@ -67,7 +68,14 @@ def run_engine(p: int, n: int, booked: bool = True):
 
 
 def run_payloads(p: int, n: int):
-    return _run(World(p, cost=COST), n)
+    return _run(_payloads_world(p), n)
+
+
+def _payloads_world(p: int) -> World:
+    """The default World; over 1,024 devices (3.1 million events, over the 2 million a run that keeps payloads may
+    record by default) with the limit raised, as its error tells a user to."""
+    events = 3 * p * (p - 1)
+    return World(p, cost=COST) if events < MAX_EVENTS_WITH_PAYLOADS else World(p, cost=COST, max_events=events + 1)
 
 
 def _run(world: World, n: int):
@@ -96,7 +104,7 @@ def kept_message(p: int, n: int, payloads: bool = False) -> None:
     warmed by a small run first)."""
 
     def world(p: int) -> World:
-        return World(p, cost=COST) if payloads else World(**_message_world(p))
+        return _payloads_world(p) if payloads else World(**_message_world(p))
 
     world(4).run(engine_program, 4)
     gc.collect()

@@ -12,11 +12,12 @@ step ends. Where the run keeps payloads (the default), every message's payload a
 inputs and output are computed whole too (``ring_payloads``): the running sums the messages carry,
 the same floats, the same objects where the messages pass one object on. With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
-the name (``_Call.result``). The trace is the one the messages would have made, event for event and
+the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
+by the partial sums they hold, and each receiver holds them under those names (``_name_partials``). The trace is the one the messages would have made, event for event and
 payload for payload; the tests run both and compare (tests/collectives/test_booked*.py).
 
 When: not turned off (``World(book_collectives=False)`` runs every collective message by message),
-eager sends, ``algorithm="ring"``, no ``partials`` (each partial sum has a name of its own), no strict
+eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no strict
 contracts, isolation replay or program time, NumPy arrays of numbers where payloads are kept (a
 ``MetaArray`` only without payloads), and every ring hop a link no other device books
 (``private_links``: fully connected, or inside a node of a two-level machine) so that booking them
@@ -33,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.hooks import engine_of
-from ..core.rows import MSG, OP
+from ..core.hooks import engine_of, keep_named
+from ..core.rows import MSG, OP, OP_DTYPE
 from ..cost.meta import MetaArray
 from ..tensors.placements import FlatSlice
 from .ring_payloads import ring_payloads
@@ -102,7 +103,7 @@ def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
         or eng.strict
         or eng.replay is not None
         or not eng.plain_links
-        or c.partials is not None
+        or (c.partials is not None and not eng.keep_payloads)  # (the partial sums' names go with their values)
     ):
         return False
     if eng.world.program_time:  # a real rank runs the ring message by message, and pays its Python between them
@@ -133,7 +134,7 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
     if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
         eng.refuse_more_events(c.dev.rank)
     payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads else None
-    first = len(rec.msgs) // MSG.size  # the call's first message row
+    first, first_op = len(rec.msgs) // MSG.size, len(rec.ops) // OP.size  # the call's first rows
     if p >= VECTOR_FROM:
         ends = book_vector(eng, plan, c, b)
     else:
@@ -150,13 +151,37 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
+    index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
     if c.name is not None:  # the all-gather's messages carry the result's chunks: named so, as their receives name them
-        bounds = plan.bounds
         at = first + (p - 1) * p
         for s in range(p - 1):
             for i in range(p):
                 j = (i - s) % p
-                rec.msg_extra[at + s * p + i] = (c.name, FlatSlice(bounds[j], bounds[j + 1]))
+                rec.msg_extra[at + s * p + i] = (c.name, index[j])
+    if c.partials is not None and payloads is not None:
+        _name_partials(eng, c, b, payloads.msgs, first, first_op, index)
+
+
+def _name_partials(eng: Engine, c: _Call, b: Booking, msgs: list, first: int, first_op: int, index: list) -> None:
+    """With ``partials=``, the reduce-scatter's running sums are named as the messages name them: each message by
+    the members' partials it adds up (``'Z[1]+Z[2]'``, received and held under that name), each reduction by the
+    sum it makes, with the chunk's index (``_Call.sum_name``, ``combine``)."""
+    rec, p, parts = eng.recorder, c.p, c.partials
+    sums = [parts[(j + 1) % p] for j in range(p)]  # chunk j's running sum so far: member j + 1's partial
+    names = []
+    for s in range(p - 1):
+        for i in range(p):  # step s: member i sends chunk i - s - 1 to member i + 1, which holds it under its name
+            j = (i - s - 1) % p
+            rec.msg_extra[first + s * p + i] = (sums[j], index[j])
+            keep_named(b.devices[(i + 1) % p], sums[j], msgs[s * p + i])
+        sums = [sums[j] + "+" + parts[(j + s + 2) % p] for j in range(p)]
+        for i in range(p):  # ... and adds its own block of chunk i - s - 2 into what it received
+            j = (i - s - 2) % p
+            names.append(rec.names(sums[j]))
+            rec.op_extra[first_op + s * p + i] = (index[j], None, None)
+    rows = np.frombuffer(rec.ops, OP_DTYPE, count=len(names), offset=first_op * OP.size)
+    rows["name"] = names  # (the plan wrote the op's one name: ``all_reduce.sum``)
+    del rows  # (a view of the rows must go before they grow again)
 
 
 def _results(c: _Call, xs: list[Any], bounds: list[int]) -> list[Any]:

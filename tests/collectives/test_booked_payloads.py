@@ -99,7 +99,17 @@ def same_runs(whole, messages) -> None:
     assert whole.time == messages.time
     for u, v in zip(whole.outputs, messages.outputs, strict=True):
         same_array(u, v)
-    assert len({id(u) for u in whole.outputs}) == len(whole.outputs)  # each member its own result
+    results = [u for u in whole.outputs if u is not None]
+    assert len({id(u) for u in results}) == len(results)  # each member its own result
+
+
+def same_runs_of(whole, messages) -> None:
+    """``same_runs`` for programs that return (result, names held) or None."""
+    whole, messages = (
+        dataclasses.replace(r, outputs=[o[0] if isinstance(o, tuple) else o for o in r.outputs])
+        for r in (whole, messages)
+    )
+    same_runs(whole, messages)
 
 
 def both(p, *args, cost=None, **kwargs):
@@ -177,11 +187,38 @@ def test_the_costs_of_every_machine(bookings):
     assert bookings[0] == 3 + 0 + 3  # two-level: every ring crosses the nodes' ports
 
 
-def test_partial_names_and_other_worlds_go_message_by_message(bookings):
-    def partials(dev):
-        return dev.all_reduce(np.arange(6.0) + dev.rank, partials="Z")
+def partial_sums(dev, n, op, name, partials, p_of_group=None):
+    """A row-parallel layer's output, all-reduced with its names (the tensor-parallel idiom), then what memory holds."""
+    x = values_of(n, dev.rank, np.float32)
+    group = None if p_of_group is None else list(range(dev.world_size))[::-1][:p_of_group]
+    if group is not None and dev.rank not in group:
+        return None
+    y = dev.all_reduce(x, op=op, name=name, partials=partials, group=group)
+    return y, sorted(dev.memory)
 
-    World(4).run(partials)
+
+@pytest.mark.parametrize("p, n", [(2, 1), (3, 7), (5, 5), (8, 20), (33, 40)])
+@pytest.mark.parametrize("op", ["sum", "avg", "max"])
+def test_partial_sums_are_booked_with_their_names(bookings, p, n, op):
+    args = (partial_sums, n, op, "Z", "Z.partial")
+    whole, messages = World(p).run(*args), World(p, book_collectives=False).run(*args)
+    assert bookings[0] == 1
+    same_runs_of(whole, messages)
+    assert [o[1] for o in whole.outputs] == [o[1] for o in messages.outputs]  # the names each device holds
+    if op != "max":  # (names of partial sums mean something for sums only)
+        named = {m.name for m in whole.trace.messages if m.name is not None}
+        assert "Z.partial[1]" in named and any(name.count("+") == p - 2 for name in named)
+
+
+def test_partial_sums_in_a_group_listed_in_its_own_order(bookings):
+    args = (partial_sums, 11, "sum", "Z", "Z.partial", 5)
+    whole, messages = World(7).run(*args), World(7, book_collectives=False).run(*args)
+    assert bookings[0] == 1
+    same_runs_of(whole, messages)
+
+
+def test_other_worlds_go_message_by_message(bookings):
+    World(4, keep_payloads=False).run(partial_sums, 6, "sum", "Z", "Z.partial")  # names without their values
     World(4, send_mode="rendezvous").run(staggered, 6, "sum", np.float64)
     World(4, strict=True).run(staggered, 6, "sum", np.float64)
     World(4, program_time=True).run(staggered, 6, "sum", np.float64)
