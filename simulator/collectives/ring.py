@@ -3,7 +3,7 @@
 Over p members each takes p - 1 steps; at step s every member sends one block to its right neighbour
 and receives one from its left. Chunk c is summed in ring order starting after its owner, ((x[c+1] +
 x[c+2]) + ...) + x[c]. These loops are the hot path of large simulations (see ``_rs_ring``); a ring
-all-reduce without payloads is booked whole where it can be (simulator/collectives/booked.py).
+all-reduce is booked whole where it can be (simulator/collectives/booked.py), payloads and all.
 """
 
 from __future__ import annotations
