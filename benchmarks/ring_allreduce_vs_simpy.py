@@ -36,6 +36,7 @@ Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--rounds R] [--
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gc
 import hashlib
 import json
@@ -98,13 +99,17 @@ def run_simpy_no_gc(p: int, n: int):
     return simpy_peer.ring_all_reduce(COST, p, n)
 
 
-def kept_message(p: int, n: int, payloads: bool = False) -> None:
-    """Run message by message (or, with ``payloads``, in the default World) under tracemalloc: the bytes the
-    finished result keeps per message, and the most held during the run over that (imports and first-use caches
-    warmed by a small run first)."""
+def kept_message(p: int, n: int, kind: str = "kept") -> None:
+    """Run message by message (``kept``), in the default World (``kept_payloads``: booked whole, payloads kept) or
+    message by message with payloads kept (``kept_message_payloads``: the like of the default World, chunk by chunk)
+    under tracemalloc: the bytes the finished result keeps per message, and the most held during the run over that
+    (imports and first-use caches warmed by a small run first)."""
 
     def world(p: int) -> World:
-        return _payloads_world(p) if payloads else World(**_message_world(p))
+        if kind == "kept":
+            return World(**_message_world(p))
+        booked = _payloads_world(p)
+        return booked if kind == "kept_payloads" else dataclasses.replace(booked, book_collectives=False)
 
     world(4).run(engine_program, 4)
     gc.collect()
@@ -118,6 +123,7 @@ def kept_message(p: int, n: int, payloads: bool = False) -> None:
     print(json.dumps({"kept_per_message": kept / len(result.trace.messages), "peak_over_kept": (peak - before) / kept}))
 
 
+KEPT = ("kept", "kept_payloads", "kept_message_payloads")  # the bytes kept: metadata, payloads booked, by message
 SIDES = {
     "payloads": run_payloads,
     "booked": run_engine,
@@ -129,8 +135,8 @@ SIDES = {
 
 
 def run_side(side: str, p: int, n: int) -> None:
-    if side in ("kept", "kept_payloads"):
-        kept_message(p, n, payloads=side == "kept_payloads")
+    if side in KEPT:
+        kept_message(p, n, side)
         return
     c0, t0 = cpu(), time.perf_counter()
     messages, sim_time, out = SIDES[side](p, n)
@@ -155,7 +161,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3, help="rounds of side-by-side runs; figures are medians")
     parser.add_argument("--kept", type=int, nargs="*", default=[256, 512], help="devices for the bytes kept")
     parser.add_argument("--baseline", help="another checkout whose engine (booked) runs as a further side")
-    parser.add_argument("--side", choices=[*SIDES, "kept", "kept_payloads"], help=argparse.SUPPRESS)
+    parser.add_argument("--side", choices=[*SIDES, *KEPT], help=argparse.SUPPRESS)
     args = parser.parse_args()
     p = args.devices
     n = args.elements or p
@@ -189,18 +195,19 @@ def main() -> None:
         peak = spread([r[side]["peak_mb"] for r in rounds], "{:.0f}") if side != "floor" else ""
         print(f"{side:<10} {spread(cpus, '{:.3g}'):>22} {m / sorted(cpus)[len(cpus) // 2]:>15,.0f} {peak:>22}")
     ratio = {side: [r["simpy"]["cpu"] / r[side]["cpu"] for r in rounds] for side, _ in sides if side != "simpy"}
-    no_gc = [r["simpy_nogc"]["cpu"] / r["message"]["cpu"] for r in rounds]
-    mem = [r["message"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]
+    no_gc = {side: [r["simpy_nogc"]["cpu"] / r[side]["cpu"] for r in rounds] for side, _ in sides}
+    mem = {side: [r[side]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds] for side, _ in sides}
+    print(f"{'':<10} {'x SimPy':>22} {'x SimPy, collector off':>24} {'peak / SimPy':>22}")
+    for side in ("payloads", "booked", "message"):
+        print(f"{side:<10} {spread(ratio[side]):>22} {spread(no_gc[side]):>24} {spread(mem[side]):>22}")
     print(f"message by message: {spread(ratio['message'])}x SimPy's rate (target: at least 8x)")
-    print(f"  against SimPy with its garbage collector off: {spread(no_gc)}x")
-    print(f"  its peak: {spread(mem)} of SimPy's (target: at most 1/3)")
+    print(f"  against SimPy with its garbage collector off: {spread(no_gc['message'])}x")
+    print(f"  its peak: {spread(mem['message'])} of SimPy's (target: at most 1/3)")
     print(f"  of the floor: {spread([r['floor']['cpu'] / r['message']['cpu'] for r in rounds])}")
     print(f"booked whole: {spread(ratio['booked'])}x SimPy's rate (target: at least 20x)")
-    pay_no_gc = [r["simpy_nogc"]["cpu"] / r["payloads"]["cpu"] for r in rounds]
-    pay_mem = [r["payloads"]["peak_mb"] / r["simpy"]["peak_mb"] for r in rounds]
     print(
         f"payloads kept (the default World, booked whole): {spread(ratio['payloads'])}x SimPy's rate; "
-        f"{spread(pay_no_gc)}x SimPy with its collector off; its peak {spread(pay_mem)} of SimPy's"
+        f"{spread(no_gc['payloads'])}x SimPy with its collector off"
     )
     if args.baseline:
         print(f"the baseline: {spread(ratio['baseline'])}x SimPy's rate")
@@ -211,12 +218,13 @@ def main() -> None:
             f" kept per message (target: at most 100), transient peak {spread([k['peak_over_kept'] for k in kept])}x"
             " what it keeps (target: at most 1.3)"
         )
-        kept = [spawn("kept_payloads", devices, devices) for _ in range(args.rounds)]
-        print(
-            f"payloads kept, {devices} devices: {spread([k['kept_per_message'] for k in kept], '{:.1f}')} bytes kept"
-            f" per message, payloads included (no target: SimPy keeps none), transient peak"
-            f" {spread([k['peak_over_kept'] for k in kept])}x what it keeps"
-        )
+        for side, what in [("kept_payloads", "booked whole"), ("kept_message_payloads", "message by message")]:
+            kept = [spawn(side, devices, devices) for _ in range(args.rounds)]
+            print(
+                f"payloads kept, {what}, {devices} devices: {spread([k['kept_per_message'] for k in kept], '{:.1f}')}"
+                f" bytes kept per message, payloads included (no target: SimPy keeps none), transient peak"
+                f" {spread([k['peak_over_kept'] for k in kept])}x what it keeps"
+            )
     print(loads(before, after + [load()]))
 
 
