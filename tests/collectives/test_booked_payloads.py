@@ -160,6 +160,34 @@ def test_in_place_and_shaped_values(bookings):
     assert whole.outputs[0].shape == (2, 3, 4) and not whole.outputs[0].flags.writeable
 
 
+def transposed(dev):  # a read-only view that is not contiguous: flattening it copies it
+    return dev.all_reduce(dev.compute("y", np.outer, np.arange(3.0) + dev.rank, np.arange(5.0)).T)
+
+
+def empty(dev):
+    return dev.all_reduce(np.zeros((0, 3)))
+
+
+def complex_product(dev):
+    return dev.all_reduce(np.arange(7) * (1 + 2j) + dev.rank, op="product")
+
+
+def boolean_max(dev):
+    return dev.all_reduce(np.arange(9) % (dev.rank + 2) == 0, op="max")
+
+
+def scalar(dev):
+    return dev.all_reduce(np.float64(dev.rank) + 0.5)
+
+
+@pytest.mark.parametrize("program", [transposed, empty, complex_product, boolean_max, scalar])
+@pytest.mark.parametrize("p", [2, 5])
+def test_odd_values_are_booked_as_their_messages_carry_them(bookings, program, p):
+    whole, messages = World(p).run(program), World(p, book_collectives=False).run(program)
+    assert bookings[0] == 1
+    same_runs(whole, messages)
+
+
 def test_a_named_result_is_booked_with_its_names(bookings):
     whole, messages = both(5, 13, "sum", np.float64, name="g")
     assert bookings[0] == 1
