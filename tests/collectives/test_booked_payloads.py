@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import simulator.collectives.booked as booked
-from simulator import CostModel, World
+from simulator import CostModel, PerDevice, World
 from simulator.checker import Reference, check
 from simulator.core.errors import SimulationError
 from simulator.cost.model import TwoLevel
@@ -331,3 +331,27 @@ def test_the_scenarios_get_the_same_verdicts_booked_or_not(bookings):
         assert whole.result.trace.signature() == apart.result.trace.signature(), name
         compared.append((name, s.expect))
     assert len(compared) >= 8 and {"match", "diverge"} <= {expect for _, expect in compared}
+
+
+def test_the_isolation_check_says_the_same_of_a_booked_run(bookings):
+    """The run is booked (its reruns with a replay go message by message): honest and smuggling programs get the
+    same report both ways."""
+    xs = [np.arange(6.0) * (r + 1) for r in range(4)]
+    ref = Reference.of(lambda dev: dev.compute("s", lambda: sum(xs)))
+    shared = {}
+
+    def honest(dev, x):
+        return dev.all_reduce(x, name="s")
+
+    def smuggles(dev, x):  # each device leaves its input in a dict, and its left neighbour reads it there
+        shared[dev.rank] = x
+        y = dev.all_reduce(x, name="s")
+        return dev.compute("t", np.add, y, shared[(dev.rank + 1) % dev.world_size])
+
+    for program, verdict in ((honest, "passed"), (smuggles, "FAILED")):
+        reports = [
+            check(World(4, book_collectives=b).run(program, PerDevice(xs)), ref, isolation=True) for b in (True, False)
+        ]
+        assert reports[0].verdict == reports[1].verdict == verdict
+        assert reports[0].text() == reports[1].text()
+    assert bookings[0] >= 2  # (the two runs checked, at least)
