@@ -28,7 +28,8 @@ but keeps none after its receive, so only the metadata sides compare with it byt
 Targets: message by message at least 8x SimPy, its peak under a third of SimPy's, at most 100 bytes kept
 per message and a transient peak at most 1.3x what is kept; booked at least 20x SimPy.
 
-`make bench` runs it at 64, 256 and 1,024 devices (the bytes kept with the first two).
+`make bench` runs it at 64, 256 and 1,024 devices (the bytes kept, at 256 and 512 devices, with the last: `--kept`
+with no sizes leaves them out).
 
 Run: python benchmarks/ring_allreduce_vs_simpy.py [--devices N] [--rounds R] [--kept N ...] [--baseline DIR]
 """
