@@ -10,6 +10,7 @@ import simulator.collectives.booked as booked
 from simulator import CostModel, PerDevice, World
 from simulator.checker import Reference, check
 from simulator.core.errors import SimulationError
+from simulator.cost.meta import MetaArray
 from simulator.cost.model import TwoLevel
 from simulator.teach.examples import all_scenarios
 from simulator.views.stepper import Stepper
@@ -258,7 +259,8 @@ def test_other_worlds_go_message_by_message(bookings):
     World(4, send_mode="rendezvous").run(staggered, 6, "sum", np.float64)
     World(4, strict=True).run(staggered, 6, "sum", np.float64)
     World(4, program_time=True).run(staggered, 6, "sum", np.float64)
-    assert bookings[0] == 0
+    shapes_only = World(4).run(lambda dev: dev.all_reduce(MetaArray((8,), np.float32)))  # kept: no values to keep
+    assert bookings[0] == 0 and len(shapes_only.trace.messages) == 24
     World(4).run(staggered, 6, "sum", np.float64)
     assert bookings[0] == 1  # (the count counts)
 
