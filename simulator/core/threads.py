@@ -45,8 +45,12 @@ class BlasThreads:
 def _controller() -> Any:
     """The thread pools of the libraries loaded (NumPy's BLAS is: it is imported above), found once: a program
     of many small runs would otherwise pay about a millisecond on each. The limits themselves are set and
-    restored by each run."""
-    return ThreadpoolController()
+    restored by each run; setting them once here makes ctypes look up each library's setter now, as it looks a
+    function up on its first use only, before a graded answer's guard (``teach.answer_guard``) refuses look-ups."""
+    controller = ThreadpoolController()
+    with controller.limit(limits=1, user_api="blas"):
+        pass
+    return controller
 
 
 _controller()
