@@ -26,10 +26,12 @@ run forward at 1 to 4,096 tokens, and 32,768 for the two Llama 3 models, at tens
 layer's kernels timed from a PyTorch profiler trace, the median of 20 layers). Eight models (Phi-2, Llama 2 7B
 and 70B, Llama 3 8B and 70B, CodeLlama 34B, InternLM 20B, Qwen 72B) give 78 (n, k) pairs of their query-key-value,
 output, up and down products, n from 768 to 57,344 and k from 512 to 28,672; kept here at 256 to 32,768 rows
-(the median where a profile has the same row count twice), in TFLOP/s. FP16 and BF16 share the A100's tensor-core
+(the median where several profiles measured the same shape), in TFLOP/s. FP16 and BF16 share the A100's tensor-core
 rate. These are the products as a model runs them, weights changing from layer to layer: square ones run 4-9%
 below the Azure guide's cuBLASLt benchmark of the same size (219 against 228 TFLOP/s at 4096^3, 232 against
-254 at 8192^3), as [XLA-H100]'s products run below the profiles' H100 ones (docs/whatif.md). The shapes form no
+254 at 8192^3), as the profiles' H100 products run below [XLA-H100]'s; a layer's products looped alone (EleutherAI's
+cookbook sample) run at the benchmark's rate, so that level is the least certain part (docs/whatif.md). The shapes
+form no
 grid, so a product is read at the median of its four nearest measured shapes (``ShapeSamples``). Each (n, k)
 pair left out and read from the other 77, at 1,024 rows or more, lands within 2% at the median and within 12%
 slow to 15% fast nine times in ten (tests/cost/test_products.py); each model's shapes read from the other

@@ -17,7 +17,7 @@ Sources, shortened in the fields below:
   maximum, 797.5, agrees with [MAMF]'s best BF16 shape on H100 SXM, 794.5.
 - [VIDUR-A100]: Microsoft's Vidur simulator's A100 profiles of eight models' linear layers (``simulator.cost.
   products``): FP16 products of 256 to 32,768 rows, 78 (n, k) pairs, as the models ran them. A100 prices a 16-bit
-  product at the median of its nearest measured shapes; the squares above stay its FLOPs' curve (FP8 has none).
+  product at the median of its four nearest measured shapes; [AZ-A100]'s squares stay in its description.
 - [XLA-H100]: OpenXLA's H100 matrix-product table by shape (``simulator.cost.products``): BF16 products of 256 to
   16,384 rows, 256 to 4,096 columns and reduction lengths, each timed on its own. H100 prices a 16-bit product
   at its shape's rate; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to.
