@@ -29,13 +29,12 @@ output, up and down products, n from 768 to 57,344 and k from 512 to 28,672; kep
 (the median where several profiles measured the same shape), in TFLOP/s. FP16 and BF16 share the A100's tensor-core
 rate. These are the products as a model runs them, weights changing from layer to layer: square ones run 4-9%
 below the Azure guide's cuBLASLt benchmark of the same size (219 against 228 TFLOP/s at 4096^3, 232 against
-254 at 8192^3), as the profiles' H100 products run below [XLA-H100]'s; a layer's products looped alone (EleutherAI's
-cookbook sample) run at the benchmark's rate, so that level is the least certain part (docs/whatif.md). The shapes
-form no
-grid, so a product is read at the median of its four nearest measured shapes (``ShapeSamples``). Each (n, k)
-pair left out and read from the other 77, at 1,024 rows or more, lands within 2% at the median and within 12%
-slow to 15% fast nine times in ten (tests/cost/test_products.py); each model's shapes read from the other
-seven's, likewise.
+254 at 8192^3), as the profiles' H100 products run below [XLA-H100]'s; a layer's products looped alone
+(EleutherAI's cookbook sample) run at the benchmark's rate, so that level is the least certain part
+(docs/whatif.md). The shapes form no grid, so a product is read at the median of its four nearest measured
+shapes (``ShapeSamples``). Each (n, k) pair left out and read from the other 77, at 1,024 rows or more, lands
+within 2% at the median and within 12% slow to 15% fast nine times in ten (tests/cost/test_products.py); each
+model's shapes read from the other seven's, likewise.
 """
 
 from __future__ import annotations
