@@ -39,7 +39,7 @@ model's shapes read from the other seven's, likewise.
 
 from __future__ import annotations
 
-from .achieved import ShapeRates, ShapeSamples
+from .achieved import ShapeRates, ShapeSamples, _tile_use
 
 GRID = (256, 512, 1024, 2048, 4096)  # the table's n and k; its rows add 8,192 and 16,384
 
@@ -151,7 +151,11 @@ A100_FP16_TFLOPS = {
     (57344, 8192): ((256, 204.8), (512, 219.8), (1024, 212.9), (2048, 236.8), (4096, 236.0), (8192, 229.6), (16384, 227.8), (32768, 226.2)),
 }  # fmt: skip
 
+# A measured rate carries its own n's tile quantization, and ``Achieved.matmul_time`` applies the asked product's:
+# the one pair whose n is not a multiple of the tile (2,752) is kept per useful tile, so it is not counted twice.
 A100_FP16 = ShapeSamples(
-    rates={nk: tuple((float(m), t * 1e12) for m, t in pts) for nk, pts in A100_FP16_TFLOPS.items()},
+    rates={
+        (n, k): tuple((float(m), t * 1e12 / _tile_use(n)) for m, t in pts) for (n, k), pts in A100_FP16_TFLOPS.items()
+    },
     source="[VIDUR-A100] Vidur's A100 profiles of eight models' linear layers, FP16, 256 to 32,768 rows, 78 (n, k)",
 )
