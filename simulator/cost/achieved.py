@@ -7,8 +7,9 @@ instead, and the presets (``simulator.cost.presets``) say where each measurement
 - a matrix product of F floating-point operations runs at ``matmul.at(F)`` FLOP/s, measured on square
   products (cuBLAS), or, where products were measured by shape (``matmul_shapes``), at the rate measured for
   its rows, columns and reduction length, read between grid points in log(size) and kept beyond the grid's
-  edges; either way lowered by tile quantization where a dimension is not a multiple of the tile (``TILE``,
-  NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than its bytes allow
+  edges (``ShapeRates``), or at the median of the nearest measured shapes where they form no grid
+  (``ShapeSamples``); either way lowered by tile quantization where a dimension is not a multiple of the tile
+  (``TILE``, NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than its bytes allow
   at the achieved memory bandwidth (the roofline);
 - an op that only moves memory (a norm, a softmax, dropout, an activation, an optimizer step) takes its
   bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak), times the share of it a kernel of
@@ -30,6 +31,7 @@ from __future__ import annotations
 
 import bisect
 import math
+import statistics
 from dataclasses import dataclass, field
 
 TILE = 128  # the output-tile edge cuBLAS's tensor-core kernels work in (multiples of it avoid tile quantization)
@@ -104,6 +106,40 @@ class ShapeRates:
         return rate
 
 
+@dataclass(frozen=True)
+class ShapeSamples:
+    """Measured rates of matrix products whose shapes do not form a grid: ``rates[(cols, depth)]`` is a tuple of
+    (rows, FLOP/s) pairs, rows increasing, for products of n = ``cols`` output columns and a reduction of k =
+    ``depth`` (the linear layers of real models, timed at several token counts).
+
+    A product is read at the ``nearest`` measured (n, k) pairs, nearest in log(n) and log(k): each at its rows,
+    linearly in log(rows) between its points and at its end points beyond them, and the median of those rates
+    taken (one kernel's timing can stray by 10% from its neighbours' as cuBLAS's heuristic changes tiles)."""
+
+    rates: dict[tuple[int, int], tuple[tuple[float, float], ...]]
+    source: str
+    nearest: int = 4
+    _curves: tuple[tuple[float, float, Curve], ...] = field(init=False, repr=False, compare=False, default=())
+
+    def __post_init__(self) -> None:
+        if len(self.rates) < self.nearest or self.nearest < 1:
+            raise ValueError(f"ShapeSamples needs at least nearest = {self.nearest} >= 1 measured (n, k) pairs")
+        for nk, pts in self.rates.items():
+            rows = [r for r, _ in pts]
+            if not pts or rows != sorted(set(rows)) or rows[0] <= 0 or any(x <= 0 for _, x in pts) or min(nk) <= 0:
+                raise ValueError(f"ShapeSamples.rates[{nk}] must be (rows > 0, rate > 0) pairs in increasing rows")
+        if not self.source:
+            raise ValueError("ShapeSamples.source: say where the measured products come from")
+        curves = tuple((math.log(n), math.log(k), Curve(pts, self.source)) for (n, k), pts in self.rates.items())
+        object.__setattr__(self, "_curves", curves)
+
+    def at(self, rows: float, cols: float, depth: float) -> float:
+        """The rate of a product of this shape (see the class docstring)."""
+        ln, lk = math.log(cols), math.log(depth)
+        near = sorted(self._curves, key=lambda c: (c[0] - ln) ** 2 + (c[1] - lk) ** 2)[: self.nearest]
+        return statistics.median(curve.at(rows) for _, _, curve in near)
+
+
 def _place(size: float, axis: tuple[float, ...]) -> tuple[int, float]:
     """(i, t): ``size`` lies t of the way from ``axis[i]`` to ``axis[i + 1]`` in log(size), clamped to the axis."""
     size = min(max(size, axis[0]), axis[-1])
@@ -164,7 +200,7 @@ class Achieved:
     causal_share: Curve | None = None
     memory_share: Curve | None = None
     launch_seconds: float = 0.0
-    matmul_shapes: ShapeRates | None = None
+    matmul_shapes: ShapeRates | ShapeSamples | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:

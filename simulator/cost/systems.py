@@ -15,6 +15,9 @@ Sources, shortened in the fields below:
   HBM3 (PyTorch 2.7.0, CUDA 12.8), square products; BF16: 176.6, 676.6, 788.7, 797.5 and 719.7 TFLOP/s at
   1024, 2048, 4096, 8192 and 10240. The largest, longest-running product is the slowest of the large ones; the
   maximum, 797.5, agrees with [MAMF]'s best BF16 shape on H100 SXM, 794.5.
+- [VIDUR-A100]: Microsoft's Vidur simulator's A100 profiles of eight models' linear layers (``simulator.cost.
+  products``): FP16 products of 256 to 32,768 rows, 78 (n, k) pairs, as the models ran them. A100 prices a 16-bit
+  product at the median of its four nearest measured shapes; [AZ-A100]'s squares stay in its description.
 - [XLA-H100]: OpenXLA's H100 matrix-product table by shape (``simulator.cost.products``): BF16 products of 256 to
   16,384 rows, 256 to 4,096 columns and reduction lengths, each timed on its own. H100 prices a 16-bit product
   at its shape's rate; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to.
@@ -54,7 +57,7 @@ from dataclasses import dataclass, replace
 from .achieved import Achieved, Curve
 from .model import CostModel
 from .presets import dgx_a100, dgx_h100
-from .products import H100_BF16
+from .products import A100_FP16, H100_BF16
 
 T = 1e12  # FLOP/s per TFLOP/s
 GBS = 1e9  # bytes/s per GB/s
@@ -188,6 +191,7 @@ H100_RING = H100_ALL_REDUCE.scaled(
 
 A100_ACHIEVED = Achieved(
     matmul=A100_MATMUL,
+    matmul_shapes=A100_FP16,
     memory_bandwidth=1.61e12,
     bus={"all_reduce": A100_ALL_REDUCE},
     nic_bandwidth=24 * GBS,
@@ -199,6 +203,7 @@ A100_ACHIEVED = Achieved(
     overlap_slowdown=OVERLAP_SLOWDOWN,
     launch_seconds=LAUNCH_SECONDS,
     sources={
+        "matmul_shapes": "[VIDUR-A100] 16-bit products by shape, as eight models' linear layers ran them",
         "memory_bandwidth": "[AZ-A100] HBM copy, 1.61 TB/s (79% of the 2.04 TB/s datasheet peak)",
         "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
         "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
