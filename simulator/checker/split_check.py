@@ -49,13 +49,16 @@ def violations(
     outputs: list | None = None,
     identify: Callable[[Reference, Any], list[str]] | None = None,
     columns: dict[str, list] | None = None,
+    exact_rows: set[int] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
     ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
     check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own.
-    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here)."""
+    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here).
+    ``exact_rows``: the op rows of a columnar trace whose output the value check found to be, byte for byte, the
+    model's whole value of the op's name (then that value is known to be the device's own: split_columns.py)."""
     walk = _SplitWalk(trace, split, ref_of, rtol, atol, identify)
-    walk.columns = columns
+    walk.columns, walk.exact_rows = columns, exact_rows
     return walk.walk(outputs)
 
 
@@ -84,6 +87,9 @@ class _SplitWalk(_SplitColumns, _Presence):
         self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
         self.columns: dict[str, list] | None = None  # the event columns as lists, if given (violations)
+        self.exact_rows: set[int] | None = None  # op rows holding the model's value of their name exactly (violations)
+        self._wholes: dict[tuple[int, int], tuple[Any, list]] = {}  # (device, id) -> (value, _wholes_of's answer)
+        self._plain: dict[tuple[int, int], Any] = {}  # (device, id) -> an op's input no rule says anything of there
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
@@ -298,15 +304,8 @@ class _SplitWalk(_SplitColumns, _Presence):
         if key in settled:
             return
         settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
-        if (
-            value is None
-            or structured(value)
-            or type(value) is MetaArray
-            or np.asarray(value).dtype.kind not in "biufc"
-        ):
-            return
-        names = self._identify(self.ref_of(rank), value)
-        if not names or not all(self._elsewhere(rank, n) for n in names):
+        names = self._foreign_names(rank, value)
+        if names is None:
             return
         name = names[0]
         belongs = self.split.owner_text(name, self.trace.world_size)
@@ -318,6 +317,21 @@ class _SplitWalk(_SplitColumns, _Presence):
         if rec is None:
             text += "; a device that holds none of the result returns None"
         self._add(("foreign", rank, name), "compute", rank, i, text, rec)
+
+    def _foreign_names(self, rank: int, value: Any) -> list[str] | None:
+        """The model's names for ``value`` when every one of them is kept on other devices and none reached ``rank``
+        (then it is foreign there), else None."""
+        if (
+            value is None
+            or structured(value)
+            or type(value) is MetaArray
+            or np.asarray(value).dtype.kind not in "biufc"
+        ):
+            return None
+        names = self._identify(self.ref_of(rank), value)
+        if not names or not all(self._elsewhere(rank, n) for n in names):
+            return None
+        return names
 
     def _from_nothing(self, i: int, rec: Op) -> None:
         """An op given no inputs whose value the model computes from inputs: a result written into the program
