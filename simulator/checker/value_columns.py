@@ -1,0 +1,167 @@
+"""The value check's walk over a columnar trace: the trace's columns read in order, a record made only for an event
+that must be looked at, and the hot path of every op and named message with no record and few calls.
+
+Most values a run holds are, byte for byte, the model's: a message under its name, an op's output and its inputs.
+Those are compared here by their bytes (the same bytes are equal under any tolerance) and counted as the walk over
+records counts them; anything else (another value, a shard, a partial sum, a name the model lacks, an input equal to
+two of its values) goes to the record's handlers in run_check.py (``_send``, ``_op_values``), which say what they
+always said. ``_Checker`` holds this as a mixin.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.rows import FREE, HOLD
+from .compare import identical, same
+from .expected import _index_key
+
+_NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
+
+
+class _ValueColumns:
+    """The columnar walk (mixed into ``run_check._Checker``, whose handlers and memory it uses)."""
+
+    def _walk_columns(self) -> None:
+        """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
+        event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
+        the reference does not know) and every receive only say who acted last and where a value came from,
+        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
+        t = self.trace
+        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
+        rec = t.recorder
+        extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        op_extra = rec.op_extra
+        last, origin = self.last_event, self.origin
+        dsts: list[int] | None = None
+        plain_op = self._plain_op
+        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
+            if kind == CODE_RECV:
+                last[rank] = i
+                origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
+            elif kind == CODE_SEND:
+                named = extra.get(row)
+                if named is not None and named[0] is not None:
+                    if dsts is None:
+                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                    if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
+                        self._send(i, t.message_at_row(row))
+                elif label < 0:
+                    self._send(i, t.message_at_row(row))
+                else:  # a collective's chunk, unnamed: checked where the collective ends
+                    last[rank] = i
+            elif op_kind != FREE:
+                text = names[name]
+                if op_kind != HOLD and label >= 0 and not self._knows(self._ref(rank), text):
+                    last[rank] = i  # a collective's own reduction: checked through its result
+                    origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+                    continue
+                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
+                extra_row = op_extra.get(row)
+                if extra_row is None and plain_op(i, row, rank, text, output, inputs):
+                    continue
+                index, _, partial = extra_row or _NO_EXTRA
+                if op_kind == HOLD:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
+                else:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
+
+    def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
+        """A named message read off the columns, with no record made: True when it carries exactly the model's
+        value and that value equals no other named one (then it is counted as ``_send`` would count it); False
+        leaves it to ``_send`` (an unknown name, other bytes, a value to note as ambiguous). The hot path of a
+        program that names every receive: a few dictionary look-ups and one comparison of bytes."""
+        ref = self.ref_of(dst)
+        rid = id(ref)
+        if rid not in self.refs:
+            self.refs[rid] = ref
+        at = _index_key(index)
+        if at is None:
+            return False
+        slot = self._expectations.get((rid, name, at))
+        if slot is None:  # (a slot is made for a name the model knows only)
+            if not self._knows(ref, name):
+                return False
+            slot = self._expect(ref, name, index, at)
+        expected = slot[0]
+        if not (
+            type(payload) is np.ndarray
+            and type(expected) is np.ndarray
+            and payload.shape == expected.shape
+            and payload.dtype == expected.dtype
+            and payload.dtype.kind in "biuf"
+            and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
+        ):
+            return False
+        ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
+        if ambiguous is None:
+            ambiguous = slot[2] = self._ambiguous(ref, expected, name, None)
+        if ambiguous:
+            return False  # it makes a note: said by _send, with the message's words
+        self.last_event[src] = i
+        produced = self.produced.get(rid)
+        if produced is None:
+            produced = self.produced[rid] = set()
+        produced.add(name)
+        self.checked += 1
+        return True
+
+    def _plain_op(self, i: int, row: int, rank: int, name: str, output: Any, inputs: Any) -> bool:
+        """An op or held value of a columnar trace with no index and no partial sum whose output is, byte for byte,
+        the model's value of its name: counted, and its inputs compared, as ``_op_values`` counts and compares them,
+        with no call for an input that is the model's byte for byte and already known to equal no two of its values
+        (a weight read by every microbatch). False, with nothing done, leaves it to ``_op_values``."""
+        ref = self._rank_refs[rank]
+        if ref is None:
+            ref = self._rank_refs[rank] = self._ref(rank)
+        rid = id(ref)
+        known = self._known.get((rid, name))
+        if known is None:
+            known = self._knows(ref, name)
+        if not known:
+            return False
+        slot = self._expectations.get((rid, name, ()))
+        if slot is None:
+            slot = self._expect(ref, name, None, ())
+        expected = slot[0]
+        if not (
+            type(output) is np.ndarray
+            and type(expected) is np.ndarray
+            and output.shape == expected.shape
+            and output.dtype == expected.dtype
+            and output.dtype.kind in "biuf"
+            and identical(output, expected)
+        ):
+            return False
+        self.last_event[rank] = i
+        self.origin[rank][id(output)] = row << 1 | 1
+        produced = self.produced.get(rid)
+        if produced is None:
+            produced = self.produced[rid] = set()
+        produced.add(name)
+        self.checked += 1
+        if expected is ref.values.get(name):  # the model's whole value of its name (the split check reads it)
+            self.exact_rows.add(row)
+        ref_inputs = ref.inputs.get(name) if inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(inputs):
+            return True
+        plain = self._unambiguous
+        for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
+            self.checked += 1
+            if (
+                (rid, id(found)) in plain
+                and type(found) is np.ndarray
+                and type(exp) is np.ndarray
+                and found.shape == exp.shape
+                and found.dtype == exp.dtype
+                and found.dtype.kind in "biuf"
+                and identical(found, exp)
+            ):
+                continue  # the same bytes, and found plain before: nothing to note (_ambiguous)
+            if same(found, exp, self.rtol, self.atol):  # (a right output from other inputs is not held against it)
+                self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
+        return True
