@@ -1,0 +1,169 @@
+"""The check's short cuts on the pipelines give the verdicts of the long way: an op whose output is the model's byte
+for byte counted with no record, an input with the model's bytes as plain as the model's own, what a device received
+or computed as the model's value of a name it may hold settled as its own, an op's inputs looked at once per value.
+
+Each is held to the walk over plain records (``as_records``), which takes none of them: on every teaching scenario
+(the bugs of the catalogue too), and on pipelines (1F1B, and the V of ZBV, two stages a device) that cheat: another
+stage's weight read through a dict the devices share (whole, or transposed), an activation or a received message
+that never reached the device, a stage computed on the wrong device and then used there, a wrong activation, and a
+right program that copies every input (nothing settled where it arrives)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+from simulator.checker import check
+from simulator.teach.examples import all_scenarios, get
+from tests.checker.test_checker_fast_paths import as_records
+
+CHECKED = [sc for sc in all_scenarios().values() if sc.reference is not None and sc.expect != "error"]
+
+
+def summary(report) -> tuple:
+    """Everything a report says, its first divergence and broken rules by where they stand."""
+    first = report.first
+    return (
+        report.verdict,
+        report.text(),
+        report.checked,
+        report.notes,
+        None if first is None else (first.where, first.rank, first.event, first.name),
+        [(v.kind, v.rank, v.event, v.text) for v in report.broken],
+    )
+
+
+def both_ways(run, ref, split) -> tuple:
+    """The report on the run's columns (asked twice of one reference: what it remembers reused) and on its records."""
+    fast, again = check(run, ref, split=split), check(run, ref, split=split)
+    slow = check(as_records(run), ref, split=split)
+    assert summary(fast) == summary(again) == summary(slow)
+    return fast
+
+
+@pytest.mark.parametrize("sc", CHECKED, ids=lambda sc: sc.name)
+def test_every_scenario_gets_the_report_of_the_walk_over_records(sc):
+    run = sc.world.run(sc.program, *sc.args)
+    report = both_ways(run, sc.reference(), sc.split)
+    assert report.ok is (sc.expect == "match")
+
+
+class _Tampered:
+    """A device whose ``compute`` goes through ``cheat`` first; everything it holds, computes or receives is put in
+    ``shared``, a dict all devices see (what real processes cannot have), by name and device."""
+
+    def __init__(self, dev: Any, cheat: Any, shared: dict) -> None:
+        self._dev, self._cheat, self._shared = dev, cheat, shared
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._dev, attr)
+
+    def hold(self, name: str, value: Any, **kw: Any) -> Any:
+        out = self._shared[name, self._dev.rank] = self._dev.hold(name, value, **kw)
+        return out
+
+    def recv(self, *args: Any, **kw: Any) -> Any:
+        out = self._dev.recv(*args, **kw)
+        self._shared[kw.get("name"), self._dev.rank] = out
+        return out
+
+    def compute(self, name: str, fn: Any, *inputs: Any, **kw: Any) -> Any:
+        out = self._cheat(self._dev, self._shared, name, fn, inputs, kw)
+        if out is None:
+            out = self._dev.compute(name, fn, *inputs, **kw)
+        self._shared[name, self._dev.rank] = out
+        return out
+
+
+def _owner(sc: Any, name: str) -> int:
+    test = sc.split.owners(name)
+    return next(r for r in range(sc.world.size) if test(r))
+
+
+def _with_extra(dev, name, fn, inputs, kw, extra):
+    """The op computed as the model computes it, handed one more input it does not use (read, all the same)."""
+    return dev.compute(name, lambda *xs: fn(*xs[:-1]), *inputs, extra, **kw)
+
+
+def another_stages_weight(sc, dev, shared, name, fn, inputs, kw):
+    if name == "h2.mb0":
+        return _with_extra(dev, name, fn, inputs, kw, sc.args[0]["W3"])  # (the step's parameters, all of them)
+
+
+def another_stages_weight_transposed(sc, dev, shared, name, fn, inputs, kw):
+    last = f"W{sc.program.mlp.layers}"
+    if name == "h2.mb0":
+        return _with_extra(dev, name, fn, inputs, kw, sc.args[0][last].T)
+
+
+def an_activation_that_never_arrived(sc, dev, shared, name, fn, inputs, kw):
+    if name == "loss.mb0":
+        return _with_extra(dev, name, fn, inputs, kw, shared["h2.mb0", _owner(sc, "h2.mb0")])
+
+
+def another_devices_message(sc, dev, shared, name, fn, inputs, kw):
+    """The device of layer 4 reads the very array the device of layer 2 received (settled there, not here)."""
+    if name == "h4.mb0":
+        return _with_extra(dev, name, fn, inputs, kw, shared["h1.mb0", _owner(sc, "h2.mb0")])
+
+
+def a_stage_computed_on_the_wrong_device(sc, dev, shared, name, fn, inputs, kw):
+    """The device of layer 2 also computes layer 3's output (the model's value, byte for byte) and reads it."""
+    if name == "h2.mb1":
+        w3, b3 = sc.args[0]["W3"], sc.args[0]["b3"]
+        h3 = dev.compute("h3.mb0", sc.program.mlp.forward_op(3), shared["h2.mb0", dev.rank], w3, b3)
+        return _with_extra(dev, name, fn, inputs, kw, h3)
+
+
+def a_wrong_activation(sc, dev, shared, name, fn, inputs, kw):
+    if name == "h2.mb1":
+        return dev.compute(name, lambda *xs: fn(*xs) + 1e-3, *inputs, **kw)
+
+
+def every_input_copied(sc, dev, shared, name, fn, inputs, kw):
+    return dev.compute(name, fn, *[np.array(x, copy=True) for x in inputs], **kw)
+
+
+CHEATS = [  # (the cheat, the verdict, words of the first thing the report holds against it)
+    (another_stages_weight, "FAILED", "from all of W3, but only device"),
+    (another_stages_weight_transposed, "FAILED", "(transposed), but only device"),
+    (an_activation_that_never_arrived, "FAILED", "computed loss.mb0 from h2.mb0, which belongs to device"),
+    (another_devices_message, "FAILED", "computed h4.mb0 from h1.mb0, which belongs to device 0 and never reached"),
+    (a_stage_computed_on_the_wrong_device, "FAILED", "computed h3.mb0, which belongs to device"),
+    (a_wrong_activation, "FAILED", "h2.mb1"),
+    (every_input_copied, "passed", None),
+]
+
+
+@pytest.mark.parametrize("scenario", ["pipeline-1f1b", "pipeline-zbv"])
+@pytest.mark.parametrize("cheat, verdict, words", CHEATS, ids=[c[0].__name__ for c in CHEATS])
+def test_a_pipeline_that_cheats_gets_the_report_of_the_walk_over_records(scenario, cheat, verdict, words):
+    sc = get(scenario)
+    shared: dict = {}
+
+    def program(dev, *args):
+        return sc.program(_Tampered(dev, lambda *a: cheat(sc, *a), shared), *args)
+
+    run = sc.world.run(program, *sc.args)
+    report = both_ways(run, sc.reference(), sc.split)
+    assert report.verdict == verdict, report.text()
+    if words is not None:
+        said = report.broken[0].text if report.broken else report.first.name
+        assert words in said, said
+
+
+def test_a_stage_computed_on_the_wrong_device_is_foreign_where_it_is_read():
+    """The model's value, byte for byte, under a name its device may not compute: settled as that device's own it
+    would pass; read there, it is a value that never reached the device (told beside the op that made it)."""
+    sc = get("pipeline-1f1b")
+    shared: dict = {}
+
+    def program(dev, *args):
+        return sc.program(_Tampered(dev, lambda *a: a_stage_computed_on_the_wrong_device(sc, *a), shared), *args)
+
+    report = check(sc.world.run(program, *sc.args), sc.reference(), split=sc.split)
+    said = [v.text for v in report.broken]
+    assert any("device 1 computed h3.mb0, which belongs to device 2" in t for t in said), said
+    assert any("computed h2.mb1 from h3.mb0, which belongs to device 2 and never reached" in t for t in said), said
