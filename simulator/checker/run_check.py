@@ -155,7 +155,9 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self.unchecked: list[Unchecked] = []
         self.notes: list[str] = []
         self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once walked
-        self.exact_rows: set[int] = set()  # a columnar trace's op rows holding the model's value of their name exactly
+        # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
+        # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
+        self.exact_rows: dict[int, bool] = {}
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
@@ -297,7 +299,7 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
             self.checked += 1
             output_right = True
             if type(rec) is int and expected is ref.values.get(name):  # the model's whole value of its name
-                self.exact_rows.add(rec)
+                self.exact_rows[rec] = True
         else:
             output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
         ref_inputs = ref.inputs.get(name) if index is None and inputs is not None else None

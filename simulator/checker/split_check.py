@@ -49,14 +49,15 @@ def violations(
     outputs: list | None = None,
     identify: Callable[[Reference, Any], list[str]] | None = None,
     columns: dict[str, list] | None = None,
-    exact_rows: set[int] | None = None,
+    exact_rows: dict[int, bool] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
     ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
     check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own.
     ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here).
-    ``exact_rows``: the op rows of a columnar trace whose output the value check found to be, byte for byte, the
-    model's whole value of the op's name (then that value is known to be the device's own: split_columns.py)."""
+    ``exact_rows``: the op rows of a columnar trace whose output the value check found to be, byte for byte, what the
+    model says the op's name holds (True: the model's whole value of it, which is then known to be the device's own
+    where it may hold it; split_columns.py), so that what it equals is what that is."""
     walk = _SplitWalk(trace, split, ref_of, rtol, atol, identify)
     walk.columns, walk.exact_rows = columns, exact_rows
     return walk.walk(outputs)
@@ -87,9 +88,10 @@ class _SplitWalk(_SplitColumns, _Presence):
         self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
         self.columns: dict[str, list] | None = None  # the event columns as lists, if given (violations)
-        self.exact_rows: set[int] | None = None  # op rows holding the model's value of their name exactly (violations)
+        self.exact_rows: dict[int, bool] | None = None  # op rows holding the model's value of their name (violations)
         self._wholes: dict[tuple[int, int], tuple[Any, list]] = {}  # (device, id) -> (value, _wholes_of's answer)
         self._plain: dict[tuple[int, int], Any] = {}  # (device, id) -> an op's input no rule says anything of there
+        self._model_of: dict[tuple[int, int], str] = {}  # (reference, id) -> the name whose model value it is, exactly
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
@@ -256,7 +258,15 @@ class _SplitWalk(_SplitColumns, _Presence):
         key = (id(ref), id(value))
         known = self._identified.get(key)
         if known is None:
-            known = self._identified[key] = (value, self._names_of(ref, value))
+            name = self._model_of.get(key)
+            if name is None:
+                names = self._names_of(ref, value)
+            else:  # what the model says ``name`` holds, byte for byte: it equals what that equals (kept with ref)
+                memo = ref.memo("names of a name", (self.rtol, self.atol))
+                names = memo.get(name)
+                if names is None:
+                    names = memo[name] = self._names_of(ref, value)
+            known = self._identified[key] = (value, names)
         return known[1]
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:

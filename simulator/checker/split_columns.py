@@ -34,7 +34,8 @@ class _SplitColumns:
         last = [-1] * t.world_size
         rows_got, calls, collected = self._received_rows, self.calls, self.collected
         own, own_names = self.own, self.own_names
-        settled, exact = self._settled, self.exact_rows or ()
+        settled, exact, model_of = self._settled, self.exact_rows or {}, self._model_of
+        rank_refs: list[Any] = [None] * t.world_size
         labels: dict[int, tuple[Any, str | None, str]] = {}  # label -> (native call, collective kind, call)
         rules = split.owners_and_gives  # a name's (owners' test or None, whether the split gives it)
         crosses = split.crosses is not None
@@ -97,9 +98,15 @@ class _SplitColumns:
                 else:
                     own[rank].append((text, output))
                     own_names[rank].add(text)
-                if row in exact and (test is None or given or test(rank)):
-                    # the model's own value of a name this device may hold: never foreign here (_foreign, _elsewhere)
-                    settled[(rank, id(output))] = output
+                whole = exact.get(row)
+                if whole is not None:  # what the model says this name holds, byte for byte (_identify, _wholes_of)
+                    ref = rank_refs[rank]
+                    if ref is None:
+                        ref = rank_refs[rank] = self.ref_of(rank)
+                    model_of[(id(ref), id(output))] = text
+                    if whole and (test is None or given or test(rank)):
+                        # the model's own value of a name this device may hold: never foreign here (_foreign)
+                        settled[(rank, id(output))] = output
         return last
 
     def _passed_over(self, rank: int, inputs: Any) -> bool:

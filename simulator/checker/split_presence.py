@@ -180,6 +180,19 @@ class _Presence:
         known = self._wholes.get(key)
         if known is not None:
             return known[1]
+        model = self._model_of.get((id(ref), id(x)))
+        if model is None:
+            found = self._wholes_now(rank, ref, x)
+        else:  # what the model says that name holds, byte for byte: its answer, kept with the reference and split
+            memo = ref.memo("wholes of a name", (self.rtol, self.atol), self.split)
+            found = memo.get((rank, model))
+            if found is None:
+                found = memo[(rank, model)] = self._wholes_now(rank, ref, x)
+        self._wholes[key] = (x, found)
+        return found
+
+    def _wholes_now(self, rank: int, ref: Reference, x: Any) -> list[tuple[int, str]]:
+        """``_wholes_of``, worked out."""
         found: list[tuple[int, str]] = []
         if not structured(x):
             plain, turned = self._rules[("shapes given", rank, id(ref))]
@@ -194,7 +207,6 @@ class _Presence:
                     if k not in done and _transposed(x, whole):
                         found.append((k, " (transposed)"))
                 found.sort()
-        self._wholes[key] = (x, found)
         return found
 
     def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:

@@ -147,8 +147,7 @@ class _ValueColumns:
             produced = self.produced[rid] = set()
         produced.add(name)
         self.checked += 1
-        if whole:  # the model's whole value of its name (the split check reads it)
-            self.exact_rows.add(row)
+        self.exact_rows[row] = whole  # (what the split check knows of this value: split_columns.py)
         ref_inputs = ref.inputs.get(name) if inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(inputs):
             return True
@@ -177,13 +176,4 @@ class _ValueColumns:
         """id of one of the model's op inputs -> (that input, whether it equals at most one of the model's values):
         a found input with its bytes is as plain as it is. Kept with the reference per tolerance, so that a check of
         another run of the same exercise asks nothing again (each answer holds its input: an id is never another's)."""
-        memo = ref.__dict__.setdefault("_plain_inputs", {})
-        key = (len(ref.values), self.rtol, self.atol)
-        try:
-            plain = memo.get(key)
-        except TypeError:  # a tolerance that is not hashable: worked out for this check alone
-            return {}
-        if plain is None:
-            memo.clear()  # (the model gained values, or another tolerance: answers of before are not asked again)
-            plain = memo[key] = {}
-        return plain
+        return ref.memo("plain inputs", (self.rtol, self.atol))
