@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulator.checker import check
+from simulator import World
+from simulator.checker import Reference, Split, check
 from simulator.teach.examples import all_scenarios, get
 from tests.checker.test_checker_fast_paths import as_records
 
@@ -167,3 +168,30 @@ def test_a_stage_computed_on_the_wrong_device_is_foreign_where_it_is_read():
     said = [v.text for v in report.broken]
     assert any("device 1 computed h3.mb0, which belongs to device 2" in t for t in said), said
     assert any("computed h2.mb1 from h3.mb0, which belongs to device 2 and never reached" in t for t in said), said
+
+
+def test_what_a_reference_keeps_is_asked_again_under_another_tolerance():
+    """m and p differ by 1e-4: under float64's tolerance the op reads m alone, under rtol=1e-3 it reads a value that
+    equals p too (given to device 0 only: the whole of it, on device 1), and its input cannot tell m from p. One
+    reference checked under each in turn says what a fresh one says under each."""
+    m = np.array([1.0, 2.0, 3.0])
+
+    def model(dev):
+        a = dev.hold("m", m)
+        dev.hold("p", m + 1e-4)
+        return dev.compute("b", np.multiply, a, 2.0)
+
+    def program(dev):
+        if dev.rank == 0:
+            dev.hold("p", m + 1e-4)
+            return None
+        return dev.compute("b", np.multiply, dev.hold("m", m), 2.0)
+
+    split = Split(compute={"b": 1}, given={"m": 1, "p": 0})
+    run, kept = World(2).run(program), Reference.of(model)
+    said = []
+    for tolerance in [{}, {"rtol": 1e-3}, {}, {"rtol": 1e-3}]:
+        report = check(run, kept, split=split, **tolerance)
+        assert summary(report) == summary(check(run, Reference.of(model), split=split, **tolerance))
+        said.append((report.verdict, any("m and p are equal" in n for n in report.notes)))
+    assert said == [("passed", False), ("FAILED", True)] * 2
