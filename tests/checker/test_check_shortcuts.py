@@ -17,6 +17,7 @@ import pytest
 
 from simulator import World
 from simulator.checker import Reference, Split, check
+from simulator.checker.compare import _within
 from simulator.teach.examples import all_scenarios, get
 from tests.checker.test_checker_fast_paths import as_records
 
@@ -195,3 +196,27 @@ def test_what_a_reference_keeps_is_asked_again_under_another_tolerance():
         assert summary(report) == summary(check(run, Reference.of(model), split=split, **tolerance))
         said.append((report.verdict, any("m and p are equal" in n for n in report.notes)))
     assert said == [("passed", False), ("FAILED", True)] * 2
+
+
+def test_a_small_float64_comparison_element_by_element_answers_as_numpy_does():
+    """Up to 32 elements are compared in Python floats: the same answer as NumPy's expression (the same array
+    repeated past 32 elements takes it), on values that differ in their last bits, plainly, by an infinity or a
+    NaN, at -0.0, past the largest double, and under a negative atol."""
+    rng = np.random.default_rng(3)
+    specials = [0.0, -0.0, np.inf, -np.inf, np.nan, 1e308, -1e308, 5e-324]
+    answers = set()
+    for _ in range(400):
+        n = int(rng.integers(1, 33))
+        y = rng.normal(size=n) * 10.0 ** rng.integers(-3, 4)
+        a = y + rng.choice([0.0, 1e-12, 1e-6, 1.0], size=n) * rng.normal(size=n)
+        for arr in (a, y):
+            if rng.random() < 0.3:
+                arr[rng.integers(n)] = rng.choice(specials)
+        tol = (float(rng.choice([1e-7, 1e-3])), float(rng.choice([0.0, 1e-9, -1e-9])))
+        small, large = _within(a, y, tol), _within(np.tile(a, 40), np.tile(y, 40), tol)
+        assert small is large, (a, y, tol)
+        answers.add(small)
+    assert answers == {True, False, None}
+    y = np.array([0.0, 1e-3, -2.5])  # under a negative atol only equal elements pass, as isclose's own test says
+    for a, answer in [(y.copy(), True), (y + [0.0, 1e-15, 0.0], False)]:
+        assert _within(a, y, (1e-7, -1e-9)) is _within(np.tile(a, 40), np.tile(y, 40), (1e-7, -1e-9)) is answer
