@@ -91,6 +91,7 @@ class _SplitWalk(_SplitColumns, _Presence):
         self.exact_rows: dict[int, bool] | None = None  # op rows holding the model's value of their name (violations)
         self._wholes: dict[tuple[int, int], tuple[Any, list]] = {}  # (device, id) -> (value, _wholes_of's answer)
         self._plain: dict[tuple[int, int], Any] = {}  # (device, id) -> an op's input no rule says anything of there
+        self._memos: dict[tuple[int, str], dict] = {}  # (reference, what) -> what it keeps (_memo)
         self._model_of: dict[tuple[int, int], str] = {}  # (reference, id) -> the name whose model value it is, exactly
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
@@ -262,7 +263,7 @@ class _SplitWalk(_SplitColumns, _Presence):
             if name is None:
                 names = self._names_of(ref, value)
             else:  # what the model says ``name`` holds, byte for byte: it equals what that equals (kept with ref)
-                memo = ref.memo("names of a name", (self.rtol, self.atol))
+                memo = self._memo(ref, "names of a name")
                 names = memo.get(name)
                 if names is None:
                     names = memo[name] = self._names_of(ref, value)

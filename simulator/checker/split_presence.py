@@ -184,7 +184,7 @@ class _Presence:
         if model is None:
             found = self._wholes_now(rank, ref, x)
         else:  # what the model says that name holds, byte for byte: its answer, kept with the reference and split
-            memo = ref.memo("wholes of a name", (self.rtol, self.atol), self.split)
+            memo = self._memo(ref, "wholes of a name", self.split)
             found = memo.get((rank, model))
             if found is None:
                 found = memo[(rank, model)] = self._wholes_now(rank, ref, x)
@@ -208,6 +208,14 @@ class _Presence:
                         found.append((k, " (transposed)"))
                 found.sort()
         return found
+
+    def _memo(self, ref: Reference, what: str, owner: Any = None) -> dict:
+        """``ref.memo(what, this walk's tolerances, owner)``, looked up once per walk."""
+        key = (id(ref), what)
+        memo = self._memos.get(key)
+        if memo is None:
+            memo = self._memos[key] = ref.memo(what, (self.rtol, self.atol), owner)
+        return memo
 
     def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
         """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than

@@ -62,7 +62,10 @@ class _ValueColumns:
                     continue
                 inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
                 extra_row = op_extra.get(row)
-                if extra_row is None and plain_op(i, row, rank, text, output, inputs):
+                if extra_row is None:
+                    if plain_op(i, row, rank, text, output, inputs):
+                        continue
+                elif extra_row[2] is None and plain_op(i, row, rank, text, output, inputs, extra_row[0]):
                     continue
                 index, _, partial = extra_row or _NO_EXTRA
                 if op_kind == HOLD:
@@ -110,26 +113,32 @@ class _ValueColumns:
         self.checked += 1
         return True
 
-    def _plain_op(self, i: int, row: int, rank: int, name: str, output: Any, inputs: Any) -> bool:
-        """An op or held value of a columnar trace with no index and no partial sum whose output is, byte for byte,
-        the model's value of its name: counted, and its inputs compared, as ``_op_values`` counts and compares them,
-        with no call for an input that is the model's byte for byte and already known to equal no two of its values
-        (a weight read by every microbatch). False, with nothing done, leaves it to ``_op_values``."""
+    def _plain_op(self, i: int, row: int, rank: int, name: str, output: Any, inputs: Any, index: Any = None) -> bool:
+        """An op or held value of a columnar trace, not a partial sum, whose output is, byte for byte, what the model
+        says its name (and index) holds: counted, and its inputs compared, as ``_op_values`` counts and compares them,
+        with no call for an input that is the model's byte for byte and known to equal no two of its values (a
+        weight read by every microbatch). False, with nothing done, leaves it to ``_op_values``."""
         ref = self._rank_refs[rank]
         if ref is None:
             ref = self._rank_refs[rank] = self._ref(rank)
         rid = id(ref)
-        expected = ref.values.get(name)
-        whole = expected is not None and name not in ref.aliases  # then ref.expected(name) is this value itself
+        if index is None:
+            at: Any = ()
+            expected = ref.values.get(name)
+            whole = expected is not None and name not in ref.aliases  # then ref.expected(name) is this value itself
+        else:
+            at, whole = _index_key(index), False
+            if at is None:
+                return False
         if not whole:
             known = self._known.get((rid, name))
             if known is None:
                 known = self._knows(ref, name)
             if not known:
                 return False
-            slot = self._expectations.get((rid, name, ()))
+            slot = self._expectations.get((rid, name, at))
             if slot is None:
-                slot = self._expect(ref, name, None, ())
+                slot = self._expect(ref, name, index, at)
             expected = slot[0]
         if not (
             type(output) is np.ndarray
@@ -147,33 +156,46 @@ class _ValueColumns:
             produced = self.produced[rid] = set()
         produced.add(name)
         self.checked += 1
+        if index is not None:
+            return True  # (an op on a block: its inputs are not compared, as _op_values says)
         self.exact_rows[row] = whole  # (what the split check knows of this value: split_columns.py)
         ref_inputs = ref.inputs.get(name) if inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(inputs):
             return True
-        plain = self._plain_inputs(ref)
         for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
             self.checked += 1
-            if (
-                type(found) is np.ndarray
-                and type(exp) is np.ndarray
-                and found.shape == exp.shape
-                and found.dtype == exp.dtype
-                and found.dtype.kind in "biuf"
-                and identical(found, exp)
-            ):  # the same bytes: the same (same), and as ambiguous as the model's own input (_ambiguous)
-                known = plain.get(id(exp))
-                if known is None or known[0] is not exp:
-                    known = plain[id(exp)] = (exp, not self._ambiguous_now(ref, exp, None, None))
-                if known[1]:
-                    continue
-                self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
-            elif same(found, exp, self.rtol, self.atol):  # (a right output from other inputs is not held against it)
+            exact = self._exact_input(ref, found, exp)
+            if exact:
+                continue
+            if exact is False or same(found, exp, self.rtol, self.atol):  # (other inputs to a right output: fine)
                 self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
         return True
+
+    def _exact_input(self, ref: Any, found: Any, expected: Any) -> bool | None:
+        """An op's input against the model's: True when it has the model's bytes and they equal at most one of the
+        model's values (then ``same`` says True and ``_ambiguous`` says nothing), False when it has its bytes but they
+        equal two (a note to make), None for other bytes (``same`` decides). Whether the model's input is plain is
+        asked once per reference and tolerance (``_plain_inputs``)."""
+        if not (
+            type(found) is np.ndarray
+            and type(expected) is np.ndarray
+            and found.shape == expected.shape
+            and found.dtype == expected.dtype
+            and found.dtype.kind in "biuf"
+            and identical(found, expected)
+        ):
+            return None
+        plain = self._plain_inputs(ref)
+        known = plain.get(id(expected))
+        if known is None or known[0] is not expected:
+            known = plain[id(expected)] = (expected, not self._ambiguous_now(ref, expected, None, None))
+        return known[1]
 
     def _plain_inputs(self, ref: Any) -> dict[int, tuple[Any, bool]]:
         """id of one of the model's op inputs -> (that input, whether it equals at most one of the model's values):
         a found input with its bytes is as plain as it is. Kept with the reference per tolerance, so that a check of
         another run of the same exercise asks nothing again (each answer holds its input: an id is never another's)."""
-        return ref.memo("plain inputs", (self.rtol, self.atol))
+        plain = self._memos.get(id(ref))
+        if plain is None:  # (looked up once per check: the memo's key is worked out once)
+            plain = self._memos[id(ref)] = ref.memo("plain inputs", (self.rtol, self.atol))
+        return plain
