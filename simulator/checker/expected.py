@@ -27,7 +27,7 @@ class _Expectations:
         # per (reference, name, index): [the expected value, its tolerance once needed, whether it is ambiguous]
         self._expectations: dict[tuple, list] = {}
         self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
-        self._sums: dict[tuple, Any] = {}  # (reference, 'A+B', index) -> those values added up (_running_sum)
+        self._kept: dict[tuple[int, str], dict] = {}  # (reference, what) -> what it keeps for us (_ref_memo)
         self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
         self._unambiguous: dict[tuple[int, int], Any] = {}  # (reference, id) -> a value found to equal no two others
 
@@ -52,11 +52,18 @@ class _Expectations:
             return False
         if "+" not in head:
             return head in ref.values
-        key = (id(ref), head, "+")  # (the "+": apart from whether the model knows head itself, _known's key)
-        known = self._known.get(key)
+        known_sums = self._ref_memo(ref, "sums known", None)  # (kept with the reference: a function of its names)
+        known = known_sums.get(head)
         if known is None:
-            known = self._known[key] = self._terms_known(ref, head)
+            known = known_sums[head] = self._terms_known(ref, head)
         return known
+
+    def _ref_memo(self, ref: Reference, what: str, key: Any = ...) -> dict:
+        """``ref.memo(what, key)`` (by default this check's tolerances), looked up once per check."""
+        memo = self._kept.get((id(ref), what))
+        if memo is None:
+            memo = self._kept[(id(ref), what)] = ref.memo(what, (self.rtol, self.atol) if key is ... else key)
+        return memo
 
     def _expect(self, ref: Reference, name: str, index: Any, at: Any = None) -> list | None:
         """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
@@ -80,13 +87,14 @@ class _Expectations:
         """The model's values named ``A+B+C`` at ``index``, added in that order as ``Reference.expected`` adds them
         (the same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by
         one term a step, and each is then one addition."""
-        key = (id(ref), name, at)
-        total = self._sums.get(key)
+        sums = self._ref_memo(ref, "running sums", None)  # (kept with the reference: a function of its values)
+        key = (name, at)
+        total = sums.get(key)
         if total is None:
             head, plus, last = name.rpartition("+")
             term = part(ref.values[last], index)
             total = term if not plus else self._running_sum(ref, head, index, at) + term
-            self._sums[key] = total
+            sums[key] = total
         return total
 
     def _same(self, found: Any, slot: list) -> bool:

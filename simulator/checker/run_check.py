@@ -166,7 +166,6 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
         self._rank_refs: list[Reference | None] = [None] * trace.world_size  # each device's reference, once asked
-        self._memos: dict[int, dict] = {}  # id(reference) -> what it keeps for this check (_plain_inputs)
         self._block_searches = 64
         self._start_expectations()
         self._unplaced: list[Message] = []  # unnamed messages no value placed (in the order of their Unchecked)

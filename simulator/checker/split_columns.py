@@ -34,7 +34,7 @@ class _SplitColumns:
         last = [-1] * t.world_size
         rows_got, calls, collected = self._received_rows, self.calls, self.collected
         own, own_names = self.own, self.own_names
-        settled, exact, model_of = self._settled, self.exact_rows or {}, self._model_of
+        settled, exact, model_of, plain = self._settled, self.exact_rows or {}, self._model_of, self._plain
         rank_refs: list[Any] = [None] * t.world_size
         labels: dict[int, tuple[Any, str | None, str]] = {}  # label -> (native call, collective kind, call)
         rules = split.owners_and_gives  # a name's (owners' test or None, whether the split gives it)
@@ -88,10 +88,19 @@ class _SplitColumns:
                 test, given = rules(text)
                 if code == HOLD:
                     inputs = None
+                if inputs and not inputs_free:  # each input plain already (a weight, a value read twice) or asked now
+                    for x in inputs:
+                        if (rank, id(x)) not in plain:
+                            free = passed_over(rank, inputs)
+                            break
+                    else:
+                        free = True
+                else:
+                    free = inputs_free
                 if (
                     (test is not None and not test(rank))
                     or (given and code == HOLD)
-                    or (inputs is not None and not (inputs and (inputs_free or passed_over(rank, inputs))))
+                    or (inputs is not None and not (inputs and free))
                 ):  # a rule to look at: the record's walk, with what the columns said
                     label_text = t.label_text(label, -1, -1)
                     self._record(i, OP_EVENT[code], _KnownOp(t, row, rank, text, label_text, inputs, output))

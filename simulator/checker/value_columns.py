@@ -101,8 +101,12 @@ class _ValueColumns:
         ):
             return False
         ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
-        if ambiguous is None:
-            ambiguous = slot[2] = self._ambiguous(ref, expected, name, None)
+        if ambiguous is None:  # (kept with the reference, per tolerance: a function of its values)
+            memo = self._ref_memo(ref, "ambiguous messages")
+            ambiguous = memo.get((name, at))
+            if ambiguous is None:
+                ambiguous = memo[(name, at)] = self._ambiguous(ref, expected, name, None)
+            slot[2] = ambiguous
         if ambiguous:
             return False  # it makes a note: said by _send, with the message's words
         self.last_event[src] = i
@@ -195,7 +199,4 @@ class _ValueColumns:
         """id of one of the model's op inputs -> (that input, whether it equals at most one of the model's values):
         a found input with its bytes is as plain as it is. Kept with the reference per tolerance, so that a check of
         another run of the same exercise asks nothing again (each answer holds its input: an id is never another's)."""
-        plain = self._memos.get(id(ref))
-        if plain is None:  # (looked up once per check: the memo's key is worked out once)
-            plain = self._memos[id(ref)] = ref.memo("plain inputs", (self.rtol, self.atol))
-        return plain
+        return self._ref_memo(ref, "plain inputs")
