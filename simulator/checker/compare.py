@@ -134,6 +134,21 @@ def bounded(found: np.ndarray, expected: np.ndarray, rtol: float | None, atol: f
     return False if _within(found, y, (r, max(t, r * 1e-2 * float(_abs(y).max())))) is False else None
 
 
+def plainly_close(found: Any, expected: Any, rtol: float | None, atol: float | None) -> bool:
+    """True when two float arrays of one shape and dtype are within ``lower_tolerance`` of each other: then ``same``
+    says True under the tolerance it would work out (never smaller), and no call of it is needed. False says nothing
+    (``same`` decides)."""
+    if not (
+        type(found) is np.ndarray
+        and type(expected) is np.ndarray
+        and found.shape == expected.shape
+        and found.dtype == expected.dtype
+        and expected.dtype.kind == "f"
+    ):
+        return False
+    return _within(found, expected, lower_tolerance(expected, rtol, atol)) is True
+
+
 def _all_close(a: np.ndarray, b: np.ndarray, rtol: float | None, atol: float | None, tol: tuple | None) -> bool:
     """``_all(close(a, b))``. Without ``tol``, first ``bounded`` (most values that differ in their last bits are
     within the lower bound, most that differ plainly past the upper: the median is then never taken), then under

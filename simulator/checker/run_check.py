@@ -19,7 +19,7 @@ from ..core.columnar import ColumnarTrace
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import identical, same, structured
+from .compare import identical, plainly_close, same, structured
 from .differential import Differential
 from .expected import _Expectations
 from .explain import _Explanations, _floaty
@@ -300,6 +300,9 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
             output_right = True
             if type(rec) is int and expected is ref.values.get(name):  # the model's whole value of its name
                 self.exact_rows[rec] = True
+        elif plainly_close(output, expected, self.rtol, self.atol):  # as _compare would say, with fewer calls
+            self.checked += 1
+            output_right = True
         else:
             output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
         ref_inputs = ref.inputs.get(name) if index is None and inputs is not None else None
@@ -316,7 +319,11 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
             exact = self._exact_input(ref, found, exp)
             if exact:
                 continue  # the model's bytes, equal to no other of its values: nothing to note
-            if exact is False or same(found, exp, self.rtol, self.atol):
+            if (
+                exact is False
+                or plainly_close(found, exp, self.rtol, self.atol)
+                or same(found, exp, self.rtol, self.atol)
+            ):
                 self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
             elif not output_right:
                 rec = self._record_of(rec)

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.rows import FREE, HOLD
-from .compare import identical, same
+from .compare import identical, plainly_close, same
 from .expected import _index_key
 
 _NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
@@ -119,9 +119,10 @@ class _ValueColumns:
 
     def _plain_op(self, i: int, row: int, rank: int, name: str, output: Any, inputs: Any, index: Any = None) -> bool:
         """An op or held value of a columnar trace, not a partial sum, whose output is, byte for byte, what the model
-        says its name (and index) holds: counted, and its inputs compared, as ``_op_values`` counts and compares them,
-        with no call for an input that is the model's byte for byte and known to equal no two of its values (a
-        weight read by every microbatch). False, with nothing done, leaves it to ``_op_values``."""
+        says its name (and index) holds, or plainly within its tolerance (``plainly_close``): counted, and its inputs
+        compared, as ``_op_values`` counts and compares them, with no call for an input that is the model's byte for
+        byte and known to equal no two of its values (a weight read by every microbatch). False, with nothing done,
+        leaves it to ``_op_values``."""
         ref = self._rank_refs[rank]
         if ref is None:
             ref = self._rank_refs[rank] = self._ref(rank)
@@ -144,15 +145,16 @@ class _ValueColumns:
             if slot is None:
                 slot = self._expect(ref, name, index, at)
             expected = slot[0]
-        if not (
+        exact = (
             type(output) is np.ndarray
             and type(expected) is np.ndarray
             and output.shape == expected.shape
             and output.dtype == expected.dtype
             and output.dtype.kind in "biuf"
             and identical(output, expected)
-        ):
-            return False
+        )
+        if not exact and not plainly_close(output, expected, self.rtol, self.atol):
+            return False  # (within the tolerance's lower bound: right, whatever its bits, as _compare says)
         self.last_event[rank] = i
         self.origin[rank][id(output)] = row << 1 | 1
         produced = self.produced.get(rid)
@@ -162,16 +164,21 @@ class _ValueColumns:
         self.checked += 1
         if index is not None:
             return True  # (an op on a block: its inputs are not compared, as _op_values says)
-        self.exact_rows[row] = whole  # (what the split check knows of this value: split_columns.py)
+        if exact:
+            self.exact_rows[row] = whole  # (what the split check knows of this value: split_columns.py)
         ref_inputs = ref.inputs.get(name) if inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(inputs):
             return True
         for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
             self.checked += 1
-            exact = self._exact_input(ref, found, exp)
-            if exact:
+            known = self._exact_input(ref, found, exp)
+            if known:
                 continue
-            if exact is False or same(found, exp, self.rtol, self.atol):  # (other inputs to a right output: fine)
+            if (
+                known is False
+                or plainly_close(found, exp, self.rtol, self.atol)
+                or same(found, exp, self.rtol, self.atol)
+            ):
                 self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
         return True
 
