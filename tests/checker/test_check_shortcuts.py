@@ -6,7 +6,8 @@ Each is held to the walk over plain records (``as_records``), which takes none o
 (the bugs of the catalogue too), and on pipelines (1F1B, and the V of ZBV, two stages a device) that cheat: another
 stage's weight read through a dict the devices share (whole, or transposed), an activation or a received message
 that never reached the device, a stage computed on the wrong device and then used there, a wrong activation, and a
-right program that copies every input (nothing settled where it arrives)."""
+right program that copies every input (nothing settled where it arrives); an activation 1e-5 off, and every one a
+few units in its last place off (right)."""
 
 from __future__ import annotations
 
@@ -124,6 +125,18 @@ def a_wrong_activation(sc, dev, shared, name, fn, inputs, kw):
         return dev.compute(name, lambda *xs: fn(*xs) + 1e-3, *inputs, **kw)
 
 
+def a_slightly_wrong_activation(sc, dev, shared, name, fn, inputs, kw):
+    """1e-5 of its size off: past float64's tolerance, within float32's."""
+    if name == "h2.mb1":
+        return dev.compute(name, lambda *xs: fn(*xs) * (1 + 1e-5), *inputs, **kw)
+
+
+def activations_off_in_their_last_bits(sc, dev, shared, name, fn, inputs, kw):
+    """Every forward output a few units in the last place off (another order of adding): right, whatever its bits."""
+    if name.startswith("h"):
+        return dev.compute(name, lambda *xs: fn(*xs) * (1 + 4e-16), *inputs, **kw)
+
+
 def every_input_copied(sc, dev, shared, name, fn, inputs, kw):
     return dev.compute(name, fn, *[np.array(x, copy=True) for x in inputs], **kw)
 
@@ -134,7 +147,9 @@ CHEATS = [  # (the cheat, the verdict, words of the first thing the report holds
     (an_activation_that_never_arrived, "FAILED", "computed loss.mb0 from h2.mb0, which belongs to device"),
     (another_devices_message, "FAILED", "computed h4.mb0 from h1.mb0, which belongs to device 0 and never reached"),
     (a_stage_computed_on_the_wrong_device, "FAILED", "computed h3.mb0, which belongs to device"),
-    (a_wrong_activation, "FAILED", "h2.mb1"),
+    (a_wrong_activation, "FAILED", "output h2.mb1"),  # (at the op that made it, before the message that carries it)
+    (a_slightly_wrong_activation, "FAILED", "output h2.mb1"),
+    (activations_off_in_their_last_bits, "passed", None),
     (every_input_copied, "passed", None),
 ]
 
@@ -152,7 +167,7 @@ def test_a_pipeline_that_cheats_gets_the_report_of_the_walk_over_records(scenari
     report = both_ways(run, sc.reference(), sc.split)
     assert report.verdict == verdict, report.text()
     if words is not None:
-        said = report.broken[0].text if report.broken else report.first.name
+        said = report.broken[0].text if report.broken else f"{report.first.where} {report.first.name}"
         assert words in said, said
 
 
