@@ -166,6 +166,15 @@ class Reference:
                 return [n for n in self._identified_as(a.shape, k, rtol, atol) if n != exclude]
         return self._scan(a, group, rtol, atol, exclude)
 
+    def identify_exact(self, found: np.ndarray, rtol: float | None = None, atol: float | None = None) -> list[str] | None:
+        """``identify(found)`` of an array with the dtype and bytes of one of the model's values: the answer for that
+        value, worked out once per tolerance; None for any other array (then only ``identify`` can say)."""
+        group = self._group(found.shape)
+        if group is None or found.nbytes > _EXACT_MOST:
+            return None
+        k = group[5].get((found.dtype.str, found.tobytes()))
+        return None if k is None else list(self._identified_as(found.shape, k, rtol, atol))
+
     def _identified_as(self, shape: tuple, k: int, rtol: Any, atol: Any) -> list[str]:
         """``identify`` of the ``k``-th value of this shape, worked out once per tolerance (``_group``): a found
         value of the same dtype and bytes is indistinguishable from it, so it is equal to the same values."""
