@@ -21,7 +21,7 @@ from numpy import maximum as _maximum
 
 from ..core.trace import Trace
 from ..core.world import World
-from .compare import RTOL, same, show, structured
+from .compare import EXACT_BY_BYTES, RTOL, same, show, structured
 
 
 class _NoResult:
@@ -271,6 +271,7 @@ class Reference:
         return hits
 
 
+_F64 = np.dtype(np.float64)
 _EXACT_MOST = 1 << 16  # bytes of a value identify looks up by its bytes first (past it, hashing costs a comparison)
 
 
@@ -279,18 +280,27 @@ def _group_of(names: list[str], arrays: list[np.ndarray]) -> tuple:
     (what the default tolerances could allow there, each one's largest magnitude, the relative tolerance its dtype is
     compared with by default), whether each is never passed over (not numbers, empty, or holding a NaN or an
     infinity), and (dtype, bytes) -> the first value of them)."""
-    samples, scales, rtols = [], [], []
     exact: dict[tuple[str, bytes], int] = {}
     for k, arr in enumerate(arrays):
-        numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
-        at = _sample_at(arr.size)
-        samples.append(arr.reshape(-1)[at].astype(np.float64) if numeric else np.full(len(at), np.nan))
-        scales.append(float(_abs(arr).max()) if numeric else np.nan)
-        rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
         if arr.dtype.kind in "biufcb" and arr.nbytes <= _EXACT_MOST:  # (no objects: their bytes are pointers)
             exact.setdefault((arr.dtype.str, arr.tobytes()), k)
-    scale, at = np.array(scales, dtype=np.float64), np.array(samples)
-    rtol = np.array(rtols)
+    if len(arrays) > 1 and arrays[0].size and all(a.dtype == _F64 for a in arrays):
+        # all float64 (the common case): each one's finiteness, samples and scale in one go, the same numbers
+        rows = np.stack([a.reshape(-1) for a in arrays])
+        numeric = _isfinite(rows).all(axis=1)
+        at = np.where(numeric[:, None], rows[:, _sample_at(rows.shape[1])], np.nan)
+        scale = np.where(numeric, _abs(rows).max(axis=1), np.nan)
+        rtol = np.full(len(arrays), RTOL[8])
+    else:
+        samples, scales, rtols = [], [], []
+        for arr in arrays:
+            numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
+            where = _sample_at(arr.size)
+            samples.append(arr.reshape(-1)[where].astype(np.float64) if numeric else np.full(len(where), np.nan))
+            scales.append(float(_abs(arr).max()) if numeric else np.nan)
+            rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
+        scale, at = np.array(scales, dtype=np.float64), np.array(samples)
+        rtol = np.array(rtols)
     with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
         allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
     return names, arrays, at, allowed, np.isnan(scale), exact
@@ -321,8 +331,14 @@ def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
                 near[k] = True  # (as _scan: a value that is not numbers, or empty, is compared with every one)
     else:
         near = np.ones((n, n), dtype=bool)
+    # (a value of numbers no larger than identical() compares by its bytes is the same as itself: no call)
+    own = [a.dtype.kind in "biufc" and a.size <= EXACT_BY_BYTES for a in arrays]
     return {
-        k: [names[j] for j in _flatnonzero(near[k]).tolist() if same(arrays[k], arrays[j], rtol, atol)]
+        k: [
+            names[j]
+            for j in _flatnonzero(near[k]).tolist()
+            if (j == k and own[k]) or same(arrays[k], arrays[j], rtol, atol)
+        ]
         for k in range(n)
     }
 
