@@ -166,7 +166,9 @@ class Reference:
                 return [n for n in self._identified_as(a.shape, k, rtol, atol) if n != exclude]
         return self._scan(a, group, rtol, atol, exclude)
 
-    def identify_exact(self, found: np.ndarray, rtol: float | None = None, atol: float | None = None) -> list[str] | None:
+    def identify_exact(
+        self, found: np.ndarray, rtol: float | None = None, atol: float | None = None
+    ) -> list[str] | None:
         """``identify(found)`` of an array with the dtype and bytes of one of the model's values: the answer for that
         value, worked out once per tolerance; None for any other array (then only ``identify`` can say)."""
         group = self._group(found.shape)

@@ -18,7 +18,7 @@ import pytest
 
 from simulator import World
 from simulator.checker import Reference, Split, check
-from simulator.checker.compare import _within
+from simulator.checker.compare import _within, same
 from simulator.teach.examples import all_scenarios, get
 from tests.checker.test_checker_fast_paths import as_records
 
@@ -235,3 +235,15 @@ def test_a_small_float64_comparison_element_by_element_answers_as_numpy_does():
     y = np.array([0.0, 1e-3, -2.5])  # under a negative atol only equal elements pass, as isclose's own test says
     for a, answer in [(y.copy(), True), (y + [0.0, 1e-15, 0.0], False)]:
         assert _within(a, y, (1e-7, -1e-9)) is _within(np.tile(a, 40), np.tile(y, 40), (1e-7, -1e-9)) is answer
+
+
+def test_identify_names_what_a_comparison_with_each_names_on_float64_values_made_ready_in_one_go():
+    """Values of one shape, all float64, are made ready together (samples, scales): a value 1e-7 off where the model's
+    is 0 (within the floor its 1,000s give the tolerance) is still found there, and only there."""
+    b = np.array([0.0, -1000.0, -1000.0, 0.0, -1000.0, -1000.0, 0.0])  # (zeros where identify samples first)
+    values = {"b": b, "c": b * 2, "d": -b, "e": np.full(7, 3.0), "f": b.copy()}
+    found = b + np.array([1e-7, 0.0, 0.0, 1e-7, 0.0, 0.0, 1e-7])
+    for tolerance in [{}, {"rtol": 1e-9}, {"atol": 1e-12}]:
+        want = [n for n, v in values.items() if same(found, v, **tolerance)]
+        assert Reference(values=dict(values)).identify(found, **tolerance) == want
+    assert [n for n, v in values.items() if same(found, v)] == ["b", "f"]
