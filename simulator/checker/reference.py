@@ -335,14 +335,12 @@ def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
         near = np.ones((n, n), dtype=bool)
     # (a value of numbers no larger than identical() compares by its bytes is the same as itself: no call)
     own = [a.dtype.kind in "biufc" and a.size <= EXACT_BY_BYTES for a in arrays]
-    return {
-        k: [
-            names[j]
-            for j in _flatnonzero(near[k]).tolist()
-            if (j == k and own[k]) or same(arrays[k], arrays[j], rtol, atol)
-        ]
-        for k in range(n)
-    }
+    answers: dict[int, list[str]] = {k: [] for k in range(n)}
+    rows, cols = np.nonzero(near)  # (row by row, each row's in order: as a scan of each row finds them)
+    for k, j in zip(rows.tolist(), cols.tolist()):
+        if (j == k and own[k]) or same(arrays[k], arrays[j], rtol, atol):
+            answers[k].append(names[j])
+    return answers
 
 
 def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):

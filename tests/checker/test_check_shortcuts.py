@@ -247,3 +247,18 @@ def test_identify_names_what_a_comparison_with_each_names_on_float64_values_made
         want = [n for n, v in values.items() if same(found, v, **tolerance)]
         assert Reference(values=dict(values)).identify(found, **tolerance) == want
     assert [n for n, v in values.items() if same(found, v)] == ["b", "f"]
+
+
+def test_zeros_that_two_names_hold_read_by_an_op_make_no_note_and_ones_do():
+    """Zeros equal each other in every model (a fresh buffer, a zero gradient): an op reading them is not told that it
+    cannot tell them apart; ones that two names hold are told, at each op that reads them."""
+
+    def model(dev, fill):
+        a = dev.hold("a", np.full(3, fill))
+        dev.hold("b", np.full(3, fill))
+        return dev.compute("c", np.add, a, 1.0)
+
+    for fill, noted in [(0.0, False), (1.0, True)]:
+        run, ref = World(1).run(model, fill), Reference.of(model, fill)
+        for report in (check(run, ref), check(run, ref), check(as_records(run), ref)):
+            assert report.ok and any("a and b are equal" in n for n in report.notes) is noted, report.notes
