@@ -303,47 +303,6 @@ class _SplitWalk(_SplitColumns, _Presence):
         text = f"device {rank} {verb} {name}, which belongs to {belongs}: {why}"
         self._add(("compute", rank, name), "compute", rank, i, text, rec)
 
-    def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
-        """A value that is only some other devices' (by the split) on a device it never reached: read through a
-        Python object the devices share (a global, a closure), which real processes do not have."""
-        if not self.split.compute:  # no value belongs to some devices only: none can be foreign (_elsewhere)
-            return
-        # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
-        # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
-        settled = self._settled
-        key = (rank, id(value))
-        if key in settled:
-            return
-        settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
-        names = self._foreign_names(rank, value)
-        if names is None:
-            return
-        name = names[0]
-        belongs = self.split.owner_text(name, self.trace.world_size)
-        text = (
-            f"device {rank} {verb} {name}, which belongs to {belongs} and never reached device {rank} in a "
-            "message: a device has only what it was given, received or computed itself (a global or a closure "
-            "that devices share works only in this simulation, not on real processes)"
-        )
-        if rec is None:
-            text += "; a device that holds none of the result returns None"
-        self._add(("foreign", rank, name), "compute", rank, i, text, rec)
-
-    def _foreign_names(self, rank: int, value: Any) -> list[str] | None:
-        """The model's names for ``value`` when every one of them is kept on other devices and none reached ``rank``
-        (then it is foreign there), else None."""
-        if (
-            value is None
-            or structured(value)
-            or type(value) is MetaArray
-            or np.asarray(value).dtype.kind not in "biufc"
-        ):
-            return None
-        names = self._identify(self.ref_of(rank), value)
-        if not names or not all(self._elsewhere(rank, n) for n in names):
-            return None
-        return names
-
     def _from_nothing(self, i: int, rec: Op) -> None:
         """An op given no inputs whose value the model computes from inputs: a result written into the program
         (``dev.compute("B", lambda: np.array([49.0]))``), or read through a variable the devices share. It breaks
