@@ -107,7 +107,11 @@ def check(
     gc.disable()
     try:
         checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
-        report = checker.report()
+        try:
+            report = checker.report()
+        except _GuessedWrong:  # a value the walk took as plainly close is not: again, each compared as it comes
+            checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names, defer=False)
+            report = checker.report()
         if split is not None:
             broken = sorted(
                 violations(
@@ -143,7 +147,14 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
     the first divergence (explain.py); what each name should hold is worked out once (expected.py)."""
 
     def __init__(
-        self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol, own_names=False
+        self,
+        trace: Trace,
+        outputs: list | None,
+        ref_of: Callable[[int], Reference],
+        rtol,
+        atol,
+        own_names=False,
+        defer: bool = True,
     ):
         self.trace, self.outputs, self.ref_of = trace, outputs, ref_of
         self.rtol, self.atol = rtol, atol
@@ -158,6 +169,8 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
         # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
         self.exact_rows: dict[int, bool] = {}
+        # float64 pairs the columnar walk took as plainly close, all held to it at its end (value_columns._close)
+        self._deferred: list[tuple[Any, Any]] | None = [] if defer else None
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
@@ -183,6 +196,8 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         handlers = {"send": self._send, "recv": self._recv, "op": self._op, "hold": self._hold}
         if isinstance(self.trace, ColumnarTrace):
             self._walk_columns()
+            if self._deferred and not self.deferred_hold():
+                raise _GuessedWrong
         else:
             for i, (kind, rec) in enumerate(self.trace.events):
                 handler = handlers.get(kind)
@@ -350,6 +365,10 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                         f"{'they were' if len(missing) > 1 else 'it was'} not compared",
                     )
                 )
+
+
+class _GuessedWrong(Exception):
+    """A pair of values the columnar walk took as plainly close is not (``value_columns._close``)."""
 
 
 class _Origins(dict):

@@ -262,3 +262,35 @@ def test_zeros_that_two_names_hold_read_by_an_op_make_no_note_and_ones_do():
         run, ref = World(1).run(model, fill), Reference.of(model, fill)
         for report in (check(run, ref), check(run, ref), check(as_records(run), ref)):
             assert report.ok and any("a and b are equal" in n for n in report.notes) is noted, report.notes
+
+
+@pytest.mark.parametrize(
+    "off, verdict",
+    [
+        ([0.0, 1e-12, 0.0, 0.0], "passed"),  # where the model has 0: past the lower bound, within the median's floor
+        ([np.nan, 0.0, 0.0, 0.0], "passed"),  # a NaN where the model has one, the rest a last bit off
+        ([0.0, 0.0, 1e-5, 0.0], "FAILED"),  # plainly past float64's tolerance
+    ],
+    ids=["between the bounds", "NaN", "wrong"],
+)
+def test_values_taken_as_plainly_close_and_found_not_are_compared_again_as_they_come(off, verdict):
+    """The columnar walk takes float64 values off in their last bits as right and holds them all to it at its end; a
+    value that is not plainly within its tolerance sends the check back to compare each as it comes."""
+    x = np.array([3.0, 0.0, -2.0, 7.0])
+
+    def model(dev):
+        a = dev.compute("a", np.multiply, dev.hold("x", x), 2.0)
+        return dev.compute("b", np.add, a, 1.0)
+
+    def program(dev):
+        if dev.rank == 0:
+            a = dev.compute("a", lambda v: v * 2.0 * (1 + 2e-16) + np.array(off), dev.hold("x", x))
+            dev.send(a, 1)
+            return None
+        return dev.compute("b", np.add, dev.recv(0, name="a"), 1.0)
+
+    if np.isnan(off[0]):
+        x[0] = np.nan
+    run, ref = World(2).run(program), Reference.of(model)
+    report = both_ways(run, ref, None)
+    assert report.verdict == verdict, report.text()
