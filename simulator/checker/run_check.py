@@ -31,7 +31,7 @@ from .split import Split
 from .split_check import violations
 from .terms import before_bias
 from .unnamed import _Unnamed
-from .value_columns import _ValueColumns
+from .value_columns import GuessedWrong, _ValueColumns
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -109,7 +109,7 @@ def check(
         checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
         try:
             report = checker.report()
-        except _GuessedWrong:  # a value the walk took as plainly close is not: again, each compared as it comes
+        except GuessedWrong:  # a value the walk took as plainly close is not: again, each compared as it comes
             checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names, defer=False)
             report = checker.report()
         if split is not None:
@@ -197,7 +197,7 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         if isinstance(self.trace, ColumnarTrace):
             self._walk_columns()
             if self._deferred and not self.deferred_hold():
-                raise _GuessedWrong
+                raise GuessedWrong
         else:
             for i, (kind, rec) in enumerate(self.trace.events):
                 handler = handlers.get(kind)
@@ -365,10 +365,6 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                         f"{'they were' if len(missing) > 1 else 'it was'} not compared",
                     )
                 )
-
-
-class _GuessedWrong(Exception):
-    """A pair of values the columnar walk took as plainly close is not (``value_columns._close``)."""
 
 
 class _Origins(dict):

@@ -137,6 +137,20 @@ def activations_off_in_their_last_bits(sc, dev, shared, name, fn, inputs, kw):
         return dev.compute(name, lambda *xs: fn(*xs) * (1 + 4e-16), *inputs, **kw)
 
 
+def one_element_wrong_among_last_bits(sc, dev, shared, name, fn, inputs, kw):
+    """Every forward output a last bit off (each taken as right as the walk meets it), and h2.mb1 1e-5 off at its
+    second element, where a look at its first, middle and last sees nothing."""
+
+    def off(*xs):
+        y = fn(*xs) * (1 + 4e-16)
+        if name == "h2.mb1":
+            y.reshape(-1)[1] += 1e-5
+        return y
+
+    if name.startswith("h"):
+        return dev.compute(name, off, *inputs, **kw)
+
+
 def every_input_copied(sc, dev, shared, name, fn, inputs, kw):
     return dev.compute(name, fn, *[np.array(x, copy=True) for x in inputs], **kw)
 
@@ -150,6 +164,7 @@ CHEATS = [  # (the cheat, the verdict, words of the first thing the report holds
     (a_wrong_activation, "FAILED", "output h2.mb1"),  # (at the op that made it, before the message that carries it)
     (a_slightly_wrong_activation, "FAILED", "output h2.mb1"),
     (activations_off_in_their_last_bits, "passed", None),
+    (one_element_wrong_among_last_bits, "FAILED", "output h2.mb1"),
     (every_input_copied, "passed", None),
 ]
 
@@ -267,16 +282,21 @@ def test_zeros_that_two_names_hold_read_by_an_op_make_no_note_and_ones_do():
 @pytest.mark.parametrize(
     "off, verdict",
     [
-        ([0.0, 1e-12, 0.0, 0.0], "passed"),  # where the model has 0: past the lower bound, within the median's floor
-        ([np.nan, 0.0, 0.0, 0.0], "passed"),  # a NaN where the model has one, the rest a last bit off
-        ([0.0, 0.0, 1e-5, 0.0], "FAILED"),  # plainly past float64's tolerance
+        (
+            [0.0, 1e-12, 0.0, 0.0, 0.0],
+            "passed",
+        ),  # where the model has 0: past the lower bound, within the median's floor
+        ([np.nan, 0.0, 0.0, 0.0, 0.0], "passed"),  # a NaN where the model has one, the rest a last bit off
+        ([0.0, 1e-5, 0.0, 0.0, 0.0], "FAILED"),  # plainly past float64's tolerance, where identify does not look first
+        ([0.0, 0.0, 1e-5, 0.0, 0.0], "FAILED"),  # and where it does
     ],
-    ids=["between the bounds", "NaN", "wrong"],
+    ids=["between the bounds", "NaN", "wrong", "wrong where it looks"],
 )
-def test_values_taken_as_plainly_close_and_found_not_are_compared_again_as_they_come(off, verdict):
-    """The columnar walk takes float64 values off in their last bits as right and holds them all to it at its end; a
-    value that is not plainly within its tolerance sends the check back to compare each as it comes."""
-    x = np.array([3.0, 0.0, -2.0, 7.0])
+def test_values_taken_as_right_and_found_not_plainly_close_are_compared_as_the_walk_compares_them(off, verdict):
+    """The columnar walk takes float64 values off in their last bits as right and holds them all to it at its end: one
+    past the lower bound is compared under its own tolerance, and one that is not the same after all sends the check
+    back to compare each value as it comes. The report is the walk over records' each time."""
+    x = np.array([3.0, 0.0, -2.0, 7.0, 1.5])
 
     def model(dev):
         a = dev.compute("a", np.multiply, dev.hold("x", x), 2.0)
