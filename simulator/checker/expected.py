@@ -31,6 +31,12 @@ class _Expectations:
         self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
         self._unambiguous: dict[tuple[int, int], Any] = {}  # (reference, id) -> a value found to equal no two others
 
+    def remember(self, other: _Expectations) -> None:
+        """Start from what another check of the same run worked out: expected values, tolerances, names (each a
+        function of the model, the tolerances and a value's bytes, so the same in both)."""
+        self._expectations, self._known, self._kept = other._expectations, other._known, other._kept
+        self._identified, self._unambiguous = other._identified, other._unambiguous
+
     def _knows(self, ref: Reference, name: str) -> bool:
         """``ref.knows(name)``, once per name; a sum ``A+B+C`` is known when ``A+B`` is and ``C`` is a value (a ring's
         running sums grow by one term a step: each name is then one more look-up, not a split of the whole)."""

@@ -109,8 +109,9 @@ def check(
         checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
         try:
             report = checker.report()
-        except GuessedWrong:  # a value the walk took as plainly close is not: again, each compared as it comes
-            checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names, defer=False)
+        except GuessedWrong:  # a value the walk took as right is not: again, each compared as it comes
+            guessed, checker = checker, _Checker(trace, outputs, ref_of, rtol, atol, own_names, defer=False)
+            checker.remember(guessed)
             report = checker.report()
         if split is not None:
             broken = sorted(
