@@ -81,10 +81,10 @@ class _ValueColumns:
                     self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
-        """A named message read off the columns, with no record made: True when it carries exactly the model's
-        value and that value equals no other named one (then it is counted as ``_send`` would count it); False
-        leaves it to ``_send`` (an unknown name, other bytes, a value to note as ambiguous). The hot path of a
-        program that names every receive: a few dictionary look-ups and one comparison of bytes."""
+        """A named message read off the columns, with no record made: True when it carries the model's value (its
+        bytes, or plainly close: ``_close``) and that value equals no other named one (then it is counted as ``_send``
+        would count it); False leaves it to ``_send`` (an unknown name, another value, a value to note as ambiguous).
+        The hot path of a program that names every receive: a few dictionary look-ups and one comparison of bytes."""
         ref = self.ref_of(dst)
         rid = id(ref)
         if rid not in self.refs:
@@ -106,8 +106,12 @@ class _ValueColumns:
             and payload.dtype.kind in "biuf"
             and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
         ):
-            return False
-        ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
+            # other bytes: right if plainly close (as _send's comparison says), and then as ambiguous as it is itself
+            if not self._close(payload, expected) or self._ambiguous_now(ref, payload, name, None):
+                return False
+            ambiguous = False
+        else:
+            ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
         if ambiguous is None:  # (kept with the reference, per tolerance: a function of its values)
             memo = self._ref_memo(ref, "ambiguous messages")
             ambiguous = memo.get((name, at))

@@ -314,3 +314,26 @@ def test_values_taken_as_right_and_found_not_plainly_close_are_compared_as_the_w
     run, ref = World(2).run(program), Reference.of(model)
     report = both_ways(run, ref, None)
     assert report.verdict == verdict, report.text()
+
+
+def test_a_message_a_last_bit_off_that_equals_two_values_is_noted_as_the_walk_over_records_notes_it():
+    """A named message whose value is the model's a last bit off, where the model's x and y are equal: right, and
+    noted as one that cannot tell x from y; the same a last bit off where they are not: right, and nothing noted."""
+    x = np.array([1.5, -2.25, 4.0, 0.5, 3.0])
+
+    def model(dev, twin):
+        a = dev.hold("x", x)
+        dev.hold("y", x.copy() if twin else x + 1.0)
+        return dev.compute("b", np.add, a, 1.0)
+
+    def program(dev, twin):
+        if dev.rank == 0:
+            dev.send(dev.hold("x", x) * (1 + 2e-16), 1)
+            dev.hold("y", x.copy() if twin else x + 1.0)
+            return None
+        return dev.compute("b", np.add, dev.recv(0, name="x"), 1.0)
+
+    for twin in (True, False):
+        run, ref = World(2).run(program, twin), Reference.of(model, twin)
+        report = both_ways(run, ref, None)
+        assert report.ok and any("x and y" in n for n in report.notes) is twin, report.notes
