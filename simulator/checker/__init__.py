@@ -30,6 +30,7 @@ The verdict is one of three:
 Modules, each building only on those after it in this list (checked by import-linter):
 
 - ``run_check.py``     ``check`` and the walk over the events: messages, held values, ops, partial sums
+- ``value_columns.py`` the value walk over a columnar trace: values the model's byte for byte, with no record
 - ``split_check.py``   a run held to its declared split: who computed what, what was given, what crossed
 - ``split_columns.py`` the split's walk over a columnar trace, a record made only where a rule must look
 - ``split_presence.py`` what a device had, as the split's rules ask it: received, brought, held, kept elsewhere, given

@@ -13,6 +13,7 @@ from typing import Any
 
 import numpy as np
 
+from ..tensors.placements import FlatSlice
 from .compare import bounded, downcast, identical, same, structured, tolerances
 from .reference import Reference, part
 
@@ -27,9 +28,15 @@ class _Expectations:
         # per (reference, name, index): [the expected value, its tolerance once needed, whether it is ambiguous]
         self._expectations: dict[tuple, list] = {}
         self._known: dict[tuple[int, str], bool] = {}  # (reference, name) -> ref.knows(name)
-        self._sums: dict[tuple, Any] = {}  # (reference, 'A+B', index) -> those values added up (_running_sum)
+        self._kept: dict[tuple[int, str], dict] = {}  # (reference, what) -> what it keeps for us (_ref_memo)
         self._identified: dict[tuple, list[str]] = {}  # (reference, small value's bytes) -> ref.identify(value)
         self._unambiguous: dict[tuple[int, int], Any] = {}  # (reference, id) -> a value found to equal no two others
+
+    def remember(self, other: _Expectations) -> None:
+        """Start from what another check of the same run worked out: expected values, tolerances, names (each a
+        function of the model, the tolerances and a value's bytes, so the same in both)."""
+        self._expectations, self._known, self._kept = other._expectations, other._known, other._kept
+        self._identified, self._unambiguous = other._identified, other._unambiguous
 
     def _knows(self, ref: Reference, name: str) -> bool:
         """``ref.knows(name)``, once per name; a sum ``A+B+C`` is known when ``A+B`` is and ``C`` is a value (a ring's
@@ -52,11 +59,18 @@ class _Expectations:
             return False
         if "+" not in head:
             return head in ref.values
-        key = (id(ref), head, "+")  # (the "+": apart from whether the model knows head itself, _known's key)
-        known = self._known.get(key)
+        known_sums = self._ref_memo(ref, "sums known", None)  # (kept with the reference: a function of its names)
+        known = known_sums.get(head)
         if known is None:
-            known = self._known[key] = self._terms_known(ref, head)
+            known = known_sums[head] = self._terms_known(ref, head)
         return known
+
+    def _ref_memo(self, ref: Reference, what: str, key: Any = ...) -> dict:
+        """``ref.memo(what, key)`` (by default this check's tolerances), looked up once per check."""
+        memo = self._kept.get((id(ref), what))
+        if memo is None:
+            memo = self._kept[(id(ref), what)] = ref.memo(what, (self.rtol, self.atol) if key is ... else key)
+        return memo
 
     def _expect(self, ref: Reference, name: str, index: Any, at: Any = None) -> list | None:
         """[the expected value of ``name`` at ``index``, its tolerance, whether it is ambiguous (None: not known yet)]:
@@ -80,13 +94,14 @@ class _Expectations:
         """The model's values named ``A+B+C`` at ``index``, added in that order as ``Reference.expected`` adds them
         (the same operations, so the same bits), each sum of the first terms kept: a ring's running sums grow by
         one term a step, and each is then one addition."""
-        key = (id(ref), name, at)
-        total = self._sums.get(key)
+        sums = self._ref_memo(ref, "running sums", None)  # (kept with the reference: a function of its values)
+        key = (name, at)
+        total = sums.get(key)
         if total is None:
             head, plus, last = name.rpartition("+")
             term = part(ref.values[last], index)
             total = term if not plus else self._running_sum(ref, head, index, at) + term
-            self._sums[key] = total
+            sums[key] = total
         return total
 
     def _same(self, found: Any, slot: list) -> bool:
@@ -113,7 +128,12 @@ class _Expectations:
         return self._identify_names(ref, np.asarray(value))
 
     def _identify_names(self, ref: Reference, a: np.ndarray) -> list[str]:
-        """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round)."""
+        """``ref.identify(a)``, remembered for small values by their bytes (a ring passes the same values round); the
+        model's own bytes answered as the reference keeps them for that value (``identify_exact``)."""
+        if type(a) is np.ndarray:
+            names = ref.identify_exact(a, self.rtol, self.atol)
+            if names is not None:
+                return names
         if a.size > 64:
             return ref.identify(a, rtol=self.rtol, atol=self.atol)
         key = (id(ref), a.shape, a.dtype.str, a.tobytes())
@@ -128,10 +148,14 @@ _ARRAY_KEY_SIZE = 1 << 12  # an index array up to this many elements is remember
 
 def _index_key(index: Any) -> Any:
     """A key for an index made of integers, slices of integers, None and small arrays of integers or booleans (the
-    positions a balanced context-parallel split holds); slices and arrays are not hashable, so each becomes what it
-    selects by (an array: its dtype, shape and bytes). None for any other index (a function), not remembered."""
+    positions a balanced context-parallel split holds), or a ``FlatSlice`` (a collective's chunk); slices and arrays
+    are not hashable, so each becomes what it selects by (an array: its dtype, shape and bytes). None for any other
+    index (a function), not remembered."""
     if index is None:
         return ()
+    if type(index) is FlatSlice:  # a chunk of a collective's flattened value: a function of its two ends alone
+        a, b = index.start, index.stop
+        return ("flat", a, b) if type(a) is int and type(b) is int else None
     if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
         a, b, c = index.start, index.stop, index.step
         if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):

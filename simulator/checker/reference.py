@@ -21,7 +21,7 @@ from numpy import maximum as _maximum
 
 from ..core.trace import Trace
 from ..core.world import World
-from .compare import RTOL, same, show, structured
+from .compare import EXACT_BY_BYTES, RTOL, same, show, structured
 
 
 class _NoResult:
@@ -123,6 +123,24 @@ class Reference:
             return total
         return part(self.values[name], index)
 
+    def memo(self, what: str, key: Any, owner: Any = None) -> dict:
+        """A dict the checker keeps with this reference for answers that depend on its values and on ``key`` (the
+        tolerances; and on ``owner``, a split, where one is given): a grader checking many runs of one exercise asks
+        each question once. Only the last key and owner are kept for each ``what``: another, or a value added to the
+        model, starts it anew. A key that cannot be hashed gets a dict of its own, kept nowhere."""
+        memos = self.__dict__.setdefault("_memos", {})
+        full = (len(self.values), id(owner), key)
+        try:
+            hash(full)
+        except TypeError:  # (a tolerance that is not a plain number: nothing kept)
+            return {}
+        kept = memos.get(what)
+        if kept is not None and kept[0] == full and kept[1] is owner:
+            return kept[2]
+        answers: dict = {}
+        memos[what] = (full, owner, answers)
+        return answers
+
     def describe(self, name: str) -> str:
         if name in self.aliases and name not in self.docs:
             return f"{name} (that is, {self.describe(self.aliases[name])})"
@@ -147,6 +165,17 @@ class Reference:
             if k is not None:  # the same bytes as one of the model's values: the same answer as that value's
                 return [n for n in self._identified_as(a.shape, k, rtol, atol) if n != exclude]
         return self._scan(a, group, rtol, atol, exclude)
+
+    def identify_exact(
+        self, found: np.ndarray, rtol: float | None = None, atol: float | None = None
+    ) -> list[str] | None:
+        """``identify(found)`` of an array with the dtype and bytes of one of the model's values: the answer for that
+        value, worked out once per tolerance; None for any other array (then only ``identify`` can say)."""
+        group = self._group(found.shape)
+        if group is None or found.nbytes > _EXACT_MOST:
+            return None
+        k = group[5].get((found.dtype.str, found.tobytes()))
+        return None if k is None else list(self._identified_as(found.shape, k, rtol, atol))
 
     def _identified_as(self, shape: tuple, k: int, rtol: Any, atol: Any) -> list[str]:
         """``identify`` of the ``k``-th value of this shape, worked out once per tolerance (``_group``): a found
@@ -244,6 +273,7 @@ class Reference:
         return hits
 
 
+_F64 = np.dtype(np.float64)
 _EXACT_MOST = 1 << 16  # bytes of a value identify looks up by its bytes first (past it, hashing costs a comparison)
 
 
@@ -252,18 +282,27 @@ def _group_of(names: list[str], arrays: list[np.ndarray]) -> tuple:
     (what the default tolerances could allow there, each one's largest magnitude, the relative tolerance its dtype is
     compared with by default), whether each is never passed over (not numbers, empty, or holding a NaN or an
     infinity), and (dtype, bytes) -> the first value of them)."""
-    samples, scales, rtols = [], [], []
     exact: dict[tuple[str, bytes], int] = {}
     for k, arr in enumerate(arrays):
-        numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
-        at = _sample_at(arr.size)
-        samples.append(arr.reshape(-1)[at].astype(np.float64) if numeric else np.full(len(at), np.nan))
-        scales.append(float(_abs(arr).max()) if numeric else np.nan)
-        rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
         if arr.dtype.kind in "biufcb" and arr.nbytes <= _EXACT_MOST:  # (no objects: their bytes are pointers)
             exact.setdefault((arr.dtype.str, arr.tobytes()), k)
-    scale, at = np.array(scales, dtype=np.float64), np.array(samples)
-    rtol = np.array(rtols)
+    if len(arrays) > 1 and arrays[0].size and all(a.dtype == _F64 for a in arrays):
+        # all float64 (the common case): each one's finiteness, samples and scale in one go, the same numbers
+        rows = np.stack([a.reshape(-1) for a in arrays])
+        numeric = _isfinite(rows).all(axis=1)
+        at = np.where(numeric[:, None], rows[:, _sample_at(rows.shape[1])], np.nan)
+        scale = np.where(numeric, _abs(rows).max(axis=1), np.nan)
+        rtol = np.full(len(arrays), RTOL[8])
+    else:
+        samples, scales, rtols = [], [], []
+        for arr in arrays:
+            numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
+            where = _sample_at(arr.size)
+            samples.append(arr.reshape(-1)[where].astype(np.float64) if numeric else np.full(len(where), np.nan))
+            scales.append(float(_abs(arr).max()) if numeric else np.nan)
+            rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
+        scale, at = np.array(scales, dtype=np.float64), np.array(samples)
+        rtol = np.array(rtols)
     with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
         allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
     return names, arrays, at, allowed, np.isnan(scale), exact
@@ -294,10 +333,14 @@ def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
                 near[k] = True  # (as _scan: a value that is not numbers, or empty, is compared with every one)
     else:
         near = np.ones((n, n), dtype=bool)
-    return {
-        k: [names[j] for j in _flatnonzero(near[k]).tolist() if same(arrays[k], arrays[j], rtol, atol)]
-        for k in range(n)
-    }
+    # (a value of numbers no larger than identical() compares by its bytes is the same as itself: no call)
+    own = [a.dtype.kind in "biufc" and a.size <= EXACT_BY_BYTES for a in arrays]
+    answers: dict[int, list[str]] = {k: [] for k in range(n)}
+    rows, cols = np.nonzero(near)  # (row by row, each row's in order: as a scan of each row finds them)
+    for k, j in zip(rows.tolist(), cols.tolist()):
+        if (j == k and own[k]) or same(arrays[k], arrays[j], rtol, atol):
+            answers[k].append(names[j])
+    return answers
 
 
 def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):

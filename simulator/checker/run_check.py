@@ -7,6 +7,7 @@ the first divergence (explain.py). The verdict it returns is in verdict.py.
 
 from __future__ import annotations
 
+import copy
 import gc
 import re
 from collections.abc import Callable, Mapping
@@ -16,14 +17,12 @@ from typing import Any
 import numpy as np
 
 from ..core.columnar import ColumnarTrace
-from ..core.ordering import CODE_RECV, CODE_SEND
-from ..core.rows import FREE, HOLD
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import identical, same, structured
+from .compare import identical, plainly_close, same, structured
 from .differential import Differential
-from .expected import _Expectations, _index_key
+from .expected import _Expectations
 from .explain import _Explanations, _floaty
 from .isolation import check_isolation
 from .partial_sums import _Partial, _PartialSums
@@ -33,6 +32,7 @@ from .split import Split
 from .split_check import violations
 from .terms import before_bias
 from .unnamed import _Unnamed
+from .value_columns import GuessedWrong, _ValueColumns
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -111,7 +111,17 @@ def check(
         report = checker.report()
         if split is not None:
             broken = sorted(
-                violations(trace, split, checker._ref, rtol, atol, outputs, checker._identify_value, checker.columns),
+                violations(
+                    trace,
+                    split,
+                    checker._ref,
+                    rtol,
+                    atol,
+                    outputs,
+                    checker._identify_value,
+                    checker.columns,
+                    checker.exact_rows,
+                ),  # fmt: skip
                 key=lambda v: checker.order.key(v.event),
             )
             report.broken, report.split_checked = broken, True
@@ -129,12 +139,19 @@ def check(
     return report
 
 
-class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnamed):
+class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnamed):
     """One check: the walk over the trace's events, then the result (results.py) and the explanation of
     the first divergence (explain.py); what each name should hold is worked out once (expected.py)."""
 
     def __init__(
-        self, trace: Trace, outputs: list | None, ref_of: Callable[[int], Reference], rtol, atol, own_names=False
+        self,
+        trace: Trace,
+        outputs: list | None,
+        ref_of: Callable[[int], Reference],
+        rtol,
+        atol,
+        own_names=False,
+        defer: bool = True,
     ):
         self.trace, self.outputs, self.ref_of = trace, outputs, ref_of
         self.rtol, self.atol = rtol, atol
@@ -146,6 +163,11 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         self.unchecked: list[Unchecked] = []
         self.notes: list[str] = []
         self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once walked
+        # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
+        # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
+        self.exact_rows: dict[int, bool] = {}
+        # float64 pairs the columnar walk took as plainly close, all held to it at its end (value_columns._close)
+        self._deferred: list[tuple[Any, Any]] | None = [] if defer else None
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
@@ -153,6 +175,7 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
+        self._rank_refs: list[Reference | None] = [None] * trace.world_size  # each device's reference, once asked
         self._block_searches = 64
         self._start_expectations()
         self._unplaced: list[Message] = []  # unnamed messages no value placed (in the order of their Unchecked)
@@ -165,11 +188,26 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
 
     # ---- the walk ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
+        """The verdict. Where a value the columnar walk took as right is not (``value_columns._close``), the check is
+        made again, each value compared as it comes, from what the first attempt worked out (``remember``)."""
+        try:
+            return self._report()
+        except GuessedWrong:
+            guessed = copy.copy(self)  # (its memos: the walk's own state is made anew)
+            args = (self.trace, self.outputs, self.ref_of, self.rtol, self.atol, self.own_names)
+            self.__dict__.clear()
+            self.__init__(*args, defer=False)
+            self.remember(guessed)
+            return self._report()
+
+    def _report(self) -> CheckReport:
         if not self.trace.payloads:
             raise ValueError("check needs the payloads: run the world with keep_payloads=True")
         handlers = {"send": self._send, "recv": self._recv, "op": self._op, "hold": self._hold}
         if isinstance(self.trace, ColumnarTrace):
             self._walk_columns()
+            if self._deferred and not self.deferred_hold():
+                raise GuessedWrong
         else:
             for i, (kind, rec) in enumerate(self.trace.events):
                 handler = handlers.get(kind)
@@ -186,87 +224,6 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
             self.first_key = self._cause(first)
             self._explain(first)
         return CheckReport(first, self.checked, len(self.diverged), self.unchecked, self.notes)
-
-    def _walk_columns(self) -> None:
-        """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
-        event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
-        the reference does not know) and every receive only say who acted last and where a value came from,
-        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
-        t = self.trace
-        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
-        rec = t.recorder
-        extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
-        op_extra = rec.op_extra
-        last, origin = self.last_event, self.origin
-        dsts: list[int] | None = None
-        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
-        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
-            if kind == CODE_RECV:
-                last[rank] = i
-                origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
-            elif kind == CODE_SEND:
-                named = extra.get(row)
-                if named is not None and named[0] is not None:
-                    if dsts is None:
-                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
-                    if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
-                        self._send(i, t.message_at_row(row))
-                elif label < 0:
-                    self._send(i, t.message_at_row(row))
-                else:  # a collective's chunk, unnamed: checked where the collective ends
-                    last[rank] = i
-            elif op_kind != FREE:
-                text = names[name]
-                if op_kind != HOLD and label >= 0 and not self._knows(self._ref(rank), text):
-                    last[rank] = i  # a collective's own reduction: checked through its result
-                    origin[rank][id(op_payloads[row][1])] = row << 1 | 1
-                    continue
-                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
-                index, _, partial = op_extra.get(row, _NO_EXTRA)
-                if op_kind == HOLD:
-                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
-                else:
-                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
-
-    def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
-        """A named message read off the columns, with no record made: True when it carries exactly the model's
-        value and that value equals no other named one (then it is counted as ``_send`` would count it); False
-        leaves it to ``_send`` (an unknown name, other bytes, a value to note as ambiguous). The hot path of a
-        program that names every receive: a few dictionary look-ups and one comparison of bytes."""
-        ref = self.ref_of(dst)
-        rid = id(ref)
-        if rid not in self.refs:
-            self.refs[rid] = ref
-        at = _index_key(index)
-        if at is None:
-            return False
-        slot = self._expectations.get((rid, name, at))
-        if slot is None:  # (a slot is made for a name the model knows only)
-            if not self._knows(ref, name):
-                return False
-            slot = self._expect(ref, name, index, at)
-        expected = slot[0]
-        if not (
-            type(payload) is np.ndarray
-            and type(expected) is np.ndarray
-            and payload.shape == expected.shape
-            and payload.dtype == expected.dtype
-            and payload.dtype.kind in "biuf"
-            and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
-        ):
-            return False
-        ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
-        if ambiguous is None:
-            ambiguous = slot[2] = self._ambiguous(ref, expected, name, None)
-        if ambiguous:
-            return False  # it makes a note: said by _send, with the message's words
-        self.last_event[src] = i
-        produced = self.produced.get(rid)
-        if produced is None:
-            produced = self.produced[rid] = set()
-        produced.add(name)
-        self.checked += 1
-        return True
 
     def _cause(self, d: Divergence) -> tuple[int, int, int, int]:
         """Where a divergence stands by cause: a result after its device's last event, anything else at its event."""
@@ -356,7 +313,23 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         wrong_before = len(self.diverged)
         slot = self._expect(ref, name, index)
         expected = slot[0] if slot is not None else ref.expected(name, index)
-        output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
+        if (
+            type(output) is np.ndarray
+            and type(expected) is np.ndarray
+            and output.shape == expected.shape
+            and output.dtype == expected.dtype
+            and output.dtype.kind in "biuf"
+            and identical(output, expected)
+        ):  # the same bytes: equal under any tolerance, as _compare would say
+            self.checked += 1
+            output_right = True
+            if type(rec) is int and expected is ref.values.get(name):  # the model's whole value of its name
+                self.exact_rows[rec] = True
+        elif plainly_close(output, expected, self.rtol, self.atol):  # as _compare would say, with fewer calls
+            self.checked += 1
+            output_right = True
+        else:
+            output_right = self._compare(where, rank, i, rec, name, expected, output, slot=slot)
         ref_inputs = ref.inputs.get(name) if index is None and inputs is not None else None
         if ref_inputs is None or len(ref_inputs) != len(inputs):
             return
@@ -368,7 +341,14 @@ class _Checker(_ResultChecks, _Explanations, _Expectations, _PartialSums, _Unnam
         inputs_wrong = []
         for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
             self.checked += 1
-            if same(found, exp, self.rtol, self.atol):
+            exact = self._exact_input(ref, found, exp)
+            if exact:
+                continue  # the model's bytes, equal to no other of its values: nothing to note
+            if (
+                exact is False
+                or plainly_close(found, exp, self.rtol, self.atol)
+                or same(found, exp, self.rtol, self.atol)
+            ):
                 self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
             elif not output_right:
                 rec = self._record_of(rec)

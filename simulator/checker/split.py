@@ -118,6 +118,16 @@ class Split:
         """Which devices may compute ``name`` (a test of the rank), or None when any may."""
         return self._find("compute", name)
 
+    def owners_and_gives(self, name: str) -> tuple[Callable[[int], bool] | None, bool]:
+        """``(owners(name), gives(name))`` in one look-up: what the split check asks of every op's name."""
+        key = ("owners and gives", name)
+        found = self._found.get(key)
+        if found is None:
+            found = (self.owners(name), self.gives(name))
+            if len(self._found) <= _FOUND_MOST:
+                self._found[key] = found
+        return found
+
     def owner_text(self, name: str, world_size: int) -> str:
         test = self.owners(name)
         ranks = [r for r in range(world_size) if test is None or test(r)]

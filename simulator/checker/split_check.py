@@ -49,13 +49,17 @@ def violations(
     outputs: list | None = None,
     identify: Callable[[Reference, Any], list[str]] | None = None,
     columns: dict[str, list] | None = None,
+    exact_rows: dict[int, bool] | None = None,
 ) -> list[Violation]:
     """Everything in the run that breaks ``split``, in trace order (at most one of each kind per device and name);
     ``outputs``, what each device returned, are held to it too. ``identify``: ``ref.identify(value)`` with this
     check's tolerances, as the value check remembers it (the two walks meet the same values); None: its own.
-    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here)."""
+    ``columns``: a columnar trace's event columns as lists, where the value check has them (None: read here).
+    ``exact_rows``: the op rows of a columnar trace whose output the value check found to be, byte for byte, what the
+    model says the op's name holds (True: the model's whole value of it, which is then known to be the device's own
+    where it may hold it; split_columns.py), so that what it equals is what that is."""
     walk = _SplitWalk(trace, split, ref_of, rtol, atol, identify)
-    walk.columns = columns
+    walk.columns, walk.exact_rows = columns, exact_rows
     return walk.walk(outputs)
 
 
@@ -84,6 +88,11 @@ class _SplitWalk(_SplitColumns, _Presence):
         self._carried_by: dict[int, tuple[set[str], int]] = {}  # device -> (names its messages carry, how many)
         self._looked: dict[tuple, int | bool] = {}  # (device, name) -> _arrived's messages looked at; _among's too
         self.columns: dict[str, list] | None = None  # the event columns as lists, if given (violations)
+        self.exact_rows: dict[int, bool] | None = None  # op rows holding the model's value of their name (violations)
+        self._wholes: dict[tuple[int, int], tuple[Any, list]] = {}  # (device, id) -> (value, _wholes_of's answer)
+        self._plain: dict[tuple[int, int], Any] = {}  # (device, id) -> an op's input no rule says anything of there
+        self._memos: dict[tuple[int, str], dict] = {}  # (reference, what) -> what it keeps (_memo)
+        self._model_of: dict[tuple[int, int], str] = {}  # (reference, id) -> the name whose model value it is, exactly
         self._rules: dict[tuple, Any] = {}  # what the split says of a name (a pattern's look-up), once: _owners, ...
 
     def walk(self, outputs: list | None = None) -> list[Violation]:
@@ -250,7 +259,15 @@ class _SplitWalk(_SplitColumns, _Presence):
         key = (id(ref), id(value))
         known = self._identified.get(key)
         if known is None:
-            known = self._identified[key] = (value, self._names_of(ref, value))
+            name = self._model_of.get(key)
+            if name is None:
+                names = self._names_of(ref, value)
+            else:  # what the model says ``name`` holds, byte for byte: it equals what that equals (kept with ref)
+                memo = self._memo(ref, "names of a name")
+                names = memo.get(name)
+                if names is None:
+                    names = memo[name] = self._names_of(ref, value)
+            known = self._identified[key] = (value, names)
         return known[1]
 
     def _owner(self, i: int, kind: str, rec: Op) -> None:
@@ -285,39 +302,6 @@ class _SplitWalk(_SplitColumns, _Presence):
             why = f"{belongs} computes it{' and sends it' if kind == 'op' else ''}, not device {rank}"
         text = f"device {rank} {verb} {name}, which belongs to {belongs}: {why}"
         self._add(("compute", rank, name), "compute", rank, i, text, rec)
-
-    def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
-        """A value that is only some other devices' (by the split) on a device it never reached: read through a
-        Python object the devices share (a global, a closure), which real processes do not have."""
-        if not self.split.compute:  # no value belongs to some devices only: none can be foreign (_elsewhere)
-            return
-        # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
-        # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
-        settled = self._settled
-        key = (rank, id(value))
-        if key in settled:
-            return
-        settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
-        if (
-            value is None
-            or structured(value)
-            or type(value) is MetaArray
-            or np.asarray(value).dtype.kind not in "biufc"
-        ):
-            return
-        names = self._identify(self.ref_of(rank), value)
-        if not names or not all(self._elsewhere(rank, n) for n in names):
-            return
-        name = names[0]
-        belongs = self.split.owner_text(name, self.trace.world_size)
-        text = (
-            f"device {rank} {verb} {name}, which belongs to {belongs} and never reached device {rank} in a "
-            "message: a device has only what it was given, received or computed itself (a global or a closure "
-            "that devices share works only in this simulation, not on real processes)"
-        )
-        if rec is None:
-            text += "; a device that holds none of the result returns None"
-        self._add(("foreign", rank, name), "compute", rank, i, text, rec)
 
     def _from_nothing(self, i: int, rec: Op) -> None:
         """An op given no inputs whose value the model computes from inputs: a result written into the program

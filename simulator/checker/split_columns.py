@@ -27,29 +27,39 @@ class _SplitColumns:
         t, split = self.trace, self.split
         rec = t.recorder
         cols = self.columns or {k: v.tolist() for k, v in t.event_columns().items()}
-        names, op_payloads = rec.names.values, rec.op_payloads
+        names, op_payloads, payloads, extra = rec.names.values, rec.op_payloads, rec.msg_payloads, rec.msg_extra
         msgs = rec.table("msgs", copy=not t.finished)
         dsts, sigs = msgs["dst"].tolist(), msgs["sig"].tolist()
         sizes = [s[2] for s in rec.sig_values]
         last = [-1] * t.world_size
         rows_got, calls, collected = self._received_rows, self.calls, self.collected
         own, own_names = self.own, self.own_names
+        settled, exact, model_of, plain = self._settled, self.exact_rows or {}, self._model_of, self._plain
+        rank_refs: list[Any] = [None] * t.world_size
         labels: dict[int, tuple[Any, str | None, str]] = {}  # label -> (native call, collective kind, call)
-        owners: dict[int, tuple[Any, bool]] = {}  # name -> (its owners' test or None, whether the split gives it)
+        rules = split.owners_and_gives  # a name's (owners' test or None, whether the split gives it)
         crosses = split.crosses is not None
         inputs_free = not split.compute and not split.given  # no rule looks at an op's inputs (_inputs, _foreign)
+        passed_over = self._passed_over
         columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, code) in enumerate(zip(*columns)):
             if kind == CODE_RECV:
                 rows_got[rank].append(row)
                 last[rank] = i
+                # what a device received is never foreign there (the names it equals arrived with it: _foreign)
+                payload = payloads[row] if row < len(payloads) else None
+                settled[(rank, id(payload))] = payload
             elif kind == CODE_SEND:
                 found = labels.get(label) if label >= 0 else (None, None, "")
                 if found is None:
                     found = labels[label] = _label_of(t.label_text(label, -1, -1))
                 coll = found[1]
                 if coll is None and crosses:  # a message of the program's own, on a boundary with rules
-                    self._message(i, t.message_at_row(row))
+                    named = extra.get(row)
+                    if named is None or named[0] is None or not self._may_cross(named[0], rank, dsts[row]):
+                        self._message(i, t.message_at_row(row))
+                    else:  # a name that may cross here: only counted (as _message and _crossing say it)
+                        self._count(i, rank, sizes[sigs[row]])
                     continue
                 self._count(i, rank, sizes[sigs[row]])
                 if coll is not None:  # a collective's message (as _message says it)
@@ -75,23 +85,68 @@ class _SplitColumns:
                         self._record(i, OP_EVENT[code], t.op_at_row(row))  # a native collective the split forbids
                         continue
                 text = names[name]
-                rule = owners.get(name)
-                if rule is None:
-                    rule = owners[name] = (self._owners(text), self._gives(text))
-                test, given = rule
+                test, given = rules(text)
                 if code == HOLD:
                     inputs = None
+                if inputs and not inputs_free:  # each input plain already (a weight, a value read twice) or asked now
+                    for x in inputs:
+                        if (rank, id(x)) not in plain:
+                            free = passed_over(rank, inputs)
+                            break
+                    else:
+                        free = True
+                else:
+                    free = inputs_free
                 if (
                     (test is not None and not test(rank))
                     or (given and code == HOLD)
-                    or (inputs is not None and not (inputs and inputs_free))
+                    or (inputs is not None and not (inputs and free))
                 ):  # a rule to look at: the record's walk, with what the columns said
                     label_text = t.label_text(label, -1, -1)
                     self._record(i, OP_EVENT[code], _KnownOp(t, row, rank, text, label_text, inputs, output))
-                    continue
-                own[rank].append((text, output))
-                own_names[rank].add(text)
+                else:
+                    own[rank].append((text, output))
+                    own_names[rank].add(text)
+                whole = exact.get(row)
+                if whole is not None:  # what the model says this name holds, byte for byte (_identify, _wholes_of)
+                    ref = rank_refs[rank]
+                    if ref is None:
+                        ref = rank_refs[rank] = self.ref_of(rank)
+                    model_of[(id(ref), id(output))] = text
+                    if whole and (test is None or given or test(rank)):
+                        # the model's own value of a name this device may hold: never foreign here (_foreign)
+                        settled[(rank, id(output))] = output
         return last
+
+    def _passed_over(self, rank: int, inputs: Any) -> bool:
+        """Whether no rule on an op's inputs can say anything of these, so that the op needs no record: none foreign
+        on this device (``_foreign``: each asked once, and most are settled before, as what the device received or
+        the model's own value of a name it may hold) and none the whole of an input given to it in part
+        (``_wholes_of``). Each input found plain is remembered (a weight is read by every microbatch)."""
+        settled, plain = self._settled, self._plain
+        ref = None
+        for x in inputs:
+            key = (rank, id(x))
+            if key in plain:
+                continue
+            if key not in settled:
+                if self.split.compute and self._foreign_names(rank, x):
+                    return False  # (left unsettled: the record's walk tells it)
+                settled[key] = x
+            if ref is None:
+                ref = self.ref_of(rank)
+            if self._parts_given(rank, ref) and self._wholes_of(rank, ref, x):
+                return False
+            plain[key] = x
+        return True
+
+    def _may_cross(self, name: str, src: int, dst: int) -> bool:
+        """Whether a message received under ``name`` may cross from ``src`` to ``dst`` (``_crossing``: by its name, or
+        by the value the name stands for)."""
+        if self.split.may_cross(name, src, dst):
+            return True
+        alias = self.ref_of(dst).aliases.get(name)
+        return alias is not None and self.split.may_cross(alias, src, dst)
 
 
 def _label_of(text: str) -> tuple[Any, str | None, str]:

@@ -1,6 +1,7 @@
 """What a device had, as the split check's rules ask it while the walk goes on: what reached it in a message or a
-collective, what it held or computed itself, whether a value the split keeps elsewhere ever reached it, and the rules
-on what it was given (a held part, an op on the whole of an input given in part).
+collective, what it held or computed itself, whether a value the split keeps elsewhere ever reached it (and a value
+found on a device it never reached: ``_foreign``), and the rules on what it was given (a held part, an op on the whole
+of an input given in part, asked once per value: ``_wholes_of``).
 
 Each question is asked again and again as the walk goes on, and the lists it reads only grow: each message or value
 is looked at once per name (``_looked``). ``split_check._SplitWalk`` holds this as a mixin, with the lists it fills.
@@ -13,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..core.trace import Message, Op
+from ..cost.meta import MetaArray
 from . import diagnose
 from .compare import same, structured
 from .reference import Reference
@@ -73,6 +75,47 @@ class _Presence:
                 return True
         self._looked[key] = len(values)
         return False
+
+    def _foreign(self, i: int, rank: int, value: Any, rec: Op | None, verb: str) -> None:
+        """A value that is only some other devices' (by the split) on a device it never reached: read through a
+        Python object the devices share (a global, a closure), which real processes do not have."""
+        if not self.split.compute:  # no value belongs to some devices only: none can be foreign (_elsewhere)
+            return
+        # Asked once per value and device (an op's inputs are used again and again: a weight by each microbatch):
+        # once it is not foreign it stays so (what reached a device only grows), and once told it is not told again.
+        settled = self._settled
+        key = (rank, id(value))
+        if key in settled:
+            return
+        settled[key] = value  # (kept, so that its id is not given to another while the walk goes on)
+        names = self._foreign_names(rank, value)
+        if names is None:
+            return
+        name = names[0]
+        belongs = self.split.owner_text(name, self.trace.world_size)
+        text = (
+            f"device {rank} {verb} {name}, which belongs to {belongs} and never reached device {rank} in a "
+            "message: a device has only what it was given, received or computed itself (a global or a closure "
+            "that devices share works only in this simulation, not on real processes)"
+        )
+        if rec is None:
+            text += "; a device that holds none of the result returns None"
+        self._add(("foreign", rank, name), "compute", rank, i, text, rec)
+
+    def _foreign_names(self, rank: int, value: Any) -> list[str] | None:
+        """The model's names for ``value`` when every one of them is kept on other devices and none reached ``rank``
+        (then it is foreign there), else None."""
+        if (
+            value is None
+            or structured(value)
+            or type(value) is MetaArray
+            or np.asarray(value).dtype.kind not in "biufc"
+        ):
+            return None
+        names = self._identify(self.ref_of(rank), value)
+        if not names or not all(self._elsewhere(rank, n) for n in names):
+            return None
+        return names
 
     def _never_had(self, rank: int, name: str) -> bool:
         """Whether ``name`` is kept on other devices (computed or given there) and never reached ``rank``."""
@@ -146,48 +189,81 @@ class _Presence:
         self._add(("given", rank, name), "given", rank, i, text, rec)
 
     def _inputs(self, i: int, rec: Op) -> None:
-        """An op computed from the whole of an input of which its device was given only a part."""
+        """An op computed from the whole of an input of which its device was given only a part. The first such
+        input in the split's order (then in the op's) is told, unless that input arrived in a message."""
         rank = rec.rank
         ref = self.ref_of(rank)
         parts = self._parts_given(rank, ref)
         if not parts:
             return
-        shapes = self._rules[("shapes given", rank, id(ref))]
-        inputs = []  # (x, its shape, the names it is): whether x is the whole of an input, asked once (_identify)
+        first = None  # (the part's place among parts, how the input is its whole)
         for x in rec.inputs:
-            if structured(x):
-                continue
-            x_shape = np.shape(x)
-            if x_shape in shapes:  # (an input of no shape given in part can be the whole of none)
-                inputs.append((x, x_shape, self._identify(ref, x)))
-            if len(x_shape) >= 2 and x_shape[::-1] in shapes:  # maybe the whole of one transposed (X.T)
-                inputs.append((x, x_shape, None))
-        if not inputs:
+            for k, how in self._wholes_of(rank, ref, x):
+                if first is None or k < first[0]:
+                    first = (k, how)
+        if first is None:
             return
-        for name, mine, whole in parts:
-            shape = np.shape(whole)
-            for x, x_shape, names in inputs:
-                if names is not None:
-                    if x_shape != shape or name not in names:
-                        continue
-                    how = ""
-                elif x_shape[::-1] == shape and _transposed(x, whole):
-                    how = " (transposed)"
-                else:
-                    continue
-                if self._arrived(rank, name):
-                    return
-                if mine is None:
-                    rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
-                else:
-                    rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
-                text = f"device {rank} computed {rec.name} from all of {name}{how}, but {rule}"
-                self._add(("given", rank, name), "given", rank, i, text, rec)
-                return
+        name, mine, whole = parts[first[0]]
+        if self._arrived(rank, name):
+            return
+        shape = np.shape(whole)
+        if mine is None:
+            rule = f"{self._given_to(name)} {name}, and it never arrived in a message"
+        else:
+            rule = f"its part is {part_words(mine, shape)}, and the rest never arrived in a message"
+        text = f"device {rank} computed {rec.name} from all of {name}{first[1]}, but {rule}"
+        self._add(("given", rank, name), "given", rank, i, text, rec)
+
+    def _wholes_of(self, rank: int, ref: Reference, x: Any) -> list[tuple[int, str]]:
+        """The inputs given to ``rank`` in part (``_parts_given``, by their place) of which ``x`` is the whole, each
+        with how ("" or " (transposed)": the plain whole first). Worked out once per value and device (a weight is
+        read by every microbatch), kept with the value (so that its id is not given to another while the walk goes
+        on); a value of no shape given in part, nor of one transposed, is the whole of none without a look."""
+        key = (rank, id(x))
+        known = self._wholes.get(key)
+        if known is not None:
+            return known[1]
+        model = self._model_of.get((id(ref), id(x)))
+        if model is None:
+            found = self._wholes_now(rank, ref, x)
+        else:  # what the model says that name holds, byte for byte: its answer, kept with the reference and split
+            memo = self._memo(ref, "wholes of a name", self.split)
+            found = memo.get((rank, model))
+            if found is None:
+                found = memo[(rank, model)] = self._wholes_now(rank, ref, x)
+        self._wholes[key] = (x, found)
+        return found
+
+    def _wholes_now(self, rank: int, ref: Reference, x: Any) -> list[tuple[int, str]]:
+        """``_wholes_of``, worked out."""
+        found: list[tuple[int, str]] = []
+        if not structured(x):
+            plain, turned = self._rules[("shapes given", rank, id(ref))]
+            x_shape = np.shape(x)
+            same_shape = plain.get(x_shape)
+            if same_shape:  # whether x is the whole of an input, asked once (_identify)
+                names = self._identify(ref, x)
+                found = [(k, "") for k, name in same_shape if name in names]
+            if len(x_shape) >= 2:  # maybe the whole of one transposed (X.T)
+                done = {k for k, _ in found}
+                for k, whole in turned.get(x_shape[::-1], ()):
+                    if k not in done and _transposed(x, whole):
+                        found.append((k, " (transposed)"))
+                found.sort()
+        return found
+
+    def _memo(self, ref: Reference, what: str, owner: Any = None) -> dict:
+        """``ref.memo(what, this walk's tolerances, owner)``, looked up once per walk."""
+        key = (id(ref), what)
+        memo = self._memos.get(key)
+        if memo is None:
+            memo = self._memos[key] = ref.memo(what, (self.rtol, self.atol), owner)
+        return memo
 
     def _parts_given(self, rank: int, ref: Reference) -> list[tuple[str, Any, Any]]:
         """(name, the part given to ``rank``, the whole value) of each input the split gives this device less than
-        all of, in the split's order; worked out once per device."""
+        all of, in the split's order; worked out once per device, with those parts by their shape (for
+        ``_wholes_of``: shape -> [(place, name)], and shape -> [(place, whole)] for each whole of two or more axes)."""
         key = ("parts given", rank, id(ref))
         parts = self._rules.get(key)
         if parts is None:
@@ -199,7 +275,14 @@ class _Presence:
                 for whole in [ref.values.get(name)]
                 if whole is not None and not structured(whole)
             ]
-            self._rules[("shapes given", rank, id(ref))] = {np.shape(whole) for _, _, whole in parts}
+            plain: dict[tuple, list[tuple[int, str]]] = {}
+            turned: dict[tuple, list[tuple[int, Any]]] = {}
+            for k, (name, _, whole) in enumerate(parts):
+                shape = np.shape(whole)
+                plain.setdefault(shape, []).append((k, name))
+                if len(shape) >= 2:
+                    turned.setdefault(shape, []).append((k, whole))
+            self._rules[("shapes given", rank, id(ref))] = (plain, turned)
         return parts
 
     def _given_to(self, name: str) -> str:

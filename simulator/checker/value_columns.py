@@ -1,0 +1,281 @@
+"""The value check's walk over a columnar trace: the trace's columns read in order, a record made only for an event
+that must be looked at, and the hot path of every op and named message with no record and few calls.
+
+Most values a run holds are, byte for byte, the model's: a message under its name, an op's output and its inputs.
+Those are compared here by their bytes (the same bytes are equal under any tolerance) and counted as the walk over
+records counts them. Float64 values off in their last bits (sums added in another order) are taken as right as the
+walk meets them and held to the tolerance's lower bound together, in one NumPy expression per shape (``_close``);
+a guess found wrong makes the check again, each value compared as it comes (``_Checker.report``). Anything else
+(another value, a partial sum, a name the model lacks, an input equal to two of its values) goes to the record's
+handlers in run_check.py (``_send``, ``_op_values``), which say what they always said. ``_Checker`` holds this as a
+mixin; what the walk finds of each op (its output the model's byte for byte: ``exact_rows``) the split walk reads.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.rows import FREE, HOLD
+from .compare import _within, identical, lower_tolerance, plainly_close, same
+from .expected import _index_key
+
+_NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
+_F64 = np.dtype(np.float64)
+_INF = float("inf")
+_DEFERRED_MOST = 32  # pairs taken as right before they are held to it together
+
+
+class GuessedWrong(Exception):
+    """A pair of values the columnar walk took as plainly close is not (``_ValueColumns._close``): the check is made
+    again, each value compared as it comes."""
+
+
+class _ValueColumns:
+    """The columnar walk (mixed into ``run_check._Checker``, whose handlers and memory it uses)."""
+
+    def _walk_columns(self) -> None:
+        """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
+        event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
+        the reference does not know) and every receive only say who acted last and where a value came from,
+        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
+        t = self.trace
+        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
+        rec = t.recorder
+        extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        op_extra = rec.op_extra
+        last, origin = self.last_event, self.origin
+        dsts: list[int] | None = None
+        plain_op = self._plain_op
+        columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
+        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
+            if kind == CODE_RECV:
+                last[rank] = i
+                origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
+            elif kind == CODE_SEND:
+                named = extra.get(row)
+                if named is not None and named[0] is not None:
+                    if dsts is None:
+                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                    if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
+                        self._send(i, t.message_at_row(row))
+                elif label < 0:
+                    self._send(i, t.message_at_row(row))
+                else:  # a collective's chunk, unnamed: checked where the collective ends
+                    last[rank] = i
+            elif op_kind != FREE:
+                text = names[name]
+                if op_kind != HOLD and label >= 0 and not self._knows(self._ref(rank), text):
+                    last[rank] = i  # a collective's own reduction: checked through its result
+                    origin[rank][id(op_payloads[row][1])] = row << 1 | 1
+                    continue
+                inputs, output = op_payloads[row] if row < len(op_payloads) else (None, None)
+                extra_row = op_extra.get(row)
+                if extra_row is None:
+                    if plain_op(i, row, rank, text, output, inputs):
+                        continue
+                elif extra_row[2] is None and plain_op(i, row, rank, text, output, inputs, extra_row[0]):
+                    continue
+                index, _, partial = extra_row or _NO_EXTRA
+                if op_kind == HOLD:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
+                else:
+                    self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
+
+    def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
+        """A named message read off the columns, with no record made: True when it carries the model's value (its
+        bytes, or plainly close: ``_close``) and that value equals no other named one (then it is counted as ``_send``
+        would count it); False leaves it to ``_send`` (an unknown name, another value, a value to note as ambiguous).
+        The hot path of a program that names every receive: a few dictionary look-ups and one comparison of bytes."""
+        ref = self.ref_of(dst)
+        rid = id(ref)
+        if rid not in self.refs:
+            self.refs[rid] = ref
+        at = _index_key(index)
+        if at is None:
+            return False
+        slot = self._expectations.get((rid, name, at))
+        if slot is None:  # (a slot is made for a name the model knows only)
+            if not self._knows(ref, name):
+                return False
+            slot = self._expect(ref, name, index, at)
+        expected = slot[0]
+        if not (
+            type(payload) is np.ndarray
+            and type(expected) is np.ndarray
+            and payload.shape == expected.shape
+            and payload.dtype == expected.dtype
+            and payload.dtype.kind in "biuf"
+            and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
+        ):
+            # other bytes: right if plainly close (as _send's comparison says), and then as ambiguous as it is itself
+            if not self._close(payload, expected) or self._ambiguous_now(ref, payload, name, None):
+                return False
+            ambiguous = False
+        else:
+            ambiguous = slot[2]  # the same bytes as the expected value: as ambiguous as it is, worked out once
+        if ambiguous is None:  # (kept with the reference, per tolerance: a function of its values)
+            memo = self._ref_memo(ref, "ambiguous messages")
+            ambiguous = memo.get((name, at))
+            if ambiguous is None:
+                ambiguous = memo[(name, at)] = self._ambiguous(ref, expected, name, None)
+            slot[2] = ambiguous
+        if ambiguous:
+            return False  # it makes a note: said by _send, with the message's words
+        self.last_event[src] = i
+        produced = self.produced.get(rid)
+        if produced is None:
+            produced = self.produced[rid] = set()
+        produced.add(name)
+        self.checked += 1
+        return True
+
+    def _plain_op(self, i: int, row: int, rank: int, name: str, output: Any, inputs: Any, index: Any = None) -> bool:
+        """An op or held value of a columnar trace, not a partial sum, whose output is, byte for byte, what the model
+        says its name (and index) holds, or plainly within its tolerance (``plainly_close``): counted, and its inputs
+        compared, as ``_op_values`` counts and compares them, with no call for an input that is the model's byte for
+        byte and known to equal no two of its values (a weight read by every microbatch). False, with nothing done,
+        leaves it to ``_op_values``."""
+        ref = self._rank_refs[rank]
+        if ref is None:
+            ref = self._rank_refs[rank] = self._ref(rank)
+        rid = id(ref)
+        if index is None:
+            at: Any = ()
+            expected = ref.values.get(name)
+            whole = expected is not None and name not in ref.aliases  # then ref.expected(name) is this value itself
+        else:
+            at, whole = _index_key(index), False
+            if at is None:
+                return False
+        if not whole:
+            known = self._known.get((rid, name))
+            if known is None:
+                known = self._knows(ref, name)
+            if not known:
+                return False
+            slot = self._expectations.get((rid, name, at))
+            if slot is None:
+                slot = self._expect(ref, name, index, at)
+            expected = slot[0]
+        exact = (
+            type(output) is np.ndarray
+            and type(expected) is np.ndarray
+            and output.shape == expected.shape
+            and output.dtype == expected.dtype
+            and output.dtype.kind in "biuf"
+            and identical(output, expected)
+        )
+        if not exact and not self._close(output, expected):
+            return False  # (within the tolerance's lower bound: right, whatever its bits, as _compare says)
+        self.last_event[rank] = i
+        self.origin[rank][id(output)] = row << 1 | 1
+        produced = self.produced.get(rid)
+        if produced is None:
+            produced = self.produced[rid] = set()
+        produced.add(name)
+        self.checked += 1
+        if index is not None:
+            return True  # (an op on a block: its inputs are not compared, as _op_values says)
+        if exact:
+            self.exact_rows[row] = whole  # (what the split check knows of this value: split_columns.py)
+        ref_inputs = ref.inputs.get(name) if inputs is not None else None
+        if ref_inputs is None or len(ref_inputs) != len(inputs):
+            return True
+        for pos, (found, exp) in enumerate(zip(inputs, ref_inputs)):
+            self.checked += 1
+            known = self._exact_input(ref, found, exp)
+            if known:
+                continue
+            if known is False or self._close(found, exp) or same(found, exp, self.rtol, self.atol):
+                self._ambiguous(ref, found, None, lambda pos=pos: f"input {pos} of op {name} on device {rank} is")
+        return True
+
+    def _exact_input(self, ref: Any, found: Any, expected: Any) -> bool | None:
+        """An op's input against the model's: True when it has the model's bytes and they equal at most one of the
+        model's values (then ``same`` says True and ``_ambiguous`` says nothing), False when it has its bytes but they
+        equal two (a note to make), None for other bytes (``same`` decides). Whether the model's input is plain is
+        asked once per reference and tolerance (``_plain_inputs``)."""
+        if not (
+            type(found) is np.ndarray
+            and type(expected) is np.ndarray
+            and found.shape == expected.shape
+            and found.dtype == expected.dtype
+            and found.dtype.kind in "biuf"
+            and identical(found, expected)
+        ):
+            return None
+        plain = self._plain_inputs(ref)
+        known = plain.get(id(expected))
+        if known is None or known[0] is not expected:
+            names = ref.identify_exact(expected, self.rtol, self.atol)  # (the model's own bytes, mostly)
+            if names is not None:  # as _ambiguous_now says: plain unless it equals two values and is not all zeros
+                answer = len(names) < 2 or not expected.any()
+            else:
+                answer = not self._ambiguous_now(ref, expected, None, None)
+            known = plain[id(expected)] = (expected, answer)
+        return known[1]
+
+    def _plain_inputs(self, ref: Any) -> dict[int, tuple[Any, bool]]:
+        """id of one of the model's op inputs -> (that input, whether it equals at most one of the model's values):
+        a found input with its bytes is as plain as it is. Kept with the reference per tolerance, so that a check of
+        another run of the same exercise asks nothing again (each answer holds its input: an id is never another's)."""
+        return self._ref_memo(ref, "plain inputs")
+
+    def _close(self, found: Any, expected: Any) -> bool:
+        """``plainly_close(found, expected)``; for two float64 arrays of one shape, taken as so for now and held to it
+        with every other such pair once the walk is done, in one NumPy expression per shape (``deferred_hold``): a
+        check whose guess was wrong is made again comparing each as it comes (``check``), so that its report is the
+        one the walk would have made."""
+        deferred = self._deferred
+        if (
+            deferred is not None
+            and type(found) is np.ndarray
+            and type(expected) is np.ndarray
+            and found.dtype == _F64
+            and expected.dtype == _F64
+            and found.shape == expected.shape
+            and found.size
+            and _near(found.item(0), expected.item(0))
+            and _near(found.item(-1), expected.item(-1))
+            and _near(found.item(found.size // 2), expected.item(found.size // 2))
+            and _near(found.item(found.size // 4), expected.item(found.size // 4))
+            and _near(found.item(3 * found.size // 4), expected.item(3 * found.size // 4))
+        ):  # (a value off at its first, last, middle or quarter elements is compared now: a wrong program's check is
+            # seldom made twice)
+            deferred.append((found, expected))
+            if len(deferred) >= _DEFERRED_MOST:  # (held to it now and then: a wrong guess is found early)
+                if not self.deferred_hold():
+                    raise GuessedWrong
+                deferred.clear()
+            return True
+        return plainly_close(found, expected, self.rtol, self.atol)
+
+    def deferred_hold(self) -> bool:
+        """Whether every pair ``_close`` took as right is: all within ``lower_tolerance`` at once, element for element;
+        or, where some pair of a shape is not, each pair of it the same under its own tolerance (``same``, as the walk
+        comparing each as it comes would have found it, and then done just what the guess did)."""
+        by_shape: dict[tuple, tuple[list, list]] = {}
+        for found, expected in self._deferred or ():
+            founds, expecteds = by_shape.setdefault(found.shape, ([], []))
+            founds.append(found)
+            expecteds.append(expected)
+        for founds, expecteds in by_shape.values():
+            tol = lower_tolerance(expecteds[0], self.rtol, self.atol)  # (the same for every float64 value)
+            if _within(np.stack(founds), np.stack(expecteds), tol) is True:
+                continue
+            for found, expected in zip(founds, expecteds):
+                if _within(found, expected, tol) is not True and not same(found, expected, self.rtol, self.atol):
+                    return False
+        return True
+
+
+def _near(a: float, b: float) -> bool:
+    """Whether two numbers agree to about nine digits (sums added in another order differ in their last two or three):
+    whether a guess that two arrays are plainly close is worth taking."""
+    if a == b:
+        return True
+    d = abs(a - b)
+    return d <= 1e-9 * (abs(a) + abs(b)) and d != _INF  # (one infinite, the other not: far apart)
