@@ -168,7 +168,7 @@ def build_layout(args: argparse.Namespace) -> TrainingSetup:
         last_stage_layers=args.last_stage_layers, stage_layers=stage_counts(args.stage_layers),
         launch_blocking=args.launch_blocking, distribute_saved=args.distribute_saved_activations,
         optimizer=args.optimizer, cross_entropy=args.cross_entropy, cp_comm=args.cp_comm,
-        grad_accumulation=args.grad_accumulation, grad_reduce=args.grad_reduce,
+        grad_accumulation=args.grad_accumulation, grad_reduce=args.grad_reduce, train_metrics=args.train_metrics,
     )  # fmt: skip
 
 
@@ -247,6 +247,9 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                       help="fused (apex's FusedAdam, Megatron-LM; the default) or unfused (PyTorch's Adam op by op)")  # fmt: skip
     soft.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="fp32",
                       help="fp32 (Megatron-LM's passes on fp32 logits; the default) or fused (one kernel, 16-bit logits)")  # fmt: skip
+    soft.add_argument("--train-metrics", type=int, default=0, metavar="N",
+                      help="training metrics that recompute the loss from the logits after each backward (composer's "
+                           "LanguageCrossEntropy and LanguagePerplexity: 2; default 0)")  # fmt: skip
     soft.add_argument("--cp-comm", choices=CP_COMM, default="ring",
                       help="ring (ring attention, exchanges hidden; the default) or allgather (Llama 3: keys and "
                            "values all-gathered before attention, in the critical path)")  # fmt: skip
@@ -254,7 +257,9 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
     soft.add_argument("--no-grad-fusion", action="store_true", help="accumulate weight gradients in a separate kernel")
     soft.add_argument("--grad-accumulation", choices=GRAD_ACCUMULATION, default="add",
                       help="with --no-grad-fusion: add (Megatron-LM; the default) or cast-add (DeepSpeed's BF16 "
-                           "optimizer: a cast to a new fp32 tensor, then the add)")  # fmt: skip
+                           "optimizer: a cast to a new fp32 tensor, then the add); with --zero 2 or 3: fsdp "
+                           "(PyTorch's or fairscale's FSDP: the flat gradient copied from its views, divided before "
+                           "and after the reduce-scatter, its shard cast to fp32 and added)")  # fmt: skip
     soft.add_argument("--grad-reduce", choices=GRAD_REDUCE, default="reduce-scatter",
                       help="with --zero 1: reduce-scatter (Megatron-LM; the default) or all-reduce (DeepSpeed's BF16 "
                            "optimizer: every rank gets the whole sum)")  # fmt: skip

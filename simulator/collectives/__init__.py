@@ -51,9 +51,10 @@ Modules (one concept each; each builds only on those listed after it):
 methods.py             ``CollectiveMethods``: the same as device methods (``dev.all_reduce(x)``), attached
                        to the core's ``Device`` as this package loads
 api.py                 the public functions above, and ``ulp_distance``
-booked.py              the whole-ring fast path: a ring all-reduce booked whole when no payload is kept,
-                       through the hook the engine offers (``Engine.held_calls``)
-ring_plan.py           ... and the plan and timings it books
+booked.py              the whole-ring fast path: a ring all-reduce booked whole (its rows, and its payloads
+                       where the run keeps them), through the hook the engine offers (``Engine.held_calls``)
+ring_plan.py           ... the plan and timings it books
+ring_payloads.py       ... and the payloads, every running sum computed at once
 algorithms.py          ``ALGORITHMS``, the table from collective and algorithm name to function
 ring.py                ring reduce-scatter, all-gather, all-reduce
 direct.py              direct algorithms of every collective but all-to-all

@@ -75,10 +75,10 @@ def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: 
     c.agree(op=op, shape=x.shape, dtype=x.dtype)
     if c.p == 1:
         return c.result(x)
-    if algorithm == "ring":  # without payloads, booked whole where it can be (simulator/collectives/booked.py)
+    if algorithm == "ring":  # booked whole where it can be (simulator/collectives/booked.py)
         booked = ring_all_reduce(c, x)
         if booked is not None:
-            return booked
+            return c.result(booked)
     return c.result(ALGORITHMS["all_reduce"][algorithm](c, x))
 
 

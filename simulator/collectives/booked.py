@@ -1,22 +1,27 @@
-"""Collectives booked whole: a ring all-reduce's every chunk written in one go, when no payload is kept.
+"""Collectives booked whole: a ring all-reduce's every chunk written in one go.
 
 Written as messages (``simulator.collectives``), a ring all-reduce over p devices is 2(p - 1) steps
 on each device, each a send, a receive and (in its first half) a reduction: a greenlet switch and a
-few Python objects per chunk. Where the run keeps no payload, nobody looks at the chunks, only at
-their metadata and at the result. So the members meet instead: each one that arrives waits, and the
+few Python objects per chunk. The members can meet instead: each one that arrives waits, and the
 last one books every chunk of every step at once, with exactly the arithmetic the messages would
 have done (the same link booking, ``max`` for a receive that waits, the reduction's flops over the
 device speed, in the same order, so the same floats), writes the rows (``simulator.core.rows``) in each
 device's program order, computes the result with a few whole-array NumPy operations in the ring's
 summation order (bit for bit the messages' result), and wakes every member at the time its last
-step ends. The trace is the one the messages would have made, event for event; the tests run both
-and compare.
+step ends. Where the run keeps payloads (the default), every message's payload and every reduction's
+inputs and output are computed whole too (``ring_payloads``): the running sums the messages carry,
+the same floats, the same objects where the messages pass one object on. With ``name=`` the
+all-gather's messages are named as its receives name them, and each member records its result under
+the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
+by the partial sums they hold, and each receiver holds them under those names (``_name_partials``). The trace is the one the messages would have made, event for event and
+payload for payload; the tests run both and compare (tests/collectives/test_booked*.py).
 
-When: metadata only (``World(keep_payloads=False)``), not turned off (``World(book_collectives=False)``
-runs every collective message by message), eager sends, ``algorithm="ring"``, no
-``name``/``partials`` (names are for the checker, which needs payloads), and every ring hop a link
-no other device books (``private_links``: fully connected, or inside a node of a two-level machine)
-so that booking them late changes nothing. The first member to arrive decides for the whole call.
+When: not turned off (``World(book_collectives=False)`` runs every collective message by message),
+eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no strict
+contracts, isolation replay or program time, NumPy arrays of numbers where payloads are kept (a
+``MetaArray`` only without payloads), and every ring hop a link no other device books
+(``private_links``: fully connected, or inside a node of a two-level machine) so that booking them
+late changes nothing. The first member to arrive decides for the whole call.
 
 Why it is exact: while the members wait, nothing else can book their private links or reach their
 clocks; each member's events are at or after the time it arrived, so a live stepper holds back
@@ -29,9 +34,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..core.hooks import engine_of
-from ..core.rows import MSG, OP
+from ..core.hooks import engine_of, keep_named
+from ..core.rows import MSG, OP, OP_DTYPE
 from ..cost.meta import MetaArray
+from ..tensors.placements import FlatSlice
+from .ring_payloads import ring_payloads
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
 
 INF = float("inf")
@@ -92,16 +99,19 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
 def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
     if (
         not eng.world.book_collectives
-        or eng.keep_payloads
         or eng.rendezvous
+        or eng.strict
+        or eng.replay is not None
         or not eng.plain_links
-        or c.name is not None
-        or c.partials is not None
+        or (c.partials is not None and not eng.keep_payloads)  # (the partial sums' names go with their values)
     ):
         return False
     if eng.world.program_time:  # a real rank runs the ring message by message, and pays its Python between them
         return False
-    if not isinstance(x, (np.ndarray, MetaArray)):
+    if eng.keep_payloads:  # payloads computed whole: NumPy arrays of numbers only (anything else gets the
+        if type(x) is not np.ndarray or x.dtype.kind not in "biufc":  # messages' own error, or MetaArrays)
+            return False
+    elif not isinstance(x, (np.ndarray, MetaArray)):
         return False
     rings = eng.caches.setdefault("private rings", {})  # group -> whether every hop is a private link
     private = rings.get(c.group)
@@ -113,7 +123,7 @@ def _can_book(eng: Engine, c: _Call, x: Any) -> bool:
 
 
 def _book(eng: Engine, c: _Call, b: Booking) -> None:
-    """Write every chunk's rows and compute the result (see the module docstring)."""
+    """Write every chunk's rows (and payloads, where kept) and compute the result (see the module docstring)."""
     rec = eng.recorder
     p, x = c.p, b.x[c.me]
     key = (c.group, x.size, x.dtype, c.op)
@@ -123,6 +133,8 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan = plans[key] = RingPlan(eng, c, x)
     if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
         eng.refuse_more_events(c.dev.rank)
+    payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads else None
+    first, first_op = len(rec.msgs) // MSG.size, len(rec.ops) // OP.size  # the call's first rows
     if p >= VECTOR_FROM:
         ends = book_vector(eng, plan, c, b)
     else:
@@ -133,7 +145,43 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
     if not end < INF:  # (NaN too) a bandwidth of 1e-308, or FLOP/s of 1e-300: times no view can show
         plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
-    b.results[:] = _results(c, b.x, plan.bounds)
+    if payloads is not None:
+        rec.msg_payloads += payloads.msgs
+        rec.op_payloads += payloads.ops
+        b.results[:] = payloads.results(x.shape)
+    else:
+        b.results[:] = _results(c, b.x, plan.bounds)
+    index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
+    if c.name is not None:  # the all-gather's messages carry the result's chunks: named so, as their receives name them
+        at = first + (p - 1) * p
+        for s in range(p - 1):
+            for i in range(p):
+                j = (i - s) % p
+                rec.msg_extra[at + s * p + i] = (c.name, index[j])
+    if c.partials is not None and payloads is not None:
+        _name_partials(eng, c, b, payloads.msgs, first, first_op, index)
+
+
+def _name_partials(eng: Engine, c: _Call, b: Booking, msgs: list, first: int, first_op: int, index: list) -> None:
+    """With ``partials=``, the reduce-scatter's running sums are named as the messages name them: each message by
+    the members' partials it adds up (``'Z[1]+Z[2]'``, received and held under that name), each reduction by the
+    sum it makes, with the chunk's index (``_Call.sum_name``, ``combine``)."""
+    rec, p, parts = eng.recorder, c.p, c.partials
+    sums = [parts[(j + 1) % p] for j in range(p)]  # chunk j's running sum so far: member j + 1's partial
+    names = []
+    for s in range(p - 1):
+        for i in range(p):  # step s: member i sends chunk i - s - 1 to member i + 1, which holds it under its name
+            j = (i - s - 1) % p
+            rec.msg_extra[first + s * p + i] = (sums[j], index[j])
+            keep_named(b.devices[(i + 1) % p], sums[j], msgs[s * p + i])
+        sums = [sums[j] + "+" + parts[(j + s + 2) % p] for j in range(p)]
+        for i in range(p):  # ... and adds its own block of chunk i - s - 2 into what it received
+            j = (i - s - 2) % p
+            names.append(rec.names(sums[j]))
+            rec.op_extra[first_op + s * p + i] = (index[j], None, None)
+    rows = np.frombuffer(rec.ops, OP_DTYPE, count=len(names), offset=first_op * OP.size)
+    rows["name"] = names  # (the plan wrote the op's one name: ``all_reduce.sum``)
+    del rows  # (a view of the rows must go before they grow again)
 
 
 def _results(c: _Call, xs: list[Any], bounds: list[int]) -> list[Any]:

@@ -3,7 +3,7 @@
 Over p members each takes p - 1 steps; at step s every member sends one block to its right neighbour
 and receives one from its left. Chunk c is summed in ring order starting after its owner, ((x[c+1] +
 x[c+2]) + ...) + x[c]. These loops are the hot path of large simulations (see ``_rs_ring``); a ring
-all-reduce without payloads is booked whole where it can be (simulator/collectives/booked.py).
+all-reduce is booked whole where it can be (simulator/collectives/booked.py), payloads and all.
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ def _rs_ring(c: _Call, blocks: Sequence, index: Callable[[int], Any]) -> np.ndar
     # One value cut the same way on every member, and the members' calls compared (shape, dtype) before any
     # chunk moved: no chunk can break its receive's contract, so it is not declared again chunk by chunk.
     # (Blocks given one by one, or a device that cannot compare calls, a real rank's, declare each.)
-    contract = flat is None or not c.agreed
+    contract = flat is None or not c.agreed or dev.needs_contract  # (strict mode: every receive declares one)
     out_j = (me - 1) % p
     acc = blocks[out_j]
     lane = None if named or contract else c.lane(right, left)
@@ -82,7 +82,8 @@ def _ag_ring(c: _Call, mine, shapes, dtype, name, index, step0: int = 0, into: l
         if into is not None:
             out[in_j] = dev.recv_into(left, tag, into[in_j], name=name, index=None if name is None else index(in_j))
         elif name is None:  # (contracts as in _rs_ring: every member declared the same shapes and dtype)
-            out[in_j] = recv(left, tag) if c.agreed else recv(left, tag, shape=shapes[in_j], dtype=dtype)
+            bare = c.agreed and not dev.needs_contract
+            out[in_j] = recv(left, tag) if bare else recv(left, tag, shape=shapes[in_j], dtype=dtype)
         else:
             out[in_j] = recv(left, tag, shape=shapes[in_j], dtype=dtype, name=name, index=index(in_j))
         if sreq is not None:

@@ -41,6 +41,19 @@ def post(dev: Any, tag: int, label: Any, value: Any, dst: int, step: Any, chunk:
     return dev._post(tag, label, value, dst, step, chunk)
 
 
+def message_payload(dev: Any, value: Any, dst: int) -> Any:
+    """What a message of ``dev``'s to rank ``dst`` would carry for ``value``: the value itself when immutable, else
+    a read-only copy, counted against the world's buffer budget as a send counts it (a ring booked whole sends
+    its members' own chunks so)."""
+    return dev._payload(value, dst)[0]
+
+
+def keep_named(dev: Any, name: str, value: Any) -> None:
+    """Hold ``value`` in ``dev``'s memory under ``name``, as a receive that names what it carries holds it (a ring
+    booked whole receives its named partial sums so)."""
+    dev._keep_named(name, value)
+
+
 def poster(dev: Any, tag: int, label: str) -> Callable[..., Any]:
     """``post`` with the call's tag and label bound: ``send(value, dst, step, chunk)``."""
     return partial(dev._post, tag, dev._call_label(label))

@@ -54,6 +54,8 @@ def raise_deadlock(eng: Any) -> None:
                 "  with rendezvous sends, a send waits for its matching recv: let one side "
                 "receive first, or use isend/irecv and wait on both"
             )
+        elif (absent := _member_elsewhere(eng, cycle)) is not None:
+            lines.append(absent)
         elif all(eng.devices[r]._blocked.kind == "recv" for r in cycle):
             lines.append(
                 "  each of them waits to receive before it sends: let one of them send first, "
@@ -68,6 +70,30 @@ def raise_deadlock(eng: Any) -> None:
     eng.trace.finish()
     exc.partial = eng.result()  # the run up to the deadlock
     raise exc
+
+
+def _member_elsewhere(eng: Any, cycle: list[int]) -> str | None:
+    """A device of the cycle waits in a collective for a member that waits in something else (a plain receive,
+    another call): say that the member has not made the call (booked whole, a call's members wait for each other
+    before any chunk is sent, so no unreceived message points at it)."""
+    for r in cycle:
+        dev = eng.devices[r]
+        req, call = dev._blocked, getattr(dev, "_last_call", None)
+        if req.tag < TAG_BASE or call is None or call.tag != req.tag:
+            continue
+        peer = eng.devices[req.peer]
+        other = peer._blocked
+        if other is not None and other.tag != req.tag:
+            theirs = getattr(peer, "_last_call", None)
+            collective = theirs is not None and theirs.tag == other.tag
+            elsewhere = f"{theirs.label} of group {theirs.group}" if collective else other.describe()
+            return (
+                f"  device {req.peer} is a member of {call.label} of group {call.group} but waits in {elsewhere}: "
+                "every member of a "
+                "group must make the same collective calls, in the same order (is its call missing, or after "
+                "that wait?)"
+            )
+    return None
 
 
 def _blocked_in(eng: Any, dev: Device, req: Request) -> str:

@@ -7,6 +7,10 @@ products can be several times slower: a 16-device 3-D step (``benchmarks/scale_3
 47.3 s with OpenBLAS's default threads and 3.6 s with one, on a loaded 2-core machine. So while a run's
 devices run, BLAS gets ``blas_threads`` threads (threadpoolctl), and its own setting is back as soon as the
 run returns or pauses between steps; ``World(blas_threads=None)`` leaves BLAS alone.
+
+The thread pools are found when this module is imported (about 5 ms: threadpoolctl's import and its look at
+the loaded libraries), as a library finds its environment once per process, so that no run, the first one
+included, pays for it.
 """
 
 from __future__ import annotations
@@ -15,6 +19,9 @@ import contextlib
 import functools
 from collections.abc import Iterator
 from typing import Any
+
+import numpy  # noqa: F401  (its BLAS must be loaded before the pools are looked for)
+from threadpoolctl import ThreadpoolController
 
 
 class BlasThreads:
@@ -36,9 +43,10 @@ class BlasThreads:
 
 @functools.cache
 def _controller() -> Any:
-    """The thread pools of the libraries loaded (NumPy's BLAS is, before any run), found once: finding them
-    takes about a millisecond, which a program of many small runs would pay on each. The limits themselves are
-    set and restored by each run."""
-    from threadpoolctl import ThreadpoolController
-
+    """The thread pools of the libraries loaded (NumPy's BLAS is: it is imported above), found once: a program
+    of many small runs would otherwise pay about a millisecond on each. The limits themselves are set and
+    restored by each run."""
     return ThreadpoolController()
+
+
+_controller()

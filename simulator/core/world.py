@@ -69,10 +69,10 @@ class World:
         blas_threads: threads BLAS (NumPy's matrix products) may use while the devices run: 1 by default, as
             devices take turns and more threads only contend for the cores (``simulator.core.threads``);
             None leaves BLAS as it is
-        book_collectives: let a collective that can be booked whole be (a ring all-reduce without payloads:
+        book_collectives: let a collective that can be booked whole be (a ring all-reduce on private links:
             ``simulator.collectives.booked``), its trace the one its messages would make, event for
-            event. False runs every collective message by message, as a run that keeps payloads does
-            (to time that path, or to compare the two). On by default
+            event, payloads included. False runs every collective message by message (to time that
+            path, or to compare the two). On by default
 
     Examples:
         >>> import numpy as np

@@ -11,6 +11,7 @@ links.py    links during a run: when each is next free (the engine's hot path)
 spread.py   measured spread of message times, drawn per message
 presets.py  cost models of real machines and of the classroom (``preset("dgx-h100")``)
 achieved.py what kernels and NCCL reach, measured: products by size, memory, bus bandwidth by size
+products.py matrix products measured by shape (rows, columns, reduction length) on H100
 systems.py  GPU systems as published: a preset's peaks and links with measured rates, every one sourced
 meta.py     ``MetaArray``: an array known only by its shape and dtype, for what-ifs too large to compute
 units.py    seconds, bytes and small arrays as people read them

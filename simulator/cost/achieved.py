@@ -5,9 +5,11 @@ The what-if (``simulator.parallel.whatif``) prices every op of a training step w
 instead, and the presets (``simulator.cost.presets``) say where each measurement comes from:
 
 - a matrix product of F floating-point operations runs at ``matmul.at(F)`` FLOP/s, measured on square
-  products (cuBLAS), lowered by tile quantization where a dimension is not a multiple of the tile
-  (``TILE``, NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than
-  its bytes allow at the achieved memory bandwidth (the roofline);
+  products (cuBLAS), or, where products were measured by shape (``matmul_shapes``), at the rate measured for
+  its rows, columns and reduction length, read between grid points in log(size) and kept beyond the grid's
+  edges; either way lowered by tile quantization where a dimension is not a multiple of the tile (``TILE``,
+  NVIDIA's "Matrix Multiplication Background User's Guide", section 3.1), and never faster than its bytes allow
+  at the achieved memory bandwidth (the roofline);
 - an op that only moves memory (a norm, a softmax, dropout, an activation, an optimizer step) takes its
   bytes over ``memory_bandwidth`` (STREAM copy, not the datasheet's peak), times the share of it a kernel of
   that size reaches (``memory_share``);
@@ -65,6 +67,50 @@ class Curve:
         return Curve(tuple((s, r * factor) for s, r in self.points), source)
 
 
+@dataclass(frozen=True)
+class ShapeRates:
+    """Measured rates of matrix products by shape: ``rates[i][j][l]`` FLOP/s for ``rows[i]`` rows (m times the
+    batch: a batch of products runs as that many rows more), ``cols[j]`` output columns (n) and a reduction of
+    ``depth[l]`` (k). Each axis is a tuple of increasing sizes."""
+
+    rows: tuple[float, ...]
+    cols: tuple[float, ...]
+    depth: tuple[float, ...]
+    rates: tuple[tuple[tuple[float, ...], ...], ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        for name in ("rows", "cols", "depth"):
+            axis = getattr(self, name)
+            if len(axis) < 2 or list(axis) != sorted(set(axis)) or axis[0] <= 0:
+                raise ValueError(f"ShapeRates.{name} must be two or more increasing sizes > 0, got {axis}")
+        shape = (len(self.rows), len(self.cols), len(self.depth))
+        got = (len(self.rates), {len(r) for r in self.rates}, {len(c) for r in self.rates for c in r})
+        if got != (shape[0], {shape[1]}, {shape[2]}) or any(x <= 0 for r in self.rates for c in r for x in c):
+            raise ValueError(f"ShapeRates.rates must be a {shape[0]} x {shape[1]} x {shape[2]} grid of rates > 0")
+        if not self.source:
+            raise ValueError("ShapeRates.source: say where the measured products come from")
+
+    def at(self, rows: float, cols: float, depth: float) -> float:
+        """The rate of a product of this shape: read between grid points linearly in log(size) along each axis
+        (trilinear in the logs), and at the nearest edge beyond the grid."""
+        (i, ti), (j, tj), (k, tk) = _place(rows, self.rows), _place(cols, self.cols), _place(depth, self.depth)
+        rate = 0.0
+        for di, wi in ((0, 1.0 - ti), (1, ti)):
+            for dj, wj in ((0, 1.0 - tj), (1, tj)):
+                for dk, wk in ((0, 1.0 - tk), (1, tk)):
+                    if wi * wj * wk:
+                        rate += wi * wj * wk * self.rates[i + di][j + dj][k + dk]
+        return rate
+
+
+def _place(size: float, axis: tuple[float, ...]) -> tuple[int, float]:
+    """(i, t): ``size`` lies t of the way from ``axis[i]`` to ``axis[i + 1]`` in log(size), clamped to the axis."""
+    size = min(max(size, axis[0]), axis[-1])
+    i = min(bisect.bisect_right(axis, size) - 1, len(axis) - 2)
+    return i, math.log(size / axis[i]) / math.log(axis[i + 1] / axis[i])
+
+
 COLLECTIVE_FACTORS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all")
 
 
@@ -82,6 +128,8 @@ class Achieved:
     """What kernels and NCCL reach on one kind of GPU system, measured (the sources are in each field).
 
     matmul:           FLOP/s of a dense 16-bit matrix product, by its FLOPs (square products measured)
+    matmul_shapes:    FLOP/s of a dense 16-bit matrix product by its shape, where measured (None: ``matmul`` alone);
+                      a product larger than ``matmul``'s fastest square runs at the share of it ``matmul`` falls to
     memory_bandwidth: bytes/s an element-wise kernel reaches (STREAM copy)
     bus:              NCCL bus bandwidth inside a node, bytes/s by message size, per collective (``all_reduce``
                       is required; the others fall back to it, as busbw is defined to be comparable)
@@ -116,6 +164,7 @@ class Achieved:
     causal_share: Curve | None = None
     memory_share: Curve | None = None
     launch_seconds: float = 0.0
+    matmul_shapes: ShapeRates | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -141,18 +190,30 @@ class Achieved:
     def matmul_time(
         self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2, fp8: bool = False
     ) -> float:
-        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the measured rate at their FLOPs
-        (the FP8 curve with ``fp8``), lowered by tile quantization of m and n, or their bytes at the memory
-        bandwidth if that is slower."""
+        """Seconds for ``batch`` products of an (m, k) and a (k, n) matrix: the rate measured for their shape
+        (``matmul_shapes``) or else at their FLOPs (the FP8 curve with ``fp8``), lowered by tile quantization of m
+        and n, or their bytes at the memory bandwidth if that is slower."""
         flops = 2.0 * m * n * k * batch
         if flops <= 0:
             return 0.0
         if fp8 and self.matmul_fp8 is None:
             raise ValueError("this GPU has no FP8 tensor cores (no FP8 rate was measured): use precision bf16")
-        curve = self.matmul_fp8 if fp8 else self.matmul
-        rate = curve.at(flops) * _tile_use(m) * _tile_use(n)
+        if fp8:
+            rate = self.matmul_fp8.at(flops)
+        elif self.matmul_shapes is not None:
+            rate = self.matmul_shapes.at(m * batch, n, k) * self.long_product_share(flops)
+        else:
+            rate = self.matmul.at(flops)
+        rate *= _tile_use(m) * _tile_use(n)
         traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
         return max(flops / rate, traffic)
+
+    def long_product_share(self, flops: float) -> float:
+        """The share of the shape-measured rate a product of ``flops`` keeps: 1 up to the FLOPs of ``matmul``'s
+        fastest square product, beyond it what ``matmul`` falls to (a long product can run slower than the short
+        ones a shape table times)."""
+        best_size, best_rate = max(self.matmul.points, key=lambda p: p[1])
+        return 1.0 if flops <= best_size else self.matmul.at(flops) / best_rate
 
     def overlapped(self, compute: float, comm: float) -> tuple[float, float]:
         """(compute seconds, exposed communication seconds) of ``compute`` with a collective of ``comm`` seconds

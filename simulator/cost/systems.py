@@ -15,6 +15,9 @@ Sources, shortened in the fields below:
   HBM3 (PyTorch 2.7.0, CUDA 12.8), square products; BF16: 176.6, 676.6, 788.7, 797.5 and 719.7 TFLOP/s at
   1024, 2048, 4096, 8192 and 10240. The largest, longest-running product is the slowest of the large ones; the
   maximum, 797.5, agrees with [MAMF]'s best BF16 shape on H100 SXM, 794.5.
+- [XLA-H100]: OpenXLA's H100 matrix-product table by shape (``simulator.cost.products``): BF16 products of 256 to
+  16,384 rows, 256 to 4,096 columns and reduction lengths, each timed on its own. H100 prices a 16-bit product
+  at its shape's rate; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to.
 - [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
   FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
 - [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
@@ -51,6 +54,7 @@ from dataclasses import dataclass, replace
 from .achieved import Achieved, Curve
 from .model import CostModel
 from .presets import dgx_a100, dgx_h100
+from .products import H100_BF16
 
 T = 1e12  # FLOP/s per TFLOP/s
 GBS = 1e9  # bytes/s per GB/s
@@ -78,8 +82,10 @@ class System:
 
     def describe(self) -> str:
         a = self.achieved
+        best = max(rate for _, rate in a.matmul.points)
+        shapes = " (by shape)" if a.matmul_shapes is not None else ""
         return (
-            f"{self.cost.describe()}; measured: matrix products up to {a.matmul.points[-1][1] / T:.0f} TFLOP/s, "
+            f"{self.cost.describe()}; measured: matrix products{shapes} up to {best / T:.0f} TFLOP/s, "
             f"memory {a.memory_bandwidth / 1e12:.2f} TB/s, all-reduce up to {a.bus['all_reduce'].points[-1][1] / GBS:.0f} "
             f"GB/s bus bandwidth in a node, {a.nic_bandwidth / GBS:.0f} GB/s per port between nodes"
         )
@@ -217,7 +223,9 @@ H100_ACHIEVED = Achieved(
     overlap_slowdown=OVERLAP_SLOWDOWN,
     matmul_fp8=H100_FP8_CURVE,
     launch_seconds=LAUNCH_SECONDS,
+    matmul_shapes=H100_BF16,
     sources={
+        "matmul_shapes": "[XLA-H100] BF16 products by shape; past 8192^3 the fall of [TPT-79]'s largest square",
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",

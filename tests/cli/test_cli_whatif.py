@@ -47,11 +47,16 @@ def test_uneven_layers_and_a_network_by_flags(capsys):
     assert main(["whatif", *flags, "--launch-blocking", "--no-knobs"]) == 0
     assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["launch"] > 0
     assert main(["whatif", *flags, "--no-knobs"]) == 0
-    fused = json.loads(capsys.readouterr().out)["breakdown"]["step"]["optimizer"]
+    plain = json.loads(capsys.readouterr().out)["breakdown"]["step"]
+    fused, fused_elementwise = plain["optimizer"], plain["elementwise"]
     assert main(["whatif", *flags, "--optimizer", "unfused", "--no-knobs"]) == 0
     assert json.loads(capsys.readouterr().out)["breakdown"]["step"]["optimizer"] > fused  # 92 bytes a parameter, not 42
     assert main(["whatif", *flags, "--cross-entropy", "fused", "--no-knobs"]) == 0
     assert json.loads(capsys.readouterr().out)["layout"]["cross_entropy"] == "fused"
+    assert main(["whatif", *flags, "--train-metrics", "2", "--no-knobs"]) == 0
+    metrics = json.loads(capsys.readouterr().out)
+    assert metrics["layout"]["train_metrics"] == 2
+    assert metrics["breakdown"]["step"]["elementwise"] > fused_elementwise
     assert main(["whatif", *flags, "--attention", "triton", "--no-knobs"]) == 0
     triton = json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"]
     assert main(["whatif", *flags, "--no-knobs"]) == 0

@@ -1,4 +1,5 @@
-"""Ring all-reduces booked whole (no payloads kept) make the trace the messages would have made."""
+"""Ring all-reduces booked whole make the trace the messages would have made (their payloads, where kept:
+test_booked_payloads.py)."""
 
 import numpy as np
 import pytest
@@ -74,18 +75,18 @@ def test_rings_are_booked_under_a_roofline_too(bookings, p):
     assert reduce_ops and all(op.t_end - op.t_start > op.flops / 1e9 for op in reduce_ops)  # bytes-bound
 
 
-def test_only_private_rings_without_payloads_are_booked(bookings):
+def test_only_private_rings_are_booked(bookings):
     World(8, keep_payloads=False).run(staggered, 9, "sum", np.float64, True)
     assert bookings[0] == 3  # the whole ring and both subgroups
     World(8).run(staggered, 9, "sum", np.float64, True)
-    assert bookings[0] == 3  # payloads kept: message by message
+    assert bookings[0] == 6  # payloads kept: booked with them (tests/collectives/test_booked_payloads.py)
     two_level = CostModel(topology=TwoLevel(4, 5e-6, 10e9))
     World(8, cost=two_level, keep_payloads=False).run(staggered, 9, "sum", np.float64, True)
-    assert bookings[0] == 3  # every ring crosses the nodes' ports: message by message
+    assert bookings[0] == 6  # every ring crosses the nodes' ports: message by message
     World(4, cost=two_level, keep_payloads=False).run(staggered, 9, "sum", np.float64, False)
-    assert bookings[0] == 4  # inside one node
+    assert bookings[0] == 7  # inside one node
     World(4, keep_payloads=False, send_mode="rendezvous").run(staggered, 9, "sum", np.float64, False)
-    assert bookings[0] == 4
+    assert bookings[0] == 7
 
 
 def test_book_collectives_false_runs_every_ring_message_by_message(bookings):

@@ -139,10 +139,18 @@ def test_a_collective_message_nobody_received_is_named_by_its_call():
             dev.recv(src=0, tag=3)
 
     with pytest.raises(DeadlockError) as info:
-        World(2).run(mismatched)
+        World(2, book_collectives=False).run(mismatched)  # message by message: its first chunk is sent
     text = str(info.value)
     assert "device 0 did send device 1 1 message(s) of all_reduce#0 ring" in text
     assert "device 1 is blocked in recv(src=0, tag=3)" in text and "1073" not in text
+    with pytest.raises(DeadlockError) as info:
+        World(2).run(mismatched)  # booked whole (simulator/collectives/booked.py): it waits for its members first
+    text = str(info.value)
+    assert "device 0 is blocked in all_reduce#0 ring (its recv from device 1)" in text
+    assert "device 1 is blocked in recv(src=0, tag=3)" in text and "1073" not in text
+    # both ways, the fix names the member that waits elsewhere (not "let one of them send first")
+    assert "device 1 is a member of all_reduce#0 ring of group (0, 1) but waits in recv(src=0, tag=3)" in text
+    assert "send first" not in text
 
 
 def test_an_unreceived_collective_message_is_named_by_its_call_and_the_fix_says_who_never_called_it():

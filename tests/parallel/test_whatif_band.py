@@ -1,22 +1,35 @@
 """An answer's uncertainty: the band recorded from the out-of-sample rows, and the unpublished knobs re-asked."""
 
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from simulator.parallel.whatif import TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
-from simulator.parallel.whatif.validate import Summary, outside, speed_ratio
+from simulator.parallel.whatif.validate import Summary, outside, outside_table, speed_ratio
 
 SMALL = Transformer(layers=8, hidden=512, heads=8, seq=256, vocab=1024, name="small")
 
 
-def test_the_recorded_band_is_what_validate_finds_out_of_sample():
-    summary = Summary.of([speed_ratio(c) for c in outside()])
+@pytest.fixture(scope="module")
+def out_of_sample():
+    """The out-of-sample rows predicted once for this module (about 10 s)."""
+    return outside()
+
+
+def test_the_recorded_band_is_what_validate_finds_out_of_sample(out_of_sample):
+    summary = Summary.of([speed_ratio(c) for c in out_of_sample])
     low, median, high = OUT_OF_SAMPLE
     assert (summary.low, summary.median, summary.high) == pytest.approx((low, median, high), abs=0.005), (
         f"the what-if moved: set band.OUT_OF_SAMPLE to ({summary.low:.2f}, {summary.median:.2f}, {summary.high:.2f})"
     )
+
+
+def test_the_guide_prints_the_out_of_sample_table_validate_prints(out_of_sample):
+    guide = (Path(__file__).parents[2] / "docs" / "whatif.md").read_text()
+    printed = outside_table(out_of_sample)
+    assert f"```\n{printed}\n```" in guide, "docs/whatif.md's out-of-sample table is stale: paste validate's"
 
 
 def test_the_band_divides_the_prediction_by_the_extreme_ratios():

@@ -178,8 +178,12 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
     rows = [r for r in outside_rows() if r.table == MOSAIC]
     assert len(rows) == 14 and all(r.layout.zero == 3 and r.layout.devices == 8 for r in rows)
     assert {r.model.name for r in rows} >= {"mpt-760m", "mpt-7b", "mpt-30b"}
-    for size, published in (("7b", 6658859008), ("30b", 29975214080), ("760m", 760470528), ("125m", 125311488)):
-        assert mpt(size).params == pytest.approx(published, rel=0.02)  # NumParams (less its position embedding)
+    # the table's NumParams, to the parameter: the layers with their biases, the tied embedding, the final norm and
+    # the learned position embedding (2,048 x the width), which the what-if does not count
+    for size, published in (("7b", 6658859008), ("30b", 29975214080), ("760m", 760470528), ("125m", 125311488),
+                            ("13b", 12853954560), ("1b", 1315950592), ("350m", 355985408), ("3b", 2651837440)):  # fmt: skip
+        assert mpt(size).params + 2048 * mpt(size).hidden == published, size
+        assert replace(mpt(size), bias=False).params + 2048 * mpt(size).hidden < published  # no_bias would not add up
     (c,) = validate([rows[2]])  # MPT-7b on A100: tokens per second per GPU from the step
     assert c.predicted == pytest.approx(96 * 2048 / c.report.step_seconds / 8)
     # the software the sweep that published them ran: llm-foundry's Triton attention, flash-attn's fused loss,
@@ -189,13 +193,19 @@ def test_the_fsdp_rows_run_fully_sharded_with_the_tables_batches():
     }
     others = [r for r in outside_rows() if r.table != MOSAIC]
     assert all(r.layout.cross_entropy == "fp32" and r.layout.optimizer == "fused" for r in others)
+    # the models as the benchmark's yamls build them: configuration_mpt.py's defaults, no_bias False and no ALiBi
+    assert all(r.model.bias and not r.model.alibi and not r.model.dropout for r in rows)
+    # FSDP's own gradient passes, as composer's FSDP (PyTorch 2.1) and OPT's fairscale FSDP make them
+    assert {r.layout.grad_accumulation for r in rows + [r for r in others if r.table == OPT]} == {"fsdp"}
+    # composer's two training metrics recompute the loss after every microbatch; no other framework here does
+    assert {r.layout.train_metrics for r in rows} == {2} and {r.layout.train_metrics for r in others} == {0}
 
 
 def test_each_software_difference_moves_the_mpt_step_the_way_its_cost_does():
     row = next(r for r in outside_rows() if r.label.startswith("MPT-125m on 8 A100"))
     base = validate([row])[0].report
     for change, slower in ((dict(attention="flash"), False), (dict(cross_entropy="fp32"), True),
-                           (dict(optimizer="fused"), False)):  # fmt: skip
+                           (dict(optimizer="fused"), False), (dict(train_metrics=0), False)):  # fmt: skip
         other = validate([replace(row, layout=replace(row.layout, **change))])[0].report
         assert (other.step_seconds > base.step_seconds) == slower, change
 

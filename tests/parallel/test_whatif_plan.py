@@ -5,9 +5,10 @@ from dataclasses import replace
 
 import pytest
 
+from simulator.cost.systems import system
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
-from simulator.parallel.whatif.layer import head_ops, layer_ops
-from simulator.parallel.whatif.memory import layer_activations
+from simulator.parallel.whatif.layer import fsdp_divide_factors, head_ops, kernel_head_dim, layer_ops
+from simulator.parallel.whatif.memory import layer_activations, transient
 from simulator.parallel.whatif.report import KINDS, model_flops, recompute_flops
 from simulator.parallel.whatif.step import optimizer_bytes
 
@@ -57,6 +58,14 @@ def test_the_copies_and_fp32_passes_of_megatrons_code_are_priced():
     fused = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused"))}
     assert fused["cross-entropy"].nbytes == tokens * v * 4  # flash-attn's xentropy reads the bf16 logits twice
     assert fused["cross-entropy back"].nbytes == tokens * v * 4  # and reads them once, writing their gradient
+    assert "training metrics" not in fused
+    metrics = {op.name: op for op in head_ops(GPT, replace(layout, cross_entropy="fused", train_metrics=2))}
+    # composer's two train metrics: a 16-bit log-softmax reading the logits three times and writing once,
+    # then autocast's fp32 copy for nll_loss, after the backward
+    assert metrics["training metrics"].nbytes == tokens * v * 2 * (8 + 6) and metrics["training metrics"].phase == "W"
+    for bad in (-1, True, 1.5):
+        with pytest.raises(SetupError, match="train_metrics"):
+            TrainingSetup(train_metrics=bad)
     # fp16: cast the gradients to fp32, unscale, norm, Adam, copy back, zero; bf16 has no cast and no loss scale
     assert optimizer_bytes(TrainingSetup(precision="fp16")) == 6 + 8 + 4 + 28 + 6 + 2
     assert optimizer_bytes(TrainingSetup(precision="bf16")) == 4 + 28 + 6 + 4
@@ -316,3 +325,56 @@ def test_deepspeed_s_bf16_optimizer_all_reduces_the_gradients_it_then_shards():
     assert whole.memory[0].total == scatter.memory[0].total  # the optimizer state is sharded all the same
     with pytest.raises(SetupError, match="ZeRO-2 keeps only its shard.*grad_reduce='reduce-scatter'"):
         TrainingSetup(zero=2, grad_reduce="all-reduce")
+
+
+def test_fsdp_copies_divides_casts_and_accumulates_each_microbatch_s_gradients():
+    model = replace(named_model("llama2-7b"), layers=2)
+    layout = TrainingSetup(dp=8, zero=3, microbatch=1, global_batch=32, grad_accumulation="fsdp")
+    passes = {op.name: op.nbytes for op in layer_ops(model, layout) if op.name.startswith("fsdp")}
+    params = model.layer_params
+    assert fsdp_divide_factors(8) == (4, 2.0) and fsdp_divide_factors(2) == (2, 1.0)  # PyTorch's and fairscale's
+    assert fsdp_divide_factors(124) == (8, 15.5)  # OPT-175B's 124 ranks
+    assert passes["fsdp flat grad"] == passes["fsdp grad pre-divide"] == pytest.approx(params * 4)  # bf16 2 + 2
+    assert passes["fsdp shard post-divide"] == pytest.approx(params / 8 * 4)
+    assert passes["fsdp shard cast"] == pytest.approx(params / 8 * 6)  # bf16 read, fp32 written
+    assert passes["fsdp shard accumulate"] == pytest.approx(params / 8 * 12 * 3 / 4)  # from the second microbatch
+    once = replace(layout, global_batch=8)  # one microbatch: nothing to add to
+    assert [op.nbytes for op in layer_ops(model, once) if op.name == "fsdp shard accumulate"] == [0.0]
+    fsdp, megatron = (whatif(model, replace(layout, grad_accumulation=g), "dgx-h100") for g in ("fsdp", "add"))
+    assert (
+        fsdp.breakdown["elementwise"] > megatron.breakdown["elementwise"] and fsdp.step_seconds > megatron.step_seconds
+    )
+    # FSDP reduce-scatters in the weights' 16 bits (reduce_dtype takes param_dtype), not fp32: less overlapped traffic
+    assert fsdp.breakdown["contention"] < megatron.breakdown["contention"]
+    with pytest.raises(SetupError, match="grad_accumulation='fsdp', zero=1.*use zero=2 or 3"):
+        TrainingSetup(dp=8, zero=1, grad_accumulation="fsdp")
+
+
+def test_a_fused_attention_kernel_computes_its_padded_head():
+    # flash-attn's Triton kernel rounds the head to a power of two, FlashAttention-2 to its built head sizes
+    assert [kernel_head_dim(d, "triton") for d in (64, 96, 112, 128)] == [64, 128, 128, 128]
+    assert [kernel_head_dim(d, "flash") for d in (64, 96, 112, 128, 200)] == [64, 96, 128, 128, 256]
+    odd, even = (Transformer(2, heads * 112, heads, 2048, 50368, name="h") for heads in (8, 8))
+    padded = replace(odd, hidden=8 * 112)  # heads of 112
+    whole = replace(even, hidden=8 * 128)  # heads of 128: the same kernel time per head
+    layout = TrainingSetup(attention="triton", microbatch=2)
+    (p,) = [op for op in layer_ops(padded, layout) if op.kind == "attention" and op.phase == "F"]
+    (w,) = [op for op in layer_ops(whole, layout) if op.kind == "attention" and op.phase == "F"]
+    assert p.rate_share == pytest.approx(0.5 * 112 / 128) and w.rate_share == pytest.approx(0.5)
+    achieved = system("dgx-a100").achieved
+    seconds = [achieved.attention_time(op.flops, op.causal_seq, op.causal_part, op.rate_share) for op in (p, w)]
+    assert seconds[0] == pytest.approx(seconds[1])
+
+
+def test_selective_recomputation_holds_only_what_it_recomputes_while_it_runs():
+    # a fused kernel keeps no score matrix: selective recomputes nothing, and holds what no recomputation holds
+    model = Transformer(layers=24, hidden=1536, heads=12, seq=2048, vocab=50368, name="mpt-760m-like")
+    layout = TrainingSetup(dp=8, zero=3, microbatch=8, global_batch=64, attention="triton")
+    none, selective = (whatif(model, replace(layout, recompute=r), "dgx-h100") for r in ("none", "selective"))
+    assert selective.memory[0].activations == pytest.approx(none.memory[0].activations)
+    assert selective.step_seconds == pytest.approx(none.step_seconds)
+    # unfused: while a layer's backward runs it holds its recomputed softmax output, dropout mask and output
+    unfused = replace(layout, attention="unfused")
+    scores = unfused.microbatch * model.heads * model.seq**2
+    assert transient(model, replace(unfused, recompute="selective"), False) == pytest.approx(5 * scores)
+    assert transient(model, replace(unfused, recompute="none"), False) == 0.0

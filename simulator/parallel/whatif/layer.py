@@ -28,6 +28,7 @@ or one fused kernel on the 16-bit logits (``FUSED_CROSS_ENTROPY``).
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 from .model import Transformer
@@ -41,6 +42,16 @@ COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp ar
 # llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``) and
 # FlashAttention-2 also runs Ampere's: no H100 measurement of that kernel was found.
 TRITON_SHARE = 0.5
+
+
+def kernel_head_dim(d: int, attention: str) -> int:
+    """The head dimension a fused attention kernel computes with for heads of ``d``: its tiles hold a padded
+    head. flash-attn's Triton kernel (and llm-foundry's copy) rounds up to a power of two
+    (``BLOCK_HEADDIM = max(triton.next_power_of_2(d), 16)``); FlashAttention-2 to a multiple of 32 up to 192,
+    else 256 (``head_size_rounded``, csrc/flash_attn/flash_api.cpp), the head sizes its kernels are built for."""
+    if attention == "triton":
+        return max(16, 1 << max(0, math.ceil(math.log2(d))))
+    return -(-d // 32) * 32 if d <= 192 else 256
 
 
 class Op(NamedTuple):
@@ -109,6 +120,52 @@ CROSS_ENTROPY = (2 + 4) + 4 + (4 + 4) + (4 + 4) + 4 + (4 + 4), (4 + 4) + (4 + 2)
 # max with the sum, then the sum of exponentials) and writes a value per token; the backward reads them once and
 # writes their gradient.
 FUSED_CROSS_ENTROPY = (2 + 2), (2 + 2)
+
+# Bytes per logit of one training metric that recomputes the loss after the backward (composer 0.16's
+# ``_eval_train_metrics``, every microbatch, under the run's autocast; ``LanguageCrossEntropy.update`` calls
+# ``torch.nn.CrossEntropyLoss`` on the 16-bit logits): PyTorch's cross-entropy takes ``log_softmax(x, dim,
+# x.scalar_type())`` (aten/src/ATen/native/LossNLL.cpp), which autocast leaves in 16 bits since a dtype is given
+# (autocast_mode.h, ``set_opt_dtype``); a row of 50k logits does not fit the kernel's shared memory, so
+# ``cunn_SoftMaxForward`` (aten/src/ATen/native/cuda/SoftMax.cu) reads it for the maximum, again for the sum of
+# exponentials and again to write the result (2 + 2 + 2 + 2); autocast then casts that to fp32 for ``nll_loss``,
+# an fp32 op (2 + 4), which reads one value a row.
+TRAIN_METRIC = (2 + 2 + 2 + 2) + (2 + 4)
+
+# PyTorch's FSDP (torch/distributed/fsdp, 2.0-2.1: ``_post_backward_hook`` and ``default_hooks.
+# reduce_scatter_hook``) and fairscale's (fully_sharded_data_parallel.py: ``_post_backward_hook`` and
+# ``_post_reduction_hook``) keep no main gradient. Every microbatch, for each unit's flat parameter: autograd
+# builds its gradient from the gradients of the views the layer used (the backward of ``split``: a
+# concatenation, 2 + 2 bytes a parameter); the hook divides it in place by the pre-divide factor (2 + 2) and
+# reduce-scatters it; the shard is divided by the post-divide factor (2 + 2), cast to the fp32 parameter's type
+# (2 + 4) and added to the saved shard from the second microbatch on (4 + 4 + 4).
+
+
+def fsdp_divide_factors(world: int) -> tuple[int, float]:
+    """FSDP's (pre, post) gradient divide factors over ``world`` ranks, as ``_get_gradient_predivide_factor``
+    computes them (PyTorch and fairscale alike): pre doubles while it divides world and stays below world / pre."""
+    pre = 1
+    while world % pre == 0 and world / pre > pre:
+        pre *= 2
+    return pre, world / pre
+
+
+def fsdp_grad_ops(params: float, layout: TrainingSetup, itemsize: int) -> list[Op]:
+    """The passes FSDP makes over ``params`` parameters' gradients every microbatch (see above)."""
+    world = layout.dp * layout.cp
+    if layout.grad_accumulation != "fsdp" or world == 1:
+        return []
+    pre, post = fsdp_divide_factors(world)
+    gb, shard, m = layout.bytes_per_param[1], params / world, layout.microbatches
+    e = itemsize
+    ops = [memory("fsdp flat grad", "W", params * (e + e))]
+    if pre > 1:
+        ops.append(memory("fsdp grad pre-divide", "W", params * (e + e)))
+    if post > 1:
+        ops.append(memory("fsdp shard post-divide", "W", shard * (e + e)))
+    if gb != e:
+        ops.append(memory("fsdp shard cast", "W", shard * (e + gb)))
+    ops.append(memory("fsdp shard accumulate", "W", shard * 3 * gb * (m - 1) / m))
+    return ops
 
 
 def tp_collective(
@@ -180,7 +237,9 @@ def layer_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     ops.append(matmul("qkv wgrad", "W", h, qkv_n, T))
     if model.bias:
         ops += bias_grad_ops(model, z, qkv_n, ffn_n)
-    if not layout.grad_fusion:
+    if layout.grad_accumulation == "fsdp":
+        ops += fsdp_grad_ops(layer_params_per_rank(model, layout), layout, e)
+    elif not layout.grad_fusion:
         grad_bytes = layout.bytes_per_param[1]
         params = layer_params_per_rank(model, layout)
         if layout.grad_accumulation == "cast-add":  # the cast writes a new tensor; the add reads it and the sum
@@ -249,9 +308,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         # against two); under context parallelism each rank's queries meet every rank's keys
         # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
+        # a padded head computes its padding too (MPT-30b's heads of 112 run as 128)
+        share = (TRITON_SHARE if layout.attention == "triton" else 1.0) * d / kernel_head_dim(d, layout.attention)
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
-                  causal_part=1.0 / layout.cp, rate_share=TRITON_SHARE if layout.attention == "triton" else 1.0)]  # fmt: skip
+                  causal_part=1.0 / layout.cp, rate_share=share)]  # fmt: skip
         if layout.cp > 1 and layout.cp_comm == "allgather":  # Llama 3: gathered before the kernel, nothing hides it
             kv = 2 * z.T * z.G * d * z.e * layout.cp  # every rank's keys and values
             ops[:0] = [
@@ -319,6 +380,10 @@ def head_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
         collective = "reduce_scatter" if layout.sequence_parallel else "all_reduce"
         ops.append(tp_collective(layout, "reduce head input grad", "I", collective, full, "logits wgrad", "backward"))
     ops += [memory("final norm back", "I", Tn * h * NORM_BACK), matmul("logits wgrad", "W", v, h, T)]
+    if layout.train_metrics:
+        ops.append(memory("training metrics", "W", T * v * TRAIN_METRIC * layout.train_metrics))
+    if not model.tied:
+        ops += fsdp_grad_ops(v * h, layout, z.e)
     return ops
 
 
@@ -332,4 +397,4 @@ def embedding_ops(model: Transformer, layout: TrainingSetup) -> list[Op]:
     if model.dropout:
         ops.append(memory("embedding dropout", "F", z.Tn * z.h * 5))
     ops.append(memory("embedding grad", "W", z.T * z.h * 6))
-    return ops
+    return ops + fsdp_grad_ops(model.padded_vocab(layout.tp) / layout.tp * z.h, layout, z.e)

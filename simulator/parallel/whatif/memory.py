@@ -125,13 +125,18 @@ def peak_activations(schedule: Schedule, rank: int, chunks: list[tuple[float, fl
 
 
 def transient(model: Transformer, layout: TrainingSetup, last: bool) -> float:
-    """Bytes alive only while one microbatch is processed: a recomputed layer's activations, and on the last
-    stage the logits (bf16, then fp32 for the cross-entropy)."""
+    """Bytes alive only while one microbatch is processed: what the backward recomputes for one layer (under full
+    recomputation the layer's activations; under selective recomputation its attention core's score-matrix
+    tensors, which a fused kernel never keeps, so with one nothing is recomputed), and on the last stage the
+    logits (bf16, then fp32 for the cross-entropy)."""
     z = PerRank.of(model, layout)
     extra = 6 * z.T * model.padded_vocab(layout.tp) / layout.tp if last else 0.0
-    if layout.recompute == "none":
-        return extra
-    return extra + layer_activations(model, replace(layout, recompute="none"))[0]
+    if layout.recompute == "full":
+        return extra + layer_activations(model, replace(layout, recompute="none"))[0]
+    if layout.recompute == "selective" and layout.attention not in FUSED_ATTENTION:
+        scores = layout.microbatch * z.A * model.seq * model.seq
+        return extra + scores * ((2 + 1 + 2) if model.dropout else 2)  # softmax output, dropout mask and output
+    return extra
 
 
 def rank_params(

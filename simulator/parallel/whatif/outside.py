@@ -67,12 +67,21 @@ Sources:
   published setup for this model size (Korthikanti et al. 2022, ``tables.KORTHIKANTI_2022``: sequence
   parallelism, selective recomputation, microbatch 1, bf16).
 - [MOSAIC] MosaicML, mosaicml/llm-foundry, scripts/train/benchmarking/README.md ("MPT Training Benchmarks",
-  the "A100 80GB" and "H100 80GB BF16" tables): MPT models (no biases, no dropout, LayerNorm, GeLU MLP of 4 x
-  the width, tied embeddings, a 50,368-token vocabulary, flash attention) trained with PyTorch FSDP
+  the "A100 80GB" and "H100 80GB BF16" tables): MPT models as the benchmark's yamls (scripts/train/yamls/pretrain/
+  mpt-*.yaml, which set neither ``no_bias`` nor ``alibi``) and configuration_mpt.py's defaults build them at
+  that commit: biases in every linear layer and norm (``no_bias: False``), learned position embeddings
+  (``learned_pos_emb: True``; their add and gradient, one pass over the tokens, are not priced), no ALiBi, no
+  dropout, LayerNorm, a GeLU MLP of 4 x the width, tied embeddings, a 50,368-token vocabulary (with the position
+  embedding these add up to the table's NumParams exactly, biases included); trained with PyTorch FSDP
   (``FULL_SHARD``: ZeRO-3), bf16 mixed precision, activation checkpointing where the table says so, composer's
   DecoupledAdamW with weight decay 0 and gradient clipping (scripts/train/yamls/pretrain/mpt-*.yaml), and the
   model's default loss, flash-attn's fused cross-entropy on 16-bit logits (``loss_fn: fused_crossentropy``,
-  llmfoundry/models/mpt/modeling_mpt.py). The rows used here were measured for commit b2a43a147 (October 2023):
+  llmfoundry/models/mpt/modeling_mpt.py), beside which the trainer recomputes the loss for its two training
+  metrics after every microbatch's backward (modeling_mpt.py: ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, always in v0.3.0, which the runs installed, and by default at b2a43a147, whose
+  ``use_train_metrics`` switch neither the yamls nor the sweep set;
+  composer 0.16's ``_train_microbatch`` runs ``_eval_train_metrics`` each microbatch: ``train_metrics=2``,
+  ``layer.TRAIN_METRIC``). The rows used here were measured for commit b2a43a147 (October 2023):
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
   composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
   Triton kernel, compiled by ``triton_pre_mlir``, a fork of Triton's pre-MLIR compiler that setup.py installs;
@@ -126,7 +135,8 @@ def _bloom() -> list[Row]:
 def _opt() -> list[Row]:
     model = Transformer(96, 12288, 96, 2048, 50272, name="opt-175b")
     metaseq = dict(NARAYANAN_2021, dp_overlap=True)  # FSDP reduce-scatters each layer's gradients in the backward
-    layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True, **metaseq)
+    layout = TrainingSetup(tp=8, dp=124, zero=2, microbatch=8, global_batch=992, distribute_saved=True,
+                           grad_accumulation="fsdp", **metaseq)  # fmt: skip
     return [Row(OPT, "175B on 992 A100 (t8 d124, FSDP)", model, layout, 147.0, "tflops_per_gpu")]
 
 
@@ -192,14 +202,15 @@ _MOSAIC = [
 def mpt(size: str, seq: int = 2048) -> Transformer:
     """An MPT model of llm-foundry's benchmarks (see [MOSAIC] above)."""
     layers, hidden, heads = MPT[size]
-    return Transformer(layers, hidden, heads, seq, 50368, bias=False, dropout=False, alibi=True, name=f"mpt-{size}")
+    return Transformer(layers, hidden, heads, seq, 50368, bias=True, dropout=False, name=f"mpt-{size}")
 
 
 def _mosaic() -> list[Row]:
     rows = []
     for machine, size, mb, accum, batch, ckpt, tokens in _MOSAIC:
         layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=batch, recompute="full" if ckpt else "none",
-                               optimizer="unfused", cross_entropy="fused", attention="triton")  # fmt: skip
+                               optimizer="unfused", cross_entropy="fused", attention="triton",
+                               grad_accumulation="fsdp", train_metrics=2)  # fmt: skip
         assert layout.microbatches == accum, (size, machine)  # the table's gradient accumulation
         gpu = "A100" if machine == "dgx-a100" else "H100"
         rows.append(Row(MOSAIC, f"MPT-{size} on 8 {gpu} (mb {mb}, batch {batch})", mpt(size), layout, tokens,

@@ -166,6 +166,8 @@ class StageProgram:
         dense, experts = rank_params(model, layout, dev.rank, self.schedule.placement)
         params = dense + experts
         _, gb, _ = layout.bytes_per_param
+        if layout.grad_accumulation == "fsdp":  # FSDP reduces in the weights' 16-bit type (reduce_dtype: param_dtype)
+            gb = model.itemsize
         ranks = layout.dp * layout.cp
         expert_ranks = max(1, ranks // layout.ep)  # an expert's replicas: the data-parallel ranks of its ep rank
 
@@ -236,7 +238,8 @@ class StageProgram:
         forward = sum(total(self.costs[s]["F"]) for s in chunks) / layers
         backward = sum(total(self.costs[s]["B"]) for s in chunks) / layers
         gather = coll("all_gather", params / layers, 2) if layout.zero == 3 else 0.0
-        scatter = coll("reduce_scatter", params / layers, layout.bytes_per_param[1])
+        grad_bytes = self.model.itemsize if layout.grad_accumulation == "fsdp" else layout.bytes_per_param[1]
+        scatter = coll("reduce_scatter", params / layers, grad_bytes)
         scatters = (m - 1) * layers  # the last microbatch's go on the bucket stream
         if not layout.dp_overlap:
             return 2 * m * layers * gather + scatters * scatter, 0.0

@@ -21,7 +21,11 @@ Settings that model software as it was (for the papers' tables) rather than as i
   gradient and the fp32 one read, the fp32 one written) or "cast-add" (DeepSpeed's BF16 optimizer, which BLOOM
   ran: ``hp_grad.add_(lp.grad.to(fp32))`` in ``update_hp_grads`` after every microbatch's backward,
   deepspeed/runtime/bf16_optimizer.py, branch olruwase/bf16-updates, 2022: the cast first writes a new fp32
-  tensor that the add then reads);
+  tensor that the add then reads); or "fsdp" (PyTorch's FSDP and fairscale's, which keep no main gradient:
+  every microbatch each layer's gradients are copied from the views the layer used into one flat tensor,
+  divided before the reduce-scatter (in the weights' 16 bits, FSDP's ``reduce_dtype`` defaulting to its
+  ``param_dtype``) and the shard after it, cast to fp32 and added to the saved shard;
+  ``layer.fsdp_grad_ops``; needs ``zero`` 2 or 3);
 - ``grad_reduce``: how ZeRO-1 reduces the gradients over the data-parallel ranks: "reduce-scatter" (each rank
   receives the sum of its shard: Megatron-LM's distributed optimizer) or "all-reduce" (every rank receives
   the whole sum and updates its shard: DeepSpeed's BF16 optimizer beside its pipeline engine, which BLOOM ran,
@@ -41,6 +45,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
   "fused" (one kernel on the 16-bit logits: flash-attn's xentropy, llm-foundry's ``fused_crossentropy``);
+- ``train_metrics``: how many training metrics recompute the loss from the logits after each microbatch's
+  backward, outside autograd (composer's train metrics: llm-foundry's models report ``LanguageCrossEntropy`` and
+  ``LanguagePerplexity``, each PyTorch's unfused cross-entropy on the 16-bit logits; ``layer.TRAIN_METRIC``);
 - ``cp_comm``: how context parallelism brings each rank the other ranks' keys and values: "ring" (Transformer
   Engine's ring attention, each step's exchange behind the previous step's kernel) or "allgather" (Llama 3's:
   all-gather them before the kernel and reduce-scatter their gradients after it, in the critical path).
@@ -63,7 +70,7 @@ FUSED_ATTENTION = ("flash", "triton")  # one kernel each, keeping no score matri
 OPTIMIZER = ("fused", "unfused")
 CROSS_ENTROPY = ("fp32", "fused")
 CP_COMM = ("ring", "allgather")
-GRAD_ACCUMULATION = ("add", "cast-add")
+GRAD_ACCUMULATION = ("add", "cast-add", "fsdp")
 GRAD_REDUCE = ("reduce-scatter", "all-reduce")
 
 
@@ -101,8 +108,9 @@ class TrainingSetup:
     optimizer: str = "fused"  # step.optimizer_bytes: apex's FusedAdam, or PyTorch's Adam op by op
     cross_entropy: str = "fp32"  # layer.head_ops: Megatron-LM's passes on fp32 logits, or one fused kernel
     cp_comm: str = "ring"  # layer.attention_ops: ring attention's hidden exchanges, or exposed all-gathers
-    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, or DeepSpeed BF16's cast then add
+    grad_accumulation: str = "add"  # without grad_fusion: Megatron-LM's add, DeepSpeed BF16's cast then add; or FSDP's
     grad_reduce: str = "reduce-scatter"  # ZeRO-1's gradient collective: a reduce-scatter, or DeepSpeed's all-reduce
+    train_metrics: int = 0  # layer.head_ops: unfused cross-entropies a trainer's metrics run after each backward
 
     def __post_init__(self) -> None:
         for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "virtual_stages", "node_size"):
@@ -137,12 +145,21 @@ class TrainingSetup:
             if self.first_stage_layers is not None or self.last_stage_layers is not None:
                 raise SetupError("give either stage_layers (every chunk's layers) or first/last_stage_layers, not both")
             object.__setattr__(self, "stage_layers", counts)
+        if isinstance(self.train_metrics, bool) or not isinstance(self.train_metrics, int) or self.train_metrics < 0:
+            raise SetupError(
+                f"TrainingSetup(train_metrics={self.train_metrics!r}): give a whole number of metrics >= 0"
+            )
         if self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
         if self.zero >= 2 and self.grad_reduce == "all-reduce":
             raise SetupError(
                 f"TrainingSetup(zero={self.zero}, grad_reduce='all-reduce'): ZeRO-{self.zero} keeps only its shard of "
                 "the gradients, which a reduce-scatter delivers; use grad_reduce='reduce-scatter' or zero=1"
+            )
+        if self.grad_accumulation == "fsdp" and self.zero < 2:
+            raise SetupError(
+                f"TrainingSetup(grad_accumulation='fsdp', zero={self.zero}): FSDP's gradient passes end in a sharded "
+                "gradient; use zero=2 or 3 (FSDP's SHARD_GRAD_OP or FULL_SHARD), or grad_accumulation='add'"
             )
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)

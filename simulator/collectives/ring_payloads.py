@@ -1,0 +1,100 @@
+"""A ring all-reduce's payloads computed whole: what each of its messages carries and each reduction makes.
+
+Message by message (``simulator.collectives.ring``), member i of p sends, at reduce-scatter step s, the running
+sum of chunk j = i - s - 1 (mod p) over the members j + 1, ..., i in ring order (at step 0 its own chunk, a view
+of its input), and adds the chunk arriving from the left into its own block: ``fn(received, block)``. So the
+values are the ring's running sums, chunk by chunk: R[k], the sum of k terms, is ``fn(R[k - 1], X[k])`` where
+row k of X holds, for each chunk j, member j + k's elements of it. That is the same ufunc on the same operands,
+elementwise, as the messages' (a chunk at a time there, every chunk at once here): the same floats, bit for
+bit, in every dtype (tests/collectives/test_booked_payloads.py compares them with the messages' own). The
+all-gather then passes each finished chunk around the ring unchanged: one object, forwarded, as the messages
+forward what they received.
+
+The objects stand as the message path's do: every message and reduction output a read-only view (here into
+one read-only array per running sum), a reduction's inputs the received object itself and a fresh view of the
+member's input, a forwarded chunk the object received, and each member's result its own copy of the whole.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..core.hooks import message_payload
+
+if TYPE_CHECKING:
+    from .call import _Call
+
+
+class RingPayloads:
+    """A ring all-reduce's payloads, in the order the booking writes its rows: ``msgs`` one per message (stage
+    by stage, member by member), ``ops`` one ``((received, block), output)`` per reduction (then, for an average,
+    ``((sum,), average)`` per division), and ``final`` the whole reduced array (flat)."""
+
+    __slots__ = ("msgs", "ops", "final", "chunks")
+
+    def __init__(self, msgs: list, ops: list, final: np.ndarray, chunks: list) -> None:
+        self.msgs, self.ops, self.final, self.chunks = msgs, ops, final, chunks
+
+    def results(self, shape: tuple[int, ...]) -> list[np.ndarray]:
+        """Each member's result: its own copy of the whole, as the messages' member assembles it (a view of a
+        fresh array, made read-only by the call)."""
+        return [self.final.copy().reshape(shape) for _ in range(len(self.chunks))]
+
+
+def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: list[int]) -> RingPayloads:
+    """Every payload of the ring all-reduce ``c`` over the members' inputs ``xs`` (see the module docstring)."""
+    p, fn = c.p, c.fn
+    n = xs[0].size
+    flats = [x.reshape(-1) for x in xs]
+    cut = _cutter(n, p, bounds)
+    # step 0: each member sends its own chunk i - 1, a view of its input (copied only where the message path
+    # copies it: an input that is not immutable), and keeps its other chunks' views for its reductions
+    blocks = [cut(f) for f in flats]
+    first = [message_payload(devices[i], blocks[i][(i - 1) % p], c.group[(i + 1) % p]) for i in range(p)]
+    stacked = np.stack(flats)
+    owner = np.repeat(np.arange(p), np.diff(bounds))  # each element's chunk
+    cols = np.arange(n)
+    running = stacked[(owner + 1) % p, cols]  # R[1]: chunk j as member j + 1 holds it
+    msgs: list = list(first)
+    ops: list = []
+    received = _roll(first, 1)  # by chunk j: what its reducer receives at step 0 (member j + 1's own chunk j)
+    # the block each member adds into at each step, by step and member: member i's chunk i - s - 2 at step s
+    # (its blocks reversed and rotated, then transposed: list operations in C, no Python loop per block)
+    into = list(zip(*[_roll(blocks[i][::-1], p + 1 - i)[: p - 1] for i in range(p)]))
+    for s in range(p - 1):
+        running = fn(running, stacked[(owner + s + 2) % p, cols])  # R[s + 2]
+        running.setflags(write=False)
+        made = cut(running)  # by chunk
+        outs = _roll(made, -s - 2)  # by member: member i made chunk i - s - 2
+        ops += zip(zip(_roll(received, -s - 2), into[s]), outs)
+        if s < p - 2:
+            msgs += outs  # sent on at the next step by the member that made it
+        received = made
+    final, chunks = running, received
+    if c.op == "avg":  # one division per member, of its own chunk: ((sum,), average)
+        final = running / p
+        final.setflags(write=False)
+        averaged = cut(final)
+        ops += zip([(chunks[i],) for i in range(p)], averaged)
+        chunks = averaged
+    for s in range(p - 1):  # all-gather: member i passes chunk i - s on, the object itself
+        msgs += _roll(chunks, -s)
+    return RingPayloads(msgs, ops, final, chunks)
+
+
+def _roll(values: list, shift: int) -> list:
+    """``values`` rotated: item i of the result is ``values[(i + shift) % len(values)]``."""
+    k = shift % len(values)
+    return values[k:] + values[:k]
+
+
+def _cutter(n: int, p: int, bounds: list[int]) -> Any:
+    """A function cutting a flat n-element array into its p chunks (views, one list per call): equal chunks by
+    iterating the array's rows (made in C), else slice by slice."""
+    if n % p == 0:
+        m = n // p
+        return lambda flat: list(flat.reshape(p, m))
+    edges = list(zip(bounds[:-1], bounds[1:]))
+    return lambda flat: [flat[a:b] for a, b in edges]
