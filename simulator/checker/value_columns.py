@@ -10,18 +10,21 @@ always said. ``_Checker`` holds this as a mixin.
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.ordering import CODE_OP, CODE_RECV, CODE_SEND
 from ..core.rows import FREE, HOLD
 from .compare import _within, identical, lower_tolerance, plainly_close, same
 from .expected import _index_key
 
+_OUTPUT = itemgetter(1)  # an op's output in its payloads (inputs, output)
 _NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
 _F64 = np.dtype(np.float64)
 _DEFERRED_MOST = 32  # pairs taken as right before they are held to it together
+_SPAN_LEAST = 256  # events of bookkeeping alone in a row that are done in whole-array steps (fewer: one by one)
 
 
 class GuessedWrong(Exception):
@@ -36,9 +39,33 @@ class _ValueColumns:
         """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
         event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
         the reference does not know) and every receive only say who acted last and where a value came from,
-        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
+        as ``_send``, ``_op`` and ``_recv`` would, without a record per event; a long stretch of nothing else (a
+        ring all-reduce booked whole) says it in a few whole-array steps (``_bookkeeping``)."""
         t = self.trace
-        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
+        arrays = self._event_arrays = t.event_columns()
+        spans = _bookkeeping_spans(arrays, t.recorder.msg_extra)
+        if not spans:  # (a program's own messages and ops throughout: the walk event by event, as ever)
+            self._walk_events(self.column_lists(), 0)
+            return
+        at = 0
+        for a, b in spans:
+            if at < a:
+                self._walk_events(_lists(arrays, at, a), at)
+            if not self._bookkeeping(a, b):  # (a reduction of a name the model knows: looked at event by event)
+                self._walk_events(_lists(arrays, a, b), a)
+            at = b
+        if at < len(arrays["kind"]):
+            self._walk_events(_lists(arrays, at, len(arrays["kind"])), at)
+
+    def column_lists(self) -> dict[str, list] | None:
+        """The walked trace's event columns as lists (the split walk reads them too), made once when first asked."""
+        if self.columns is None and self._event_arrays is not None:
+            self.columns = {k: v.tolist() for k, v in self._event_arrays.items()}
+        return self.columns
+
+    def _walk_events(self, cols: dict[str, list], start: int) -> None:
+        """Events ``start``, ``start + 1``, ... of a columnar trace, one at a time, from their columns ``cols``."""
+        t = self.trace
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
         op_extra = rec.op_extra
@@ -46,7 +73,7 @@ class _ValueColumns:
         dsts: list[int] | None = None
         plain_op = self._plain_op
         columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
-        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
+        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns), start):
             if kind == CODE_RECV:
                 last[rank] = i
                 origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
@@ -79,6 +106,54 @@ class _ValueColumns:
                     self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
                 else:
                     self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
+
+    def _bookkeeping(self, a: int, b: int) -> bool:
+        """Events ``a`` to ``b`` (receives, a collective's unnamed chunks, its reductions, frees: ``_bookkeeping_spans``)
+        done as ``_walk_events`` does them, in a few whole-array steps: each device's last event, and where each value
+        a device got came from (the last event that gave it, as one after another would leave it). False, with
+        nothing done, where one of its reductions has a name the model knows (then the walk looks at each)."""
+        rec, arrays = self.trace.recorder, self._event_arrays
+        kind, row, rank = arrays["kind"][a:b], arrays["row"][a:b], arrays["rank"][a:b]
+        is_op = (kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)
+        if is_op.any() and self._knows_some(rank[is_op], arrays["name"][a:b][is_op]):
+            return False
+        acting = (kind != CODE_OP) | is_op  # (a free says nothing)
+        latest = np.full(self.world_size, -1)
+        np.maximum.at(latest, rank[acting], np.flatnonzero(acting) + a)
+        last = self.last_event
+        for r in np.flatnonzero(latest >= 0).tolist():
+            last[r] = int(latest[r])
+        gives = np.flatnonzero((kind == CODE_RECV) | is_op)  # what each gives: the payload received, the op's output
+        took = is_op[gives]
+        got, made = row[gives[~took]].tolist(), row[gives[took]].tolist()
+        ids = np.empty(len(gives), np.uint64)
+        ids[~took] = np.fromiter(map(id, map(rec.msg_payloads.__getitem__, got)), np.uint64, len(got))
+        ids[took] = np.fromiter(map(id, map(_OUTPUT, map(rec.op_payloads.__getitem__, made))), np.uint64, len(made))
+        by = rank[gives].astype(np.uint16 if self.world_size <= 1 << 16 else np.int64)  # (sorted in linear time)
+        order = np.argsort(by, kind="stable")  # by device, each device's in event order: a later one's word stands
+        codes = (row[gives] << 1 | took)[order].tolist()
+        ids_ = ids[order].tolist()
+        by = by[order]
+        starts = np.flatnonzero(np.r_[True, by[1:] != by[:-1]]).tolist()  # where each device's begin
+        origin = self.origin
+        for s, e in zip(starts, [*starts[1:], len(gives)]):
+            origin[int(by[s])].update(zip(ids_[s:e], codes[s:e]))
+        return True
+
+    def _knows_some(self, ranks: np.ndarray, names: np.ndarray) -> bool:
+        """Whether a device's reference knows the name of one of these reductions (devices ``ranks``, interned names
+        ``names``, in event order). Each device's reference is asked for in the order the walk would ask for it."""
+        members, first = np.unique(ranks, return_index=True)
+        refs: dict[int, tuple[Any, list[int]]] = {}  # id(reference) -> (it, its devices)
+        for r in members[np.argsort(first)].tolist():
+            ref = self._ref(r)
+            refs.setdefault(id(ref), (ref, []))[1].append(r)
+        texts = self.trace.recorder.names.values
+        for ref, devices in refs.values():
+            mine = names if len(refs) == 1 else names[np.isin(ranks, devices)]
+            if any(self._knows(ref, texts[n]) for n in np.unique(mine).tolist()):
+                return True
+        return False
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
         """A named message read off the columns, with no record made: True when it carries the model's value (its
@@ -269,3 +344,30 @@ def _near(a: float, b: float) -> bool:
     """Whether two numbers agree to about nine digits (sums added in another order differ in their last two or three):
     whether a guess that two arrays are plainly close is worth taking."""
     return a == b or abs(a - b) <= 1e-9 * (abs(a) + abs(b))
+
+
+def _bookkeeping_spans(arrays: dict[str, np.ndarray], extra: dict) -> list[tuple[int, int]]:
+    """Where a columnar trace has at least ``_SPAN_LEAST`` events in a row that each only say who acted last and where
+    a value came from, by their columns alone: receives, a collective's (labelled) messages that carry no name, its
+    reductions (labelled ops, not held values), and frees; as (first, past the last) event. Whether a reduction's
+    name is one the model knows is asked of each span (``_bookkeeping``)."""
+    kind, label, op_kind = arrays["kind"], arrays["label"], arrays["op_kind"]
+    if len(kind) < _SPAN_LEAST:
+        return []
+    send = kind == CODE_SEND
+    plain = (kind == CODE_RECV) | (send & (label >= 0)) | ((kind == CODE_OP) & (op_kind == FREE))
+    plain |= (kind == CODE_OP) & (label >= 0) & (op_kind != HOLD)
+    for _ in range(2):
+        edges = np.flatnonzero(np.diff(plain.view(np.int8), prepend=0, append=0))  # each run's start and end
+        long = (edges[1::2] - edges[::2]) >= _SPAN_LEAST
+        named = [r for r, (name, _) in extra.items() if name is not None] if long.any() else None
+        if not named:
+            break
+        plain[send & np.isin(arrays["row"], named)] = False  # (a named message is the walk's to compare)
+        extra = {}
+    return list(zip(edges[::2][long].tolist(), edges[1::2][long].tolist()))
+
+
+def _lists(arrays: dict[str, np.ndarray], a: int, b: int) -> dict[str, list]:
+    """Events ``a`` to ``b``'s columns as lists."""
+    return {k: v[a:b].tolist() for k, v in arrays.items()}
