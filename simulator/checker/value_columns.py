@@ -129,12 +129,12 @@ class _ValueColumns:
         ids = np.empty(len(gives), np.uint64)
         ids[~took] = np.fromiter(map(id, map(rec.msg_payloads.__getitem__, got)), np.uint64, len(got))
         ids[took] = np.fromiter(map(id, map(_OUTPUT, map(rec.op_payloads.__getitem__, made))), np.uint64, len(made))
-        by = rank[gives].astype(np.uint16 if self.world_size <= 1 << 16 else np.int64)  # (sorted in linear time)
+        by = rank[gives].astype(np.int32 if self.world_size > 1 << 15 else np.int16)  # (sorted in linear time)
         order = np.argsort(by, kind="stable")  # by device, each device's in event order: a later one's word stands
         codes = (row[gives] << 1 | took)[order].tolist()
         ids_ = ids[order].tolist()
         by = by[order]
-        starts = np.flatnonzero(np.r_[True, by[1:] != by[:-1]]).tolist()  # where each device's begin
+        starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's begin
         origin = self.origin
         for s, e in zip(starts, [*starts[1:], len(gives)]):
             origin[int(by[s])].update(zip(ids_[s:e], codes[s:e]))
@@ -144,16 +144,13 @@ class _ValueColumns:
         """Whether a device's reference knows the name of one of these reductions (devices ``ranks``, interned names
         ``names``, in event order). Each device's reference is asked for in the order the walk would ask for it."""
         members, first = np.unique(ranks, return_index=True)
-        refs: dict[int, tuple[Any, list[int]]] = {}  # id(reference) -> (it, its devices)
+        refs: dict[int, Any] = {}
         for r in members[np.argsort(first)].tolist():
             ref = self._ref(r)
-            refs.setdefault(id(ref), (ref, []))[1].append(r)
+            refs[id(ref)] = ref
         texts = self.trace.recorder.names.values
-        for ref, devices in refs.values():
-            mine = names if len(refs) == 1 else names[np.isin(ranks, devices)]
-            if any(self._knows(ref, texts[n]) for n in np.unique(mine).tolist()):
-                return True
-        return False
+        asked = np.unique(names).tolist()  # (every device's reference asked of every name: one knowing it will do)
+        return any(self._knows(ref, texts[n]) for ref in refs.values() for n in asked)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
         """A named message read off the columns, with no record made: True when it carries the model's value (its

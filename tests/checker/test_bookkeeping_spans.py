@@ -16,7 +16,7 @@ from simulator import World
 from simulator.checker import Reference, check
 from simulator.checker.run_check import _Checker, _resolver
 from simulator.checker.split import Split
-from simulator.core.rows import HOLD
+from simulator.core.rows import FREE, HOLD
 from tests.checker.test_checker_fast_paths import as_records
 
 P = 8  # a ring of 8: 280 events of its own, one stretch past _SPAN_LEAST
@@ -185,3 +185,82 @@ def test_a_built_in_all_reduce_where_the_split_asks_for_none_fails_on_every_devi
     report = checked_both_ways(run, ref, monkeypatch, spans, split=Split(collectives=()))
     assert report.verdict == "FAILED"
     assert sorted({(v.kind, v.rank) for v in report.broken}) == [("collective", r) for r in range(P)]
+
+
+def sent_again(dev, n, wrong=False):
+    """Device 0 sends one read-only array n times (the same object every time); device 1 returns the last it got."""
+    if dev.rank == 0:
+        x = np.arange(6.0) + (1e-3 if wrong else 0.0)
+        x.setflags(write=False)
+        for req in [dev.isend(x, 1) for _ in range(n)]:
+            dev.wait(req)
+        return None
+    return [dev.recv(0) for _ in range(n)][-1]
+
+
+def arange_model(dev, n):
+    return dev.hold("x", np.arange(6.0))
+
+
+@pytest.mark.parametrize("wrong", [False, True])
+def test_a_value_received_again_and_again_came_from_the_last_message_that_gave_it(monkeypatch, wrong):
+    run = World(2).run(sent_again, 20, wrong)
+    monkeypatch.setattr(value_columns, "_SPAN_LEAST", 8)
+    assert value_columns._bookkeeping_spans(run.trace.event_columns(), {}) == [(20, 40)]  # the 20 receives
+    got = run.outputs[1]
+    assert all(m.payload is got for m in run.trace.messages)  # (one object: its origin is the last of them)
+    report = checked_both_ways(run, Reference.of(arange_model, 20), monkeypatch)
+    assert report.verdict == ("FAILED" if wrong else "passed")
+
+
+def freed_after(dev, p, scratch=False):
+    """The all-reduce, then each device frees its term: the frees are in the ring's stretch, and say nothing; and
+    (``scratch``) an op of the program's own, of a name the model lacks, amid the ring's last steps."""
+    y = dev.all_reduce(dev.hold("x", terms(p)[dev.rank], partial=True))
+    if scratch:
+        dev.compute("scratch", np.negative, y)
+    dev.free("x")
+    return y
+
+
+@pytest.mark.parametrize("scratch, verdict", [(False, "passed"), (True, "not verified")])
+def test_a_free_in_a_stretch_is_no_devices_last_event(monkeypatch, scratch, verdict):
+    run = World(P).run(freed_after, P, scratch)
+    ref = Reference.of(partial_model, P)
+    assert checked_both_ways(run, ref, monkeypatch).verdict == verdict
+    if scratch:
+        return
+    arrays = run.trace.event_columns()
+    (a, b), *_ = value_columns._bookkeeping_spans(arrays, {})
+    frees = np.flatnonzero(arrays["op_kind"] == FREE)
+    assert len(frees) == P and a < frees[0] and frees[-1] == b - 1 == len(arrays["kind"]) - 1  # (the last one last)
+
+
+def unheld(dev, p):
+    """Two all-reduces side by side of terms no device holds under a name, so that the rings' own reductions ask
+    for each device's reference first: devices 4 to 7 sum a short vector (their reductions come first), 0 to 3 a
+    long one."""
+    if dev.rank >= 4:
+        return dev.all_reduce(np.arange(8.0) + dev.rank, group=[4, 5, 6, 7])
+    return dev.all_reduce(np.arange(80_000.0) + dev.rank, group=[0, 1, 2, 3])
+
+
+def sum_model(dev, high):
+    return dev.compute("v", lambda: sum(np.arange(8.0 if high else 80_000.0) + r for r in range(4 * high, 4 * high + 4)))
+
+
+def test_references_per_device_first_asked_in_a_stretch_are_asked_in_the_walks_order(monkeypatch):
+    asked: list[int] = []
+    refs = [Reference.of(sum_model, r >= 4) for r in range(P)]  # one per device
+
+    def reference(rank):
+        asked.append(rank)
+        return refs[rank]
+
+    run = World(P).run(unheld, P)
+    one_by_one = state_of(run.trace, run.outputs, reference)
+    order, asked[:] = list(asked), []
+    monkeypatch.setattr(value_columns, "_SPAN_LEAST", 8)
+    assert state_of(run.trace, run.outputs, reference) == one_by_one
+    assert asked == order and order[:4] == [4, 5, 6, 7]  # (the walk's order: those that reduced first, first)
+    assert one_by_one[0].startswith("check passed")
