@@ -246,7 +246,9 @@ def unheld(dev, p):
 
 
 def sum_model(dev, high):
-    return dev.compute("v", lambda: sum(np.arange(8.0 if high else 80_000.0) + r for r in range(4 * high, 4 * high + 4)))
+    return dev.compute(
+        "v", lambda: sum(np.arange(8.0 if high else 80_000.0) + r for r in range(4 * high, 4 * high + 4))
+    )
 
 
 def test_references_per_device_first_asked_in_a_stretch_are_asked_in_the_walks_order(monkeypatch):
