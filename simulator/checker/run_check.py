@@ -7,6 +7,7 @@ the first divergence (explain.py). The verdict it returns is in verdict.py.
 
 from __future__ import annotations
 
+import copy
 import gc
 import re
 from collections.abc import Callable, Mapping
@@ -107,12 +108,7 @@ def check(
     gc.disable()
     try:
         checker = _Checker(trace, outputs, ref_of, rtol, atol, own_names)
-        try:
-            report = checker.report()
-        except GuessedWrong:  # a value the walk took as right is not: again, each compared as it comes
-            guessed, checker = checker, _Checker(trace, outputs, ref_of, rtol, atol, own_names, defer=False)
-            checker.remember(guessed)
-            report = checker.report()
+        report = checker.report()
         if split is not None:
             broken = sorted(
                 violations(
@@ -193,6 +189,19 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
 
     # ---- the walk ---------------------------------------------------------------------------
     def report(self) -> CheckReport:
+        """The verdict. Where a value the columnar walk took as right is not (``value_columns._close``), the check is
+        made again, each value compared as it comes, from what the first attempt worked out (``remember``)."""
+        try:
+            return self._report()
+        except GuessedWrong:
+            guessed = copy.copy(self)  # (its memos: the walk's own state is made anew)
+            args = (self.trace, self.outputs, self.ref_of, self.rtol, self.atol, self.own_names)
+            self.__dict__.clear()
+            self.__init__(*args, defer=False)
+            self.remember(guessed)
+            return self._report()
+
+    def _report(self) -> CheckReport:
         if not self.trace.payloads:
             raise ValueError("check needs the payloads: run the world with keep_payloads=True")
         handlers = {"send": self._send, "recv": self._recv, "op": self._op, "hold": self._hold}

@@ -23,6 +23,7 @@ from .expected import _index_key
 _OUTPUT = itemgetter(1)  # an op's output in its payloads (inputs, output)
 _NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
 _F64 = np.dtype(np.float64)
+_INF = float("inf")
 _DEFERRED_MOST = 32  # pairs taken as right before they are held to it together
 _SPAN_LEAST = 256  # events of bookkeeping alone in a row that are done in whole-array steps (fewer: one by one)
 
@@ -309,7 +310,10 @@ class _ValueColumns:
             and _near(found.item(0), expected.item(0))
             and _near(found.item(-1), expected.item(-1))
             and _near(found.item(found.size // 2), expected.item(found.size // 2))
-        ):  # (a value off at its first, middle or last element is compared now: a wrong program's check is not made twice)
+            and _near(found.item(found.size // 4), expected.item(found.size // 4))
+            and _near(found.item(3 * found.size // 4), expected.item(3 * found.size // 4))
+        ):  # (a value off at its first, last, middle or quarter elements is compared now: a wrong program's check is
+            # seldom made twice)
             deferred.append((found, expected))
             if len(deferred) >= _DEFERRED_MOST:  # (held to it now and then: a wrong guess is found early)
                 if not self.deferred_hold():
@@ -340,7 +344,10 @@ class _ValueColumns:
 def _near(a: float, b: float) -> bool:
     """Whether two numbers agree to about nine digits (sums added in another order differ in their last two or three):
     whether a guess that two arrays are plainly close is worth taking."""
-    return a == b or abs(a - b) <= 1e-9 * (abs(a) + abs(b))
+    if a == b:
+        return True
+    d = abs(a - b)
+    return d <= 1e-9 * (abs(a) + abs(b)) and d != _INF  # (one infinite, the other not: far apart)
 
 
 def _bookkeeping_spans(arrays: dict[str, np.ndarray], extra: dict) -> list[tuple[int, int]]:

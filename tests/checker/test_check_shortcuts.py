@@ -281,14 +281,13 @@ def test_zeros_that_two_names_hold_read_by_an_op_make_no_note_and_ones_do():
 
 @pytest.mark.parametrize(
     "off, verdict",
-    [
-        (
-            [0.0, 1e-12, 0.0, 0.0, 0.0],
-            "passed",
-        ),  # where the model has 0: past the lower bound, within the median's floor
-        ([np.nan, 0.0, 0.0, 0.0, 0.0], "passed"),  # a NaN where the model has one, the rest a last bit off
-        ([0.0, 1e-5, 0.0, 0.0, 0.0], "FAILED"),  # plainly past float64's tolerance, where identify does not look first
-        ([0.0, 0.0, 1e-5, 0.0, 0.0], "FAILED"),  # and where it does
+    [  # (where the model has 0: past the lower bound, within the median's floor; a NaN where the model has one, the
+        # rest a last bit off; plainly past float64's tolerance where the walk's first look does not see it, and where
+        # it does)
+        ([0.0, 1e-12] + [0.0] * 7, "passed"),
+        ([np.nan] + [0.0] * 8, "passed"),
+        ([0.0, 1e-5] + [0.0] * 7, "FAILED"),
+        ([0.0] * 4 + [1e-5] + [0.0] * 4, "FAILED"),
     ],
     ids=["between the bounds", "NaN", "wrong", "wrong where it looks"],
 )
@@ -296,7 +295,7 @@ def test_values_taken_as_right_and_found_not_plainly_close_are_compared_as_the_w
     """The columnar walk takes float64 values off in their last bits as right and holds them all to it at its end: one
     past the lower bound is compared under its own tolerance, and one that is not the same after all sends the check
     back to compare each value as it comes. The report is the walk over records' each time."""
-    x = np.array([3.0, 0.0, -2.0, 7.0, 1.5])
+    x = np.array([3.0, 0.0, -2.0, 7.0, 1.5, -0.5, 2.5, 4.0, -6.0])
 
     def model(dev):
         a = dev.compute("a", np.multiply, dev.hold("x", x), 2.0)
