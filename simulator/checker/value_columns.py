@@ -71,7 +71,7 @@ class _ValueColumns:
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
         op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
-        dsts: list[int] | None = None
+        dsts = self._dsts  # (each message's destination, read once per check where one is named)
         plain_op = self._plain_op
         columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
         for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns), start):
@@ -82,7 +82,7 @@ class _ValueColumns:
                 named = extra.get(row)
                 if named is not None and named[0] is not None:
                     if dsts is None:
-                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                        dsts = self._dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
                     if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
                         self._send(i, t.message_at_row(row))
                 elif label < 0:

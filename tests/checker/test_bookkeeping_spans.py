@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import simulator.checker.value_columns as value_columns
-from simulator import World
+from simulator import FlatSlice, World
 from simulator.checker import Reference, check
 from simulator.checker.run_check import _Checker, _resolver
 from simulator.checker.split import Split
@@ -62,7 +62,9 @@ def named_program(dev, p, dtype=np.float64, bug=None):
     held = dev.hold(f"x[{dev.rank}]", terms(p, dtype)[dev.rank])
     if bug == "off" and dev.rank == 1:
         held = held * (1 + 1e-5)  # (what it holds is right: what it all-reduces is not)
-    if bug == "partials":
+    if bug in ("partials", "partials off"):
+        if bug == "partials off" and dev.rank == 1:
+            held = held * (1 + 1e-5)
         return dev.all_reduce(held, partials="x", name="v")
     return dev.all_reduce(held, name="v")
 
@@ -153,6 +155,7 @@ def test_a_partial_all_reduce_gets_the_one_by_one_walks_report(monkeypatch, dtyp
         (None, "passed", None),
         ("off", "FAILED", ("message", 1, "v")),  # the first finished chunk device 1 is sent
         ("partials", "passed", None),
+        ("partials off", "FAILED", ("message", 2, "x[1]")),  # device 1's own term, the first message it sends
     ],
 )
 def test_named_sums_and_results_of_a_booked_ring_are_compared_one_by_one(monkeypatch, bug, verdict, first):
@@ -280,3 +283,24 @@ def test_every_teaching_scenario_with_stretches_of_eight_gets_the_one_by_one_wal
     ref, run = sc.reference(), sc.world.run(sc.program, *sc.args)
     report = checked_both_ways(run, ref, monkeypatch, spans=8, split=sc.split, records=False)
     assert report.ok is (sc.expect == "match")
+
+
+def flat_chunks(dev, p, wrong=False):
+    """Chunks of v held by their flattened elements (``FlatSlice``), two from the same first element, two to the same
+    last one: each compared with its own part of v (a chunk's expected value is kept by its first and last)."""
+    v = terms(p).sum(axis=0)
+    dev.hold("v", v[:3], index=FlatSlice(0, 3))
+    dev.hold("v", v[:5] + (1e-3 if wrong else 0.0), index=FlatSlice(0, 5))
+    dev.hold("v", v[2:5], index=FlatSlice(2, 5))  # (and two to the same last one)
+    dev.hold("v", v[3:], index=FlatSlice(3, v.size))
+    return dev.compute("v", lambda: v)
+
+
+@pytest.mark.parametrize("wrong, verdict", [(False, "passed"), (True, "FAILED")])
+def test_chunks_by_flattened_elements_are_each_compared_with_their_own_part(wrong, verdict):
+    report = check(World(1).run(flat_chunks, P, wrong), Reference.of(sum_model_of_terms, P))
+    assert report.verdict == verdict and report.checked >= 3
+
+
+def sum_model_of_terms(dev, p):
+    return dev.compute("v", lambda: terms(p).sum(axis=0))
