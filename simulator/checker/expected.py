@@ -148,13 +148,14 @@ _ARRAY_KEY_SIZE = 1 << 12  # an index array up to this many elements is remember
 
 def _index_key(index: Any) -> Any:
     """A key for an index made of integers, slices of integers, None and small arrays of integers or booleans (the
-    positions a balanced context-parallel split holds) and a ``FlatSlice`` (an all-reduce's chunk); slices and arrays are
-    not hashable, so each becomes what it selects by (an array: its dtype, shape and bytes). None for any other index
-    (a function), not remembered."""
+    positions a balanced context-parallel split holds), or a ``FlatSlice`` (a collective's chunk); slices and arrays
+    are not hashable, so each becomes what it selects by (an array: its dtype, shape and bytes). None for any other
+    index (a function), not remembered."""
     if index is None:
         return ()
-    if type(index) is FlatSlice:  # (a chunk of an all-reduce: its elements start to stop of the flattened value)
-        return ("flat", index.start, index.stop)
+    if type(index) is FlatSlice:  # a chunk of a collective's flattened value: a function of its two ends alone
+        a, b = index.start, index.stop
+        return ("flat", a, b) if type(a) is int and type(b) is int else None
     if type(index) is slice:  # (the common case, a chunk: np.s_[2:4])
         a, b, c = index.start, index.stop, index.step
         if (a is None or type(a) is int) and (b is None or type(b) is int) and (c is None or type(c) is int):

@@ -3,9 +3,16 @@ that must be looked at, and the hot path of every op and named message with no r
 
 Most values a run holds are, byte for byte, the model's: a message under its name, an op's output and its inputs.
 Those are compared here by their bytes (the same bytes are equal under any tolerance) and counted as the walk over
-records counts them; anything else (another value, a shard, a partial sum, a name the model lacks, an input equal to
-two of its values) goes to the record's handlers in run_check.py (``_send``, ``_op_values``), which say what they
-always said. ``_Checker`` holds this as a mixin.
+records counts them. Float64 values off in their last bits (sums added in another order) are taken as right as the
+walk meets them and held to the tolerance's lower bound together, in one NumPy expression per shape (``_close``);
+a guess found wrong makes the check again, each value compared as it comes (``_Checker.report``). Anything else
+(another value, a partial sum, a name the model lacks, an input equal to two of its values) goes to the record's
+handlers in run_check.py (``_send``, ``_op_values``), which say what they always said. ``_Checker`` holds this as a
+mixin; what the walk finds of each op (its output the model's byte for byte: ``exact_rows``) the split walk reads.
+
+A long stretch of events that compare nothing (a ring all-reduce booked whole: its receives, unnamed chunks and
+reductions of names the model lacks) only says who acted last and where each value came from: that is worked out for
+the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave.
 """
 
 from __future__ import annotations

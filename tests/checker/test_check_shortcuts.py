@@ -16,9 +16,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from simulator import World
+from simulator import FlatSlice, World
 from simulator.checker import Reference, Split, check
 from simulator.checker.compare import _within, same
+from simulator.checker.expected import _index_key
 from simulator.teach.examples import all_scenarios, get
 from tests.checker.test_checker_fast_paths import as_records
 
@@ -336,3 +337,27 @@ def test_a_message_a_last_bit_off_that_equals_two_values_is_noted_as_the_walk_ov
         run, ref = World(2).run(program, twin), Reference.of(model, twin)
         report = both_ways(run, ref, None)
         assert report.ok and any("x and y" in n for n in report.notes) is twin, report.notes
+
+
+@pytest.mark.parametrize("sent, said, verdict", [(0, 0, "passed"), (4, 4, "passed"), (4, 0, "FAILED")])
+def test_a_chunk_named_by_its_place_in_the_flattened_value_is_compared_with_that_place(sent, said, verdict):
+    """A message named x with index=FlatSlice(...) (a collective's chunk) is compared with that chunk of x: each chunk
+    its own expected value, a chunk sent under another's place FAILS there, both ways."""
+    x = np.arange(8.0).reshape(2, 4) * 0.5 - 1.0
+
+    def model(dev):
+        return dev.compute("y", np.multiply, dev.hold("x", x), 1.0)
+
+    def program(dev):
+        if dev.rank == 0:
+            for start in (0, 4):
+                dev.send(x.reshape(-1)[sent if start == said else start :][:4].copy(), 1)
+            return None
+        for start in (0, 4):
+            dev.recv(0, name="x", index=FlatSlice(start, start + 4))
+        return dev.compute("y", np.multiply, dev.hold("x", x), 1.0)
+
+    run, ref = World(2).run(program), Reference.of(model)
+    report = both_ways(run, ref, None)
+    assert report.verdict == verdict, report.text()
+    assert _index_key(FlatSlice(0, 4)) == _index_key(FlatSlice(0, 4)) != _index_key(FlatSlice(4, 8))
