@@ -139,13 +139,11 @@ class _ValueColumns:
         ids[took] = np.fromiter(map(id, map(_OUTPUT, map(rec.op_payloads.__getitem__, made))), np.uint64, len(made))
         by = rank[gives].astype(np.int32 if self.world_size > 1 << 15 else np.int16)  # (sorted in linear time)
         order = np.argsort(by, kind="stable")  # by device, each device's in event order: a later one's word stands
-        codes = (row[gives] << 1 | took)[order].tolist()
-        ids_ = ids[order].tolist()
-        by = by[order]
-        starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's begin
+        codes, ids, by = (row[gives] << 1 | took)[order].tolist(), ids[order].tolist(), by[order]
+        starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's entries begin
         origin = self.origin
         for s, e in zip(starts, [*starts[1:], len(gives)]):
-            origin[int(by[s])].update(zip(ids_[s:e], codes[s:e]))
+            origin[int(by[s])].update(zip(ids[s:e], codes[s:e]))
         return True
 
     def _knows_some(self, ranks: np.ndarray, names: np.ndarray) -> bool:
@@ -368,15 +366,20 @@ def _bookkeeping_spans(arrays: dict[str, np.ndarray], extra: dict) -> list[tuple
     send = kind == CODE_SEND
     plain = (kind == CODE_RECV) | (send & (label >= 0)) | ((kind == CODE_OP) & (op_kind == FREE))
     plain |= (kind == CODE_OP) & (label >= 0) & (op_kind != HOLD)
-    for _ in range(2):
-        edges = np.flatnonzero(np.diff(plain.view(np.int8), prepend=0, append=0))  # each run's start and end
-        long = (edges[1::2] - edges[::2]) >= _SPAN_LEAST
-        named = [r for r, (name, _) in extra.items() if name is not None] if long.any() else None
-        if not named:
-            break
-        plain[send & np.isin(arrays["row"], named)] = False  # (a named message is the walk's to compare)
-        extra = {}
-    return list(zip(edges[::2][long].tolist(), edges[1::2][long].tolist()))
+    spans = _runs(plain)
+    named = [r for r, (name, _) in extra.items() if name is not None] if spans else None
+    if named:  # a named message is the walk's to compare: it ends a stretch
+        plain[send & np.isin(arrays["row"], named)] = False
+        spans = _runs(plain)
+    return spans
+
+
+def _runs(plain: np.ndarray) -> list[tuple[int, int]]:
+    """Each run of at least ``_SPAN_LEAST`` True values in a row, as (first, past the last)."""
+    edges = np.flatnonzero(np.diff(plain.view(np.int8), prepend=0, append=0))  # each run's start and end
+    starts, ends = edges[::2], edges[1::2]
+    long = ends - starts >= _SPAN_LEAST
+    return list(zip(starts[long].tolist(), ends[long].tolist()))
 
 
 def _lists(arrays: dict[str, np.ndarray], a: int, b: int) -> dict[str, list]:
