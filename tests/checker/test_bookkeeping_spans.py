@@ -304,3 +304,32 @@ def test_chunks_by_flattened_elements_are_each_compared_with_their_own_part(wron
 
 def sum_model_of_terms(dev, p):
     return dev.compute("v", lambda: terms(p).sum(axis=0))
+
+
+def mixed(dev, p, seed):
+    """A program of one seed's mix of collectives, booked or not, named or not, a device's value now and then
+    changed: whatever the verdict, stretches done whole must say and keep what one event at a time does."""
+    rng = np.random.default_rng(seed)
+    v = dev.hold("x", terms(p)[dev.rank], partial=True)
+    for _ in range(4):
+        what = rng.integers(5)
+        if rng.random() < 0.3 and dev.rank == rng.integers(p):
+            v = v + 1e-4
+        if what == 0:
+            v = dev.all_reduce(v, name="x" if rng.random() < 0.5 else None)
+        elif what == 1:
+            v = np.concatenate([v, dev.reduce_scatter(v)])[: 3 * p]
+        elif what == 2:
+            v = np.concatenate(dev.all_gather(v[:3]))[: 3 * p]
+        elif what == 3:
+            v = dev.broadcast(v, src=int(rng.integers(p)))
+        else:
+            v = np.concatenate(dev.all_to_all(list(v.reshape(p, 3))))
+    return v
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("booked", [True, False])
+def test_a_mix_of_collectives_gets_the_one_by_one_walks_report(monkeypatch, seed, booked):
+    run = World(P, book_collectives=booked).run(mixed, P, seed)
+    checked_both_ways(run, Reference.of(partial_model, P), monkeypatch, spans=8, records=seed < 3)
