@@ -119,7 +119,7 @@ def check(
                     atol,
                     outputs,
                     checker._identify_value,
-                    checker.columns,
+                    checker.column_lists(),
                     checker.exact_rows,
                 ),  # fmt: skip
                 key=lambda v: checker.order.key(v.event),
@@ -162,7 +162,9 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self.diverged: list[Divergence] = []
         self.unchecked: list[Unchecked] = []
         self.notes: list[str] = []
-        self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once walked
+        self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once asked
+        self._event_arrays: dict[str, np.ndarray] | None = None  # ... and as arrays, once walked
+        self._dsts: list[int] | None = None  # a columnar trace's messages' destinations, once a walk needs them
         # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
         # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
         self.exact_rows: dict[int, bool] = {}

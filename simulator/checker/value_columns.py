@@ -9,23 +9,30 @@ a guess found wrong makes the check again, each value compared as it comes (``_C
 (another value, a partial sum, a name the model lacks, an input equal to two of its values) goes to the record's
 handlers in run_check.py (``_send``, ``_op_values``), which say what they always said. ``_Checker`` holds this as a
 mixin; what the walk finds of each op (its output the model's byte for byte: ``exact_rows``) the split walk reads.
+
+A long stretch of events that compare nothing (a ring all-reduce booked whole: its receives, unnamed chunks and
+reductions of names the model lacks) only says who acted last and where each value came from: that is worked out for
+the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave.
 """
 
 from __future__ import annotations
 
+from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
-from ..core.ordering import CODE_RECV, CODE_SEND
+from ..core.ordering import CODE_OP, CODE_RECV, CODE_SEND
 from ..core.rows import FREE, HOLD
 from .compare import _within, identical, lower_tolerance, plainly_close, same
 from .expected import _index_key
 
+_OUTPUT = itemgetter(1)  # an op's output in its payloads (inputs, output)
 _NO_EXTRA = (None, None, None)  # an op's (index, doc, partial) where its row has none
 _F64 = np.dtype(np.float64)
 _INF = float("inf")
 _DEFERRED_MOST = 32  # pairs taken as right before they are held to it together
+_SPAN_LEAST = 256  # events of bookkeeping alone in a row that are done in whole-array steps (fewer: one by one)
 
 
 class GuessedWrong(Exception):
@@ -40,17 +47,41 @@ class _ValueColumns:
         """The walk over a columnar trace, reading its columns (``event_columns``): a record is made only for an
         event a handler must look at. A collective's unnamed chunk and its own reductions (labelled, a name
         the reference does not know) and every receive only say who acted last and where a value came from,
-        as ``_send``, ``_op`` and ``_recv`` would, without a record per event."""
+        as ``_send``, ``_op`` and ``_recv`` would, without a record per event; a long stretch of nothing else (a
+        ring all-reduce booked whole) says it in a few whole-array steps (``_bookkeeping``)."""
         t = self.trace
-        cols = self.columns = {k: v.tolist() for k, v in t.event_columns().items()}  # (the split walk reads them too)
+        arrays = self._event_arrays = t.event_columns()
+        spans = _bookkeeping_spans(arrays, t.recorder.msg_extra)
+        if not spans:  # (a program's own messages and ops throughout: the walk event by event, as ever)
+            self._walk_events(self.column_lists(), 0)
+            return
+        at = 0
+        for a, b in spans:
+            if at < a:
+                self._walk_events(_lists(arrays, at, a), at)
+            if not self._bookkeeping(a, b):  # (a reduction of a name the model knows: looked at event by event)
+                self._walk_events(_lists(arrays, a, b), a)
+            at = b
+        if at < len(arrays["kind"]):
+            self._walk_events(_lists(arrays, at, len(arrays["kind"])), at)
+
+    def column_lists(self) -> dict[str, list] | None:
+        """The walked trace's event columns as lists (the split walk reads them too), made once when first asked."""
+        if self.columns is None and self._event_arrays is not None:
+            self.columns = {k: v.tolist() for k, v in self._event_arrays.items()}
+        return self.columns
+
+    def _walk_events(self, cols: dict[str, list], start: int) -> None:
+        """Events ``start``, ``start + 1``, ... of a columnar trace, one at a time, from their columns ``cols``."""
+        t = self.trace
         rec = t.recorder
         extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
         op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
-        dsts: list[int] | None = None
+        dsts = self._dsts  # (each message's destination, read once per check where one is named)
         plain_op = self._plain_op
         columns = (cols[k] for k in ("kind", "row", "rank", "label", "name", "op_kind"))
-        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns)):
+        for i, (kind, row, rank, label, name, op_kind) in enumerate(zip(*columns), start):
             if kind == CODE_RECV:
                 last[rank] = i
                 origin[rank][id(payloads[row])] = row << 1  # (made a record if looked up: _Origins)
@@ -58,7 +89,7 @@ class _ValueColumns:
                 named = extra.get(row)
                 if named is not None and named[0] is not None:
                     if dsts is None:
-                        dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
+                        dsts = self._dsts = rec.table("msgs", copy=not t.finished)["dst"].tolist()
                     if not self._named_message(i, rank, dsts[row], named[0], named[1], payloads[row]):
                         self._send(i, t.message_at_row(row))
                 elif label < 0:
@@ -83,6 +114,49 @@ class _ValueColumns:
                     self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0, "held value")
                 else:
                     self._op_values(i, row, rank, text, output, inputs, index, partial, label >= 0)
+
+    def _bookkeeping(self, a: int, b: int) -> bool:
+        """Events ``a`` to ``b`` (receives, a collective's unnamed chunks, its reductions, frees: ``_bookkeeping_spans``)
+        done as ``_walk_events`` does them, in a few whole-array steps: each device's last event, and where each value
+        a device got came from (the last event that gave it, as one after another would leave it). False, with
+        nothing done, where one of its reductions has a name the model knows (then the walk looks at each)."""
+        rec, arrays = self.trace.recorder, self._event_arrays
+        kind, row, rank = arrays["kind"][a:b], arrays["row"][a:b], arrays["rank"][a:b]
+        is_op = (kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)
+        if is_op.any() and self._knows_some(rank[is_op], arrays["name"][a:b][is_op]):
+            return False
+        acting = (kind != CODE_OP) | is_op  # (a free says nothing)
+        latest = np.full(self.world_size, -1)
+        np.maximum.at(latest, rank[acting], np.flatnonzero(acting) + a)
+        last = self.last_event
+        for r in np.flatnonzero(latest >= 0).tolist():
+            last[r] = int(latest[r])
+        gives = np.flatnonzero((kind == CODE_RECV) | is_op)  # what each gives: the payload received, the op's output
+        took = is_op[gives]
+        got, made = row[gives[~took]].tolist(), row[gives[took]].tolist()
+        ids = np.empty(len(gives), np.uint64)
+        ids[~took] = np.fromiter(map(id, map(rec.msg_payloads.__getitem__, got)), np.uint64, len(got))
+        ids[took] = np.fromiter(map(id, map(_OUTPUT, map(rec.op_payloads.__getitem__, made))), np.uint64, len(made))
+        by = rank[gives].astype(np.int32 if self.world_size > 1 << 15 else np.int16)  # (sorted in linear time)
+        order = np.argsort(by, kind="stable")  # by device, each device's in event order: a later one's word stands
+        codes, ids, by = (row[gives] << 1 | took)[order].tolist(), ids[order].tolist(), by[order]
+        starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's entries begin
+        origin = self.origin
+        for s, e in zip(starts, [*starts[1:], len(gives)]):
+            origin[int(by[s])].update(zip(ids[s:e], codes[s:e]))
+        return True
+
+    def _knows_some(self, ranks: np.ndarray, names: np.ndarray) -> bool:
+        """Whether a device's reference knows the name of one of these reductions (devices ``ranks``, interned names
+        ``names``, in event order). Each device's reference is asked for in the order the walk would ask for it."""
+        members, first = np.unique(ranks, return_index=True)
+        refs: dict[int, Any] = {}
+        for r in members[np.argsort(first)].tolist():
+            ref = self._ref(r)
+            refs[id(ref)] = ref
+        texts = self.trace.recorder.names.values
+        asked = np.unique(names).tolist()  # (every device's reference asked of every name: one knowing it will do)
+        return any(self._knows(ref, texts[n]) for ref in refs.values() for n in asked)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
         """A named message read off the columns, with no record made: True when it carries the model's value (its
@@ -279,3 +353,35 @@ def _near(a: float, b: float) -> bool:
         return True
     d = abs(a - b)
     return d <= 1e-9 * (abs(a) + abs(b)) and d != _INF  # (one infinite, the other not: far apart)
+
+
+def _bookkeeping_spans(arrays: dict[str, np.ndarray], extra: dict) -> list[tuple[int, int]]:
+    """Where a columnar trace has at least ``_SPAN_LEAST`` events in a row that each only say who acted last and where
+    a value came from, by their columns alone: receives, a collective's (labelled) messages that carry no name, its
+    reductions (labelled ops, not held values), and frees; as (first, past the last) event. Whether a reduction's
+    name is one the model knows is asked of each span (``_bookkeeping``)."""
+    kind, label, op_kind = arrays["kind"], arrays["label"], arrays["op_kind"]
+    if len(kind) < _SPAN_LEAST:
+        return []
+    send = kind == CODE_SEND
+    plain = (kind == CODE_RECV) | (send & (label >= 0)) | ((kind == CODE_OP) & (op_kind == FREE))
+    plain |= (kind == CODE_OP) & (label >= 0) & (op_kind != HOLD)
+    spans = _runs(plain)
+    named = [r for r, (name, _) in extra.items() if name is not None] if spans else None
+    if named:  # a named message is the walk's to compare: it ends a stretch
+        plain[send & np.isin(arrays["row"], named)] = False
+        spans = _runs(plain)
+    return spans
+
+
+def _runs(plain: np.ndarray) -> list[tuple[int, int]]:
+    """Each run of at least ``_SPAN_LEAST`` True values in a row, as (first, past the last)."""
+    edges = np.flatnonzero(np.diff(plain.view(np.int8), prepend=0, append=0))  # each run's start and end
+    starts, ends = edges[::2], edges[1::2]
+    long = ends - starts >= _SPAN_LEAST
+    return list(zip(starts[long].tolist(), ends[long].tolist()))
+
+
+def _lists(arrays: dict[str, np.ndarray], a: int, b: int) -> dict[str, list]:
+    """Events ``a`` to ``b``'s columns as lists."""
+    return {k: v[a:b].tolist() for k, v in arrays.items()}
