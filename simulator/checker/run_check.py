@@ -20,7 +20,7 @@ from ..core.columnar import ColumnarTrace
 from ..core.trace import Message, Op, Trace
 from . import diagnose
 from .causal import CausalOrder
-from .compare import identical, plainly_close, same, structured
+from .compare import plainly_close, same, same_bytes, structured
 from .differential import Differential
 from .expected import _Expectations
 from .explain import _Explanations, _floaty
@@ -315,14 +315,7 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         wrong_before = len(self.diverged)
         slot = self._expect(ref, name, index)
         expected = slot[0] if slot is not None else ref.expected(name, index)
-        if (
-            type(output) is np.ndarray
-            and type(expected) is np.ndarray
-            and output.shape == expected.shape
-            and output.dtype == expected.dtype
-            and output.dtype.kind in "biuf"
-            and identical(output, expected)
-        ):  # the same bytes: equal under any tolerance, as _compare would say
+        if same_bytes(output, expected):  # equal under any tolerance, as _compare would say
             self.checked += 1
             output_right = True
             if type(rec) is int and expected is ref.values.get(name):  # the model's whole value of its name

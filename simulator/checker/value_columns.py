@@ -24,7 +24,7 @@ import numpy as np
 
 from ..core.ordering import CODE_OP, CODE_RECV, CODE_SEND
 from ..core.rows import FREE, HOLD
-from .compare import _within, identical, lower_tolerance, plainly_close, same
+from .compare import _within, lower_tolerance, plainly_close, same, same_bytes
 from .expected import _index_key
 
 _OUTPUT = itemgetter(1)  # an op's output in its payloads (inputs, output)
@@ -176,14 +176,7 @@ class _ValueColumns:
                 return False
             slot = self._expect(ref, name, index, at)
         expected = slot[0]
-        if not (
-            type(payload) is np.ndarray
-            and type(expected) is np.ndarray
-            and payload.shape == expected.shape
-            and payload.dtype == expected.dtype
-            and payload.dtype.kind in "biuf"
-            and (payload.tobytes() == expected.tobytes() if payload.size <= 64 else identical(payload, expected))
-        ):
+        if not same_bytes(payload, expected):
             # other bytes: right if plainly close (as _send's comparison says), and then as ambiguous as it is itself
             if not self._close(payload, expected) or self._ambiguous_now(ref, payload, name, None):
                 return False
@@ -234,14 +227,7 @@ class _ValueColumns:
             if slot is None:
                 slot = self._expect(ref, name, index, at)
             expected = slot[0]
-        exact = (
-            type(output) is np.ndarray
-            and type(expected) is np.ndarray
-            and output.shape == expected.shape
-            and output.dtype == expected.dtype
-            and output.dtype.kind in "biuf"
-            and identical(output, expected)
-        )
+        exact = same_bytes(output, expected)
         if not exact and not self._close(output, expected):
             return False  # (within the tolerance's lower bound: right, whatever its bits, as _compare says)
         self.last_event[rank] = i
@@ -272,14 +258,7 @@ class _ValueColumns:
         model's values (then ``same`` says True and ``_ambiguous`` says nothing), False when it has its bytes but they
         equal two (a note to make), None for other bytes (``same`` decides). Whether the model's input is plain is
         asked once per reference and tolerance (``_plain_inputs``)."""
-        if not (
-            type(found) is np.ndarray
-            and type(expected) is np.ndarray
-            and found.shape == expected.shape
-            and found.dtype == expected.dtype
-            and found.dtype.kind in "biuf"
-            and identical(found, expected)
-        ):
+        if not same_bytes(found, expected):
             return None
         plain = self._plain_inputs(ref)
         known = plain.get(id(expected))

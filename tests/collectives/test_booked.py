@@ -4,25 +4,10 @@ test_booked_payloads.py)."""
 import numpy as np
 import pytest
 
-import simulator.collectives.booked as booked
 from simulator import CostModel, World
 from simulator.core.errors import DeadlockError, EventLimitError
 from simulator.cost.model import TwoLevel
 from simulator.views.stepper import Stepper
-
-
-@pytest.fixture
-def bookings(monkeypatch):
-    """How many calls were booked whole."""
-    count = [0]
-    book = booked._book
-
-    def counting(*args):
-        count[0] += 1
-        return book(*args)
-
-    monkeypatch.setattr(booked, "_book", counting)
-    return count
 
 
 def staggered(dev, n, op, dtype, groups):

@@ -6,7 +6,6 @@ import dataclasses
 import numpy as np
 import pytest
 
-import simulator.collectives.booked as booked
 from simulator import CostModel, PerDevice, World
 from simulator.checker import Reference, check
 from simulator.core.errors import SimulationError
@@ -14,20 +13,6 @@ from simulator.cost.meta import MetaArray
 from simulator.cost.model import TwoLevel
 from simulator.teach.examples import all_scenarios
 from simulator.views.stepper import Stepper
-
-
-@pytest.fixture
-def bookings(monkeypatch):
-    """How many calls were booked whole."""
-    count = [0]
-    book = booked._book
-
-    def counting(*args):
-        count[0] += 1
-        return book(*args)
-
-    monkeypatch.setattr(booked, "_book", counting)
-    return count
 
 
 def values_of(n, rank, dtype):
