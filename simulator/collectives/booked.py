@@ -13,8 +13,9 @@ inputs and output are computed whole too (``ring_payloads``): the running sums t
 the same floats, the same objects where the messages pass one object on. With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
 the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
-by the partial sums they hold, and each receiver holds them under those names (``_name_partials``). The trace is the one the messages would have made, event for event and
-payload for payload; the tests run both and compare (tests/collectives/test_booked*.py).
+by the partial sums they hold, and each receiver holds them under those names (``_name_partials``).
+The trace is the one the messages would have made, event for event and payload for payload; the
+tests run both and compare (tests/collectives/test_booked*.py).
 
 When: not turned off (``World(book_collectives=False)`` runs every collective message by message),
 eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no strict
