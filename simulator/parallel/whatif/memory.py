@@ -8,10 +8,16 @@ the data-parallel (and context-parallel) ranks, ZeRO-2 the gradients too, ZeRO-3
 Activations per layer and microbatch are the tensors the backward reads (Korthikanti et al. 2022, section 4,
 whose Table 2 this reproduces for GPT: s b h (34 + 5 a s / h) bytes without parallelism, s b h (10 + 24 / t +
 5 a s / (h t)) under tensor parallelism, 34 s b h / t with sequence parallelism and selective recomputation,
-2 s b h under full recomputation), generalised to grouped-query attention, SwiGLU and mixtures of experts.
+2 s b h under full recomputation), generalised to grouped-query attention, SwiGLU and mixtures of experts. A
+fused attention kernel keeps no score matrix, only its fp32 softmax statistics and its output, and that output is
+the projection's input: flash-attn saves ``out_padded`` and returns a view of it (flash_attn_interface.py,
+``FlashAttnFunc``), and Megatron-LM hands that view to ``linear_proj`` (megatron/core/transformer/attention.py),
+so the two are one storage, counted once (until 2026-12-06 they were counted twice: 32 MiB a layer and
+microbatch on Llama 3 405B's layouts).
 How many microbatches each rank holds at once comes from walking its schedule: a forward adds its chunk's
 activations, a backward frees them (a split backward frees all but the weight-gradient products' inputs
-at I, and those at W).
+at I, and those at W). Sharded gradients (ZeRO-2 and -3) add, while a layer's backward ends, that layer's whole
+gradient until it is reduce-scattered (``reduced_gradient``).
 
 Besides the tensors a device holds what the framework keeps outside PyTorch's allocator, counted from
 measurements (``framework_bytes``): the CUDA context with lazy module loading, 287,047,680 bytes
@@ -91,7 +97,9 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
         return kept, kept
     qkv = e * T * (A + 2 * z.G) * z.d
     if layout.attention in FUSED_ATTENTION:
-        core = e * T * A * z.d + 4 * b * A * s / layout.cp  # its output and the softmax statistics (fp32)
+        # the softmax statistics (fp32); the output the kernel saves is the projection's input, one storage, counted
+        # in gemm_inputs (see the module docstring)
+        core = 4 * b * A * s / layout.cp
     elif layout.recompute == "selective":
         core = 0.0
     else:
@@ -125,18 +133,40 @@ def peak_activations(schedule: Schedule, rank: int, chunks: list[tuple[float, fl
 
 
 def transient(model: Transformer, layout: TrainingSetup, last: bool) -> float:
-    """Bytes alive only while one microbatch is processed: what the backward recomputes for one layer (under full
-    recomputation the layer's activations; under selective recomputation its attention core's score-matrix
-    tensors, which a fused kernel never keeps, so with one nothing is recomputed), and on the last stage the
-    logits (bf16, then fp32 for the cross-entropy)."""
+    """Bytes alive only while one microbatch is processed, beyond what the schedule holds: on the last stage the
+    logits (bf16, then fp32 for the cross-entropy); and while a layer's backward runs, the larger of what it
+    recomputes and what a sharded gradient needs (``reduced_gradient``). Recomputation holds one layer's
+    activations under full recomputation, and under selective recomputation its attention core's score-matrix
+    tensors, which a fused kernel never keeps (so with one nothing is recomputed); both are freed by the time the
+    layer's whole gradient exists, hence the larger of the two, not their sum."""
     z = PerRank.of(model, layout)
     extra = 6 * z.T * model.padded_vocab(layout.tp) / layout.tp if last else 0.0
+    recomputed = 0.0
     if layout.recompute == "full":
-        return extra + layer_activations(model, replace(layout, recompute="none"))[0]
-    if layout.recompute == "selective" and layout.attention not in FUSED_ATTENTION:
+        recomputed = layer_activations(model, replace(layout, recompute="none"))[0]
+    elif layout.recompute == "selective" and layout.attention not in FUSED_ATTENTION:
         scores = layout.microbatch * z.A * model.seq * model.seq
-        return extra + scores * ((2 + 1 + 2) if model.dropout else 2)  # softmax output, dropout mask and output
-    return extra
+        recomputed = scores * ((2 + 1 + 2) if model.dropout else 2)  # softmax output, dropout mask and output
+    return extra + max(recomputed, reduced_gradient(model, layout))
+
+
+def reduced_gradient(model: Transformer, layout: TrainingSetup) -> float:
+    """What sharded gradients (ZeRO-2 and -3) hold beyond the schedule's activations: one layer's whole gradient
+    while it is reduce-scattered, less that layer's own activations, which its backward has freed by then.
+
+    FSDP reduce-scatters a unit's gradient once the unit's backward has made all of it (PyTorch's FSDP: the
+    post-backward hook of a ``FlatParameter``, ``_reduce_grad``; FSDP2: ``post_backward`` of the module's group),
+    and the frameworks that train these models wrap one transformer block a unit (torchtitan's
+    ``apply_fsdp``, llm-foundry's ``fsdp_wrap_fn``). The gradient is in the weights' 16 bits where FSDP reduces
+    in them (``grad_accumulation="fsdp"``, MosaicML's DEFAULT mode) and in fp32 otherwise (Llama 3 section
+    3.3.2: "reduce-scatter gradients in FP32"; the fp32 product of ``grad_fusion``). The schedule's other
+    microbatches stay held throughout, so this is a floor: a reduce-scatter that outlasts the next forward keeps
+    the gradient while that forward's activations grow (not counted)."""
+    if layout.zero < 2:
+        return 0.0  # the gradients live in the whole main-gradient buffer, counted with the gradients
+    wb, gb, _ = layout.bytes_per_param
+    per_param = wb if layout.grad_accumulation == "fsdp" else gb
+    return max(0.0, per_param * layer_params_per_rank(model, layout) - layer_activations(model, layout)[0])
 
 
 def rank_params(

@@ -15,7 +15,8 @@ function memoryOf(data, choice) {
   if (problem) return { error: problem };
   const [dense, experts, layer] = model.table[`${choice.tp}|${choice.pp}`];
   const sp = choice.sp && choice.tp > 1 ? 1 : 0;
-  const [total, , first, last] = model.acts[`${choice.tp}|${choice.cp}|${choice.recompute}|${sp}|${choice.microbatch}`];
+  // what lives only while a microbatch runs, on the first and on the last stage: without and with sharded gradients
+  const [total, , first, last, firstSharded, lastSharded] = model.acts[`${choice.tp}|${choice.cp}|${choice.recompute}|${sp}|${choice.microbatch}`];
   const { weights: wb, grads: gb, optimizer: ob } = data.bytes;
   const shards = choice.dp * choice.cp; // ZeRO shards over the data-parallel (and context-parallel) ranks
   const params = dense + experts;
@@ -29,7 +30,7 @@ function memoryOf(data, choice) {
   let held = 0;
   let peak = 0;
   for (let k = 0; k < choice.pp; k++) peak = Math.max(peak, (held += perChunk * total)); // the warm-up's forwards
-  const activations = peak + (choice.pp === 1 ? last : first);
+  const activations = peak + (zero >= 2 ? (choice.pp === 1 ? lastSharded : firstSharded) : choice.pp === 1 ? last : first);
   return { params, sharded, layer, weights, grads, optimizer, activations, perChunk, total: weights + grads + optimizer + activations, capacity: data.capacity };
 }
 
@@ -51,7 +52,7 @@ function explain(data, c, m) {
     weights: `${wb} bytes each (bf16) x ${onDevice}; ${zeroed(3)}${c.zero >= 3 ? ", plus two layers gathered while they run" : ""}.`,
     grads: `${gbytes} bytes each (fp32 main gradients) x the same parameters; ${zeroed(2)}.`,
     optimizer: `${ob} bytes each (Adam's fp32 weights, m and v) x the same parameters; ${zeroed(1)}.`,
-    activations: `1F1B: the first stage holds pp = ${c.pp} microbatches at once, each of ${c.microbatch} sequence${c.microbatch > 1 ? "s" : ""} through ${m.perChunk} layers, keeping ${acts}${c.cp > 1 ? `; cp = ${c.cp} splits each sequence` : ""}${c.tp > 1 ? `; tp = ${c.tp} splits the layer${c.sp && c.tp > 1 ? " and sequence parallelism the rest" : ""}` : ""}.`,
+    activations: `1F1B: the first stage holds pp = ${c.pp} microbatches at once, each of ${c.microbatch} sequence${c.microbatch > 1 ? "s" : ""} through ${m.perChunk} layers, keeping ${acts}${c.cp > 1 ? `; cp = ${c.cp} splits each sequence` : ""}${c.tp > 1 ? `; tp = ${c.tp} splits the layer${c.sp && c.tp > 1 ? " and sequence parallelism the rest" : ""}` : ""}${c.zero >= 2 ? "; while a layer's backward ends its whole gradient waits to be reduce-scattered" : ""}.`,
   };
 }
 

@@ -13,6 +13,7 @@ the page's numbers to ``device_memory``'s for many settings::
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -108,8 +109,9 @@ def _model_tables(model: Transformer) -> dict[str, Any]:
                             tp=tp, cp=cp, recompute=recompute, sequence_parallel=sp and tp > 1, microbatch=b
                         )
                         total, kept = layer_activations(model, layout)
-                        first, last = transient(model, layout, False), transient(model, layout, True)
-                        acts[f"{tp}|{cp}|{recompute}|{int(sp)}|{b}"] = [total, kept, first, last]
+                        sharded = replace(layout, zero=2)  # ZeRO-2 and -3 also hold a layer's whole gradient
+                        ends = [transient(model, lay, last) for lay in (layout, sharded) for last in (False, True)]
+                        acts[f"{tp}|{cp}|{recompute}|{int(sp)}|{b}"] = [total, kept, *ends]
     return {
         "name": model.name,
         "layers": model.layers,

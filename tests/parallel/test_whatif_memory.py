@@ -1,0 +1,63 @@
+"""The what-if's memory against what the frameworks keep: a fused kernel's output, a sharded gradient while it is
+reduced, the interleaved schedule's warm-up, and layouts whose memory was published."""
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from simulator.parallel.whatif import TrainingSetup, Transformer, named_model
+from simulator.parallel.whatif.layer import layer_params_per_rank
+from simulator.parallel.whatif.memory import (
+    chunk_activations,
+    layer_activations,
+    peak_activations,
+    reduced_gradient,
+    transient,
+)
+from simulator.parallel.whatif.outside import LLAMA3, outside_rows
+from simulator.parallel.whatif.step import schedule_for
+
+GPT = Transformer(layers=8, hidden=1024, heads=16, seq=1024, vocab=51200, name="tiny-gpt")
+S, H, A = GPT.seq, GPT.hidden, GPT.heads
+
+
+@pytest.mark.parametrize("tp", [1, 4])
+def test_a_fused_kernel_keeps_table_2_less_the_score_matrix_and_its_output_once(tp):
+    # Korthikanti et al. 2022, Table 2: 34 s b h + 5 a s^2 b; a fused kernel keeps no score matrix, only its fp32
+    # softmax statistics, and its output is the projection's input (flash-attn saves out_padded, of which the
+    # output is a view; Megatron-LM hands core_attn_out, viewed, to linear_proj): one storage, counted once
+    layout = TrainingSetup(tp=tp, recompute="none", attention="flash", sequence_parallel=tp > 1)
+    assert math.isclose(layer_activations(GPT, layout)[0], 34 * S * H / tp + 4 * (A / tp) * S)
+
+
+def test_sharded_gradients_hold_one_layer_s_whole_gradient_while_it_is_reduced():
+    model = named_model("llama3-405b")  # a layer's 398 M parameters a rank outweigh its 0.5 GiB of activations
+    base = TrainingSetup(tp=8, dp=4, sequence_parallel=True, recompute="none")
+    grad, acts = 4 * layer_params_per_rank(model, base), layer_activations(model, base)[0]
+    assert reduced_gradient(model, base) == reduced_gradient(model, replace(base, zero=1)) == 0.0
+    assert reduced_gradient(model, replace(base, zero=2)) == pytest.approx(grad - acts)  # fp32, its layer freed
+    fsdp = replace(base, zero=2, grad_accumulation="fsdp", grad_fusion=False)  # reduced in the weights' 16 bits
+    assert reduced_gradient(model, fsdp) == pytest.approx(grad / 2 - acts)
+    assert transient(model, replace(base, zero=2), last=False) == pytest.approx(grad - acts)
+    # a recomputed layer is freed before its gradient is whole: the larger of the two, not their sum
+    full = replace(base, zero=2, recompute="full")
+    recomputed = layer_activations(model, base)[0]
+    expected = max(recomputed, reduced_gradient(model, full))
+    assert transient(model, full, last=False) == pytest.approx(expected)
+    small = named_model("llama3-8b")  # activations outweigh a layer's gradient: nothing beyond the schedule
+    assert reduced_gradient(small, replace(base, zero=2, sequence_parallel=False)) == 0.0
+
+
+def test_llama3_s_fullest_rank_is_the_second_at_the_interleaved_warm_up_count():
+    (row,) = [r for r in outside_rows() if r.table == LLAMA3 and r.label.startswith("405B 8,192")]
+    layout, per_layer = row.layout, layer_activations(row.model, row.layout)[0]
+    schedule, chunks = schedule_for(layout), chunk_activations(row.model, layout)
+    held = [peak_activations(schedule, rank, chunks) / per_layer for rank in range(layout.pp)]
+    pp, v = layout.pp, layout.virtual_stages
+    # Megatron-LM's warm-up, (pp - rank - 1) * 2 + (v - 1) * N with N = pp (schedules.py, get_pp_rank_microbatches;
+    # N may not go below pp), plus the steady state's first forward
+    assert held[1] == pytest.approx((pp - 1 - 1) * 2 + (v - 1) * pp + 1) and held[1] == pytest.approx(141)
+    # rank 0 runs one forward more, but 31 of its 143 are the embedding-only chunk, which keeps nothing
+    assert held[0] == pytest.approx((pp - 1) * 2 + (v - 1) * pp + 1 - 31)
+    assert max(range(pp), key=held.__getitem__) == 1
