@@ -61,3 +61,16 @@ def test_llama3_s_fullest_rank_is_the_second_at_the_interleaved_warm_up_count():
     # rank 0 runs one forward more, but 31 of its 143 are the embedding-only chunk, which keeps nothing
     assert held[0] == pytest.approx((pp - 1) * 2 + (v - 1) * pp + 1 - 31)
     assert max(range(pp), key=held.__getitem__) == 1
+
+
+def test_fsdp_s_sharded_weights_are_the_optimizer_s_fp32_ones():
+    from simulator.parallel.whatif import whatif
+
+    model = replace(named_model("llama3-8b"), layers=4)
+    deepspeed = TrainingSetup(dp=8, zero=3, global_batch=8)  # a 16-bit shard beside the fp32 one: 18 bytes
+    fsdp = replace(deepspeed, grad_accumulation="fsdp", grad_fusion=False)  # the fp32 shard is gathered: 16
+    one, two = (whatif(model, lay, "dgx-h100").memory[0] for lay in (deepspeed, fsdp))
+    gathered = 2 * 2 * layer_params_per_rank(model, deepspeed)  # a layer running and the next prefetched, bf16
+    assert two.params == pytest.approx(gathered)
+    assert one.params - two.params == pytest.approx(2 * model.params / 8, rel=0.02)  # the bf16 shard
+    assert one.optimizer == two.optimizer and one.grads == two.grads

@@ -3,7 +3,9 @@
 Weights, gradients and optimizer state take ``TrainingSetup.bytes_per_param`` bytes a parameter (18 for bf16 weights
 with fp32 main gradients and Adam's fp32 weights, m and v; 20 for fp16), split as Megatron-LM's
 distributed-optimizer guide counts them; ZeRO-1 (the distributed optimizer) shards the optimizer state over
-the data-parallel (and context-parallel) ranks, ZeRO-2 the gradients too, ZeRO-3 the weights too.
+the data-parallel (and context-parallel) ranks, ZeRO-2 the gradients too, ZeRO-3 the weights too, which under
+PyTorch's FSDP (``grad_accumulation="fsdp"``) are the optimizer's fp32 weights: 16 bytes a sharded parameter,
+not DeepSpeed's 18.
 
 Activations per layer and microbatch are the tensors the backward reads (Korthikanti et al. 2022, section 4,
 whose Table 2 this reproduces for GPT: s b h (34 + 5 a s / h) bytes without parallelism, s b h (10 + 24 / t +
@@ -198,6 +200,10 @@ def device_memory(model: Transformer, layout: TrainingSetup, schedule: Schedule,
     weights = wb * (sharded if layout.zero >= 3 else params)
     grads = gb * (sharded if layout.zero >= 2 else params)
     optimizer = ob * (sharded if layout.zero >= 1 else params)
+    if layout.zero >= 3 and layout.grad_accumulation == "fsdp":
+        # FSDP keeps no 16-bit shard: its sharded weights are the fp32 ones the optimizer steps (counted there),
+        # cast to 16 bits into a shard freed once gathered (FlatParamHandle.post_unshard frees _mp_shard)
+        weights = 0.0
     if layout.zero >= 3:  # a layer's gathered weights while it runs, and the next one's prefetched
         weights += 2 * wb * layer_params_per_rank(model, layout)
     last = schedule.placement[-1] == rank
