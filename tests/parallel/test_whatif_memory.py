@@ -106,3 +106,30 @@ def test_torchtitan_s_measured_memory_moves_with_the_fsdp_degree_by_the_sharded_
     predicted = (held[8] - held[128]) / 2**30
     for published in (82.4 - 67.0, 77.0 - 62.0):
         assert 0.85 < predicted / published <= 1.0, (predicted, published)
+
+
+# Megatron-LM's own memory tests (NVIDIA/Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_7b_tp4_pp1_memory_speed
+# and gpt3_7b_tp1_pp4_memory_speed: model_config.yaml, golden_values_dev_dgx_h100.json as of commit 6e091e1b68; one
+# node of 8 GPUs, so dp = 2). The last rank logs torch.cuda's peak allocated bytes ("mem-max-allocated-bytes") and
+# what is allocated after the step ("mem-allocated-bytes"; megatron/training/training.py, on rank world_size - 1).
+# The model is Megatron-LM's defaults around the flags given: biases, dropout 0.1, LayerNorm, a GeLU MLP of 4 x the
+# width; its learned position embedding (33.5 M parameters on the first stage) is not counted here.
+MEGATRON_7B = Transformer(layers=32, hidden=4096, heads=32, kv_heads=8, seq=8192, vocab=131073, tied=False)
+MEGATRON_FLAGS = dict(dp=2, global_batch=8, recompute="none", zero=1, grad_fusion=False, attention="flash")
+MEGATRON_RUNS = [  # layout, peak allocated, allocated after the step (bytes)
+    (TrainingSetup(tp=4, microbatch=2, **MEGATRON_FLAGS), 57_143_791_616, 20_663_519_232),
+    (
+        TrainingSetup(pp=4, microbatch=1, schedule="interleaved-1f1b", virtual_stages=8, **MEGATRON_FLAGS),
+        60_720_852_992,
+        24_808_996_864,
+    ),
+]
+
+
+@pytest.mark.parametrize(("layout", "peak", "state"), MEGATRON_RUNS)
+def test_megatron_s_memory_tests_allocate_at_least_the_tensors_counted(layout, peak, state):
+    last = whatif(MEGATRON_7B, layout, system("dgx-h100")).memory[-1]  # the last pipeline rank, which logs
+    # the allocator's peak holds every tensor counted and some not (cuBLAS's workspace, Transformer Engine's):
+    # counting the attention output twice, as until 2026-12-06, came to 1.001 and 1.02 of it, more than it held
+    assert 0.9 < last.total / peak <= 1.0
+    assert 0.9 < (last.params + last.grads + last.optimizer) / state <= 1.0  # weights, main gradients, the shard
