@@ -133,3 +133,17 @@ def test_megatron_s_memory_tests_allocate_at_least_the_tensors_counted(layout, g
     # counting the attention output twice, as until 2026-12-06, came to 1.001 and 1.02 of it, more than it held
     assert 0.9 < last.total / peak <= 1.0
     assert 0.9 < (last.params + last.grads + last.optimizer) / state <= 1.0  # weights, main gradients, the shard
+
+
+def test_megatron_s_15b_release_run_peaks_above_what_stays_by_the_activations_counted():
+    # NVIDIA/Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_15b_8t_release (golden_values_dev_dgx_h100.json
+    # as of commit 580d53a8f1): 32 layers of 6,144, 48 heads in 8 groups, 4,096 tokens, a squared-ReLU MLP of 4 x
+    # the width (two matrices, as GeLU), no biases or dropout, a 256,000-word vocabulary, untied; tp 8 with
+    # sequence parallelism, microbatches of 4. Its data-parallel size is not in the file, so only what the step
+    # adds is asked: the peak allocated (28.16 GB) less what stays allocated after it (13.27 GB), which is the
+    # activations and what lives only while a microbatch runs, the what-if's ``activations``
+    model = Transformer(layers=32, hidden=6144, heads=48, kv_heads=8, seq=4096, vocab=256000, tied=False, bias=False,
+                        dropout=False)  # fmt: skip
+    layout = TrainingSetup(tp=8, dp=8, microbatch=4, global_batch=32, sequence_parallel=True, recompute="none", zero=1)
+    step = whatif(model, layout, system("dgx-h100")).memory[0].activations  # the same at any data-parallel size
+    assert 0.9 < step / (28_160_194_560 - 13_268_858_880) <= 1.0
