@@ -75,9 +75,10 @@ def test_fsdp_s_sharded_weights_are_the_optimizer_s_fp32_ones():
     assert one.optimizer == two.optimizer and one.grads == two.grads
 
 
-# torchtitan's published runs (pytorch/torchtitan docs/performance.md at commit 3faaa1a0d, August 2024): FSDP2 (ZeRO-3,
-# gradients reduced in fp32), bf16, PyTorch's flash attention; sequence length, batch and recomputation from the
-# same commit's train_configs/*.toml; the 405B rows on "HBM2e based lower TDP SXM H100 (95GB)", asked at 94 GB
+# torchtitan's published runs (pytorch/torchtitan docs/performance.md at commit 3faaa1a0d, August 2024): FSDP2
+# (ZeRO-3; it reduces the gradients in fp32, the what-if's FSDP mode in 16 bits, which moves no verdict here),
+# bf16, PyTorch's flash attention; sequence length, batch and recomputation from the same commit's
+# train_configs/*.toml; the 405B rows on "HBM2e based lower TDP SXM H100 (95GB)", asked at 94 GB
 TORCHTITAN_FSDP = dict(zero=3, grad_accumulation="fsdp", grad_fusion=False, attention="flash")
 TORCHTITAN_RUNS = [  # model, layout, GPU, whether it trained (True) or ran out of memory (False)
     ("llama2-13b", dict(dp=64, microbatch=2, recompute="none"), ("dgx-a100", None), True),
