@@ -66,13 +66,29 @@ def test_llama3_s_fullest_rank_is_the_second_at_the_interleaved_warm_up_count():
 
 def test_fsdp_s_sharded_weights_are_the_optimizer_s_fp32_ones():
     model = replace(named_model("llama3-8b"), layers=4)
-    deepspeed = TrainingSetup(dp=8, zero=3, global_batch=8)  # a 16-bit shard beside the fp32 one: 18 bytes
+    deepspeed = TrainingSetup(dp=8, zero=3, global_batch=16)  # a 16-bit shard beside the fp32 one: 18 bytes
     fsdp = replace(deepspeed, grad_accumulation="fsdp", grad_fusion=False)  # the fp32 shard is gathered: 16
     one, two = (whatif(model, lay, "dgx-h100").memory[0] for lay in (deepspeed, fsdp))
     gathered = 2 * 2 * layer_params_per_rank(model, deepspeed)  # a layer running and the next prefetched, bf16
     assert two.params == pytest.approx(gathered)
     assert one.params - two.params == pytest.approx(2 * model.params / 8, rel=0.02)  # the bf16 shard
     assert one.optimizer == two.optimizer and one.grads == two.grads
+
+
+def test_fsdp_s_one_microbatch_step_holds_its_sharded_gradients_only_once_its_activations_are_gone():
+    # zero_grad sets FSDP's sharded gradients to None between steps; the one backward makes them as it frees the
+    # activations: the fuller moment is the activations' peak (no gradients) or the backward's end (no activations)
+    model = replace(named_model("llama3-8b"), layers=4)
+    fsdp = TrainingSetup(dp=8, zero=3, grad_accumulation="fsdp", grad_fusion=False, recompute="none")
+    one, two = (whatif(model, replace(fsdp, global_batch=8 * m), "dgx-h100").memory[0] for m in (1, 2))
+    assert one.grads == 0.0 and one.activations == pytest.approx(two.activations)  # the activations' peak
+    assert one.activations > two.grads  # which is the fuller moment
+    assert two.grads > 0.0  # accumulated over two microbatches, the first one's gradients stay for the second
+    full = replace(fsdp, recompute="full", global_batch=8)  # activations smaller than the gradients
+    late = whatif(replace(named_model("llama3-8b"), layers=4, seq=256), full, "dgx-h100").memory[0]
+    assert late.activations == 0.0 and late.grads > 0.0  # the backward's end
+    megatron = replace(fsdp, zero=2, grad_accumulation="add", global_batch=8)  # persistent buffers, held all step
+    assert whatif(model, megatron, "dgx-h100").memory[0].grads > 0.0
 
 
 # torchtitan's published runs (pytorch/torchtitan docs/performance.md at commit 3faaa1a0d, August 2024): FSDP2

@@ -19,7 +19,8 @@ microbatch on Llama 3 405B's layouts).
 How many microbatches each rank holds at once comes from walking its schedule: a forward adds its chunk's
 activations, a backward frees them (a split backward frees all but the weight-gradient products' inputs
 at I, and those at W). Sharded gradients (ZeRO-2 and -3) add, while a layer's backward ends, that layer's whole
-gradient until it is reduce-scattered (``reduced_gradient``).
+gradient until it is reduce-scattered (``reduced_gradient``). Under FSDP a step of one microbatch holds its sharded
+gradients only once its backward has made them, when its activations are gone: the fuller of the two moments counts.
 
 Besides the tensors a device holds what the framework keeps outside PyTorch's allocator, counted from
 measurements (``framework_bytes``): the CUDA context with lazy module loading, 287,047,680 bytes
@@ -208,4 +209,9 @@ def device_memory(model: Transformer, layout: TrainingSetup, schedule: Schedule,
         weights += 2 * wb * layer_params_per_rank(model, layout)
     last = schedule.placement[-1] == rank
     acts = peak_activations(schedule, rank, chunk_activations(model, layout)) + transient(model, layout, last)
+    if layout.zero >= 2 and layout.grad_accumulation == "fsdp" and layout.microbatches == 1:
+        # FSDP frees the sharded gradients between steps (zero_grad sets them to None, PyTorch's default since 2.0)
+        # and makes them layer by layer in the step's one backward: the activations' peak, at its start, holds none
+        # of them, its end all of them and no activations. The fullest of the two moments.
+        grads, acts = (0.0, acts) if acts >= grads else (grads, 0.0)
     return Memory(weights, grads, optimizer, acts, capacity, framework_bytes(layout))
