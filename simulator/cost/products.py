@@ -11,7 +11,9 @@ each ``bf16[b,m,k] x bf16[b,k,n]`` product compiled by XLA and timed on the GPU 
 runs, for b in 1, 2, 4 and m, n, k in 256 to 4096. Products of b x m rows run as one of that many rows (the
 table's b = 2 and 4 products with m up to 2048 are kept out of the grid and land within a few percent of it:
 tests/cost/test_products.py), so the grid's rows are b = 1 up to 4096 and b = 2 and 4 of m = 4096 (8,192 and
-16,384 rows). Rates in TFLOP/s, BF16 in and out.
+16,384 rows). Rates in TFLOP/s, BF16 in and out. H100 priced its products from this table from the fifth to the
+seventh pass; it now prices them from [VIDUR-H100] and keeps this table as the looped benchmark those are held
+against, its operands random (``MakeFakeArguments``, a small and a large range in turn).
 
 The table's timer (xla/service/gpu/model/hlo_op_profiler_cuda.cc) takes the median over every kernel a run
 launches, so a product that runs as more than one kernel is mis-timed: its H100 FP8 entries reach 2,593 TFLOP/s,
