@@ -205,3 +205,19 @@ def test_the_h100_profiles_priced_run_below_random_operands_at_the_same_shapes()
     assert len(ratios) == 69
     assert 0.86 < statistics.median(ratios) < 0.94
     assert max(t for pts in AIC_SGLANG_H100.values() for _, t in pts) < MAMF_H100_BF16
+
+
+def test_a_long_product_the_table_measured_is_not_slowed_again():
+    """Past the square benchmark's fastest size a product keeps the share that benchmark falls to, counted from
+    the size its shape was measured at (the median of its nearest profiled pairs' products): a product the
+    profiles measured past the benchmark's fall is read at their rate, and one grown past them loses only what
+    the benchmark loses between the two sizes."""
+    a = H100_ACHIEVED
+    n, k, rows = 57344, 8192, 4096  # Llama 2 70B's up projection, profiled at 4,096 rows (3.85 TFLOP)
+    measured = a.matmul_shapes.measured_flops(rows, n, k)  # its four nearest profiled pairs, the median
+    assert 2 * 10240**3 < measured <= 2 * rows * n * k
+    assert a.long_product_share(2 * rows * n * k, measured) == 1.0
+    assert a.long_product_share(2 * rows * n * k) < 0.91  # counted from the benchmark's fastest square instead
+    grown = a.long_product_share(2 * 2 * rows * n * k, measured)  # twice the rows, read at the 4,096-row rate
+    assert grown == pytest.approx(1.0)  # the benchmark is flat past 10240^3
+    assert a.long_product_share(2 * 10240**3, 2 * 9000**3) < 1.0  # it falls between 9000^3 and 10240^3
