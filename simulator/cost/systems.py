@@ -24,7 +24,8 @@ Sources, shortened in the fields below:
 - [VIDUR-H100]: Vidur's H100 SXM profiles of six models' query-key-value, output and up products (``simulator.
   cost.products``; the down projections, fed zeros by the profiler's dummy weights, left out): FP16 products of
   256 to 4,096 rows, 48 (n, k) pairs. H100 prices a 16-bit product at the median of its four nearest measured
-  shapes; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to.
+  shapes; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to from the size the shapes
+  were measured at.
 - [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
   FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
 - [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
@@ -235,7 +236,7 @@ H100_ACHIEVED = Achieved(
     matmul_shapes=H100_FP16,
     sources={
         "matmul_shapes": "[VIDUR-H100] 16-bit products by shape, as six models' linear layers ran them (no down "
-        "projections); past 8192^3 the fall of [TPT-79]'s largest square",
+        "projections); past 8192^3 the fall of [TPT-79]'s largest square, from the size they were measured at",
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
