@@ -105,6 +105,10 @@ class ShapeRates:
                         rate += wi * wj * wk * self.rates[i + di][j + dj][k + dk]
         return rate
 
+    def measured_flops(self, rows: float, cols: float, depth: float) -> float:
+        """FLOPs of the product the grid was measured at where it reads this shape (each axis clamped to it)."""
+        return 2.0 * _clamp(rows, self.rows) * _clamp(cols, self.cols) * _clamp(depth, self.depth)
+
 
 @dataclass(frozen=True)
 class ShapeSamples:
@@ -135,14 +139,29 @@ class ShapeSamples:
 
     def at(self, rows: float, cols: float, depth: float) -> float:
         """The rate of a product of this shape (see the class docstring)."""
+        return statistics.median(curve.at(rows) for _, _, curve in self._near(cols, depth))
+
+    def measured_flops(self, rows: float, cols: float, depth: float) -> float:
+        """FLOPs of the products measured where this shape is read: the median over the nearest pairs of each
+        pair's product at these rows, kept within the rows it was measured at."""
+        return statistics.median(
+            2.0 * _clamp(rows, tuple(r for r, _ in curve.points)) * math.exp(ln) * math.exp(lk)
+            for ln, lk, curve in self._near(cols, depth)
+        )
+
+    def _near(self, cols: float, depth: float) -> list[tuple[float, float, Curve]]:
         ln, lk = math.log(cols), math.log(depth)
-        near = sorted(self._curves, key=lambda c: (c[0] - ln) ** 2 + (c[1] - lk) ** 2)[: self.nearest]
-        return statistics.median(curve.at(rows) for _, _, curve in near)
+        return sorted(self._curves, key=lambda c: (c[0] - ln) ** 2 + (c[1] - lk) ** 2)[: self.nearest]
+
+
+def _clamp(size: float, axis: tuple[float, ...]) -> float:
+    """``size`` kept within the first and last of the increasing sizes ``axis``."""
+    return min(max(size, axis[0]), axis[-1])
 
 
 def _place(size: float, axis: tuple[float, ...]) -> tuple[int, float]:
     """(i, t): ``size`` lies t of the way from ``axis[i]`` to ``axis[i + 1]`` in log(size), clamped to the axis."""
-    size = min(max(size, axis[0]), axis[-1])
+    size = _clamp(size, axis)
     i = min(bisect.bisect_right(axis, size) - 1, len(axis) - 2)
     return i, math.log(size / axis[i]) / math.log(axis[i + 1] / axis[i])
 
@@ -237,19 +256,22 @@ class Achieved:
         if fp8:
             rate = self.matmul_fp8.at(flops)
         elif self.matmul_shapes is not None:
-            rate = self.matmul_shapes.at(m * batch, n, k) * self.long_product_share(flops)
+            shapes = self.matmul_shapes
+            rate = shapes.at(m * batch, n, k) * self.long_product_share(flops, shapes.measured_flops(m * batch, n, k))
         else:
             rate = self.matmul.at(flops)
         rate *= _tile_use(m) * _tile_use(n)
         traffic = (m * k + k * n + m * n) * batch * itemsize / self.memory_bandwidth
         return max(flops / rate, traffic)
 
-    def long_product_share(self, flops: float) -> float:
-        """The share of the shape-measured rate a product of ``flops`` keeps: 1 up to the FLOPs of ``matmul``'s
-        fastest square product, beyond it what ``matmul`` falls to (a long product can run slower than the short
-        ones a shape table times)."""
-        best_size, best_rate = max(self.matmul.points, key=lambda p: p[1])
-        return 1.0 if flops <= best_size else self.matmul.at(flops) / best_rate
+    def long_product_share(self, flops: float, measured: float = 0.0) -> float:
+        """The share of the shape-measured rate a product of ``flops`` keeps, its shape having been measured at
+        ``measured`` FLOPs: what ``matmul`` falls by from the larger of ``measured`` and its fastest square's
+        FLOPs to ``flops`` (a long product can run slower than the shorter ones a shape table times), 1 where it
+        does not fall. A fall the table measured is not counted again."""
+        best_size, _ = max(self.matmul.points, key=lambda p: p[1])
+        reference = max(measured, best_size)
+        return 1.0 if flops <= reference else min(1.0, self.matmul.at(flops) / self.matmul.at(reference))
 
     def overlapped(self, compute: float, comm: float) -> tuple[float, float]:
         """(compute seconds, exposed communication seconds) of ``compute`` with a collective of ``comm`` seconds

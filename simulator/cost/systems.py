@@ -19,8 +19,13 @@ Sources, shortened in the fields below:
   products``): FP16 products of 256 to 32,768 rows, 78 (n, k) pairs, as the models ran them. A100 prices a 16-bit
   product at the median of its four nearest measured shapes; [AZ-A100]'s squares stay in its description.
 - [XLA-H100]: OpenXLA's H100 matrix-product table by shape (``simulator.cost.products``): BF16 products of 256 to
-  16,384 rows, 256 to 4,096 columns and reduction lengths, each timed on its own. H100 prices a 16-bit product
-  at its shape's rate; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to.
+  16,384 rows, 256 to 4,096 columns and reduction lengths, each timed on its own. H100 priced a 16-bit product
+  from it until the eighth pass (2026-12-06); it stays as the benchmark the profiles below are held against.
+- [VIDUR-H100]: Vidur's H100 SXM profiles of six models' query-key-value, output and up products (``simulator.
+  cost.products``; the down projections, fed zeros by the profiler's dummy weights, left out): FP16 products of
+  256 to 4,096 rows, 48 (n, k) pairs. H100 prices a 16-bit product at the median of its four nearest measured
+  shapes; beyond [TPT-79]'s fastest square (8192^3) at the share [TPT-79] falls to from the size the shapes
+  were measured at.
 - [MAMF]: S. Bekman, "Machine Learning Engineering", compute/accelerator/README.md, Maximum Achievable Matmul
   FLOPS table (mamf-finder.py, best of a search over shapes): A100 SXM 271.2, H100 SXM 794.5 BF16 TFLOP/s.
 - [NCCL-412]: NVIDIA/nccl issue 412, S. Jeaugey (NCCL's maintainer): an 8 GB all_reduce gets "24GB/s
@@ -57,7 +62,7 @@ from dataclasses import dataclass, replace
 from .achieved import Achieved, Curve
 from .model import CostModel
 from .presets import dgx_a100, dgx_h100
-from .products import A100_FP16, H100_BF16
+from .products import A100_FP16, H100_FP16
 
 T = 1e12  # FLOP/s per TFLOP/s
 GBS = 1e9  # bytes/s per GB/s
@@ -228,9 +233,10 @@ H100_ACHIEVED = Achieved(
     overlap_slowdown=OVERLAP_SLOWDOWN,
     matmul_fp8=H100_FP8_CURVE,
     launch_seconds=LAUNCH_SECONDS,
-    matmul_shapes=H100_BF16,
+    matmul_shapes=H100_FP16,
     sources={
-        "matmul_shapes": "[XLA-H100] BF16 products by shape; past 8192^3 the fall of [TPT-79]'s largest square",
+        "matmul_shapes": "[VIDUR-H100] 16-bit products by shape, as six models' linear layers ran them (no down "
+        "projections); past 8192^3 the fall of [TPT-79]'s largest square, from the size they were measured at",
         "memory_bandwidth": "[AZ-H100] HBM copy, 2.90 TB/s (87% of the 3.35 TB/s datasheet peak)",
         "bus": "[AZ-H100] all-reduce; all-gather, reduce-scatter and all-to-all at [NCCL-TESTS-212]'s 370 GB/s",
         "nic_bandwidth": "assumed: 96% of a 400 Gb/s NDR port's 50 GB/s, the share [NCCL-412] gives for HDR",
