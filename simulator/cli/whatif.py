@@ -231,7 +231,10 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         help=f"model chunks per rank: 2 or more for {looped} (default 1)",
     )
     lay.add_argument(
-        "--recompute", choices=RECOMPUTE, default="selective", help="activation recomputation (default selective)"
+        "--recompute",
+        choices=RECOMPUTE,
+        default="selective",
+        help="activation recomputation (default selective; op: torchtitan's op-level policy)",
     )
     lay.add_argument("--sequence-parallel", action="store_true", help="split norms and dropout over tp ranks")
     lay.add_argument("--distribute-saved-activations", action="store_true",

@@ -98,6 +98,9 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
     if layout.recompute == "full":  # only the layer's input, split over tp when distributed
         kept = e * Tn * h / (layout.tp if layout.distribute_saved and not layout.sequence_parallel else 1)
         return kept, kept
+    if layout.recompute == "op":  # torchtitan's policy (price.op_recomputed): what it saves, and the layer input
+        kept = op_kept(model, layout)
+        return kept, kept
     qkv = e * T * (A + 2 * z.G) * z.d
     if layout.attention in FUSED_ATTENTION:
         # the softmax statistics (fp32); the output the kernel saves is the projection's input, one storage, counted
@@ -110,6 +113,17 @@ def layer_activations(model: Transformer, layout: TrainingSetup) -> tuple[float,
     act = mlp_in * (2 if model.mlp == "swiglu" else 1)
     total = 2 * e * Tn * h + qkv + core + 2 * mask + gemm_inputs + act
     return total, gemm_inputs
+
+
+def op_kept(model: Transformer, layout: TrainingSetup) -> float:
+    """Bytes one layer keeps for one microbatch under torchtitan's op-level selective checkpointing: the block's
+    input (the checkpoint's own), the outputs its policy saves (wq's and wv's; the attention kernel's output and
+    fp32 statistics; w1's, and with SwiGLU w2's; under sequence parallelism the two reduce-scatters')."""
+    z = PerRank.of(model, layout)
+    T, Tn, e = z.T, z.Tn, z.e
+    saved = T * (z.A * z.d + z.G * z.d + z.A * z.d + z.f) + (T * z.h if model.mlp == "swiglu" else 0.0)
+    scattered = 2 * Tn * z.h if layout.sequence_parallel else 0.0
+    return e * (Tn * z.h + saved + scattered) + 4 * layout.microbatch * z.A * model.seq / layout.cp
 
 
 def chunk_activations(model: Transformer, layout: TrainingSetup) -> list[tuple[float, float]]:
@@ -147,6 +161,8 @@ def transient(model: Transformer, layout: TrainingSetup, last: bool) -> float:
     recomputed = 0.0
     if layout.recompute == "full":
         recomputed = layer_activations(model, replace(layout, recompute="none"))[0]
+    elif layout.recompute == "op":  # what it re-makes, at most what the layer keeps without recomputation
+        recomputed = max(0.0, layer_activations(model, replace(layout, recompute="none"))[0] - op_kept(model, layout))
     elif layout.recompute == "selective" and layout.attention not in FUSED_ATTENTION:
         scores = layout.microbatch * z.A * model.seq * model.seq
         recomputed = scores * ((2 + 1 + 2) if model.dropout else 2)  # softmax output, dropout mask and output

@@ -5,7 +5,8 @@
 
 - ``matmul``, ``attention``, ``elementwise``: compute (``simulator.cost.achieved`` prices each op);
 - ``recompute``: the forward ops a backward re-runs first (all of them under full recomputation, with their
-  collectives; the attention core's under selective recomputation, Korthikanti et al. 2022 section 5);
+  collectives; the attention core's under selective recomputation, Korthikanti et al. 2022 section 5; under
+  torchtitan's op-level policy every second product of the layer and every element-wise op, ``op_recomputed``);
 - ``tp``, ``sp_cp``, ``ep``: the part of each collective that no product hides. A collective with a ``hide``
   product is hidden up to that product's time when the product runs in the same action and the layout's
   ``tp_overlap`` allows it (``layout.py``); when a schedule splits the backward, a collective waiting for
@@ -96,7 +97,35 @@ def recomputed_ops(forward: list[Op], layout: TrainingSetup, model: Transformer)
         return [gather, *forward]
     if layout.recompute == "selective" and layout.attention == "unfused":
         return [op for op in forward if op.core]
+    if layout.recompute == "op":
+        return op_recomputed(forward, model, layout)
     return []
+
+
+def op_recomputed(forward: list[Op], model: Transformer, layout: TrainingSetup) -> list[Op]:
+    """What torchtitan's op-level selective checkpointing re-runs (``selective_ac_option = 'op'``,
+    torchtitan/parallelisms/parallelize_llama.py, December 2024): its policy keeps the output of every odd
+    ``aten.mm`` a block's forward makes, of the attention kernel and of reduce-scatters, and recomputes the rest.
+    torchtitan's Llama calls its products one module each, wq, wk, wv, wo, then w1, w3, w2
+    (``self.w2(F.silu(self.w1(x)) * self.w3(x))``), so the second, fourth and sixth are recomputed: the key
+    product, the output projection and the up product w3 (with a GeLU MLP, fc1 then fc2: fc2). Every norm,
+    residual add and activation is recomputed too, and sequence parallelism's all-gathers (not in the policy's
+    list). The products here fuse q, k and v, and SwiGLU's w1 and w3, so the recomputed share is cut out of them."""
+    z = PerRank.of(model, layout)
+    out = []
+    for op in forward:
+        if op.kind == "memory" or op.collective == "all_gather":
+            out.append(op)
+        elif op.name == "qkv":  # wk alone: G d of the (A + 2 G) d columns
+            share = z.G / (z.A + 2 * z.G)
+            rows, cols, inner, count = op.shape
+            out.append(op._replace(name="qkv (k)", flops=op.flops * share, shape=(rows, cols * share, inner, count)))
+        elif op.name == "proj" or (op.name == "fc2" and model.mlp != "swiglu"):
+            out.append(op)
+        elif op.name == "fc1" and model.mlp == "swiglu":  # w3, one of the two halves
+            rows, cols, inner, count = op.shape
+            out.append(op._replace(name="fc1 (w3)", flops=op.flops / 2, shape=(rows, cols / 2, inner, count)))
+    return out
 
 
 def action_costs(model: Transformer, layout: TrainingSetup, achieved: Achieved) -> list[dict[str, Costs]]:

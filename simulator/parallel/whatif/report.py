@@ -53,6 +53,9 @@ def recompute_flops(model: Transformer, layout: TrainingSetup, sequences: int) -
     s, h = model.seq, model.hidden
     if layout.recompute == "selective":
         return sequences * model.layers * 4 * s * s * h if layout.attention == "unfused" else 0.0
+    if layout.recompute == "op":  # the key product, the output projection, and w3 (SwiGLU) or fc2 (price.op_recomputed)
+        per_token = h * model.kv * model.head_dim + model.heads * model.head_dim * h + h * model.inner
+        return sequences * model.layers * 2 * s * per_token
     layer = model_flops(model, sequences) / 3 - sequences * 2 * s * h * model.vocab
     return layer
 

@@ -48,6 +48,9 @@ Settings that model software as it was (for the papers' tables) rather than as i
 - ``train_metrics``: how many training metrics recompute the loss from the logits after each microbatch's
   backward, outside autograd (composer's train metrics: llm-foundry's models report ``LanguageCrossEntropy`` and
   ``LanguagePerplexity``, each PyTorch's unfused cross-entropy on the 16-bit logits; ``layer.TRAIN_METRIC``);
+- ``recompute``: "none", "selective" (Megatron-LM's: the attention core, nothing under a fused kernel), "full"
+  (each layer's input kept, its forward re-run), or "op" (torchtitan's op-level selective checkpointing,
+  ``selective_ac_option = 'op'``: every second product and the element-wise ops re-run, ``price.op_recomputed``);
 - ``cp_comm``: how context parallelism brings each rank the other ranks' keys and values: "ring" (Transformer
   Engine's ring attention, each step's exchange behind the previous step's kernel) or "allgather" (Llama 3's:
   all-gather them before the kernel and reduce-scatter their gradients after it, in the critical path).
@@ -60,7 +63,7 @@ from dataclasses import dataclass
 from ..schedules import SCHEDULES, ScheduleRecord
 from .model import Transformer
 
-RECOMPUTE = ("none", "selective", "full")
+RECOMPUTE = ("none", "selective", "full", "op")
 TP_OVERLAP = ("none", "backward", "full")
 # bytes a parameter: weights, gradients, optimizer state; FP8 (Transformer Engine) keeps bf16 weights and fp32
 # main gradients, casting to FP8 inside each product
@@ -297,6 +300,11 @@ class TrainingSetup:
         if self.sequence_parallel and (self.microbatch * model.seq // self.cp) % t:
             raise SetupError(
                 f"the {self.microbatch * model.seq // self.cp} tokens of a microbatch do not split over tp={t}"
+            )
+        if self.recompute == "op" and (model.experts or self.attention not in FUSED_ATTENTION):
+            raise SetupError(
+                "recompute='op' is torchtitan's op-level policy on its dense Llama with a fused attention kernel "
+                "(price.op_recomputed): use a dense model and attention='flash', or recompute='full'"
             )
         if self.ep > 1 and not model.experts:
             raise SetupError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")

@@ -34,7 +34,7 @@ CHOICES: dict[str, tuple[Any, ...]] = {
     "dp": (1, 2, 4, 8, 16, 32, 64),
     "cp": (1, 2, 4),
     "zero": (0, 1, 2, 3),
-    "recompute": RECOMPUTE,
+    "recompute": tuple(r for r in RECOMPUTE if r != "op"),  # torchtitan's op-level policy: a what-if setting only
     "sp": (True, False),
     "microbatch": (1, 2, 4, 8),
 }
