@@ -234,7 +234,7 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         "--recompute",
         choices=RECOMPUTE,
         default="selective",
-        help="activation recomputation (default selective; op: torchtitan's op-level policy)",
+        help="activation recomputation (default selective); op: torchtitan's op-level policy",
     )
     lay.add_argument("--sequence-parallel", action="store_true", help="split norms and dropout over tp ranks")
     lay.add_argument("--distribute-saved-activations", action="store_true",
