@@ -10,7 +10,8 @@ not DeepSpeed's 18.
 Activations per layer and microbatch are the tensors the backward reads (Korthikanti et al. 2022, section 4,
 whose Table 2 this reproduces for GPT: s b h (34 + 5 a s / h) bytes without parallelism, s b h (10 + 24 / t +
 5 a s / (h t)) under tensor parallelism, 34 s b h / t with sequence parallelism and selective recomputation,
-2 s b h under full recomputation), generalised to grouped-query attention, SwiGLU and mixtures of experts. A
+2 s b h under full recomputation), generalised to grouped-query attention, SwiGLU and mixtures of experts;
+under torchtitan's op-level policy a layer keeps what that policy saves (``op_kept``). A
 fused attention kernel keeps no score matrix, only its fp32 softmax statistics and its output, and that output is
 the projection's input: flash-attn saves ``out_padded`` and returns a view of it (flash_attn_interface.py,
 ``FlashAttnFunc``), and Megatron-LM hands that view to ``linear_proj`` (megatron/core/transformer/attention.py),

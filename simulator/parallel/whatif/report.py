@@ -11,7 +11,8 @@ schedule) and ``idle`` (done before the slowest device). The step's breakdown is
 Throughput: model FLOPs are 3 x (2 s x the parameters a token meets in products + 4 s^2 h per layer) + 6 s h V
 per sequence (the papers' count: Narayanan et al. 2021, section 5.1; Korthikanti et al. 2022, section 6; a
 mixture of experts counts the experts a token visits); hardware FLOPs add what recomputation re-runs (a whole
-forward of every layer under full recomputation, the attention core's 4 s^2 h under selective). TFLOP/s per GPU
+forward of every layer under full recomputation, the attention core's 4 s^2 h under selective, the key product,
+the output projection and w3 (a GeLU MLP's fc2) under torchtitan's op-level policy). TFLOP/s per GPU
 and MFU use model FLOPs; ``hardware_tflops_per_gpu`` is what Narayanan et al. 2021 report.
 """
 
