@@ -60,7 +60,7 @@ def test_the_step_and_the_memory_lie_between_no_recomputation_and_full():
 
 @pytest.mark.parametrize(
     "model, change",
-    [(LLAMA, dict(attention="unfused")), (named_model("mixtral-8x7b"), dict(ep=8))],
+    [(LLAMA, dict(attention="unfused")), (named_model("mixtral-8x7b"), dict(ep=8)), (LLAMA, dict(cp=2, dp=4))],
 )
 def test_it_is_refused_where_torchtitan_s_policy_does_not_say_what_it_keeps(model, change):
     with pytest.raises(SetupError, match="recompute='op'"):

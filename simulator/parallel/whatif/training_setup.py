@@ -306,6 +306,11 @@ class TrainingSetup:
                 "recompute='op' is torchtitan's op-level policy on its dense Llama with a fused attention kernel "
                 "(price.op_recomputed): use a dense model and attention='flash', or recompute='full'"
             )
+        if self.recompute == "op" and self.cp > 1:  # its ring attention runs the kernel once a step of the ring
+            raise SetupError(
+                f"recompute='op' with cp={self.cp}: what torchtitan's op-level policy keeps of context parallelism's "
+                "ring attention is not modelled; use recompute='full' or 'none', or cp=1"
+            )
         if self.ep > 1 and not model.experts:
             raise SetupError(f"ep={self.ep} needs a mixture-of-experts model; {model.name or 'this model'} is dense")
         if model.experts and (model.experts % self.ep or self.dp % self.ep):
