@@ -17,6 +17,7 @@ from __future__ import annotations
 # label, system, GPU memory (GB), model, tokens, tp, dp, local batch, recompute, published tokens/s per GPU
 RUNS = [
     ("Dec 2024 T1 FSDP", "dgx-h100", 96, "llama3-8b", 8192, 1, 8, 2, "op", 5762),
+    ("Dec 2024 T3 FSDP", "dgx-h100", 96, "llama3-8b", 8192, 1, 128, 2, "op", 5605),  # 400 Gb/s a GPU between hosts
     ("Aug 2024 405B 2D", "dgx-h100", 94, "llama3-405b", 8192, 8, 16, 2, "full", 109),
     ("Apr 2024 8B op", "dgx-a100", 80, "llama3-8b", 8192, 1, 64, 1, "op", 2973),
     ("Apr 2024 70B full", "dgx-a100", 80, "llama3-70b", 8192, 1, 64, 1, "full", 331),
@@ -30,14 +31,17 @@ RUNS = [
 def main() -> None:
     from dataclasses import replace
 
-    from simulator.cost.systems import system, with_memory
+    from simulator.cost.systems import system, with_memory, with_network
     from simulator.parallel.whatif import TrainingSetup, named_model, whatif
 
     print(f"{'run':18} {'system':9} {'model':12} {'recompute':9} {'published':>9} {'predicted':>9} ratio")
     for label, machine, gb, name, seq, tp, dp, batch, recompute, published in RUNS:
         layout = TrainingSetup(tp=tp, dp=dp, zero=3, microbatch=batch, global_batch=dp * batch, recompute=recompute,
                                sequence_parallel=tp > 1, optimizer="unfused", grad_accumulation="fsdp")  # fmt: skip
-        report = whatif(replace(named_model(name), seq=seq), layout, with_memory(system(machine), gb))
+        gpus = with_memory(system(machine), gb)
+        if label.startswith("Dec 2024"):  # Grand Teton: "400 Gb/s per GPU" between hosts (the page's Hardware)
+            gpus = with_network(gpus, nics_per_node=8, nic_gbps=400)
+        report = whatif(replace(named_model(name), seq=seq), layout, gpus)
         predicted = batch * seq / report.step_seconds / tp
         print(
             f"{label:18} {machine:9} {name:12} {recompute:9} {published:9,} {predicted:9,.0f} {predicted / published:5.2f}"
