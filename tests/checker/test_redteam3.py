@@ -1,0 +1,75 @@
+"""Right programs written as students write them, and wrong ones written to game the grader, each held to the verdict
+it deserves on the default World (a ring all-reduce booked whole) and message by message (``book_collectives=False``),
+on the columns and on plain records: float16 sums added in another order, ..."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from simulator import World
+from simulator.checker import Reference, check
+from tests.checker.test_checker_fast_paths import as_records
+
+P = 4
+
+
+def vectors(n: int, dtype, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal((P, n)).astype(dtype)
+
+
+def summed(dev, xs):
+    """The model: every device's vector, and their sum."""
+    for r in range(P):
+        dev.hold(f"x[{r}]", xs[r])
+    return dev.compute("v", lambda: xs.sum(axis=0))
+
+
+def verdicts(program, model, args, margs=None, **kw) -> set[str]:
+    """The verdicts of one program on the default World and message by message, each on the columns and on records."""
+    found = set()
+    for world in (World(P), World(P, book_collectives=False)):
+        run = world.run(program, *args)
+        for trace in (run, as_records(run)):
+            found.add(check(trace, Reference.of(model, *(args if margs is None else margs)), **kw).verdict)
+    return found
+
+
+def built_in(dev, xs, name=None, off=0.0):
+    """The library's all-reduce of this device's vector; ``off``: added to element 1 of the result."""
+    v = dev.all_reduce(dev.hold(f"x[{dev.rank}]", xs[dev.rank]), name=name)
+    if off:
+        v = v.copy()
+        v[1] += off
+    return v
+
+
+@pytest.mark.parametrize("name", [None, "v"])
+@pytest.mark.parametrize("off, verdict", [(0.0, "passed"), (0.25, "FAILED")])
+def test_a_float16_all_reduce_passes_where_its_sum_was_added_in_another_order(name, off, verdict):
+    """float16 sums of four vectors added in the ring's order differ from the model's by an ulp or two of the partial
+    sums, which is much of an element near zero: they pass; an element a quarter off FAILS."""
+    xs = vectors(1000, np.float16)
+    assert verdicts(built_in, summed, (xs, name, off), (xs,)) == {verdict}
+
+
+@pytest.mark.parametrize("rtol", [None, 5e-2, 1e-3])
+def test_identify_and_same_agree_on_float16_values_a_few_ulps_apart(rtol):
+    """float16 values whose near-zero elements are an ulp or a few off: ``identify`` (its look at three elements first,
+    its answers per shape) names every value a comparison with each names, under the default, a looser and a tighter
+    rtol; the median's floor (``compare.floor_share``) lets one ulp of a typical element through by default."""
+    from simulator.checker.compare import same, tolerances
+
+    rng = np.random.default_rng(3)
+    base = np.array([1.5, -2.0, 0.01, 1.0, -0.75], dtype=np.float16)
+    assert tolerances(base)[1] >= float(np.finfo(np.float16).eps) * 1.0  # one ulp of the median (1.0) at least
+    for _ in range(200):
+        ref = Reference()
+        for k in range(4):
+            v = base.copy()
+            v[rng.integers(v.size)] += np.float16(rng.choice([0.0, 1, 3, 10, 30]) * 2.0**-10)
+            ref.values[f"v{k}"] = v
+        found = base.copy()
+        found[rng.integers(found.size)] += np.float16(rng.choice([0.0, 1, 3, 10, 30]) * 2.0**-10)
+        every = [n for n, v in ref.values.items() if same(found, v, rtol)]
+        assert ref.identify(found, rtol=rtol) == every
