@@ -77,8 +77,13 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
             f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
             f"{read_only_hint(exc)}"
         ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
+    if isinstance(out, np.ndarray):
+        if out.base is not None and type(out) is np.ndarray and not _immutable(out):
+            # a view of memory the program can still write (a buffer it reuses): the trace keeps a copy of what the
+            # op made, not what the buffer holds later (sealing the view would not stop writes through its base)
+            out = sealed(np.array(out))
+        elif out.flags.writeable:
+            out = sealed(out)
     return out
 
 

@@ -25,10 +25,10 @@ def summed(dev, xs):
     return dev.compute("v", lambda: xs.sum(axis=0))
 
 
-def verdicts(program, model, args, margs=None, **kw) -> set[str]:
+def verdicts(program, model, args, margs=None, p=P, **kw) -> set[str]:
     """The verdicts of one program on the default World and message by message, each on the columns and on records."""
     found = set()
-    for world in (World(P), World(P, book_collectives=False)):
+    for world in (World(p), World(p, book_collectives=False)):
         run = world.run(program, *args)
         for trace in (run, as_records(run)):
             found.add(check(trace, Reference.of(model, *(args if margs is None else margs)), **kw).verdict)
@@ -73,3 +73,28 @@ def test_identify_and_same_agree_on_float16_values_a_few_ulps_apart(rtol):
         found[rng.integers(found.size)] += np.float16(rng.choice([0.0, 1, 3, 10, 30]) * 2.0**-10)
         every = [n for n, v in ref.values.items() if same(found, v, rtol)]
         assert ref.identify(found, rtol=rtol) == every
+
+
+def doubled_then_one_more(dev):
+    """The model: x, a = 2x, b = a + 1."""
+    a = dev.compute("a", lambda v: v * 2.0, dev.hold("x", np.array([1.0, 2.0, 3.0, 4.0])))
+    return dev.compute("b", lambda v: v + 1.0, a)
+
+
+@pytest.mark.parametrize("view", [lambda buf: buf[:], lambda buf: buf.reshape(2, 2).reshape(4), lambda buf: buf[::-1][::-1]])
+def test_an_op_whose_output_is_a_view_of_a_buffer_reused_later_keeps_what_it_computed(view):
+    """A device computes a into a working buffer and records a view of it, sends it, then reuses the buffer: the trace
+    keeps the a the op made (the program's later writes go to its buffer, not to the record), so the run passes, and
+    the device may keep writing its buffer."""
+
+    def program(dev):
+        if dev.rank == 0:
+            x = dev.hold("x", np.array([1.0, 2.0, 3.0, 4.0]))
+            buf = np.empty(4)
+            buf[:] = x * 2.0
+            dev.send(dev.compute("a", lambda v: view(buf), x), 1)
+            buf[:] = -1.0  # the buffer reused
+            return None
+        return dev.compute("b", lambda v: v + 1.0, dev.recv(0))
+
+    assert verdicts(program, doubled_then_one_more, (), p=2) == {"passed"}
