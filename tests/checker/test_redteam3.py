@@ -81,7 +81,9 @@ def doubled_then_one_more(dev):
     return dev.compute("b", lambda v: v + 1.0, a)
 
 
-@pytest.mark.parametrize("view", [lambda buf: buf[:], lambda buf: buf.reshape(2, 2).reshape(4), lambda buf: buf[::-1][::-1]])
+@pytest.mark.parametrize(
+    "view", [lambda buf: buf[:], lambda buf: buf.reshape(2, 2).reshape(4), lambda buf: buf[::-1][::-1]]
+)
 def test_an_op_whose_output_is_a_view_of_a_buffer_reused_later_keeps_what_it_computed(view):
     """A device computes a into a working buffer and records a view of it, sends it, then reuses the buffer: the trace
     keeps the a the op made (the program's later writes go to its buffer, not to the record), so the run passes, and
