@@ -100,3 +100,46 @@ def test_an_op_whose_output_is_a_view_of_a_buffer_reused_later_keeps_what_it_com
         return dev.compute("b", lambda v: v + 1.0, dev.recv(0))
 
     assert verdicts(program, doubled_then_one_more, (), p=2) == {"passed"}
+
+
+LARGE = 20_000  # elements: more than compare.EXACT_BY_BYTES, so the same-bytes test compares in place
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.int64])
+@pytest.mark.parametrize("name", [None, "v"])
+@pytest.mark.parametrize("off, verdict", [(0, "passed"), (1, "FAILED")])
+def test_a_large_all_reduce_one_element_off_fails_where_a_right_one_passes(dtype, name, off, verdict):
+    """Vectors too large to compare by a copy of their bytes (``compare.identical`` compares them in place): the sum
+    right passes, and one element off (by 1e-3 in float64, by 1 in int64), far from the elements a first look reads,
+    FAILS, booked or not."""
+    xs = (vectors(LARGE, np.float64) * 100).astype(dtype)
+    assert verdicts(large_off, summed, (xs, name, off * (1e-3 if dtype == np.float64 else 1)), (xs,)) == {verdict}
+
+
+def large_off(dev, xs, name, off):
+    v = dev.all_reduce(dev.hold(f"x[{dev.rank}]", xs[dev.rank]), name=name)
+    if off:
+        v = v.copy()
+        v[LARGE // 3 + 7] += off
+    return v
+
+
+@pytest.mark.parametrize("view", [False, True])
+def test_a_message_with_the_model_s_bytes_under_another_dtype_fails_at_that_message(view):
+    """Device 0 sends a's bytes read as integers, under a's name, and device 1 reads them back as floats: the sum is
+    right, but what crossed under a's name is not a (the same bytes are the same value only in the same dtype)."""
+
+    def program(dev):
+        if dev.rank == 0:
+            a = dev.compute("a", lambda v: v * 2.0, dev.hold("x", np.array([1.0, 2.0, 3.0, 4.0])))
+            dev.send(a.view(np.int64) if view else a, 1)
+            return None
+        got = dev.recv(0, name="a")
+        return dev.compute("b", lambda v: v + 1.0, got.view(np.float64) if view else got)
+
+    for world in (World(2), World(2, book_collectives=False)):
+        run = world.run(program)
+        for trace in (run, as_records(run)):
+            report = check(trace, Reference.of(doubled_then_one_more))
+            assert report.verdict == ("FAILED" if view else "passed"), report.text()
+            assert not view or (report.first.where, report.first.name) == ("message", "a"), report.text()
