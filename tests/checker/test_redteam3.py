@@ -1,6 +1,9 @@
 """Right programs written as students write them, and wrong ones written to game the grader, each held to the verdict
 it deserves on the default World (a ring all-reduce booked whole) and message by message (``book_collectives=False``),
-on the columns and on plain records: float16 sums added in another order, ..."""
+on the columns and on plain records: float16 sums added in the ring's order (right) and a quarter off (wrong); an op
+whose output is a view of a buffer the device reuses afterwards (right: the trace keeps what the op made); vectors
+too large to compare by a copy of their bytes, one element off (wrong); a's bytes sent as integers under a's name
+(wrong). Each of the checker's short cuts that these reach fails a test here when it is broken."""
 
 from __future__ import annotations
 
