@@ -146,3 +146,30 @@ def test_a_message_with_the_model_s_bytes_under_another_dtype_fails_at_that_mess
             report = check(trace, Reference.of(doubled_then_one_more))
             assert report.verdict == ("FAILED" if view else "passed"), report.text()
             assert not view or (report.first.where, report.first.name) == ("message", "a"), report.text()
+
+
+def test_the_whole_of_an_input_computed_after_a_block_of_it_breaks_the_split_on_columns_too():
+    """Each device holds its rows of X (by a function of the value: an index no key is made of), computes its rows of Y
+    from them, then computes X whole from its argument and Y from that: more than it was given. What the walk
+    remembers of a value that is the model's byte for byte (kept per name) is never its block's answer: both
+    devices break the split, on the columns as on records."""
+    from simulator.checker.split import ALL, Split
+
+    rows = Split(given={"X": {0: np.s_[0:2], 1: np.s_[2:4]}, "W": ALL})
+    X, W = np.arange(12.0).reshape(4, 3) * 0.5 - 1, np.arange(6.0).reshape(3, 2) * 0.25 + 0.1
+
+    def model(dev, X, W):
+        return dev.compute("Y", np.matmul, dev.hold("X", X), dev.hold("W", W))
+
+    def program(dev, X, W):
+        lo = 2 * dev.rank
+        block = dev.hold("X", X[lo : lo + 2], index=lambda v: v[lo : lo + 2])
+        w = dev.hold("W", W)
+        dev.compute("Y", np.matmul, block, w, index=np.s_[lo : lo + 2])
+        whole = dev.compute("X", lambda v: X, block)  # read from the argument, not received
+        return dev.compute("Y", np.matmul, whole, w)
+
+    run = World(2).run(program, X, W)
+    for trace in (run, as_records(run)):
+        report = check(trace, Reference.of(model, X, W), split=rows)
+        assert [(v.kind, v.rank) for v in report.broken] == [("given", 0), ("given", 1)], report.text()
