@@ -52,7 +52,7 @@ if TYPE_CHECKING:
 class Booking:
     """One ring all-reduce call being booked: who has arrived, with what, when."""
 
-    __slots__ = ("p", "booked", "arrived", "x", "entry", "devices", "results", "ends")
+    __slots__ = ("p", "booked", "arrived", "x", "entry", "devices", "calls", "results", "ends")
 
     def __init__(self, p: int, booked: bool) -> None:
         self.p = p
@@ -61,6 +61,7 @@ class Booking:
         self.x: list[Any] = [None] * p
         self.entry = [0.0] * p  # each member's clock when it arrived
         self.devices: list[Any] = [None] * p
+        self.calls: list[Any] = [None] * p  # each member's own call: its name= and partials= name what it receives
         self.results: list[Any] = [None] * p
         self.ends = [0.0] * p
 
@@ -85,7 +86,7 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
     if not b.booked:
         return None
     me = c.me
-    b.x[me], b.entry[me], b.devices[me] = x, dev.clock, dev
+    b.x[me], b.entry[me], b.devices[me], b.calls[me] = x, dev.clock, dev, c
     if b.arrived < b.p:  # wait for the others; the last one books everything and wakes us at our end
         eng.park(dev, c.group[(me - 1) % c.p], c.tag)
         return b.results[me]
@@ -153,35 +154,45 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
     index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
-    if c.name is not None:  # the all-gather's messages carry the result's chunks: named so, as their receives name them
+    names = [call.name for call in b.calls]  # (each receive names what it carries by its own member's call)
+    if any(n is not None for n in names):  # the all-gather's messages carry the result's chunks: named so
         at = first + (p - 1) * p
         for s in range(p - 1):
             for i in range(p):
-                j = (i - s) % p
-                rec.msg_extra[at + s * p + i] = (c.name, index[j])
-    if c.partials is not None and payloads is not None:
+                name = names[(i + 1) % p]
+                if name is not None:
+                    rec.msg_extra[at + s * p + i] = (name, index[(i - s) % p])
+    if payloads is not None and any(call.partials is not None for call in b.calls):
         _name_partials(eng, c, b, payloads.msgs, first, first_op, index)
 
 
 def _name_partials(eng: Engine, c: _Call, b: Booking, msgs: list, first: int, first_op: int, index: list) -> None:
     """With ``partials=``, the reduce-scatter's running sums are named as the messages name them: each message by
-    the members' partials it adds up (``'Z[1]+Z[2]'``, received and held under that name), each reduction by the
-    sum it makes, with the chunk's index (``_Call.sum_name``, ``combine``)."""
-    rec, p, parts = eng.recorder, c.p, c.partials
-    sums = [parts[(j + 1) % p] for j in range(p)]  # chunk j's running sum so far: member j + 1's partial
-    names = []
+    its receiver's names of the members' partials it adds up (``'Z[1]+Z[2]'``, held under that name by the
+    receiver), each reduction of a member that gave ``partials=`` by the sum it makes, with the chunk's index
+    (``_Call.sum_name``, ``combine``). A member that gave none names nothing it receives or makes; members that
+    gave other prefixes name by their own."""
+    rec, p = eng.recorder, c.p
+    parts = [call.partials for call in b.calls]  # each member's names of the members' partials, or None
+    keys = [None if q is None else q[0] for q in parts]  # (one running list of sums per prefix)
+    prefixes = {k: q for k, q in zip(keys, parts) if k is not None}
+    sums = {k: [q[(j + 1) % p] for j in range(p)] for k, q in prefixes.items()}
+    rows = np.frombuffer(rec.ops, OP_DTYPE, count=(p - 1) * p, offset=first_op * OP.size)
+    names = rows["name"].copy()  # (the plan wrote the op's one name, ``all_reduce.sum``: kept where none is given)
     for s in range(p - 1):
         for i in range(p):  # step s: member i sends chunk i - s - 1 to member i + 1, which holds it under its name
-            j = (i - s - 1) % p
-            rec.msg_extra[first + s * p + i] = (sums[j], index[j])
-            keep_named(b.devices[(i + 1) % p], sums[j], msgs[s * p + i])
-        sums = [sums[j] + "+" + parts[(j + s + 2) % p] for j in range(p)]
+            m, j = (i + 1) % p, (i - s - 1) % p
+            if keys[m] is not None:
+                rec.msg_extra[first + s * p + i] = (sums[keys[m]][j], index[j])
+                keep_named(b.devices[m], sums[keys[m]][j], msgs[s * p + i])
+        for k, q in prefixes.items():
+            sums[k] = [sums[k][j] + "+" + q[(j + s + 2) % p] for j in range(p)]
         for i in range(p):  # ... and adds its own block of chunk i - s - 2 into what it received
-            j = (i - s - 2) % p
-            names.append(rec.names(sums[j]))
-            rec.op_extra[first_op + s * p + i] = (index[j], None, None)
-    rows = np.frombuffer(rec.ops, OP_DTYPE, count=len(names), offset=first_op * OP.size)
-    rows["name"] = names  # (the plan wrote the op's one name: ``all_reduce.sum``)
+            if keys[i] is not None:
+                j = (i - s - 2) % p
+                names[s * p + i] = rec.names(sums[keys[i]][j])
+                rec.op_extra[first_op + s * p + i] = (index[j], None, None)
+    rows["name"] = names
     del rows  # (a view of the rows must go before they grow again)
 
 
