@@ -13,7 +13,8 @@ inputs and output are computed whole too (``ring_payloads``): the running sums t
 the same floats, the same objects where the messages pass one object on. With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
 the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
-by the partial sums they hold, and each receiver holds them under those names (``_name_partials``).
+by the partial sums they hold, and each receiver holds them under those names (``_name_partials``);
+each by its own member's call, as each receive names what it carries (members may name one call differently).
 The trace is the one the messages would have made, event for event and payload for payload; the
 tests run both and compare (tests/collectives/test_booked*.py).
 
@@ -22,7 +23,9 @@ eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no
 contracts, isolation replay or program time, NumPy arrays of numbers where payloads are kept (a
 ``MetaArray`` only without payloads), and every ring hop a link no other device books
 (``private_links``: fully connected, or inside a node of a two-level machine) so that booking them
-late changes nothing. The first member to arrive decides for the whole call.
+late changes nothing. The first member to arrive decides for the whole call (so without payloads, a call whose
+first member gives no ``partials=`` is booked whole even where a later one gives them: its messages then go unnamed,
+where message by message that member's receives would name them; nothing is checked without payloads).
 
 Why it is exact: while the members wait, nothing else can book their private links or reach their
 clocks; each member's events are at or after the time it arrived, so a live stepper holds back
