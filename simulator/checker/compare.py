@@ -314,11 +314,12 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
     rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
     low = {a.dtype, b.dtype} & {np.dtype(np.float32), np.dtype(np.float16)}
+    looser = -int(np.ceil(np.log10(worst_rel))) if 0 < worst_rel < 1e-2 else 0  # (the power of ten that allows them)
     rounding = (
         f" Differences this small are what {'float16' if np.dtype(np.float16) in low else 'float32'} gives when a "
         "long sum is added in another order: if "
-        "that is all, allow them with a looser tolerance, check(..., rtol=1e-3)."
-        if low and not cast and worst_rel < 1e-2
+        f"that is all, allow them with a looser tolerance, check(..., rtol=1e-{looser})."
+        if low and not cast and looser
         else ""
     )
     return (

@@ -173,3 +173,19 @@ def test_the_whole_of_an_input_computed_after_a_block_of_it_breaks_the_split_on_
     for trace in (run, as_records(run)):
         report = check(trace, Reference.of(model, X, W), split=rows)
         assert [(v.kind, v.rank) for v in report.broken] == [("given", 0), ("given", 1)], report.text()
+
+
+@pytest.mark.parametrize(
+    "dtype, off, rtol", [(np.float32, 2e-4, "1e-3"), (np.float32, 4e-3, "1e-2"), (np.float16, 4e-3, "1e-2")]
+)
+def test_the_rounding_hint_names_a_tolerance_that_allows_the_differences(dtype, off, rtol):
+    """Small float32 or float16 differences are told they may be rounding, with an rtol that would allow them: never
+    one tighter than the differences (float16's own is 1e-2; 1e-3 would fail more)."""
+    from simulator.checker.compare import difference, same
+
+    exact = np.random.default_rng(5).standard_normal(64).astype(dtype) + np.asarray(3.0, dtype)
+    found = exact.copy()
+    found[3] = exact[3] * (1 + off)
+    said = difference(found, exact, rtol=1e-4 if dtype == np.float16 else None)
+    assert f"check(..., rtol={rtol})" in said, said
+    assert same(found, exact, float(rtol))
