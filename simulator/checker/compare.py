@@ -35,7 +35,7 @@ from numpy import median as _median
 from ..cost.units import inline
 
 RTOL = {8: 1e-7, 4: 1e-4, 2: 1e-2}  # float itemsize -> default relative tolerance
-ULP_FLOOR = 8  # under the default rtol, atol is at least this many units in the last place of the median magnitude
+ULP_FLOOR = 8  # under the default rtol (or a looser one), atol is at least this many ulps of the median magnitude
 SHOW_UP_TO = 16  # arrays with at most this many elements are printed whole in explanations
 EXACT_BY_BYTES = (
     1 << 14
