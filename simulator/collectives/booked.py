@@ -23,9 +23,10 @@ eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no
 contracts, isolation replay or program time, NumPy arrays of numbers where payloads are kept (a
 ``MetaArray`` only without payloads), and every ring hop a link no other device books
 (``private_links``: fully connected, or inside a node of a two-level machine) so that booking them
-late changes nothing. The first member to arrive decides for the whole call (so without payloads, a call whose
-first member gives no ``partials=`` is booked whole even where a later one gives them: its messages then go unnamed,
-where message by message that member's receives would name them; nothing is checked without payloads).
+late changes nothing. The first member to arrive decides for the whole call (without payloads, a call whose first
+member gives no ``partials=`` is booked whole even where a later one gives them: the running sums are then computed
+whole as well, so that the names go with the values that member holds; ``MetaArray`` values, which have none, go
+unnamed).
 
 Why it is exact: while the members wait, nothing else can book their private links or reach their
 clocks; each member's events are at or after the time it arrived, so a live stepper holds back
@@ -138,7 +139,9 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan = plans[key] = RingPlan(eng, c, x)
     if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
         eng.refuse_more_events(c.dev.rank)
-    payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads else None
+    # (computed without payloads kept too where a member's partials= name them: it holds what it receives by name)
+    named = any(call.partials is not None for call in b.calls) and all(type(v) is np.ndarray for v in b.x)
+    payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads or named else None
     first, first_op = len(rec.msgs) // MSG.size, len(rec.ops) // OP.size  # the call's first rows
     if p >= VECTOR_FROM:
         ends = book_vector(eng, plan, c, b)
@@ -151,8 +154,9 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
     if payloads is not None:
-        rec.msg_payloads += payloads.msgs
-        rec.op_payloads += payloads.ops
+        if eng.keep_payloads:
+            rec.msg_payloads += payloads.msgs
+            rec.op_payloads += payloads.ops
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
@@ -165,7 +169,7 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
                 name = names[(i + 1) % p]
                 if name is not None:
                     rec.msg_extra[at + s * p + i] = (name, index[(i - s) % p])
-    if payloads is not None and any(call.partials is not None for call in b.calls):
+    if named:
         _name_partials(eng, c, b, payloads.msgs, first, first_op, index)
 
 

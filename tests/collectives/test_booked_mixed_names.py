@@ -49,3 +49,16 @@ def test_members_that_name_a_call_differently_get_the_messages_run_and_verdict(c
     same_runs(whole, messages)
     reports = [check(run, Reference.of(summed)) for run in (whole, messages)]
     assert reports[0].text() == reports[1].text()
+
+
+@pytest.mark.parametrize("who", [0, 3])
+def test_partials_on_one_member_without_payloads_are_named_as_the_messages_name_them(who):
+    """A world that keeps no payloads: the first member decides to book the call whole, and a later member's
+    partials= still name what it receives and makes, and it holds them, as message by message."""
+    partials = ["x" if r == who else None for r in range(P)]
+    whole, messages = (
+        World(P, book_collectives=b, keep_payloads=False).run(mixed, [None] * P, partials) for b in (True, False)
+    )
+    assert [o[1] for o in whole.outputs] == [o[1] for o in messages.outputs]
+    for a, b in ((whole.trace.messages, messages.trace.messages), (whole.trace.ops, messages.trace.ops)):
+        assert [(r.name, r.index) for r in a] == [(r.name, r.index) for r in b]
