@@ -46,3 +46,28 @@ def test_partials_on_a_native_all_reduce_get_the_simulated_verdict(gloo_worlds, 
     simulated = check(World(P).run(with_partials, *args), Reference.of(summed)).verdict
     native = check(gloo_worlds(P, timeout=20).run(with_partials, *args), Reference.of(summed)).verdict
     assert (simulated, native) == (verdict, verdict)
+
+
+def reduced(dev, kind, prefix):
+    """Device r's reduce-scatter, or reduce to device 0, of its vector with ``partials=prefix``; returns the sum there."""
+    x = dev.hold(f"x[{dev.rank}]", XS[dev.rank])
+    if kind == "reduce":
+        out = dev.reduce(x, 0, partials=prefix)
+        return out if dev.rank == 0 else None
+    dev.reduce_scatter(x, partials=prefix)
+    return None
+
+
+def summed_once(dev):
+    for r in range(P):
+        dev.hold(f"x[{r}]", XS[r])
+    return None
+
+
+@pytest.mark.parametrize("kind", ["reduce", "reduce_scatter"])
+@pytest.mark.parametrize("prefix", ["x", "z"])
+def test_partials_on_a_native_reduce_get_the_simulated_verdict(gloo_worlds, kind, prefix):
+    model = summed if kind == "reduce" else summed_once
+    simulated = check(World(P).run(reduced, kind, prefix), Reference.of(model))
+    native = check(gloo_worlds(P, timeout=20).run(reduced, kind, prefix), Reference.of(model))
+    assert simulated.verdict == native.verdict == ("not verified" if prefix == "z" else "passed"), native.text()
