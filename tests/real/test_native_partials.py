@@ -1,7 +1,7 @@
-"""``partials=`` on a native collective (torch's own all-reduce on gloo ranks) is held to the model as on simulated
-ranks: each member's input is held under its term's name, so a name the model lacks is not verified, a wrong term
-FAILS and right terms pass, on both (the native collective ignored the names before: an unknown one passed there
-and was not verified in the simulation)."""
+"""``partials=`` on a native collective (torch's own all-reduce, reduce and reduce-scatter on gloo ranks) is held to
+the model as on simulated ranks: each member's input is held under its term's name, so a name the model lacks is not
+verified, a wrong term FAILS and right terms pass, on both (the native collectives ignored the names before: an
+unknown one passed there and was not verified in the simulation)."""
 
 import numpy as np
 import pytest
