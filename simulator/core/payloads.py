@@ -78,13 +78,21 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
             f"{read_only_hint(exc)}"
         ) from exc
     if isinstance(out, np.ndarray):
-        if out.base is not None and type(out) is np.ndarray and not _immutable(out):
+        if out.base is not None and type(out) is np.ndarray and not _immutable(out) and out.nbytes <= _held(out):
             # a view of memory the program can still write (a buffer it reuses): the trace keeps a copy of what the
-            # op made, not what the buffer holds later (sealing the view would not stop writes through its base)
+            # op made, not what the buffer holds later (sealing the view would not stop writes through its base);
+            # a view larger than its memory (a broadcast) stays a view, sealed: its copy could be gigabytes
             out = sealed(np.array(out))
         elif out.flags.writeable:
             out = sealed(out)
     return out
+
+
+def _held(view: np.ndarray) -> int:
+    """The bytes of the array that owns a view's memory (its last base that is an array)."""
+    while type(view.base) is np.ndarray:
+        view = view.base
+    return view.nbytes
 
 
 def check_payload(value: Any, rank: int, where: str) -> None:

@@ -192,3 +192,14 @@ def test_the_rounding_hint_names_a_tolerance_that_allows_the_differences(dtype, 
     said = difference(found, exact, rtol=1e-4 if dtype == np.float16 else None)
     assert f"check(..., rtol={rtol})" in said, said
     assert same(found, exact, float(rtol))
+
+
+def test_an_op_whose_output_is_a_broadcast_of_a_small_array_stays_a_view():
+    """A view larger than the memory under it (a broadcast mask of 4 numbers standing for 16 million) is not copied
+    whole into the trace: a copy of what a view reads is kept only where it is no larger than that memory."""
+
+    def program(dev):
+        row = np.zeros(4)  # the program's own, writable
+        return dev.compute("mask", lambda: np.broadcast_to(row, (2000, 2000, 4))).strides
+
+    assert 0 in World(1).run(program).outputs[0]
