@@ -77,14 +77,18 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
             f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
             f"{read_only_hint(exc)}"
         ) from exc
-    if isinstance(out, np.ndarray):
-        if out.base is not None and type(out) is np.ndarray and not _immutable(out) and out.nbytes <= _held(out):
-            # a view of memory the program can still write (a buffer it reuses): the trace keeps a copy of what the
-            # op made, not what the buffer holds later (sealing the view would not stop writes through its base);
-            # a view larger than its memory (a broadcast) stays a view, sealed: its copy could be gigabytes
-            out = sealed(np.array(out))
-        elif out.flags.writeable:
-            out = sealed(out)
+    if isinstance(out, np.ndarray) and out.flags.writeable:
+        out = sealed(out)
+    return out
+
+
+def kept(out: Any) -> Any:
+    """An op's output as the trace keeps it: a view of memory the program can still write (a buffer it reuses) is
+    copied, so that the trace keeps what the op made, not what the buffer holds later (sealing the view does not
+    stop writes through its base). A view larger than its memory (a broadcast) stays as it is: its copy could be
+    gigabytes."""
+    if type(out) is np.ndarray and out.base is not None and not _immutable(out) and out.nbytes <= _held(out):
+        return sealed(np.array(out))
     return out
 
 
