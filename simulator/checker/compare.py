@@ -8,7 +8,10 @@ The tolerance: integers and booleans compare exactly. Floats compare element by 
 1e-7, float32 1e-4, float16 1e-2: parallel runs add in another order, which moves the last bits)
 and ``atol`` is raised to ``rtol * 1e-2 * (the median of the array's nonzero |expected|)``: an element
 that should be 1e-17 after cancellation is compared on the scale of the array's typical values, not on
-its own, and one huge element (a -1e9 attention mask) does not loosen the others.
+its own, and one huge element (a -1e9 attention mask) does not loosen the others. Under the dtype's own
+rtol (or a looser one) that floor is at least ``ULP_FLOOR`` units in the last place of the median
+(``floor_share``): float16's 1e-2 is only ten of them, and a sum of four added in another order moves an
+element near zero by one or two.
 
 A float value of lower precision than expected (float32 where one device has float64) is never the same:
 its rounding would hide under float64's tolerance, but the cast is itself a difference.
@@ -32,6 +35,7 @@ from numpy import median as _median
 from ..cost.units import inline
 
 RTOL = {8: 1e-7, 4: 1e-4, 2: 1e-2}  # float itemsize -> default relative tolerance
+ULP_FLOOR = 8  # under the default rtol (or a looser one), atol is at least this many ulps of the median magnitude
 SHOW_UP_TO = 16  # arrays with at most this many elements are printed whole in explanations
 EXACT_BY_BYTES = (
     1 << 14
@@ -42,15 +46,28 @@ def _numeric(a: np.ndarray) -> bool:
     return a.dtype.kind in "biufc"
 
 
+def floor_share(dtype: np.dtype, rtol: float | None = None) -> float:
+    """The share of an array's median nonzero magnitude its absolute tolerance is raised to: ``rtol * 1e-2``, and
+    at least ``ULP_FLOOR`` units in the last place unless the caller asked for less than the dtype's default rtol
+    (see the module docstring; a looser rtol never makes the floor tighter). 0 for integers and booleans."""
+    if dtype.kind not in "fc":
+        return 0.0
+    default = RTOL.get(dtype.itemsize, 1e-7)
+    if rtol is not None and rtol < default:
+        return rtol * 1e-2
+    return max((default if rtol is None else rtol) * 1e-2, ULP_FLOOR * float(np.finfo(dtype).eps))
+
+
 def tolerances(expected: Any, rtol: float | None = None, atol: float | None = None) -> tuple[float, float]:
     """The (rtol, atol) a comparison with ``expected`` uses (see the module docstring)."""
     b = _asarray(expected)
+    share = floor_share(b.dtype, rtol)
     if rtol is None:
         rtol = RTOL.get(b.dtype.itemsize, 1e-7) if b.dtype.kind in "fc" else 0.0
     floor = 0.0
     if b.dtype.kind in "fc" and b.size:
         typical = _abs(b[_isfinite(b) & (b != 0)])
-        floor = rtol * 1e-2 * float(_median(typical)) if typical.size else 0.0
+        floor = share * float(_median(typical)) if typical.size else 0.0
     return rtol, max(atol or 0.0, floor)
 
 
@@ -130,8 +147,9 @@ def bounded(found: np.ndarray, expected: np.ndarray, rtol: float | None, atol: f
     within = _within(found, y, (r, t))
     if within is not False:
         return within or None
-    # every difference is finite, so every expected element is: the floor is at most rtol 1e-2 of the largest
-    return False if _within(found, y, (r, max(t, r * 1e-2 * float(_abs(y).max())))) is False else None
+    # every difference is finite, so every expected element is: the floor is at most its share of the largest
+    top = floor_share(expected.dtype, rtol) * float(_abs(y).max())
+    return False if _within(found, y, (r, max(t, top))) is False else None
 
 
 def plainly_close(found: Any, expected: Any, rtol: float | None, atol: float | None) -> bool:
@@ -296,11 +314,12 @@ def difference(found: Any, expected: Any, rtol: float | None = None, atol: float
     window = (a[(*at, slice(lo, hi))], b[(*at, slice(lo, hi))]) if a.ndim else (a, b)
     rel_text = "inf (expected 0, infinite or nan)" if np.isinf(worst_rel) else f"{worst_rel:.3g}"
     low = {a.dtype, b.dtype} & {np.dtype(np.float32), np.dtype(np.float16)}
+    looser = -int(np.ceil(np.log10(worst_rel))) if 0 < worst_rel < 1e-2 else 0  # (the power of ten that allows them)
     rounding = (
         f" Differences this small are what {'float16' if np.dtype(np.float16) in low else 'float32'} gives when a "
         "long sum is added in another order: if "
-        "that is all, allow them with a looser tolerance, check(..., rtol=1e-3)."
-        if low and not cast and worst_rel < 1e-2
+        f"that is all, allow them with a looser tolerance, check(..., rtol=1e-{looser})."
+        if low and not cast and looser
         else ""
     )
     return (

@@ -21,7 +21,7 @@ from numpy import maximum as _maximum
 
 from ..core.trace import Trace
 from ..core.world import World
-from .compare import EXACT_BY_BYTES, RTOL, same, show, structured
+from .compare import EXACT_BY_BYTES, RTOL, floor_share, same, show, structured
 
 
 class _NoResult:
@@ -207,7 +207,7 @@ class Reference:
             mine = a.reshape(-1)[_sample_at(a.size)].astype(np.float64)
             with _errstate(all="ignore"):
                 if rtol is not None or atol is not None:  # the caller's tolerances, in place of each dtype's
-                    allowed = _allowed(samples, allowed[1], allowed[2], rtol, atol)
+                    allowed = _allowed(samples, allowed[1], allowed[2], allowed[3], rtol, atol)
                 else:
                     allowed = allowed[0]
                 near = (_abs(mine - samples) <= allowed).all(axis=1)
@@ -293,18 +293,20 @@ def _group_of(names: list[str], arrays: list[np.ndarray]) -> tuple:
         at = np.where(numeric[:, None], rows[:, _sample_at(rows.shape[1])], np.nan)
         scale = np.where(numeric, _abs(rows).max(axis=1), np.nan)
         rtol = np.full(len(arrays), RTOL[8])
+        share = np.full(len(arrays), floor_share(_F64))
     else:
-        samples, scales, rtols = [], [], []
+        samples, scales, rtols, shares = [], [], [], []
         for arr in arrays:
             numeric = arr.size and arr.dtype.kind in "biuf" and _isfinite(arr).all()
             where = _sample_at(arr.size)
             samples.append(arr.reshape(-1)[where].astype(np.float64) if numeric else np.full(len(where), np.nan))
             scales.append(float(_abs(arr).max()) if numeric else np.nan)
             rtols.append(RTOL.get(arr.dtype.itemsize, 1e-7) if arr.dtype.kind in "fc" else 0.0)
+            shares.append(floor_share(arr.dtype))
         scale, at = np.array(scales, dtype=np.float64), np.array(samples)
-        rtol = np.array(rtols)
+        rtol, share = np.array(rtols), np.array(shares)
     with _errstate(all="ignore"):  # (the default tolerances' bounds, worked out once)
-        allowed = (_allowed(at, scale, rtol, None, None), scale, rtol)
+        allowed = (_allowed(at, scale, rtol, share, None, None), scale, rtol, share)
     return names, arrays, at, allowed, np.isnan(scale), exact
 
 
@@ -321,7 +323,7 @@ def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
         at = _sample_at(arrays[0].size)
         with _errstate(all="ignore"):
             if rtol is not None or atol is not None:
-                allowed = _allowed(samples, allowed[1], allowed[2], rtol, atol)
+                allowed = _allowed(samples, allowed[1], allowed[2], allowed[3], rtol, atol)
             else:
                 allowed = allowed[0]
             mine = np.array([a.reshape(-1)[at].astype(np.float64) if a.size and a.dtype.kind in "biuf" else
@@ -343,11 +345,22 @@ def _answers(group: tuple, rtol: Any, atol: Any) -> dict[int, list[str]]:
     return answers
 
 
-def _allowed(samples: np.ndarray, scales: np.ndarray, rtols: np.ndarray, rtol: float | None, atol: float | None):
+def _allowed(
+    samples: np.ndarray,
+    scales: np.ndarray,
+    rtols: np.ndarray,
+    shares: np.ndarray,
+    rtol: float | None,
+    atol: float | None,
+):
     """Twice the most a comparison could allow at each sampled element of each candidate (``compare.tolerances``:
-    the relative tolerance, and an absolute one of at most ``rtol * 1e-2`` of the largest magnitude, or ``atol``)."""
+    the relative tolerance, and an absolute one of at most its floor's share of the largest magnitude (``shares``
+    under the default rtol, ``compare.floor_share``), or ``atol``)."""
     r = (rtols if rtol is None else np.full(len(rtols), float(rtol)))[:, None]
-    return 2.0 * (_maximum(atol or 0.0, r * 1e-2 * scales[:, None]) + r * _abs(samples))
+    if rtol is not None:  # (as floor_share: a caller's rtol below the dtype's default takes its own share alone)
+        shares = np.where(rtol < rtols, float(rtol) * 1e-2, _maximum(float(rtol) * 1e-2, shares))
+    share = shares[:, None]
+    return 2.0 * (_maximum(atol or 0.0, share * scales[:, None]) + r * _abs(samples))
 
 
 def _sample_at(size: int) -> list[int]:

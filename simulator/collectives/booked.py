@@ -13,7 +13,8 @@ inputs and output are computed whole too (``ring_payloads``): the running sums t
 the same floats, the same objects where the messages pass one object on. With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
 the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
-by the partial sums they hold, and each receiver holds them under those names (``_name_partials``).
+by the partial sums they hold, and each receiver holds them under those names (``_name_partials``);
+each by its own member's call, as each receive names what it carries (members may name one call differently).
 The trace is the one the messages would have made, event for event and payload for payload; the
 tests run both and compare (tests/collectives/test_booked*.py).
 
@@ -22,7 +23,10 @@ eager sends, ``algorithm="ring"``, ``partials`` only where payloads are kept, no
 contracts, isolation replay or program time, NumPy arrays of numbers where payloads are kept (a
 ``MetaArray`` only without payloads), and every ring hop a link no other device books
 (``private_links``: fully connected, or inside a node of a two-level machine) so that booking them
-late changes nothing. The first member to arrive decides for the whole call.
+late changes nothing. The first member to arrive decides for the whole call (without payloads, a call whose first
+member gives no ``partials=`` is booked whole even where a later one gives them: the running sums are then computed
+whole as well, so that the names go with the values that member holds; ``MetaArray`` values, which have none, go
+unnamed).
 
 Why it is exact: while the members wait, nothing else can book their private links or reach their
 clocks; each member's events are at or after the time it arrived, so a live stepper holds back
@@ -52,7 +56,7 @@ if TYPE_CHECKING:
 class Booking:
     """One ring all-reduce call being booked: who has arrived, with what, when."""
 
-    __slots__ = ("p", "booked", "arrived", "x", "entry", "devices", "results", "ends")
+    __slots__ = ("p", "booked", "arrived", "x", "entry", "devices", "calls", "results", "ends")
 
     def __init__(self, p: int, booked: bool) -> None:
         self.p = p
@@ -61,6 +65,7 @@ class Booking:
         self.x: list[Any] = [None] * p
         self.entry = [0.0] * p  # each member's clock when it arrived
         self.devices: list[Any] = [None] * p
+        self.calls: list[Any] = [None] * p  # each member's own call: its name= and partials= name what it receives
         self.results: list[Any] = [None] * p
         self.ends = [0.0] * p
 
@@ -85,7 +90,7 @@ def ring_all_reduce(c: _Call, x: Any) -> Any | None:
     if not b.booked:
         return None
     me = c.me
-    b.x[me], b.entry[me], b.devices[me] = x, dev.clock, dev
+    b.x[me], b.entry[me], b.devices[me], b.calls[me] = x, dev.clock, dev, c
     if b.arrived < b.p:  # wait for the others; the last one books everything and wakes us at our end
         eng.park(dev, c.group[(me - 1) % c.p], c.tag)
         return b.results[me]
@@ -134,7 +139,9 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan = plans[key] = RingPlan(eng, c, x)
     if rec.n_msgs + rec.n_ops + plan.events > eng.max_events:
         eng.refuse_more_events(c.dev.rank)
-    payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads else None
+    # (computed without payloads kept too where a member's partials= name them: it holds what it receives by name)
+    named = any(call.partials is not None for call in b.calls) and all(type(v) is np.ndarray for v in b.x)
+    payloads = ring_payloads(c, b.x, b.devices, plan.bounds) if eng.keep_payloads or named else None
     first, first_op = len(rec.msgs) // MSG.size, len(rec.ops) // OP.size  # the call's first rows
     if p >= VECTOR_FROM:
         ends = book_vector(eng, plan, c, b)
@@ -147,41 +154,52 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
     if payloads is not None:
-        rec.msg_payloads += payloads.msgs
-        rec.op_payloads += payloads.ops
+        if eng.keep_payloads:
+            rec.msg_payloads += payloads.msgs
+            rec.op_payloads += payloads.ops
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
     index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
-    if c.name is not None:  # the all-gather's messages carry the result's chunks: named so, as their receives name them
+    names = [call.name for call in b.calls]  # (each receive names what it carries by its own member's call)
+    if any(n is not None for n in names):  # the all-gather's messages carry the result's chunks: named so
         at = first + (p - 1) * p
         for s in range(p - 1):
             for i in range(p):
-                j = (i - s) % p
-                rec.msg_extra[at + s * p + i] = (c.name, index[j])
-    if c.partials is not None and payloads is not None:
+                name = names[(i + 1) % p]
+                if name is not None:
+                    rec.msg_extra[at + s * p + i] = (name, index[(i - s) % p])
+    if named:
         _name_partials(eng, c, b, payloads.msgs, first, first_op, index)
 
 
 def _name_partials(eng: Engine, c: _Call, b: Booking, msgs: list, first: int, first_op: int, index: list) -> None:
     """With ``partials=``, the reduce-scatter's running sums are named as the messages name them: each message by
-    the members' partials it adds up (``'Z[1]+Z[2]'``, received and held under that name), each reduction by the
-    sum it makes, with the chunk's index (``_Call.sum_name``, ``combine``)."""
-    rec, p, parts = eng.recorder, c.p, c.partials
-    sums = [parts[(j + 1) % p] for j in range(p)]  # chunk j's running sum so far: member j + 1's partial
-    names = []
+    its receiver's names of the members' partials it adds up (``'Z[1]+Z[2]'``, held under that name by the
+    receiver), each reduction of a member that gave ``partials=`` by the sum it makes, with the chunk's index
+    (``_Call.sum_name``, ``combine``). A member that gave none names nothing it receives or makes; members that
+    gave other prefixes name by their own."""
+    rec, p = eng.recorder, c.p
+    parts = [call.partials for call in b.calls]  # each member's names of the members' partials, or None
+    keys = [None if q is None else q[0] for q in parts]  # (one running list of sums per prefix)
+    prefixes = {k: q for k, q in zip(keys, parts) if k is not None}
+    sums = {k: [q[(j + 1) % p] for j in range(p)] for k, q in prefixes.items()}
+    rows = np.frombuffer(rec.ops, OP_DTYPE, count=(p - 1) * p, offset=first_op * OP.size)
+    names = rows["name"].copy()  # (the plan wrote the op's one name, ``all_reduce.sum``: kept where none is given)
     for s in range(p - 1):
         for i in range(p):  # step s: member i sends chunk i - s - 1 to member i + 1, which holds it under its name
-            j = (i - s - 1) % p
-            rec.msg_extra[first + s * p + i] = (sums[j], index[j])
-            keep_named(b.devices[(i + 1) % p], sums[j], msgs[s * p + i])
-        sums = [sums[j] + "+" + parts[(j + s + 2) % p] for j in range(p)]
+            m, j = (i + 1) % p, (i - s - 1) % p
+            if keys[m] is not None:
+                rec.msg_extra[first + s * p + i] = (sums[keys[m]][j], index[j])
+                keep_named(b.devices[m], sums[keys[m]][j], msgs[s * p + i])
+        for k, q in prefixes.items():
+            sums[k] = [sums[k][j] + "+" + q[(j + s + 2) % p] for j in range(p)]
         for i in range(p):  # ... and adds its own block of chunk i - s - 2 into what it received
-            j = (i - s - 2) % p
-            names.append(rec.names(sums[j]))
-            rec.op_extra[first_op + s * p + i] = (index[j], None, None)
-    rows = np.frombuffer(rec.ops, OP_DTYPE, count=len(names), offset=first_op * OP.size)
-    rows["name"] = names  # (the plan wrote the op's one name: ``all_reduce.sum``)
+            if keys[i] is not None:
+                j = (i - s - 2) % p
+                names[s * p + i] = rec.names(sums[keys[i]][j])
+                rec.op_extra[first_op + s * p + i] = (index[j], None, None)
+    rows["name"] = names
     del rows  # (a view of the rows must go before they grow again)
 
 

@@ -30,6 +30,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
     check_payload,
     freeze,
     frozen,
+    kept,
     partial_group,
     run_op,
     sealed,
@@ -145,7 +146,7 @@ class Device(DeviceMemory, Messaging):
             raise ValueError(f"device {self.rank}: op {name!r} got product={product!r}; give True, False or None")
         eng = self._engine
         group = partial_group(self, partial, name) if partial is not None else None
-        out = run_op(self.rank, name, fn, inputs)
+        out = kept(run_op(self.rank, name, fn, inputs))
         if seconds is None:
             if flops is None:
                 flops = op_flops(fn, inputs, out)

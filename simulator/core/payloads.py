@@ -82,6 +82,23 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
     return out
 
 
+def kept(out: Any) -> Any:
+    """An op's output as the trace keeps it: a view of memory the program can still write (a buffer it reuses) is
+    copied, so that the trace keeps what the op made, not what the buffer holds later (sealing the view does not
+    stop writes through its base). A view larger than its memory (a broadcast) stays as it is: its copy could be
+    gigabytes."""
+    if type(out) is np.ndarray and out.base is not None and not _immutable(out) and out.nbytes <= _held(out):
+        return sealed(np.array(out))
+    return out
+
+
+def _held(view: np.ndarray) -> int:
+    """The bytes of the array that owns a view's memory (its last base that is an array)."""
+    while type(view.base) is np.ndarray:
+        view = view.base
+    return view.nbytes
+
+
 def check_payload(value: Any, rank: int, where: str) -> None:
     """Messages carry numbers: refuse strings, bytes, Python objects and masked arrays with the fix."""
     ma = sys.modules.get("numpy.ma")  # not imported yet: nothing is a masked array (np.ma would import it, ~20 ms)

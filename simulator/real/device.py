@@ -40,7 +40,7 @@ import torch
 import torch.distributed as dist
 
 from ..collectives import CollectiveMethods
-from ..core.device import DeviceMemory, partial_group, run_op
+from ..core.device import DeviceMemory, kept, partial_group, run_op
 from ..core.errors import ContractError, SimulationError
 from ..core.payloads import nbytes_of
 from ..core.trace import Op
@@ -219,6 +219,8 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         t0 = self.clock
         out = run_op(self.rank, name, fn, inputs)
         t1 = self.clock
+        if self.keep_payloads:  # (after the op's time: the program's buffer copied for the record, not its work)
+            out = kept(out)
         if flops is None:
             flops = op_flops(fn, inputs, out)
         nbytes = nbytes_of(out) if keep else 0

@@ -4,9 +4,10 @@ A ``TorchDevice`` with ``collectives="native"`` sends ``dev.all_reduce(x, ...)``
 here: one torch.distributed call each (gloo or NCCL picks the algorithm; the ``algorithm`` argument
 is accepted and ignored). A native collective is opaque: the trace records it as one op on each
 rank, named ``name`` when given (so the checker compares the result with the reference value of
-that name) or ``"<kind> (native)"`` otherwise, with the measured duration. The same calls with
-``collectives="messages"`` run ``simulator.collectives``' algorithms message by message instead, for
-a one-to-one comparison with a simulation.
+that name) or ``"<kind> (native)"`` otherwise, with the measured duration; with ``partials=``, each
+member's input is held under its term's name first (``_hold_term``), as a simulated member's messages name it.
+The same calls with ``collectives="messages"`` run ``simulator.collectives``' algorithms message by message
+instead, for a one-to-one comparison with a simulation.
 
 Where torch needs equal sizes on every rank (gloo's all_gather, gather, scatter, all_to_all) and
 the pieces differ (torch.chunk's rule makes trailing chunks smaller), pieces travel as bytes padded
@@ -110,6 +111,7 @@ def all_reduce(
     dev, x, op="sum", group=None, algorithm="ring", *, name=None, partials=None, in_place=False
 ) -> np.ndarray:
     g, t0 = Group(dev, group), dev.clock
+    _hold_term(dev, partials, op, g, x)
     if in_place:  # x given up: torch reduces in its memory, as it would a tensor (simulator.collectives.in_place)
         out = in_place_target(x, dev.rank)
         inputs = (freeze(out),) if dev.keep_payloads else ()  # a copy, taken before the result overwrites x
@@ -143,6 +145,7 @@ def reduce_scatter(
     dev, x, op="sum", group=None, algorithm="ring", *, axis=0, name=None, partials=None, indices=None
 ) -> np.ndarray:
     g, t0 = Group(dev, group), dev.clock
+    _hold_term(dev, partials, op, g, x)
     if isinstance(x, (list, tuple)):
         blocks, idx = [freeze(b) for b in x], indices
         if len(blocks) != g.p:
@@ -205,6 +208,7 @@ def broadcast(dev, x, src, group=None, algorithm="tree", *, shape=None, dtype=No
 def reduce(dev, x, dst, op="sum", group=None, algorithm="tree", *, name=None, partials=None) -> np.ndarray | None:
     g, t0 = Group(dev, group), dev.clock
     dst = g.root(dst, "dst")
+    _hold_term(dev, partials, op, g, x)
     x = freeze(x)
     check_avg_dtype(dev.rank, "reduce", op, x.dtype)
     t = dev.tensor(np.array(x))
@@ -290,6 +294,15 @@ def barrier(dev, group=None, algorithm="dissemination") -> None:
     g, t0 = Group(dev, group), dev.clock
     dev.native(lambda: dist.barrier(group=g.pg), "barrier")
     dev.record_collective("barrier", None, (), None, t0, group=g.ranks)
+
+
+def _hold_term(dev: TorchDevice, partials: str | None, op: str, g: Group, x: Any) -> None:
+    """With ``partials=`` on a sum or an average, this member's input is its term of the sum, ``partials[m]``: held
+    under that name, so that the checker compares it with the model's term, or says the name is none of the model's,
+    as it does a simulated member's (whose messages carry the terms under those names). A native collective's own
+    running sums stay out of sight."""
+    if partials and op in ("sum", "avg") and not isinstance(x, (list, tuple)):
+        dev.hold(f"{partials}[{g.me}]", x)
 
 
 def _op(op: str) -> Any:

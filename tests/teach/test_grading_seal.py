@@ -142,3 +142,34 @@ def test_an_answer_that_takes_over_the_protocol_with_a_relabelled_collective_is_
         """),
     )
     assert row.verdict == "FAILED", row
+
+
+@pytest.mark.parametrize("loosen", ["RTOL[8] = 1.0", "ULP_FLOOR = 10**15"])
+def test_in_a_notebook_the_checker_s_tolerance_loosened_is_refused(monkeypatch, loosen):
+    """A tolerance is a constant of the checker, not a function: loosening it in place (float64's rtol made 1) or
+    rebinding it would pass a gradient 0.05 off; the grade says the grader was changed."""
+    import numpy as np
+
+    import simulator.checker.compare as compare
+    from simulator.teach.exercises import start
+    from simulator.teach.exercises.data import mean_gradient
+
+    def off(dev, x, y, w):
+        rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+        x, y, w = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows), dev.hold("w", w)
+        g = dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g").copy()
+        g[0] += 0.05
+        return g
+
+    ex = start("data-parallel-average")
+    saved = dict(compare.RTOL)
+    try:
+        if loosen.startswith("RTOL"):
+            compare.RTOL[8] = 1.0  # (the dict the reference's identify reads too)
+        else:
+            monkeypatch.setattr(compare, "ULP_FLOOR", 10**15)
+        result = ex.grade(off, seed=1)
+    finally:
+        compare.RTOL.update(saved)
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert f"simulator.checker.compare.{loosen.split('[')[0].split(' ')[0]}" in result.text()

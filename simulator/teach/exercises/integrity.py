@@ -2,7 +2,7 @@
 
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
 every function, method and property of the checker, the engine, the collectives, the tensors and the grader itself
-(the object and its code), and every
+(the object and its code), every constant (a tolerance, a limit, a table of them: its value), and every
 callable NumPy offers at its top level and in ``numpy.testing`` (the grader's comparisons go through them); a
 grade compares them again before it runs a program and before it gives its verdict. Replacing
 ``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
@@ -18,6 +18,8 @@ import inspect
 import pkgutil
 from collections.abc import Mapping
 from typing import Any
+
+import numpy as np
 
 GUARDED = (
     "simulator.checker",
@@ -93,12 +95,27 @@ def _take() -> dict[str, tuple[int, Any]]:
                     if code is not None or not m.startswith("__"):  # a property, a class constant too
                         seen[f"{name}.{attr}.{m}"] = (id(fn), code)
             elif isinstance(value, Mapping) and attr.isupper():  # a registry (EXERCISES): itself and its entries
-                seen[f"{name}.{attr}"] = (id(value), None)
+                seen[f"{name}.{attr}"] = (id(value), _constant(value))  # (and a table's numbers: RTOL)
                 for k, v in value.items():
                     if callable(v):
                         seen[f"{name}.{attr}[{k!r}]"] = (id(v), getattr(v, "__code__", None))
+            elif attr.isupper() and (held := _constant(value)) is not None:  # a tolerance, a limit: its value
+                seen[f"{name}.{attr}"] = (0, held)
     for name in NUMPY:
         for attr, value in list(vars(importlib.import_module(name)).items()):
             if callable(value) and not inspect.isclass(value) and not attr.startswith("_"):
                 seen[f"{name}.{attr}"] = (id(value), None)
     return seen
+
+
+def _constant(value: Any) -> Any:
+    """What a module's constant holds, to see it rebound or changed in place (a tolerance loosened passes wrong
+    answers as surely as a patched function): numbers, strings and tuples by their repr, arrays by their bytes, a
+    mapping by its entries that are not functions (those are noted apart); None for anything else."""
+    if isinstance(value, (bool, int, float, complex, str, bytes, tuple, frozenset)):
+        return repr(value)
+    if isinstance(value, np.ndarray):
+        return (value.dtype.str, value.shape, value.tobytes())
+    if isinstance(value, Mapping):
+        return tuple((repr(k), _constant(v)) for k, v in value.items() if not callable(v))
+    return None
