@@ -29,6 +29,7 @@ CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; th
 
 WINDOW = 1 << 20  # events sorted at once, at most: a settle of millions goes window by window in time
 SMALLEST_WINDOW = 1 << 12  # ... and at most a 64th of the trace, so that its sort's arrays stay small beside it
+WHOLE_UP_TO = 1 << 16  # ... but a trace of up to this many events is sorted whole: its arrays are small anyway
 LOG_SLICE = 1 << 15  # logged events turned into codes and times at once
 
 
@@ -65,7 +66,8 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     n = sum(len(c) for c, _ in parts)
     if not n:
         return 0
-    window = max(SMALLEST_WINDOW, min(WINDOW, (len(trace._codes) + n) // 64))
+    total = len(trace._codes) + n
+    window = n if total <= WHOLE_UP_TO else max(SMALLEST_WINDOW, min(WINDOW, total // 64))
     cuts = _windows([t for _, t in parts], n, window)
     # each event's window, worked out once (a small number each): a window then picks its events by it
     wid = None if cuts is None else [np.searchsorted(cuts, t, side="right").astype(np.uint16) for _, t in parts]
