@@ -35,7 +35,8 @@ if TYPE_CHECKING:
 
 INF = float("inf")
 VECTOR_FROM = 32  # members: from here on a step is a handful of NumPy operations over all members
-BLOCK_SETTLES = 4  # book_vector writes rows, and settles, every this many times SETTLE_EVERY events
+BLOCK_SETTLES = 4  # book_vector works out times, and settles, every this many times SETTLE_EVERY events
+ROWS_AT_ONCE = 1 << 16  # ... and writes rows this many bytes of messages at a time (under malloc's mmap threshold)
 RING, REDUCE = 0, 1  # the two kinds of stage in a plan's program
 
 
@@ -254,10 +255,16 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
     label = rec.labels(c.label)
     free = np.asarray([plan.links[i].get(plan.right[i], 0.0) for i in range(p)])
     clock = np.asarray(b.entry, dtype=np.float64)
+    # members that arrive together, on links free at one time, with chunks of one size, stay together: every
+    # member's times are then one number a step, worked out once (the same arithmetic, so the same floats)
+    together = plan.uniform and (clock == clock[0]).all() and (free == free[0]).all()
     block = max(1, BLOCK_SETTLES * SETTLE_EVERY // (3 * p))  # stages a block (a 64-member ring is one block)
     seconds: dict[tuple, Any] = {}  # (op name, chunk offset) -> each member's seconds for that reduction
     for lo in range(0, len(program), block):
-        clock, free = _book_block(rec, plan, c.tag, label, program[lo : lo + block], clock, free, seconds)
+        stages = program[lo : lo + block]
+        times = _times_together if together else _times
+        clock, free, columns = times(plan, stages, clock, free, seconds)
+        _write_rows(rec, plan, c.tag, label, stages, *columns)
         if lo + block < len(program):  # a huge ring: settle what no device can precede now
             rec.n_msgs = len(rec.msgs) // MSG.size
             rec.n_ops = len(rec.ops) // OP_DTYPE.itemsize
@@ -269,18 +276,24 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
     return clock.tolist()
 
 
-def _book_block(
-    rec: Any, plan: RingPlan, tag: int, label: int, stages: list, clock: np.ndarray, free: np.ndarray, seconds: dict
-) -> tuple[np.ndarray, np.ndarray]:
-    """Book some stages of the plan's program: each stage's times are a few NumPy operations over all members,
-    written into the block's arrays (the messages' arithmetic, in their order: the same floats); then the block's
-    rows are written at once, in the order the messages would write them. Returns the clocks and links' free times."""
+def _seconds(plan: RingPlan, what: int, back: int, seconds: dict) -> Any:
+    """Each member's seconds for a reduction (or division) ``what`` of chunk i - back (worked out once a call)."""
+    key = (what, 0 if plan.uniform else back % plan.p)
+    s = seconds.get(key)
+    if s is None:
+        s = seconds[key] = plan.op_seconds(what, plan.sizes_at(back))
+    return s
+
+
+def _times(plan: RingPlan, stages: list, clock: np.ndarray, free: np.ndarray, seconds: dict) -> tuple:
+    """Some stages' times, each stage a few NumPy operations over all members (the messages' arithmetic, in their
+    order: the same floats). Returns the clocks and links' free times after them, and the stages' times: each
+    message's (sent, start, arrival) and receive, each op's (start, end), a row per stage."""
     p = plan.p
-    rings = [(what, back) for kind, what, back in stages if kind == RING]
-    reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
-    t_send, t_start, received = np.empty((3, len(rings), p))
-    arrive = np.empty((len(rings), p + 1))  # column 0: the last member's arrival again, what member 0 receives
-    op_start, op_end = np.empty((2, len(reductions), p))
+    rings = sum(1 for kind, _, _ in stages if kind == RING)
+    t_send, t_start, received = np.empty((3, rings, p))
+    arrive = np.empty((rings, p + 1))  # column 0: the last member's arrival again, what member 0 receives
+    op_start, op_end = np.empty((2, len(stages) - rings, p))
     wire, alpha = plan.wire_at, plan.alpha
     r = k = 0
     for kind, what, back in stages:
@@ -296,34 +309,72 @@ def _book_block(
             np.maximum(sent, a[:p], out=clock)
             r += 1
         else:  # each member reduces (or divides) a chunk
-            key = (what, 0 if plan.uniform else back % p)
-            s = seconds.get(key)
-            if s is None:
-                s = seconds[key] = plan.op_seconds(what, plan.sizes_at(back))
             op_start[k] = clock
             clock = op_end[k]
-            np.add(op_start[k], s, out=clock)
+            np.add(op_start[k], _seconds(plan, what, back, seconds), out=clock)
             k += 1
+    return clock, free, (t_send, t_start, arrive[:, 1:], received, op_start, op_end)
+
+
+def _times_together(plan: RingPlan, stages: list, clock: np.ndarray, free: np.ndarray, seconds: dict) -> tuple:
+    """``_times`` for members whose times are all the same (see ``book_vector``): one Python float a stage, the
+    same arithmetic on the same numbers; the stages' times as columns, a row per stage, that broadcast to every
+    member."""
+    c, f, alpha, wire = float(clock[0]), float(free[0]), plan.alpha, plan.wire[0]
+    ring: list[float] = []  # (sent, start, arrival, received) per ring stage, flat
+    ops: list[float] = []  # (start, end) per op stage, flat
+    for kind, what, back in stages:
+        if kind == RING:
+            start = f if f >= c else c  # (np.maximum(free, clock): free where they are equal)
+            f = start + wire
+            a = f + alpha
+            ring += (c, start, a, c if c >= a else a)  # (np.maximum(clock, arrival): the clock where equal)
+            c = ring[-1]
+        else:
+            t = c
+            c = t + float(_seconds(plan, what, back, seconds)[0])
+            ops += (t, c)
+    times = np.asarray(ring).reshape(-1, 4, 1)
+    spans = np.asarray(ops).reshape(-1, 2, 1)
+    p = plan.p
+    columns = (times[:, 0], times[:, 1], times[:, 2], times[:, 3], spans[:, 0], spans[:, 1])
+    return np.full(p, c), np.full(p, f), columns
+
+
+def _write_rows(
+    rec: Any, plan: RingPlan, tag: int, label: int, stages: list, t_send, t_start, t_arrive, received, op_start, op_end
+) -> None:
+    """Write some stages' rows, in the order the messages would write them: each ring stage's p messages (member i
+    sends to i + 1) and p receives, each op stage's p ops; times a row per stage (or a column, the same for every
+    member). A few stages at a time: the arrays they are made in stay small enough to come from memory the process
+    holds already (fresh memory costs a page fault each 4 kB, more than the rows' arithmetic)."""
+    p = plan.p
+    rings = [(what, back) for kind, what, back in stages if kind == RING]
+    reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
     pos = np.arange(p)
     g = np.asarray(plan.group, dtype=np.uint16)
-    if rings:
-        chunk = (pos - np.asarray([back for _, back in rings])[:, None]) % p  # (stage, member): the chunk it sends
-        m = np.empty((len(rings), p), MSG_DTYPE)  # every field is written: no padding in a row
+    per = max(1, ROWS_AT_ONCE // (MSG.size * p))  # stages at a time
+    for lo in range(0, len(rings), per):
+        part = rings[lo : lo + per]
+        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p  # (stage, member): the chunk it sends
+        m = np.empty((len(part), p), MSG_DTYPE)  # every field is written: no padding in a row
         m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, np.roll(g, -1), tag, np.asarray(plan.sig)[chunk], label
-        m["step"], m["chunk"] = np.asarray([what for what, _ in rings])[:, None], chunk
-        m["t_send"], m["t_start"], m["t_arrive"] = t_send, t_start, arrive[:, 1:]
+        m["step"], m["chunk"] = np.asarray([what for what, _ in part])[:, None], chunk
+        at = slice(lo, lo + per)
+        m["t_send"], m["t_start"], m["t_arrive"] = t_send[at], t_start[at], t_arrive[at]
         first = len(rec.msgs) // MSG.size
-        got = np.empty((len(rings), p), RECV_DTYPE)
-        got["row"] = first + (np.arange(len(rings)) * p)[:, None] + (pos - 1) % p  # the left neighbour's message
-        got["t"] = received
-        rec.msgs.extend(m.tobytes())
-        rec.recvs.extend(got.tobytes())
-    if reductions:
-        chunk = (pos - np.asarray([back for _, back in reductions])[:, None]) % p
-        o = np.empty((len(reductions), p), OP_DTYPE)
-        names = np.asarray([what for what, _ in reductions])[:, None]
+        got = np.empty((len(part), p), RECV_DTYPE)
+        got["row"] = first + (np.arange(len(part)) * p)[:, None] + (pos - 1) % p  # the left neighbour's message
+        got["t"] = received[at]
+        rec.msgs.extend(m)  # (from its buffer: no copy in between)
+        rec.recvs.extend(got)
+    for lo in range(0, len(reductions), per):
+        part = reductions[lo : lo + per]
+        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p
+        o = np.empty((len(part), p), OP_DTYPE)
+        names = np.asarray([what for what, _ in part])[:, None]
+        at = slice(lo, lo + per)
         o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
-        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start, op_end, np.asarray(plan.sizes)[chunk], 0
-        rec.ops.extend(o.tobytes())
+        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], np.asarray(plan.sizes)[chunk], 0
+        rec.ops.extend(o)
     rec.log.extend(b"".join(plan.stage_log(kind) for kind, _, _ in stages))
-    return clock, free
