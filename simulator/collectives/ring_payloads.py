@@ -56,7 +56,8 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     first = [message_payload(devices[i], blocks[i][(i - 1) % p], c.group[(i + 1) % p]) for i in range(p)]
     # row k of ``terms``: for each chunk j, member j + k + 1's elements of it; its running sums are R[k] =
     # fn(R[k - 1], terms[k]), every step at once (``accumulate``: the same ufunc on the same operands, in order)
-    terms = np.stack(flats)[(np.repeat(np.arange(p), np.diff(bounds)) + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
+    owner = np.repeat(np.arange(p), [b - a for a, b in zip(bounds, bounds[1:])])  # each element's chunk
+    terms = np.concatenate(flats).reshape(p, n)[(owner + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
     sums = fn.accumulate(terms, axis=0, dtype=terms.dtype)
     sums.setflags(write=False)
     made_by_step = _cut_rows(sums, cut)  # R[k] by chunk, for every k
