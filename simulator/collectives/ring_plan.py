@@ -81,6 +81,10 @@ class RingPlan:
         self.uniform = len(set(sizes)) == 1
         self._sizes2 = np.asarray(sizes * 2, np.int64)
         self._wire2 = np.asarray(wire * 2)
+        # what book_vector's rows take from the plan: each member's rank and its right neighbour's, and each chunk's
+        # signature and size
+        self.columns = (np.asarray(g, np.uint16), np.asarray(self.right, np.uint16), np.asarray(self.sig, np.int32))
+        self.size_column = self._sizes2[:p]
 
     def op_seconds(self, what: int, n: Any) -> Any:
         """Seconds a member's reduction (or, for an average, its division) of an n-element chunk takes: what
@@ -352,13 +356,13 @@ def _write_rows(
     rings = [(what, back) for kind, what, back in stages if kind == RING]
     reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
     pos = np.arange(p)
-    g = np.asarray(plan.group, dtype=np.uint16)
+    g, right, sig = plan.columns  # each member's rank, its right neighbour's, each chunk's signature
     per = max(1, ROWS_AT_ONCE // (MSG.size * p))  # stages at a time
     for lo in range(0, len(rings), per):
         part = rings[lo : lo + per]
         chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p  # (stage, member): the chunk it sends
         m = np.empty((len(part), p), MSG_DTYPE)  # every field is written: no padding in a row
-        m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, np.roll(g, -1), tag, np.asarray(plan.sig)[chunk], label
+        m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, right, tag, sig[chunk], label
         m["step"], m["chunk"] = np.asarray([what for what, _ in part])[:, None], chunk
         at = slice(lo, lo + per)
         m["t_send"], m["t_start"], m["t_arrive"] = t_send[at], t_start[at], t_arrive[at]
@@ -375,6 +379,6 @@ def _write_rows(
         names = np.asarray([what for what, _ in part])[:, None]
         at = slice(lo, lo + per)
         o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
-        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], np.asarray(plan.sizes)[chunk], 0
+        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], plan.size_column[chunk], 0
         rec.ops.extend(o)
     rec.log.extend(b"".join(plan.stage_log(kind) for kind, _, _ in stages))
