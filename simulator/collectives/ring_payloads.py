@@ -94,10 +94,11 @@ def _roll(values: list, shift: int) -> list:
 
 
 def _cut_rows(rows: np.ndarray, cut: Any) -> list[list]:
-    """Each row of a 2-D array cut into its chunks (views); equal chunks all made by one iteration (in C)."""
-    if getattr(cut, "equal", False):
-        p, m = len(rows), rows.shape[1] // len(rows)
-        views = list(rows.reshape(p * p, m))
+    """Each of the p rows of a (p, n) array cut into its p chunks (views, ``cut`` row by row); equal chunks all made
+    by one iteration (in C)."""
+    p, n = rows.shape
+    if n % p == 0:
+        views = list(rows.reshape(p * p, n // p))
         return [views[k * p : (k + 1) * p] for k in range(p)]
     return [cut(row) for row in rows]
 
@@ -107,11 +108,6 @@ def _cutter(n: int, p: int, bounds: list[int]) -> Any:
     iterating the array's rows (made in C), else slice by slice."""
     if n % p == 0:
         m = n // p
-
-        def equal(flat: np.ndarray) -> list:
-            return list(flat.reshape(p, m))
-
-        equal.equal = True  # type: ignore[attr-defined]
-        return equal
+        return lambda flat: list(flat.reshape(p, m))
     edges = list(zip(bounds[:-1], bounds[1:]))
     return lambda flat: [flat[a:b] for a, b in edges]
