@@ -83,7 +83,7 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
         if instant_messages and not _sends_first(trace, c, t, order):
             order = _causal_merge(trace, c, t, r)
         del r
-        _number(trace, c[order], t[order])
+        _number(trace, c[order], t, order)
         del c, t, order
     return n
 
@@ -179,8 +179,10 @@ def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.n
     return np.frombuffer(buf, dtype)[name][rows]
 
 
-def _number(trace: Any, codes: np.ndarray, times: np.ndarray) -> None:
-    """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes."""
+def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray) -> None:
+    """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes.
+    codes: in canonical order; times: in the order settled, ``times[order]`` beside the codes (only the receives'
+    are read: no array of them all in canonical order)."""
     rec = trace._rec
     kinds = codes & 3
     rows = codes >> 2
@@ -191,7 +193,7 @@ def _number(trace: Any, codes: np.ndarray, times: np.ndarray) -> None:
     got = kinds == CODE_RECV
     if got.any():
         trace._t_recv.reserve(rec.n_msgs, np.nan)
-        trace._t_recv.values[rows[got]] = times[got]
+        trace._t_recv.values[rows[got]] = times[order[got]]
     ops = rows[kinds == CODE_OP] if "ops" in made or "list" in made else ()
     if len(ops):
         if "ops" in made:
