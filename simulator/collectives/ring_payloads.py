@@ -60,7 +60,6 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     terms = np.concatenate(flats).reshape(p, n)[(owner + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
     sums = fn.accumulate(terms, axis=0, dtype=terms.dtype)
     sums.setflags(write=False)
-    made_by_step = _cut_rows(sums, cut)  # R[k] by chunk, for every k
     msgs: list = list(first)
     ops: list = []
     received = _roll(first, 1)  # by chunk j: what its reducer receives at step 0 (member j + 1's own chunk j)
@@ -68,7 +67,7 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     # (its blocks reversed and rotated, then transposed: list operations in C, no Python loop per block)
     into = list(zip(*[_roll(blocks[i][::-1], p + 1 - i)[: p - 1] for i in range(p)]))
     for s in range(p - 1):
-        made = made_by_step[s + 1]  # R[s + 2], by chunk
+        made = cut(sums[s + 1])  # R[s + 2], by chunk
         outs = _roll(made, -s - 2)  # by member: member i made chunk i - s - 2
         ops += zip(zip(_roll(received, -s - 2), into[s]), outs)
         if s < p - 2:
@@ -91,16 +90,6 @@ def _roll(values: list, shift: int) -> list:
     """``values`` rotated: item i of the result is ``values[(i + shift) % len(values)]``."""
     k = shift % len(values)
     return values[k:] + values[:k]
-
-
-def _cut_rows(rows: np.ndarray, cut: Any) -> list[list]:
-    """Each of the p rows of a (p, n) array cut into its p chunks (views, ``cut`` row by row); equal chunks all made
-    by one iteration (in C)."""
-    p, n = rows.shape
-    if n % p == 0:
-        views = list(rows.reshape(p * p, n // p))
-        return [views[k * p : (k + 1) * p] for k in range(p)]
-    return [cut(row) for row in rows]
 
 
 def _cutter(n: int, p: int, bounds: list[int]) -> Any:
