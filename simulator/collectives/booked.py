@@ -160,6 +160,8 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
+    if c.name is None and c.partials is None:
+        return
     index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
     names = [call.name for call in b.calls]  # (each receive names what it carries by its own member's call)
     if any(n is not None for n in names):  # the all-gather's messages carry the result's chunks: named so

@@ -4,15 +4,16 @@ Message by message (``simulator.collectives.ring``), member i of p sends, at red
 sum of chunk j = i - s - 1 (mod p) over the members j + 1, ..., i in ring order (at step 0 its own chunk, a view
 of its input), and adds the chunk arriving from the left into its own block: ``fn(received, block)``. So the
 values are the ring's running sums, chunk by chunk: R[k], the sum of k terms, is ``fn(R[k - 1], X[k])`` where
-row k of X holds, for each chunk j, member j + k's elements of it. That is the same ufunc on the same operands,
-elementwise, as the messages' (a chunk at a time there, every chunk at once here): the same floats, bit for
-bit, in every dtype (tests/collectives/test_booked_payloads.py compares them with the messages' own). The
-all-gather then passes each finished chunk around the ring unchanged: one object, forwarded, as the messages
-forward what they received.
+row k of X holds, for each chunk j, member j + k's elements of it; ``ufunc.accumulate`` down X's rows makes
+every R[k] at once. That is the same ufunc on the same operands, elementwise, in the same order, as the
+messages' (a chunk at a time there, every chunk of every step at once here): the same floats, bit for bit, in
+every dtype (tests/collectives/test_booked_payloads.py compares them with the messages' own). The all-gather
+then passes each finished chunk around the ring unchanged: one object, forwarded, as the messages forward
+what they received.
 
 The objects stand as the message path's do: every message and reduction output a read-only view (here into
-one read-only array per running sum), a reduction's inputs the received object itself and a fresh view of the
-member's input, a forwarded chunk the object received, and each member's result its own copy of the whole.
+one read-only array of every running sum), a reduction's inputs the received object itself and a fresh view
+of the member's input, a forwarded chunk the object received, and each member's result its own copy of the whole.
 """
 
 from __future__ import annotations
@@ -53,10 +54,12 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     # copies it: an input that is not immutable), and keeps its other chunks' views for its reductions
     blocks = [cut(f) for f in flats]
     first = [message_payload(devices[i], blocks[i][(i - 1) % p], c.group[(i + 1) % p]) for i in range(p)]
-    stacked = np.stack(flats)
-    owner = np.repeat(np.arange(p), np.diff(bounds))  # each element's chunk
-    cols = np.arange(n)
-    running = stacked[(owner + 1) % p, cols]  # R[1]: chunk j as member j + 1 holds it
+    # row k of ``terms``: for each chunk j, member j + k + 1's elements of it; its running sums are R[k] =
+    # fn(R[k - 1], terms[k]), every step at once (``accumulate``: the same ufunc on the same operands, in order)
+    owner = np.repeat(np.arange(p), [b - a for a, b in zip(bounds, bounds[1:])])  # each element's chunk
+    terms = np.concatenate(flats).reshape(p, n)[(owner + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
+    sums = fn.accumulate(terms, axis=0, dtype=terms.dtype)
+    sums.setflags(write=False)
     msgs: list = list(first)
     ops: list = []
     received = _roll(first, 1)  # by chunk j: what its reducer receives at step 0 (member j + 1's own chunk j)
@@ -64,14 +67,13 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     # (its blocks reversed and rotated, then transposed: list operations in C, no Python loop per block)
     into = list(zip(*[_roll(blocks[i][::-1], p + 1 - i)[: p - 1] for i in range(p)]))
     for s in range(p - 1):
-        running = fn(running, stacked[(owner + s + 2) % p, cols])  # R[s + 2]
-        running.setflags(write=False)
-        made = cut(running)  # by chunk
+        made = cut(sums[s + 1])  # R[s + 2], by chunk
         outs = _roll(made, -s - 2)  # by member: member i made chunk i - s - 2
         ops += zip(zip(_roll(received, -s - 2), into[s]), outs)
         if s < p - 2:
             msgs += outs  # sent on at the next step by the member that made it
         received = made
+    running = sums[p - 1]
     final, chunks = running, received
     if c.op == "avg":  # one division per member, of its own chunk: ((sum,), average)
         final = running / p

@@ -14,8 +14,9 @@ Then only times are left, with the messages' own arithmetic (see ``simulator.col
 
 ``book_small`` does it member by member in plain Python and writes the rows with a few NumPy
 operations at the end (a few members: a tensor-parallel group); ``book_vector`` does each step as
-NumPy operations over all members and writes each step's rows as it goes, settling a huge ring's
-events as it proceeds (hundreds of members). Both produce the same floats as the messages would.
+a few NumPy operations over all members into a block's arrays and writes the block's rows at once,
+settling a huge ring's events between blocks (hundreds of members; 64 members are one block). Both
+produce the same floats as the messages would.
 """
 
 from __future__ import annotations
@@ -34,6 +35,8 @@ if TYPE_CHECKING:
 
 INF = float("inf")
 VECTOR_FROM = 32  # members: from here on a step is a handful of NumPy operations over all members
+BLOCK_SETTLES = 4  # book_vector works out times, and settles, every this many times SETTLE_EVERY events
+ROWS_AT_ONCE = 1 << 16  # ... and writes rows this many bytes of messages at a time (under malloc's mmap threshold)
 RING, REDUCE = 0, 1  # the two kinds of stage in a plan's program
 
 
@@ -72,6 +75,16 @@ class RingPlan:
         self.events = self.messages + self.ops  # what counts against the event limit
         self._small: tuple | None = None
         self._templates: tuple[bytes, bytes, bytes] | None = None
+        # for book_vector: each kind of stage's event log, and each chunk offset's sizes and seconds on the wire
+        # (one chunk size, the usual case: one number for every member)
+        self._logs = {RING: bytes([EV_SEND]) * p + bytes([EV_RECV]) * p, REDUCE: bytes([EV_OP]) * p}
+        self.uniform = len(set(sizes)) == 1
+        self._sizes2 = np.asarray(sizes * 2, np.int64)
+        self._wire2 = np.asarray(wire * 2)
+        # what book_vector's rows take from the plan: each member's rank and its right neighbour's, and each chunk's
+        # signature and size
+        self.columns = (np.asarray(g, np.uint16), np.asarray(self.right, np.uint16), np.asarray(self.sig, np.int32))
+        self.size_column = self._sizes2[:p]
 
     def op_seconds(self, what: int, n: Any) -> Any:
         """Seconds a member's reduction (or, for an average, its division) of an n-element chunk takes: what
@@ -93,6 +106,25 @@ class RingPlan:
         if max(self.wire) < INF and not seconds < INF:
             raise infinite_op(eng.cost, g[0], c.reduce_name, float(largest), seconds, 0.0)
         raise infinite_message(eng.cost, g[0], g[1 % self.p], largest * self.shape[2].itemsize, 0.0, end)
+
+    def stage_log(self, kind: int) -> bytes:
+        """The event log of one stage of the program: p sends and p receives, or p ops."""
+        return self._logs[kind]
+
+    def wire_at(self, back: int) -> Any:
+        """Each member's seconds on the wire for the chunk it sends at a stage whose offset is ``back`` (chunk
+        i - back): a slice of the sizes repeated twice, or one number where every chunk is the same size."""
+        if self.uniform:
+            return self.wire[0]
+        k = back % self.p
+        return self._wire2[self.p - k : 2 * self.p - k]
+
+    def sizes_at(self, back: int) -> np.ndarray:
+        """Each member's chunk size at a stage whose offset is ``back`` (one, for all, where they are the same)."""
+        if self.uniform:
+            return self._sizes2[:1]
+        k = back % self.p
+        return self._sizes2[self.p - k : 2 * self.p - k]
 
     def chunks(self, back: int) -> list[int]:
         """The chunk each member sends or reduces at a stage whose offset is ``back``."""
@@ -220,52 +252,24 @@ def _ring_times(plan: RingPlan, clock: list[float], free: list[float]) -> tuple:
 
 
 def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
-    """Book the call step by step, each a few NumPy operations over all members, writing rows as it goes."""
+    """Book the call a block of stages at a time (``_book_block``), settling a huge ring's events between blocks.
+    Returns the end times."""
     rec = eng.recorder
-    p = plan.p
-    pos = np.arange(p)
-    left = (pos - 1) % p  # each member's left neighbour (an index: np.roll costs ten times more per step)
-    g = np.asarray(plan.group, dtype=np.uint16)
-    sig, wire, sizes = np.asarray(plan.sig, np.int32), np.asarray(plan.wire), np.asarray(plan.sizes, np.int64)
+    p, program = plan.p, plan.program
     label = rec.labels(c.label)
     free = np.asarray([plan.links[i].get(plan.right[i], 0.0) for i in range(p)])
     clock = np.asarray(b.entry, dtype=np.float64)
-    m = np.zeros(p, MSG_DTYPE)
-    m["src"], m["dst"], m["tag"], m["label"] = g, np.roll(g, -1), c.tag, label
-    r = np.zeros(p, RECV_DTYPE)
-    o = np.zeros(p, OP_DTYPE)
-    o["kind"], o["rank"], o["label"] = OP_DROPPED, g, label
-    events = {k: bytes([k]) * p for k in (EV_SEND, EV_RECV, EV_OP)}
-    settle_every = max(1, SETTLE_EVERY // (3 * p))  # stages: a huge ring's events are settled as it goes
-    for k, (kind, what, back) in enumerate(plan.program):
-        j = (pos - back) % p
-        if kind == RING:
-            start = np.maximum(free, clock)
-            free = start + wire[j]
-            arrive = free + plan.alpha
-            m["sig"], m["step"], m["chunk"], m["t_send"], m["t_start"], m["t_arrive"] = (
-                sig[j],
-                what,
-                j,
-                clock,
-                start,
-                arrive,
-            )
-            first = len(rec.msgs) // MSG.size
-            rec.msgs.extend(m.tobytes())
-            rec.log.extend(events[EV_SEND])
-            clock = np.maximum(clock, arrive[left])
-            r["row"], r["t"] = first + (pos - 1) % p, clock
-            rec.recvs.extend(r.tobytes())
-            rec.log.extend(events[EV_RECV])
-        else:
-            flops = sizes[j]
-            seconds = plan.op_seconds(what, flops)
-            o["name"], o["t_start"], o["t_end"], o["flops"] = what, clock, clock + seconds, flops
-            rec.ops.extend(o.tobytes())
-            rec.log.extend(events[EV_OP])
-            clock = clock + seconds
-        if k % settle_every == settle_every - 1:
+    # members that arrive together, on links free at one time, with chunks of one size, stay together: every
+    # member's times are then one number a step, worked out once (the same arithmetic, so the same floats)
+    together = plan.uniform and (clock == clock[0]).all() and (free == free[0]).all()
+    block = max(1, BLOCK_SETTLES * SETTLE_EVERY // (3 * p))  # stages a block (a 64-member ring is one block)
+    seconds: dict[tuple, Any] = {}  # (op name, chunk offset) -> each member's seconds for that reduction
+    for lo in range(0, len(program), block):
+        stages = program[lo : lo + block]
+        times = _times_together if together else _times
+        clock, free, columns = times(plan, stages, clock, free, seconds)
+        _write_rows(rec, plan, c.tag, label, stages, *columns)
+        if lo + block < len(program):  # a huge ring: settle what no device can precede now
             rec.n_msgs = len(rec.msgs) // MSG.size
             rec.n_ops = len(rec.ops) // OP_DTYPE.itemsize
             for member, t in zip(b.devices, clock.tolist()):  # where each member has got to (it waits: nobody reads it)
@@ -274,3 +278,107 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
     for i, t in enumerate(free.tolist()):
         plan.links[i][plan.right[i]] = t
     return clock.tolist()
+
+
+def _seconds(plan: RingPlan, what: int, back: int, seconds: dict) -> Any:
+    """Each member's seconds for a reduction (or division) ``what`` of chunk i - back (worked out once a call)."""
+    key = (what, 0 if plan.uniform else back % plan.p)
+    s = seconds.get(key)
+    if s is None:
+        s = seconds[key] = plan.op_seconds(what, plan.sizes_at(back))
+    return s
+
+
+def _times(plan: RingPlan, stages: list, clock: np.ndarray, free: np.ndarray, seconds: dict) -> tuple:
+    """Some stages' times, each stage a few NumPy operations over all members (the messages' arithmetic, in their
+    order: the same floats). Returns the clocks and links' free times after them, and the stages' times: each
+    message's (sent, start, arrival) and receive, each op's (start, end), a row per stage."""
+    p = plan.p
+    rings = sum(1 for kind, _, _ in stages if kind == RING)
+    t_send, t_start, received = np.empty((3, rings, p))
+    arrive = np.empty((rings, p + 1))  # column 0: the last member's arrival again, what member 0 receives
+    op_start, op_end = np.empty((2, len(stages) - rings, p))
+    wire, alpha = plan.wire_at, plan.alpha
+    r = k = 0
+    for kind, what, back in stages:
+        if kind == RING:  # each member sends to its right, then receives from its left
+            sent = t_send[r]
+            sent[:] = clock
+            np.maximum(free, clock, out=t_start[r])
+            np.add(t_start[r], wire(back), out=free)
+            a = arrive[r]
+            np.add(free, alpha, out=a[1:])
+            a[0] = a[p]
+            clock = received[r]
+            np.maximum(sent, a[:p], out=clock)
+            r += 1
+        else:  # each member reduces (or divides) a chunk
+            op_start[k] = clock
+            clock = op_end[k]
+            np.add(op_start[k], _seconds(plan, what, back, seconds), out=clock)
+            k += 1
+    return clock, free, (t_send, t_start, arrive[:, 1:], received, op_start, op_end)
+
+
+def _times_together(plan: RingPlan, stages: list, clock: np.ndarray, free: np.ndarray, seconds: dict) -> tuple:
+    """``_times`` for members whose times are all the same (see ``book_vector``): one Python float a stage, the
+    same arithmetic on the same numbers; the stages' times as columns, a row per stage, that broadcast to every
+    member."""
+    c, f, alpha, wire = float(clock[0]), float(free[0]), plan.alpha, plan.wire[0]
+    ring: list[float] = []  # (sent, start, arrival, received) per ring stage, flat
+    ops: list[float] = []  # (start, end) per op stage, flat
+    for kind, what, back in stages:
+        if kind == RING:
+            start = f if f >= c else c  # (np.maximum(free, clock): free where they are equal)
+            f = start + wire
+            a = f + alpha
+            ring += (c, start, a, c if c >= a else a)  # (np.maximum(clock, arrival): the clock where equal)
+            c = ring[-1]
+        else:
+            t = c
+            c = t + float(_seconds(plan, what, back, seconds)[0])
+            ops += (t, c)
+    times = np.asarray(ring).reshape(-1, 4, 1)
+    spans = np.asarray(ops).reshape(-1, 2, 1)
+    p = plan.p
+    columns = (times[:, 0], times[:, 1], times[:, 2], times[:, 3], spans[:, 0], spans[:, 1])
+    return np.full(p, c), np.full(p, f), columns
+
+
+def _write_rows(
+    rec: Any, plan: RingPlan, tag: int, label: int, stages: list, t_send, t_start, t_arrive, received, op_start, op_end
+) -> None:
+    """Write some stages' rows, in the order the messages would write them: each ring stage's p messages (member i
+    sends to i + 1) and p receives, each op stage's p ops; times a row per stage (or a column, the same for every
+    member). A few stages at a time: the arrays they are made in stay small enough to come from memory the process
+    holds already (fresh memory costs a page fault each 4 kB, more than the rows' arithmetic)."""
+    p = plan.p
+    rings = [(what, back) for kind, what, back in stages if kind == RING]
+    reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
+    pos = np.arange(p)
+    g, right, sig = plan.columns  # each member's rank, its right neighbour's, each chunk's signature
+    per = max(1, ROWS_AT_ONCE // (MSG.size * p))  # stages at a time
+    for lo in range(0, len(rings), per):
+        part = rings[lo : lo + per]
+        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p  # (stage, member): the chunk it sends
+        m = np.empty((len(part), p), MSG_DTYPE)  # every field is written: no padding in a row
+        m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, right, tag, sig[chunk], label
+        m["step"], m["chunk"] = np.asarray([what for what, _ in part])[:, None], chunk
+        at = slice(lo, lo + per)
+        m["t_send"], m["t_start"], m["t_arrive"] = t_send[at], t_start[at], t_arrive[at]
+        first = len(rec.msgs) // MSG.size
+        got = np.empty((len(part), p), RECV_DTYPE)
+        got["row"] = first + (np.arange(len(part)) * p)[:, None] + (pos - 1) % p  # the left neighbour's message
+        got["t"] = received[at]
+        rec.msgs.extend(m)  # (from its buffer: no copy in between)
+        rec.recvs.extend(got)
+    for lo in range(0, len(reductions), per):
+        part = reductions[lo : lo + per]
+        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p
+        o = np.empty((len(part), p), OP_DTYPE)
+        names = np.asarray([what for what, _ in part])[:, None]
+        at = slice(lo, lo + per)
+        o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
+        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], plan.size_column[chunk], 0
+        rec.ops.extend(o)
+    rec.log.extend(b"".join(plan.stage_log(kind) for kind, _, _ in stages))

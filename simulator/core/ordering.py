@@ -29,6 +29,7 @@ CODE_SEND, CODE_RECV, CODE_OP = 0, 1, 2  # the low two bits of an event code; th
 
 WINDOW = 1 << 20  # events sorted at once, at most: a settle of millions goes window by window in time
 SMALLEST_WINDOW = 1 << 12  # ... and at most a 64th of the trace, so that its sort's arrays stay small beside it
+WHOLE_UP_TO = 1 << 16  # ... but a trace of up to this many events is sorted whole: its arrays are small anyway
 LOG_SLICE = 1 << 15  # logged events turned into codes and times at once
 
 
@@ -65,7 +66,8 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     n = sum(len(c) for c, _ in parts)
     if not n:
         return 0
-    window = max(SMALLEST_WINDOW, min(WINDOW, (len(trace._codes) + n) // 64))
+    total = len(trace._codes) + n
+    window = n if total <= WHOLE_UP_TO else max(SMALLEST_WINDOW, min(WINDOW, total // 64))
     cuts = _windows([t for _, t in parts], n, window)
     # each event's window, worked out once (a small number each): a window then picks its events by it
     wid = None if cuts is None else [np.searchsorted(cuts, t, side="right").astype(np.uint16) for _, t in parts]
@@ -81,7 +83,7 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
         if instant_messages and not _sends_first(trace, c, t, order):
             order = _causal_merge(trace, c, t, r)
         del r
-        _number(trace, c[order], t[order])
+        _number(trace, c[order], t, order)
         del c, t, order
     return n
 
@@ -177,8 +179,10 @@ def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.n
     return np.frombuffer(buf, dtype)[name][rows]
 
 
-def _number(trace: Any, codes: np.ndarray, times: np.ndarray) -> None:
-    """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes."""
+def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray) -> None:
+    """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes.
+    codes: in canonical order; times: in the order settled, ``times[order]`` beside the codes (only the receives'
+    are read: no array of them all in canonical order)."""
     rec = trace._rec
     kinds = codes & 3
     rows = codes >> 2
@@ -189,7 +193,7 @@ def _number(trace: Any, codes: np.ndarray, times: np.ndarray) -> None:
     got = kinds == CODE_RECV
     if got.any():
         trace._t_recv.reserve(rec.n_msgs, np.nan)
-        trace._t_recv.values[rows[got]] = times[got]
+        trace._t_recv.values[rows[got]] = times[order[got]]
     ops = rows[kinds == CODE_OP] if "ops" in made or "list" in made else ()
     if len(ops):
         if "ops" in made:

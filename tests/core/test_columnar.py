@@ -137,6 +137,7 @@ def test_settling_in_small_windows_and_often_changes_nothing(monkeypatch):
         whole = World(40, keep_payloads=keep).run(program)
         monkeypatch.setattr(ordering, "WINDOW", 17)
         monkeypatch.setattr(ordering, "SMALLEST_WINDOW", 17)
+        monkeypatch.setattr(ordering, "WHOLE_UP_TO", 0)
         monkeypatch.setattr(ordering, "LOG_SLICE", 23)
         monkeypatch.setattr(engine, "SETTLE_EVERY", 50)
         monkeypatch.setattr(ring_plan, "SETTLE_EVERY", 50)
