@@ -160,7 +160,7 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
-    if c.name is None and c.partials is None:
+    if all(call.name is None and call.partials is None for call in b.calls):  # (each member names by its own call)
         return
     index = [FlatSlice(plan.bounds[j], plan.bounds[j + 1]) for j in range(p)]  # each chunk's part of the value
     names = [call.name for call in b.calls]  # (each receive names what it carries by its own member's call)
