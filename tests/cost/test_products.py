@@ -96,15 +96,21 @@ def test_the_grid_reads_in_log_size_and_keeps_its_edges():
         ShapeRates((1.0, 4.0), (1.0, 4.0), (1.0, 4.0), g.rates, "")
 
 
+def _left_out_ratios(table: dict) -> list[float]:
+    """Each (n, k) pair's products at 1,024 rows or more read from the other pairs alone, over what was measured."""
+    ratios = []
+    for nk, pts in table.items():
+        rest = {p: tuple((m, t * 1e12) for m, t in v) for p, v in table.items() if p != nk}
+        others = ShapeSamples(rest, "the other pairs")
+        ratios += [others.at(m, *nk) / (t * 1e12) for m, t in pts if m >= 1024]
+    return ratios
+
+
 def test_each_a100_shape_left_out_lands_near_its_measurement():
     """Each of the 78 measured (n, k) pairs of [VIDUR-A100] read from the other 77, at 1,024 rows or more: the
     median within 2%, nine in ten within 12% slow to 15% fast, none beyond 20% slow or 45% fast (the worst, k =
     512 at 1,024 rows and a Phi-2 square at 1,024, have no measured neighbour alike)."""
-    ratios = []
-    for nk, pts in A100_FP16_TFLOPS.items():
-        rest = {p: tuple((m, t * 1e12) for m, t in v) for p, v in A100_FP16_TFLOPS.items() if p != nk}
-        others = ShapeSamples(rest, "the other pairs")
-        ratios += [others.at(m, *nk) / (t * 1e12) for m, t in pts if m >= 1024]
+    ratios = _left_out_ratios(A100_FP16_TFLOPS)
     assert len(ratios) == 330
     assert 0.98 < statistics.median(ratios) < 1.02
     assert sum(0.88 < r < 1.15 for r in ratios) >= 0.9 * len(ratios)
@@ -146,11 +152,7 @@ def test_each_h100_shape_left_out_lands_near_its_measurement():
     """Each of the 48 (n, k) pairs of [VIDUR-H100] read from the other 47, at 1,024 rows or more: the median within
     2%, four in five within 12% slow to 15% fast (fewer than on A100: fewer shapes, and no down projections to
     fill the thin-and-deep corner), none beyond 25% slow or 50% fast."""
-    ratios = []
-    for nk, pts in H100_FP16_TFLOPS.items():
-        rest = {p: tuple((m, t * 1e12) for m, t in v) for p, v in H100_FP16_TFLOPS.items() if p != nk}
-        others = ShapeSamples(rest, "the other pairs")
-        ratios += [others.at(m, *nk) / (t * 1e12) for m, t in pts if m >= 1024]
+    ratios = _left_out_ratios(H100_FP16_TFLOPS)
     assert len(ratios) == 144
     assert 0.98 < statistics.median(ratios) < 1.02
     assert sum(0.88 < r < 1.15 for r in ratios) >= 0.8 * len(ratios)
