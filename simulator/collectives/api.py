@@ -72,7 +72,7 @@ def _all_reduce(dev: Device, x: Any, op: str, group: Any, algorithm: str, name: 
     else:  # a simulated ring's copy stands for none on a real rank: not the program's time, where that counts
         with getattr(dev, "simulation_work", nullcontext)() if ring else nullcontext():
             x = _freeze(x, dev)
-    c.agree(op=op, shape=x.shape, dtype=x.dtype)
+    c.agree(op=op, shape=x.shape, dtype=x.dtype, values=_values(x))
     if c.p == 1:
         return c.result(x)
     if algorithm == "ring":  # booked whole where it can be (simulator/collectives/booked.py)
@@ -128,7 +128,7 @@ def reduce_scatter(
         pre = (slice(None),) * (axis % arr.ndim)
         default = [(*pre, slice(b[j], b[j + 1])) for j in range(c.p)]
         blocks = [arr[default[j]] for j in range(c.p)]
-    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype)
+    c.agree(op=op, shapes=[b.shape for b in blocks], dtype=blocks[0].dtype, values=_values(blocks[0]))
     idx = indices if indices is not None else default
 
     def index(j):
@@ -187,7 +187,7 @@ def all_gather(
             f"device {dev.rank}: all_gather(axis={axis}) on a piece of shape {mine.shape}: axis must be {axes}"
         )
     shapes = [tuple(s) for s in shapes] if shapes is not None else [mine.shape] * c.p
-    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype)
+    c.agree(axis=axis, shapes=shapes, dtype=mine.dtype, values=_values(mine))
     if len(shapes) != c.p or shapes[c.me] != mine.shape:
         raise ValueError(
             f"device {dev.rank}: all_gather shapes={shapes} must list {c.p} shapes, this member's being {mine.shape}"
@@ -292,7 +292,7 @@ def reduce(
     c = _call(dev, "reduce", group, algorithm, op, name, partials)
     root = _root(c, dst, "dst")
     x = _freeze(x)
-    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype)
+    c.agree(dst=dst, op=op, shape=x.shape, dtype=x.dtype, values=_values(x))
     out = x if c.p == 1 else ALGORITHMS["reduce"][algorithm](c, x, root)
     if c.me != root:
         return None
@@ -467,6 +467,12 @@ def _read_only_view(x: Any) -> Any:
     view = np.asarray(x).view()
     view.setflags(write=False)
     return view
+
+
+def _values(x: Any) -> str | None:
+    """What a member's value holds, as its call tells the others: a MetaArray has a shape and no numbers, and a
+    group mixing it with arrays would hand back shapes where numbers went in (None: numbers, said nowhere)."""
+    return "shapes only (a MetaArray)" if isinstance(x, MetaArray) else None
 
 
 def _freeze(x: Any, dev: Any = None) -> np.ndarray:

@@ -265,3 +265,30 @@ def test_ulp_distance():
     assert ulp_distance(np.array([one]), np.array([np.nextafter(one, np.float32(2))]))[0] == 1
     assert ulp_distance(np.array([-0.0]), np.array([0.0]))[0] == 0  # the two zeros count as one value
     assert ulp_distance(np.array([np.float64(-1e-300)]), np.array([np.float64(1e-300)]))[0] > 0
+
+
+@pytest.mark.parametrize("book", [True, False])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda dev, x: dev.all_reduce(x),
+        lambda dev, x: dev.reduce(x, dst=0),
+        lambda dev, x: dev.reduce_scatter(x),
+        lambda dev, x: dev.all_gather(x),
+    ],
+    ids=["all_reduce", "reduce", "reduce_scatter", "all_gather"],
+)
+def test_a_member_giving_a_metaarray_where_the_others_give_numbers_is_named(call, book):
+    """Shapes from one member and numbers from the others would come back as shapes, the numbers lost: refused,
+    booked or message by message, naming the member that gave shapes only."""
+    from simulator.cost.meta import MetaArray
+
+    def program(dev):
+        x = MetaArray((8,), np.float32) if dev.rank == 2 else np.ones(8, np.float32)
+        return call(dev, x)
+
+    with pytest.raises(CollectiveMismatchError, match=r"device 2 calls \w+\(.*values='shapes only \(a MetaArray\)'"):
+        World(4, book_collectives=book).run(program)
+    same = World(4, book_collectives=book).run(lambda dev: call(dev, MetaArray((8,), np.float32)))
+    values = [w for v in same.outputs for w in (v if isinstance(v, list) else [v])]  # (all_gather: a list of pieces)
+    assert all(isinstance(v, MetaArray) or v is None for v in values)  # every member shapes only: agreed
