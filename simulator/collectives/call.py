@@ -66,6 +66,13 @@ def resolve_group(dev: Any, group: Sequence[int] | None) -> tuple[int, ...]:
     return g
 
 
+def term_names(partials: str | None, op: str | None, p: int) -> list[str] | None:
+    """The names ``partials=`` gives the members' terms of a sum, ``partials[m]`` for member m; None where it names
+    nothing (none given, or an op other than a sum or an average: partial-sum names only mean something for sums).
+    A simulated call and a native one on real ranks name them by this one rule."""
+    return [f"{partials}[{m}]" for m in range(p)] if partials and op in ("sum", "avg") else None
+
+
 def check_avg_dtype(rank: int, kind: str, op: str, dtype: Any) -> None:
     """op='avg' on integers is refused, in a simulation and on real ranks alike."""
     if op == "avg" and np.dtype(dtype).kind not in "fc":
@@ -113,8 +120,7 @@ class _Call:
         self.op = op
         self.fn = REDUCE_FNS[op] if op is not None else None
         self.name = name
-        # partial-sum names only mean something for sums
-        self.partials = [f"{partials}[{m}]" for m in range(self.p)] if partials and op in ("sum", "avg") else None
+        self.partials = term_names(partials, op, self.p)
 
     @property
     def label(self) -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import torch.distributed as dist
 
-from ..collectives.call import check_avg_dtype
+from ..collectives.call import check_avg_dtype, term_names
 from ..collectives.in_place import in_place_target
 from ..core.device import freeze
 from ..core.payloads import sealed
@@ -301,8 +301,9 @@ def _hold_term(dev: TorchDevice, partials: str | None, op: str, g: Group, x: Any
     under that name, so that the checker compares it with the model's term, or says the name is none of the model's,
     as it does a simulated member's (whose messages carry the terms under those names). A native collective's own
     running sums stay out of sight."""
-    if partials and op in ("sum", "avg") and not isinstance(x, (list, tuple)):
-        dev.hold(f"{partials}[{g.me}]", x)
+    names = term_names(partials, op, g.p)
+    if names is not None and not isinstance(x, (list, tuple)):
+        dev.hold(names[g.me], x)
 
 
 def _op(op: str) -> Any:
