@@ -1,7 +1,8 @@
 """What the rows would say if NCCL's rings between nodes lost bandwidth with node count as one report measured.
 
-The what-if prices a collective between nodes at 24 GB/s a 200 Gb/s port whatever the number of nodes, after
-one latency (docs/whatif.md, Collectives). The one measurement by node count found (NVIDIA/nccl issue 1229,
+The what-if prices a collective between nodes at 24 GB/s a 200 Gb/s port (on A100, a group with one GPU a node
+at what NCCL was measured to reach there) whatever the number of nodes, after one latency (docs/whatif.md,
+Collectives). The one measurement by node count found (NVIDIA/nccl issue 1229,
 March 2024, an H100 cluster whose network and message size are not given) puts reduce-scatter's bus bandwidth
 at "360,345,320,300,280,260" GB/s on 4, 8, 16, 32, 64 and 128 nodes: 72% at 128 nodes of what it was at 4.
 Another (NVIDIA/nccl issue 1712, May 2025, A100 nodes with two 200 Gb/s ports) found the ring's bandwidth at
@@ -49,7 +50,10 @@ def falling(achieved, kinds: tuple[str, ...]):
             curve = self.bus.get(kind, self.bus["all_reduce"])
             factor = bus_factor(kind, ranks)
             inside = factor * nbytes / curve.at(nbytes * self.bus_ranks / ranks)
-            rate = per_node * self.gpu_nic_bandwidth * share(ranks / per_node)
+            rate = per_node * self.gpu_nic_bandwidth  # as priced (one GPU a node: its measured rate) ...
+            if per_node == 1 and self.nic_one_per_node and kind in self.nic_one_per_node:
+                rate = min(rate, self.nic_one_per_node[kind])
+            rate *= share(ranks / per_node)  # ... and falling with the nodes as issue 1229 measured
             return max(inside, self.nic_latency + factor * nbytes / rate)
 
     return Falling(**{f.name: getattr(achieved, f.name) for f in fields(achieved)})

@@ -20,7 +20,9 @@ instead, and the presets (``simulator.cost.presets``) say where each measurement
   the size whose ring steps carry as much as this collective's: a ring moves n / p bytes a step, and its
   bus bandwidth, B (n/p) / (alpha B + n/p) in the alpha-beta model, depends on n / p only, so a group of p
   reads the curve at n * bus_ranks / p. Between nodes it is at most ``nic_bandwidth`` per network port the
-  group has on a node, after ``nic_latency``.
+  group has on a node, after ``nic_latency``; a group with one GPU a node (a data-parallel group beside 8-way
+  tensor parallelism) reaches what NCCL was measured to reach there (``nic_one_per_node``), which is less:
+  with one GPU a node NCCL's rings do not fill the port.
 
 ``Curve.at`` interpolates a measured rate linearly in log(size) between points and keeps the end points'
 rates beyond them (the curves start at sizes far below any the what-if prices: 1 kB messages, 1024^3
@@ -193,6 +195,9 @@ class Achieved:
     matmul_fp8:       FLOP/s of an FP8 matrix product (Transformer Engine's), by its FLOPs; None: no FP8 tensor cores
     nics_per_node:    network ports per node (None: one per GPU, as in DGX nodes); its GPUs share them evenly
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
+    nic_one_per_node: bus bandwidth (bytes/s) NCCL reaches between nodes, by collective, when its group has one GPU
+                      a node, where measured (None, or a collective not in it: ``nic_bandwidth``); never more
+                      than the GPU's share of the ports
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
     attention:        FLOP/s of a fused (flash) attention kernel without a mask, or None where none was measured
@@ -220,6 +225,7 @@ class Achieved:
     memory_share: Curve | None = None
     launch_seconds: float = 0.0
     matmul_shapes: ShapeRates | ShapeSamples | None = None
+    nic_one_per_node: dict[str, float] | None = None
     sources: dict[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -234,6 +240,10 @@ class Achieved:
             raise ValueError(f"Achieved.nics_per_node must be a whole number >= 1, got {self.nics_per_node!r}")
         if not (self.nic_latency >= 0 and math.isfinite(self.nic_latency)):
             raise ValueError(f"Achieved.nic_latency must be a finite number of seconds >= 0, got {self.nic_latency!r}")
+        for kind, rate in (self.nic_one_per_node or {}).items():
+            bus_factor(kind, 2)  # a collective's name, or a clear error naming the known ones
+            if not rate > 0:
+                raise ValueError(f"Achieved.nic_one_per_node[{kind!r}] must be > 0 bytes/s, got {rate!r}")
 
     @property
     def gpu_nic_bandwidth(self) -> float:
@@ -310,7 +320,10 @@ class Achieved:
         inside = factor * nbytes / curve.at(nbytes * self.bus_ranks / ranks)
         if per_node >= ranks:
             return inside
-        between = self.nic_latency + factor * nbytes / (per_node * self.gpu_nic_bandwidth)
+        rate = per_node * self.gpu_nic_bandwidth
+        if per_node == 1 and self.nic_one_per_node and kind in self.nic_one_per_node:
+            rate = min(rate, self.nic_one_per_node[kind])
+        between = self.nic_latency + factor * nbytes / rate
         return max(inside, between)
 
     def p2p_time(self, nbytes: float, same_node: bool) -> float:

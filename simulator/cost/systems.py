@@ -32,6 +32,10 @@ Sources, shortened in the fields below:
   inter-node" per 200 Gb/s HDR port.
 - [NCCL-TESTS-150]: NVIDIA/nccl-tests issue 150, all_reduce_perf between two A100 nodes, one GPU each:
   about 19 us for the smallest messages.
+- [MSCCLPP-NDMV4]: microsoft/mscclpp, docs/performance-ndmv4.md: nccl-tests on Azure NDm A100 v4 (8 x A100 80GB,
+  one 200 Gb/s HDR port a GPU), NCCL 2.17.1, in-place bus bandwidth at 1 GB. Between 2 nodes with one GPU each:
+  all-gather 15.84 GB/s, all-reduce 18.65, all-to-all 15.48 (MSCCL++'s own all-gather 23.30 on the same port);
+  with 8 GPUs a node: all-gather 177.05 and all-reduce 183.82 (186.01 and 188.18 at 4 GB), 22-24 GB/s a port.
 - [OVERLAP]: "Characterizing Compute-Communication Overlap in GPU-Accelerated Distributed Deep Learning:
   Performance and Power Implications" (arXiv:2507.03114, July 2025): GPT and Llama training kernels on 4
   A100s, H100s, MI250s and MI210s run on average 18.9% slower (at most 40%) while a collective overlaps them
@@ -201,6 +205,12 @@ A100_ACHIEVED = Achieved(
     bus={"all_reduce": A100_ALL_REDUCE},
     nic_bandwidth=24 * GBS,
     nic_latency=19e-6,
+    nic_one_per_node={
+        "all_gather": 15.84 * GBS,
+        "reduce_scatter": 15.84 * GBS,
+        "all_to_all": 15.48 * GBS,
+        "all_reduce": 18.65 * GBS,
+    },
     node_size=8,
     attention=179.5 * T,
     causal_share=A100_CAUSAL,
@@ -213,6 +223,8 @@ A100_ACHIEVED = Achieved(
         "bus": "[AZ-A100]; other collectives read the all-reduce curve (nccl-tests defines busbw to compare them)",
         "nic_bandwidth": "[NCCL-412] 24 GB/s per 200 Gb/s HDR port (96% of its 25 GB/s)",
         "nic_latency": "[NCCL-TESTS-150] about 19 us for a small all-reduce between two nodes",
+        "nic_one_per_node": "[MSCCLPP-NDMV4] one GPU a node, 1 GB: all-gather 15.84 GB/s, all-reduce 18.65, "
+        "all-to-all 15.48; reduce-scatter, not measured there, as all-gather (the same ring, the same bytes a step)",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
         "causal_share": "[FA2-A100-CAUSAL] 80% at 1,024 tokens, 85% at 4,096 (kept beyond)",
         "memory_share": "[TRITON-REG] 37% of the copy bandwidth at 6 MB moved, 68% at 25 MB, 92% at 100 MB, all at 400 MB",

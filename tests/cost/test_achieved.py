@@ -45,10 +45,49 @@ def test_smaller_groups_read_the_curve_at_their_ring_step():
 
 def test_between_nodes_the_ports_limit():
     a = A100_ACHIEVED
-    one_per_node = a.collective_time("all_reduce", 4e9, 32, per_node=1)
-    assert math.isclose(one_per_node, 19e-6 + 2 * 31 / 32 * 4e9 / 24e9)
+    two_per_node = a.collective_time("all_reduce", 4e9, 32, per_node=2)
+    assert math.isclose(two_per_node, 19e-6 + 2 * 31 / 32 * 4e9 / (2 * 24e9))
     eight_per_node = a.collective_time("all_reduce", 4e9, 32, per_node=8)
-    assert eight_per_node < one_per_node / 7  # eight ports share the work, NVLink inside is faster still
+    assert eight_per_node < two_per_node / 3  # eight ports share the work, NVLink inside is faster still
+
+
+@pytest.mark.parametrize(
+    "kind, measured", [("all_gather", 15.84), ("reduce_scatter", 15.84), ("all_reduce", 18.65), ("all_to_all", 15.48)]
+)
+def test_one_gpu_a_node_reaches_what_nccl_was_measured_to_reach_there(kind, measured):
+    """With one GPU a node (a data-parallel group beside 8-way tensor parallelism) NCCL's rings fill less than
+    the port: mscclpp's NDm A100 v4 table, 1 GB between two nodes (reduce-scatter taken as all-gather)."""
+    a, size = A100_ACHIEVED, 1 << 30
+    one = a.collective_time(kind, size, 2, per_node=1)
+    assert math.isclose(one, 19e-6 + bus_factor(kind, 2) * size / (measured * 1e9))
+    across_many = a.collective_time(kind, size, 64, per_node=1)
+    assert math.isclose(across_many, 19e-6 + bus_factor(kind, 64) * size / (measured * 1e9))
+    assert one > bus_factor(kind, 2) * size / 24e9 * 1.25  # at least a quarter slower than the port's 24 GB/s
+
+
+def test_one_gpu_a_node_never_beats_its_share_of_the_ports():
+    """Four 100 Gb/s ports a node give a GPU 6 GB/s: below the measured one-a-node rate, so the ports limit."""
+    from simulator.cost.systems import dgx_a100_system, with_network
+
+    slow = with_network(dgx_a100_system(), nics_per_node=4, nic_gbps=100).achieved
+    t = slow.collective_time("all_gather", 1e9, 16, per_node=1)
+    assert math.isclose(t, 19e-6 + 15 / 16 * 1e9 / slow.gpu_nic_bandwidth)
+
+
+def test_h100_has_no_one_a_node_measurement_and_keeps_its_ports():
+    a = H100_ACHIEVED
+    assert a.nic_one_per_node is None
+    t = a.collective_time("reduce_scatter", 1e9, 16, per_node=1)
+    assert math.isclose(t, 19e-6 + 15 / 16 * 1e9 / a.gpu_nic_bandwidth)
+
+
+def test_a_one_a_node_rate_must_name_a_collective_and_be_positive():
+    from dataclasses import replace
+
+    with pytest.raises(ValueError, match="no collective named 'allgather'"):
+        replace(A100_ACHIEVED, nic_one_per_node={"allgather": 1e9})
+    with pytest.raises(ValueError, match=r"nic_one_per_node\['all_gather'\] must be > 0"):
+        replace(A100_ACHIEVED, nic_one_per_node={"all_gather": 0.0})
 
 
 @pytest.mark.parametrize(
