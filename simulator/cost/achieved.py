@@ -197,7 +197,8 @@ class Achieved:
     nic_latency:      seconds a message between nodes costs before its bytes (small-message time)
     nic_one_per_node: bus bandwidth (bytes/s) NCCL reaches between nodes, by collective, when its group has one GPU
                       a node, where measured (None, or a collective not in it: ``nic_bandwidth``); never more
-                      than the GPU's share of the ports
+                      than the GPU's share of the ports (slower ports given by ``with_network`` limit it; faster
+                      ones keep it, as nothing measured them)
     node_size:        GPUs per node (a group of more spans nodes)
     bus_ranks:        GPUs the ``bus`` curves were measured over
     attention:        FLOP/s of a fused (flash) attention kernel without a mask, or None where none was measured
