@@ -5,7 +5,7 @@ The what-if runs MT-NLG's 35 stages as Megatron-LM's 1F1B with eager sends of ea
 shows (microsoft/DeepSpeed, deepspeed/runtime/pipe/):
 
 - its sends block: ``p2p.send`` and ``p2p.recv`` are ``dist.broadcast`` in a group of the two ranks with
-  ``async_op`` forced to False (p2p.py, v0.3.13 to v0.5.4; from v0.5.5 ``dist.send`` / ``dist.recv`` under
+  ``async_op`` forced to False (p2p.py, v0.3.13 to v0.5.3; from v0.5.4 ``dist.send`` / ``dist.recv`` under
   PyTorch 1.8 or later), so the stream after a send waits until the neighbour has reached its matching call:
   the engine's rendezvous sends. ``TrainSchedule`` (schedule.py) orders a step's calls so that neighbours
   meet: a forward step receives the activation and then sends the previous backward's gradient, a backward
@@ -13,7 +13,7 @@ shows (microsoft/DeepSpeed, deepspeed/runtime/pipe/):
 - what crosses: the activation goes as each tensor-parallel rank's share (``is_pipe_partitioned``), with,
   until September 2021, the attention mask beside it (a [1, 1, s, s] bool tensor, ``inputs[2]``); the
   gradient went whole from every tensor-parallel rank (``is_grad_partitioned = False``, engine.py, v0.3.13 to
-  v0.5.4) until commit e2fdd254e (2021-09-29, "Big science related changes") partitioned it and dropped the
+  v0.5.3) until commit e2fdd254e (2021-09-29, "Big science related changes") partitioned it and dropped the
   mask. Which DeepSpeed MT-NLG ran is not published.
 
 This runs each MT-NLG row's stages with the what-if's own seconds for a stage's forward and backward, in
