@@ -2,10 +2,10 @@
 
 The what-if prices a collective between nodes at 24 GB/s a 200 Gb/s port (on A100, a group with one GPU a node
 at what NCCL was measured to reach there) whatever the number of nodes, after one latency (docs/whatif.md,
-Collectives). The one measurement by node count found (NVIDIA/nccl issue 1229,
-March 2024, an H100 cluster whose network and message size are not given) puts reduce-scatter's bus bandwidth
-at "360,345,320,300,280,260" GB/s on 4, 8, 16, 32, 64 and 128 nodes: 72% at 128 nodes of what it was at 4.
-Another (NVIDIA/nccl issue 1712, May 2025, A100 nodes with two 200 Gb/s ports) found the ring's bandwidth at
+Collectives). The one measurement by node count found (NVIDIA/nccl issue 1229, March 2024, an H100 cluster
+whose network and message size are not given) puts reduce-scatter's bus bandwidth at
+"360,345,320,300,280,260" GB/s on 4, 8, 16, 32, 64 and 128 nodes: 72% at 128 nodes of what it was at 4.
+Another (NVIDIA/nccl issue 1712, May 2025, A100 nodes with four 200 Gb/s ports) found the ring's bandwidth at
 the largest size "basically the same" as nodes were added and only the middle sizes falling, as NCCL's ring
 latency, linear in the ranks, predicts. This applies issue 1229's fall (read between its points in
 log(nodes), 72% kept beyond 128) to every collective that crosses nodes, or to reduce-scatters and
