@@ -108,7 +108,7 @@ def main() -> None:
         regather = program.regather  # the share all-gathered inside the node before it is used
         forward = [program.seconds[s]["F"] + (regather if s > 0 else 0.0) for s in range(layout.pp)]
         backward = [program.seconds[s]["B"] + (regather if s < layout.pp - 1 else 0.0) for s in range(layout.pp)]
-        link = CostModel(latency=a.nic_latency, bandwidth=a.gpu_nic_bandwidth, flops=system.peak_flops, name="p2p")
+        link = CostModel(latency=a.nic_latency, bandwidth=a.nic_p2p_bandwidth, flops=system.peak_flops, name="p2p")
         ends = []
         for act_parts, grad_parts in (([share, mask], [whole]), ([share], [share])):
             prog = deepspeed_program(layout.pp, layout.microbatches, forward, backward, act_parts, grad_parts)

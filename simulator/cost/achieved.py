@@ -252,6 +252,15 @@ class Achieved:
         ports = self.node_size if self.nics_per_node is None else self.nics_per_node
         return self.nic_bandwidth * min(1.0, ports / self.node_size)
 
+    @property
+    def nic_p2p_bandwidth(self) -> float:
+        """Bytes/s of NCCL's sends and receives between two GPUs on different nodes (a pipeline send): the GPU's
+        share of the ports, or less where a two-rank all-to-all with one GPU a node was measured
+        (``nic_one_per_node['all_to_all']``: nccl-tests' all-to-all is NCCL's sends and receives to every rank,
+        grouped, src/alltoall.cu, so on two ranks it times one send and one receive each way)."""
+        measured = (self.nic_one_per_node or {}).get("all_to_all")
+        return self.gpu_nic_bandwidth if measured is None else min(self.gpu_nic_bandwidth, measured)
+
     # ---- compute ------------------------------------------------------------------------------
     def matmul_time(
         self, m: float, n: float, k: float, batch: float = 1, itemsize: int = 2, fp8: bool = False
@@ -333,7 +342,7 @@ class Achieved:
             return 0.0
         if same_node:
             return nbytes / self.bus["all_reduce"].at(nbytes)
-        return self.nic_latency + nbytes / self.gpu_nic_bandwidth
+        return self.nic_latency + nbytes / self.nic_p2p_bandwidth
 
 
 def _tile_use(dim: float) -> float:

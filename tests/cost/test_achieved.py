@@ -74,6 +74,16 @@ def test_one_gpu_a_node_never_beats_its_share_of_the_ports():
     assert math.isclose(t, 19e-6 + 15 / 16 * 1e9 / slow.gpu_nic_bandwidth)
 
 
+def test_a_send_between_nodes_moves_at_the_two_rank_all_to_all_rate():
+    """nccl-tests' all-to-all is NCCL's grouped sends and receives: on two ranks one GPU a node it timed a pipeline
+    send's path at 15.48 GB/s; inside a node a send reads the NVLink curve as before."""
+    a = A100_ACHIEVED
+    assert a.nic_p2p_bandwidth == 15.48e9
+    assert math.isclose(a.p2p_time(84e6, same_node=False), 19e-6 + 84e6 / 15.48e9)
+    assert math.isclose(a.p2p_time(84e6, same_node=True), 84e6 / a.bus["all_reduce"].at(84e6))
+    assert H100_ACHIEVED.nic_p2p_bandwidth == H100_ACHIEVED.gpu_nic_bandwidth  # nothing measured: the port's
+
+
 def test_h100_has_no_one_a_node_measurement_and_keeps_its_ports():
     a = H100_ACHIEVED
     assert a.nic_one_per_node is None

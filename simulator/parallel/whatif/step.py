@@ -257,7 +257,7 @@ def simulate(model: Transformer, layout: TrainingSetup, system: System) -> tuple
     program = StageProgram(model, layout, system, schedule)
     a, n = system.achieved, program.message.nbytes
     latency, bandwidth = (
-        (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.gpu_nic_bandwidth)
+        (0.0, a.bus["all_reduce"].at(n)) if layout.pp_same_node else (a.nic_latency, a.nic_p2p_bandwidth)
     )
     link = CostModel(latency=latency, bandwidth=bandwidth, flops=system.peak_flops, name=f"{system.name} pipeline")
     result = World(layout.pp, cost=link, keep_payloads=False, leftovers="error").run(program)
