@@ -226,7 +226,7 @@ A100_ACHIEVED = Achieved(
         "nic_one_per_node": "[MSCCLPP-NDMV4] one GPU a node, 1 GB: all-gather 15.84 GB/s, all-reduce 18.65, "
         "all-to-all 15.48 (also a pipeline send's rate: nccl-tests' all-to-all is NCCL's grouped sends and "
         "receives); reduce-scatter, not measured there, as all-gather (the same ring, the same bytes a step; "
-        "NVIDIA/nccl issue 1281 finds the two within 3% on an H100 node)",
+        "NVIDIA/nccl issue 1281 reports the two within 3% on H100)",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
         "causal_share": "[FA2-A100-CAUSAL] 80% at 1,024 tokens, 85% at 4,096 (kept beyond)",
         "memory_share": "[TRITON-REG] 37% of the copy bandwidth at 6 MB moved, 68% at 25 MB, 92% at 100 MB, all at 400 MB",
