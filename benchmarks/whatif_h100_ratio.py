@@ -15,7 +15,8 @@ Two sets of runs where the same software ran the same layout on both GPUs:
   dot_product_attention/utils.py, ``get_attention_backend``), so the A100 ran FlashAttention-2 and the H100 cuDNN's
   kernel. The what-if prices both with FlashAttention-2's measured rate; cuDNN's kernels run 1.7-2.3 times faster
   than FlashAttention-2 on Hopper for training shapes (huggingface/transformers pull request 48163, forward and
-  backward), which is printed as a sensitivity, not priced.
+  backward), which is printed as a sensitivity, not priced. The tests set ``NCCL_ALGO=Ring``, which leaves NVLink
+  SHARP unused, so the H100's all-reduces are asked at the ring's rate (``H100_RING``, 370 GB/s at most).
 
 Prints seconds and ratios; nothing here is fitted or fed back into the model.
 
@@ -61,13 +62,15 @@ def mosaic() -> None:
 
 
 def megatron() -> None:
-    from simulator.cost.systems import System, system
+    from simulator.cost.systems import H100_RING, System, system
     from simulator.parallel.whatif import TrainingSetup, whatif
     from simulator.parallel.whatif.model import Transformer
 
     model = Transformer(layers=32, hidden=4096, heads=32, kv_heads=8, seq=8192, vocab=131072, tied=False)
     flags = dict(dp=2, global_batch=8, recompute="none", zero=1, grad_fusion=False, attention="flash")
     h100 = system("dgx-h100")
+    ring = replace(h100.achieved, bus=dict(h100.achieved.bus, all_reduce=H100_RING))  # NCCL_ALGO=Ring
+    h100 = System(h100.cost, ring)
     print("\nMegatron-LM's 7B speed tests (seconds a step; ratio A100 over H100)")
     print(f"  {'test':16} {'A100 pub':>8} {'pred':>6} {'H100 pub':>8} {'pred':>6} {'ratio pub':>9} {'pred':>5}"
           "  pred with H100 attention x1.7, x2.3")  # fmt: skip
