@@ -9,7 +9,8 @@ Two sets of runs where the same software ran the same layout on both GPUs:
 - Megatron-LM's own speed tests (NVIDIA/Megatron-LM tests/functional_tests/test_cases/gpt/gpt3_7b_tp4_pp1_memory_speed
   and gpt3_7b_tp1_pp4_memory_speed, the same model_config.yaml for both GPUs, golden values of DGX A100 and DGX H100
   as both stood at commit adc69dba2d, October 2025, when they moved from NVIDIA's CI artifacts into the repository:
-  "iteration-time" at steps 10 and 20). Transformer Engine picks the attention kernel: with the tests'
+  "iteration-time" at steps 10 and 20; the files do not name the containers, and the tests' recipe now runs them on
+  H100 only, so the A100 values may come from an older one). Transformer Engine picks the attention kernel: with the tests'
   ``--deterministic-mode`` (``NVTE_ALLOW_NONDETERMINISTIC_ALGO=0``) it turns cuDNN's fused attention off below sm90
   and gives it "preference on Hopper+ for performance reasons" (transformer_engine/pytorch/attention/
   dot_product_attention/utils.py, ``get_attention_backend``), so the A100 ran FlashAttention-2 and the H100 cuDNN's
