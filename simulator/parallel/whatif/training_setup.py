@@ -39,8 +39,8 @@ Settings that model software as it was (for the papers' tables) rather than as i
   metaseq's ``--distribute-checkpointed-activations``); sequence parallelism splits it already;
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022), "flash" (one fused kernel, FlashAttention-2) or "triton" (one fused kernel of FlashAttention's
-  first generation, as flash-attn's and llm-foundry's Triton kernel: ``layer.TRITON_SHARE`` of FlashAttention-2's
-  rate);
+  first generation, as flash-attn's and llm-foundry's Triton kernel: the share of FlashAttention-2's speed that
+  FlashAttention's kernels were measured at on the GPU, ``Achieved.first_gen_attention_share``);
 - ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
