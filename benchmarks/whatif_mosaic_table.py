@@ -8,7 +8,7 @@ bf16 and at most 16,384 tokens (62 runs), laid out as the out-of-sample MosaicML
 (``simulator/parallel/whatif/outside.py``), and prints predicted over published throughput (above 1:
 optimistic) with the share of the predicted step the attention kernel takes, and (ninth pass) how many times
 their priced time the products (with recomputation and their slowdown beside collectives) would take for the
-published step if everything else were priced right. Last, as a diagnostic for each GPU, the two factors on the
+published step if everything else were priced right (where attention is under 30% of the predicted step). Last, as a diagnostic for each GPU, the two factors on the
 products' and the attention kernel's time that best fit all its runs (least squares in relative error). Nothing
 here is fed back into the model: it is the seventh and ninth passes' reading of where the H100 rows' gap lies
 (docs/whatif.md).
@@ -111,8 +111,12 @@ def main() -> None:
         print(
             f"{machine:9} MPT-{size:5} {seq:6} {mb:3} {accum:3} {'yes ' if ckpt else 'no  '} {published:9,}"
             f" {predicted:9,.0f} {predicted / published:5.2f} {attention / report.step_seconds:4.2f}"
-            f" {(published_step - attention - rest) / products:8.2f}"
-        )
+            + (
+                f" {(published_step - attention - rest) / products:8.2f}"
+                if attention < 0.3 * report.step_seconds
+                else ""
+            )
+        )  # the products' factor says little where attention takes much of the step
     for machine, runs in parts.items():
         published_step, products, attention, rest = (np.array(column) for column in zip(*runs, strict=True))
         weight = 1.0 / published_step  # relative errors, so that long steps do not decide it
