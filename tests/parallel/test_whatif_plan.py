@@ -352,6 +352,13 @@ def test_fsdp_copies_divides_casts_and_accumulates_each_microbatch_s_gradients()
         TrainingSetup(dp=8, zero=1, grad_accumulation="fsdp")
 
 
+def test_the_first_generation_triton_kernel_refuses_heads_it_was_not_built_for():
+    wide = Transformer(2, 8 * 256, 8, 2048, 50368, name="wide-heads")
+    with pytest.raises(SetupError, match="heads of up to 128.*attention='flash'"):
+        whatif(wide, TrainingSetup(attention="triton", global_batch=1), "dgx-h100")
+    assert whatif(wide, TrainingSetup(attention="flash", global_batch=1), "dgx-h100").step_seconds > 0
+
+
 def test_a_fused_attention_kernel_computes_its_padded_head():
     # flash-attn's Triton kernel rounds the head to a power of two, FlashAttention-2 to its built head sizes
     assert [kernel_head_dim(d, "triton") for d in (64, 96, 112, 128)] == [64, 128, 128, 128]

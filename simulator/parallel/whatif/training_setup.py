@@ -290,6 +290,11 @@ class TrainingSetup:
         self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
+        if self.attention == "triton" and model.head_dim > 128:  # flash_attn_triton.py: "all head dimensions up to 128"
+            raise SetupError(
+                f"attention='triton' (flash-attn's first-generation Triton kernel) runs heads of up to 128, and this "
+                f"model's are {model.head_dim}: use attention='flash'"
+            )
         if self.cp > 1 and self.attention != "flash":  # Transformer Engine's ring attention runs FlashAttention-2
             raise SetupError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
         if self.cp > 1 and model.seq % (2 * self.cp):
