@@ -59,8 +59,8 @@ Sources, shortened in the fields below:
   tokens a sequence, head dimensions 64 and 128, with and without the causal mask. flash-attn's Triton kernel,
   which llm-foundry copied, is the first generation's too: its own notes put its forward and backward together
   "slightly slower" than the CUDA kernels (flash_attn/flash_attn_triton.py, v1.0.9), llm-foundry's TUTORIAL.md
-  "slightly faster", and the same A100 figures' Triton kernel (OpenAI's) runs within 10% of FlashAttention's at
-  head dimension 128, causal.
+  "slightly faster", and the same A100 figures time a "FlashAttention Triton" kernel (which implementation, they do
+  not say) within 10% of FlashAttention's at head dimension 128, causal.
 """
 
 from __future__ import annotations
