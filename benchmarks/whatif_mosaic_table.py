@@ -6,8 +6,12 @@ README (scripts/train/benchmarking/README.md, commit b2a43a147, October 2023). T
 attention kernel). This script asks every one of those runs on 8 A100 80GB or H100 80GB GPUs with FULL_SHARD,
 bf16 and at most 16,384 tokens (62 runs), laid out as the out-of-sample MosaicML rows are
 (``simulator/parallel/whatif/outside.py``), and prints predicted over published throughput (above 1:
-optimistic) with the share of the predicted step the attention kernel takes. Nothing here is fitted or fed
-back into the model: it is the seventh pass's reading of where the H100 rows' gap lies (docs/whatif.md).
+optimistic) with the share of the predicted step the attention kernel takes, and (ninth pass) how many times
+their priced time the products (with recomputation and their slowdown beside collectives) would take for the
+published step if everything else were priced right (where attention is under 30% of the predicted step). Last, as a diagnostic for each GPU, the two factors on the
+products' and the attention kernel's time that best fit all its runs (least squares in relative error). Nothing
+here is fed back into the model: it is the seventh and ninth passes' reading of where the H100 rows' gap lies
+(docs/whatif.md).
 
 Run: python benchmarks/whatif_mosaic_table.py  (about a minute)
 """
@@ -82,23 +86,45 @@ RUNS = [
 
 
 def main() -> None:
+    import numpy as np
+
     from simulator.parallel.whatif import TrainingSetup, whatif
     from simulator.parallel.whatif.outside import mpt
 
     print(
         f"{'system':9} {'model':9} {'tokens':>6} {'mb':>3} {'acc':>3} ckpt  {'published':>9} {'predicted':>9} ratio attn"
+        " products"
     )
+    parts: dict[str, list[tuple[float, float, float, float]]] = {}  # published step, products, attention, the rest
     for machine, size, seq, mb, accum, ckpt, published in RUNS:
         layout = TrainingSetup(dp=8, zero=3, microbatch=mb, global_batch=8 * mb * accum,
                                recompute="full" if ckpt else "none", optimizer="unfused", cross_entropy="fused",
                                attention="triton", grad_accumulation="fsdp", train_metrics=2)  # fmt: skip
         report = whatif(mpt(size, seq), layout, machine)
+        step = report.to_json()["breakdown"]["step"]
         predicted = layout.global_batch * seq / report.step_seconds / 8
-        attention = report.to_json()["breakdown"]["step"]["attention"] / report.step_seconds
+        products = sum(step.get(kind, 0.0) for kind in ("matmul", "recompute", "contention"))
+        attention = step["attention"]
+        rest = report.step_seconds - products - attention
+        published_step = layout.global_batch * seq / 8 / published
+        parts.setdefault(machine, []).append((published_step, products, attention, rest))
         print(
             f"{machine:9} MPT-{size:5} {seq:6} {mb:3} {accum:3} {'yes ' if ckpt else 'no  '} {published:9,}"
-            f" {predicted:9,.0f} {predicted / published:5.2f} {attention:4.2f}"
-        )
+            f" {predicted:9,.0f} {predicted / published:5.2f} {attention / report.step_seconds:4.2f}"
+            + (
+                f" {(published_step - attention - rest) / products:8.2f}"
+                if attention < 0.3 * report.step_seconds
+                else ""
+            )
+        )  # the products' factor says little where attention takes much of the step
+    for machine, runs in parts.items():
+        published_step, products, attention, rest = (np.array(column) for column in zip(*runs, strict=True))
+        weight = 1.0 / published_step  # relative errors, so that long steps do not decide it
+        fit = np.linalg.lstsq(np.column_stack([products, attention]) * weight[:, None],
+                              (published_step - rest) * weight, rcond=None)[0]  # fmt: skip
+        spread = (fit[0] * products + fit[1] * attention + rest) / published_step
+        print(f"{machine}: products x{fit[0]:.2f}, attention x{fit[1]:.2f} of their priced time fit its runs best "
+              f"(each run then within {spread.min():.2f}-{spread.max():.2f} of its published step)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -206,6 +206,9 @@ class Achieved:
                       small kernel cannot keep every SM's loads in flight); None: all of it
     causal_share:     the share of ``attention`` a causal kernel reaches (counting the half of the score matrix it
                       computes), by sequence length; None: the same rate
+    first_gen_share:  the share of a causal FlashAttention-2 kernel's speed that a fused kernel of FlashAttention's
+                      first generation reaches, by the head dimension it computes with, each a curve over sequence
+                      length; None where none was measured
     overlap_slowdown: the share of its speed a kernel loses while a collective runs beside it (NCCL's blocks
                       take SMs, and memory bandwidth, from it)
     sources:          where the scalar figures come from, by field name
@@ -223,6 +226,7 @@ class Achieved:
     overlap_slowdown: float = 0.0
     matmul_fp8: Curve | None = None
     causal_share: Curve | None = None
+    first_gen_share: dict[int, Curve] | None = None
     memory_share: Curve | None = None
     launch_seconds: float = 0.0
     matmul_shapes: ShapeRates | ShapeSamples | None = None
@@ -307,16 +311,40 @@ class Achieved:
         return nbytes / (self.memory_bandwidth * share)
 
     def attention_time(
-        self, flops: float, causal_seq: float = 0.0, causal_part: float = 1.0, rate_share: float = 1.0
+        self,
+        flops: float,
+        causal_seq: float = 0.0,
+        causal_part: float = 1.0,
+        rate_share: float = 1.0,
+        first_gen_head_dim: int = 0,
     ) -> float:
         """Seconds for a fused attention kernel of ``flops`` (needs a measured ``attention`` rate), running at
-        ``rate_share`` of it (another kernel than the one measured). With ``causal_seq`` (the masked blocks'
+        ``rate_share`` of it (a padded head computing its padding). With ``causal_seq`` (the masked blocks'
         sequence length), the ``causal_part`` of the FLOPs that lies in masked blocks runs at ``causal_share`` of
-        the rate: their diagonal tiles compute whole and their rows differ in length."""
+        the rate: their diagonal tiles compute whole and their rows differ in length. With ``first_gen_head_dim``
+        the kernel is one of FlashAttention's first generation computing heads of that size, and runs at
+        ``first_gen_attention_share`` of the rate as well."""
         if self.attention is None:
             raise ValueError("no fused-attention rate was measured for this system; use unfused attention")
         share = self.causal_share.at(causal_seq) if causal_seq > 0 and self.causal_share is not None else 1.0
+        if first_gen_head_dim:
+            rate_share *= self.first_gen_attention_share(causal_seq, first_gen_head_dim)
         return flops * (causal_part / share + (1.0 - causal_part)) / (self.attention * rate_share)
+
+    def first_gen_attention_share(self, seq: float, head_dim: int) -> float:
+        """The share of FlashAttention-2's speed a first-generation fused kernel reaches on sequences of ``seq``
+        with heads of ``head_dim``: read on each measured head dimension's curve, between them linearly in
+        log(head dimension), and kept at the end ones beyond them."""
+        if not self.first_gen_share:
+            raise ValueError(
+                "no first-generation fused-attention kernel was measured for this system; use --attention flash"
+            )
+        dims = sorted(self.first_gen_share)
+        d = min(max(float(head_dim), dims[0]), dims[-1])
+        lo = max(x for x in dims if x <= d)
+        hi = min(x for x in dims if x >= d)
+        low, high = self.first_gen_share[lo].at(seq), self.first_gen_share[hi].at(seq)
+        return low if hi == lo else low + (high - low) * math.log(d / lo) / math.log(hi / lo)
 
     # ---- communication ------------------------------------------------------------------------
     def collective_time(self, kind: str, nbytes: float, ranks: int, per_node: int | None = None) -> float:

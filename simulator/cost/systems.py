@@ -56,6 +56,15 @@ Sources, shortened in the fields below:
   its backward 287.1 with it (so a causal backward runs at its forward's rate, as the what-if assumes).
 - [NCCL-TESTS-212]: NVIDIA/nccl-tests issue 212, S. Jeaugey: on H100 "NCCL can get an effective NVLink
   bandwidth of 370GB/s" for operations other than the NVLink-SHARP all-reduce (peak busbw about 480 GB/s).
+- [FA2-RELEASE]: the FlashAttention-2 release's benchmarks (T. Dao, arXiv:2307.08691, the forward + backward
+  figures; Dao-AILab/flash-attention assets/flash2_a100_fwd_bwd_benchmark.png and flash2_h100_fwd_bwd_benchmark.png,
+  commit 4f285b35, July 2023): TFLOP/s of FlashAttention (flash-attn 1's CUDA kernels) and FlashAttention-2,
+  forward and backward together, on an A100 80GB SXM4 and an H100 80GB SXM5, 16k tokens a batch at 512 to 16k
+  tokens a sequence, head dimensions 64 and 128, with and without the causal mask. flash-attn's Triton kernel,
+  which llm-foundry copied, is the first generation's too: its own notes put its forward and backward together
+  "slightly slower" than the CUDA kernels (flash_attn/flash_attn_triton.py, v1.0.9), llm-foundry's TUTORIAL.md
+  "slightly faster", and the same A100 figures time a "FlashAttention Triton" kernel (which implementation, they do
+  not say) within 10% of FlashAttention's at head dimension 128, causal.
 """
 
 from __future__ import annotations
@@ -162,6 +171,22 @@ A100_MEMORY_SHARE = Curve(
 )
 A100_CAUSAL = Curve(((1024, 143.70 / 179.11), (4096, 156.27 / 184.04)), "[FA2-A100-CAUSAL] causal over unmasked rate")
 H100_CAUSAL = Curve(((8192, 284.1 / 369.9),), "[FA2-H100-CAUSAL] causal over unmasked rate, 8,192 tokens")
+FA2_RELEASE_LENGTHS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def _first_gen(first: tuple[float, ...], second: tuple[float, ...], what: str) -> Curve:
+    """FlashAttention's over FlashAttention-2's TFLOP/s, causal, forward and backward, at each of the lengths."""
+    return Curve(tuple((n, a / b) for n, a, b in zip(FA2_RELEASE_LENGTHS, first, second, strict=True)), what)
+
+
+A100_FIRST_GEN = {
+    64: _first_gen((58, 70, 77, 87, 92, 97), (88, 119, 140, 156, 165, 171), "[FA2-RELEASE] A100, causal, d 64"),
+    128: _first_gen((55, 62, 69, 76, 80, 83), (99, 133, 155, 173, 182, 189), "[FA2-RELEASE] A100, causal, d 128"),
+}
+H100_FIRST_GEN = {
+    64: _first_gen((104, 123, 136, 138, 149, 156), (141, 192, 232, 257, 273, 284), "[FA2-RELEASE] H100, causal, d 64"),
+    128: _first_gen((98, 109, 108, 126, 135, 137), (163, 221, 265, 294, 308, 328), "[FA2-RELEASE] H100, causal, d 128"),
+}
 H100_ALL_REDUCE = Curve(
     _bus(
         (
@@ -214,6 +239,7 @@ A100_ACHIEVED = Achieved(
     node_size=8,
     attention=179.5 * T,
     causal_share=A100_CAUSAL,
+    first_gen_share=A100_FIRST_GEN,
     memory_share=A100_MEMORY_SHARE,
     overlap_slowdown=OVERLAP_SLOWDOWN,
     launch_seconds=LAUNCH_SECONDS,
@@ -229,6 +255,8 @@ A100_ACHIEVED = Achieved(
         "NVIDIA/nccl issue 1281 reports the two within 3% on H100)",
         "attention": "[AZ-A100] FlashAttention-2 forward, head dim 64, batch 2, 8,192 tokens, not causal",
         "causal_share": "[FA2-A100-CAUSAL] 80% at 1,024 tokens, 85% at 4,096 (kept beyond)",
+        "first_gen_share": "[FA2-RELEASE] FlashAttention over FlashAttention-2, causal: 45% at 2,048 tokens and head "
+        "dimension 128, 55% at 64",
         "memory_share": "[TRITON-REG] 37% of the copy bandwidth at 6 MB moved, 68% at 25 MB, 92% at 100 MB, all at 400 MB",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
         "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
@@ -244,6 +272,7 @@ H100_ACHIEVED = Achieved(
     node_size=8,
     attention=327.9 * T,
     causal_share=H100_CAUSAL,
+    first_gen_share=H100_FIRST_GEN,
     overlap_slowdown=OVERLAP_SLOWDOWN,
     matmul_fp8=H100_FP8_CURVE,
     launch_seconds=LAUNCH_SECONDS,
@@ -257,6 +286,8 @@ H100_ACHIEVED = Achieved(
         "nic_latency": "assumed as measured on A100 nodes [NCCL-TESTS-150]",
         "attention": "[AZ-H100] FlashAttention-2 forward, batch 2, 8,192 tokens, not causal",
         "causal_share": "[FA2-H100-CAUSAL] 77% at 8,192 tokens (the one length measured, kept at every length)",
+        "first_gen_share": "[FA2-RELEASE] FlashAttention over FlashAttention-2, causal: 41% at 2,048 tokens and head "
+        "dimension 128, 59% at 64",
         "overlap_slowdown": "[OVERLAP] 18.9% average slowdown of compute beside a collective (A100, H100, MI250, MI210)",
         "launch_seconds": "[LAUNCH] about 20 us from a PyTorch op's launch to its kernel's start",
     },

@@ -60,7 +60,10 @@ def test_uneven_layers_and_a_network_by_flags(capsys):
     assert main(["whatif", *flags, "--attention", "triton", "--no-knobs"]) == 0
     triton = json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"]
     assert main(["whatif", *flags, "--no-knobs"]) == 0
-    assert triton == pytest.approx(2 * json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"])
+    # a first-generation kernel: on H100 at 8,192 tokens and heads of 128 FlashAttention ran 135 TFLOP/s, causal,
+    # where FlashAttention-2 ran 308 (the FlashAttention-2 release's forward + backward figures)
+    flash = json.loads(capsys.readouterr().out)["breakdown"]["step"]["attention"]
+    assert triton == pytest.approx(flash * 308 / 135)
     assert main(["whatif", *flags, "--stage-layers", "8,8,8,7"]) == 2
     assert "summing to the model's layers" in capsys.readouterr().err
     assert main(["whatif", *flags, "--stage-layers", "8,x"]) == 2

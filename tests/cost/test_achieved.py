@@ -1,6 +1,7 @@
 """Measured rates (simulator.cost.achieved) and the systems built on them (simulator.cost.systems)."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -193,3 +194,26 @@ def test_a_first_generation_flash_kernel_runs_at_its_share_of_the_measured_rate(
     assert a.attention_time(1e12, causal_seq=2048, rate_share=0.5) == pytest.approx(
         2 * a.attention_time(1e12, causal_seq=2048)
     )
+
+
+def test_a_first_generation_kernel_runs_at_flashattentions_measured_share_of_flashattention_2():
+    # the FlashAttention-2 release's forward + backward TFLOP/s, causal: FlashAttention over FlashAttention-2
+    a, h = A100_ACHIEVED, H100_ACHIEVED
+    assert a.first_gen_attention_share(2048, 128) == pytest.approx(69 / 155)
+    assert a.first_gen_attention_share(2048, 64) == pytest.approx(77 / 140)
+    assert h.first_gen_attention_share(2048, 128) == pytest.approx(108 / 265)
+    assert h.first_gen_attention_share(16384, 64) == pytest.approx(156 / 284)
+    # between measured lengths in log(length), beyond them kept; between head dimensions in log(d), beyond kept
+    assert a.first_gen_attention_share(2048 * 2**0.5, 128) == pytest.approx((69 / 155 + 76 / 173) / 2)
+    assert a.first_gen_attention_share(100, 128) == pytest.approx(55 / 99)
+    assert a.first_gen_attention_share(65536, 128) == pytest.approx(83 / 189)
+    assert a.first_gen_attention_share(2048, 64 * 2**0.5) == pytest.approx((77 / 140 + 69 / 155) / 2)
+    assert a.first_gen_attention_share(2048, 256) == pytest.approx(69 / 155)
+    plain = a.attention_time(1e12, causal_seq=2048)
+    assert a.attention_time(1e12, causal_seq=2048, first_gen_head_dim=128) == pytest.approx(plain * 155 / 69)
+
+
+def test_a_system_without_a_first_generation_measurement_refuses_to_guess():
+    bare = replace(A100_ACHIEVED, first_gen_share=None)
+    with pytest.raises(ValueError, match="first-generation.*--attention flash"):
+        bare.attention_time(1e12, causal_seq=2048, first_gen_head_dim=128)

@@ -35,13 +35,13 @@ from .model import Transformer
 from .training_setup import FUSED_ATTENTION, TrainingSetup
 
 COMM_KINDS = ("tp", "sp_cp", "ep")  # communication inside a layer; pp and dp are the step's
-# FlashAttention's first-generation kernels run at half FlashAttention-2's rate: FlashAttention-2 is "around 2x"
-# faster than FlashAttention (Dao 2023, arXiv:2307.08691, abstract), and flash-attn's Triton kernel, which
-# llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
-# together are "slightly slower" than FlashAttention's CUDA ones. Measured on A100; assumed on H100, where
-# llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``) and
-# FlashAttention-2 also runs Ampere's: no H100 measurement of that kernel was found.
-TRITON_SHARE = 0.5
+# FlashAttention's first-generation kernels run at the share of FlashAttention-2's speed that the FlashAttention-2
+# release measured for FlashAttention's CUDA kernels on each GPU, by head dimension and sequence length
+# (``Achieved.first_gen_attention_share``, [FA2-RELEASE] in simulator/cost/systems.py). flash-attn's Triton kernel,
+# which llm-foundry copies (flash_attn/flash_attn_triton.py, v1.0.9), says of itself that its forward and backward
+# together are "slightly slower" than those CUDA kernels, llm-foundry that it is "slightly faster". On H100
+# llm-foundry's copy ran on a pre-MLIR Triton without Hopper instructions (``triton_pre_mlir``), as FlashAttention's
+# CUDA kernels and FlashAttention-2 run Ampere's: no H100 measurement of the Triton kernel itself was found.
 
 
 def kernel_head_dim(d: int, attention: str) -> int:
@@ -71,7 +71,8 @@ class Op(NamedTuple):
     core: bool = False  # part of the attention core (what selective recomputation recomputes)
     causal_seq: float = 0.0  # a causal flash kernel's masked blocks' sequence length
     causal_part: float = 1.0  # the share of its FLOPs in masked blocks
-    rate_share: float = 1.0  # a fused attention kernel's share of the measured FlashAttention-2 rate
+    rate_share: float = 1.0  # a fused attention kernel's share of the measured rate its padded head leaves it
+    first_gen_head_dim: int = 0  # a first-generation fused kernel's head dimension (0: FlashAttention-2's)
 
 
 def matmul(name: str, phase: str, m: float, n: float, k: float, batch: float = 1, core: bool = False) -> Op:
@@ -309,10 +310,11 @@ def attention_ops(model: Transformer, layout: TrainingSetup, z: PerRank, phase: 
         # (ring attention's steps against other ranks' keys are unmasked: one step in cp has the mask)
         flops = 4.0 * b * A * (s / layout.cp) * s * d / 2
         # a padded head computes its padding too (MPT-30b's heads of 112 run as 128)
-        share = (TRITON_SHARE if layout.attention == "triton" else 1.0) * d / kernel_head_dim(d, layout.attention)
+        kernel_d = kernel_head_dim(d, layout.attention)
+        first_gen = kernel_d if layout.attention == "triton" else 0
         ops = [Op("flash attention" + (" back" if phase == "I" else ""), phase, "attention",
                   flops * (2.5 if phase == "I" else 1.0), core=True, causal_seq=s / layout.cp,
-                  causal_part=1.0 / layout.cp, rate_share=share)]  # fmt: skip
+                  causal_part=1.0 / layout.cp, rate_share=d / kernel_d, first_gen_head_dim=first_gen)]  # fmt: skip
         if layout.cp > 1 and layout.cp_comm == "allgather":  # Llama 3: gathered before the kernel, nothing hides it
             kv = 2 * z.T * z.G * d * z.e * layout.cp  # every rank's keys and values
             ops[:0] = [

@@ -85,7 +85,8 @@ Sources:
   its sweep.sh runs every one on the image ``mosaicml/pytorch:2.1.0_cu121`` (PyTorch 2.1.0, CUDA 12.1) with
   composer 0.16 and submit_benchmarks.py's default ``attn_impl: triton`` (llm-foundry's copy of flash-attn's
   Triton kernel, compiled by ``triton_pre_mlir``, a fork of Triton's pre-MLIR compiler that setup.py installs;
-  priced at half FlashAttention-2's rate: ``--attention triton``, ``layer.TRITON_SHARE``); each
+  priced at the share of FlashAttention-2's speed FlashAttention's kernels were measured at on each GPU:
+  ``--attention triton``, ``Achieved.first_gen_attention_share``); each
   row's microbatch, gradient accumulation and global batch as published, and the measured tokens per second
   per GPU. Rule for which rows: every row at 2,048 tokens on one node of 8 GPUs in those two tables (the
   network between nodes plays no part, and every model size the tables hold at that length appears).

@@ -38,7 +38,7 @@ def op_seconds(op: Op, achieved: Achieved, itemsize: int, fp8: bool = False) -> 
     if op.kind == "matmul":
         return achieved.matmul_time(*op.shape, itemsize=itemsize, fp8=fp8 and not op.core)
     if op.kind == "attention":
-        return achieved.attention_time(op.flops, op.causal_seq, op.causal_part, op.rate_share)
+        return achieved.attention_time(op.flops, op.causal_seq, op.causal_part, op.rate_share, op.first_gen_head_dim)
     if op.kind == "memory":
         return achieved.memory_time(op.nbytes)
     if op.collective == "p2p":  # a ring: ranks - 1 steps, each rank sending one share to its neighbour

@@ -39,8 +39,8 @@ Settings that model software as it was (for the papers' tables) rather than as i
   metaseq's ``--distribute-checkpointed-activations``); sequence parallelism splits it already;
 - ``attention``: "unfused" (Megatron-LM's softmax and dropout kernels around two batched products, as in
   2021-2022), "flash" (one fused kernel, FlashAttention-2) or "triton" (one fused kernel of FlashAttention's
-  first generation, as flash-attn's and llm-foundry's Triton kernel: ``layer.TRITON_SHARE`` of FlashAttention-2's
-  rate);
+  first generation, as flash-attn's and llm-foundry's Triton kernel: the share of FlashAttention-2's speed that
+  FlashAttention's kernels were measured at on the GPU, ``Achieved.first_gen_attention_share``);
 - ``optimizer``: "fused" (Megatron-LM's mixed-precision optimizer around apex's FusedAdam) or "unfused"
   (PyTorch's Adam op by op over fp32 weights, as composer's DecoupledAdamW behind FSDP runs it);
 - ``cross_entropy``: "fp32" (Megatron-LM's vocabulary-parallel cross-entropy on fp32 logits, pass by pass) or
@@ -290,6 +290,11 @@ class TrainingSetup:
         self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
+        if self.attention == "triton" and model.head_dim > 128:  # flash_attn_triton.py: "all head dimensions up to 128"
+            raise SetupError(
+                f"attention='triton' (flash-attn's first-generation Triton kernel) runs heads of up to 128, and this "
+                f"model's are {model.head_dim}: use attention='flash'"
+            )
         if self.cp > 1 and self.attention != "flash":  # Transformer Engine's ring attention runs FlashAttention-2
             raise SetupError("context parallelism runs ring attention on a fused kernel: use attention='flash'")
         if self.cp > 1 and model.seq % (2 * self.cp):
