@@ -38,14 +38,18 @@ demo: $(VENV)/.demo
 lab: $(VENV)/.lab
 	$(BIN)/jupyter lab notebooks/
 
+# compileall first: where PYTHONDONTWRITEBYTECODE is set (as on the machines this project runs on), every process the tests start (the
+# command line, notebooks' kernels, gloo workers) would otherwise compile the package from source again.
 test: $(BIN)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/lint-imports
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir .venv/site
+	$(BIN)/python -m compileall -q simulator
 	$(BIN)/python -m pytest -n 2 -q
 
 test-fast: $(BIN)/.installed
+	$(BIN)/python -m compileall -q simulator
 	$(BIN)/python -m pytest -n 2 -q -m "not slow"
 
 # The guides and the API reference (docs/, mkdocs.yml), built strictly: a broken link or reference fails.
