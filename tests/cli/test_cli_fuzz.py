@@ -7,7 +7,8 @@ numbers, digits of other scripts, lone surrogates (what a non-UTF-8 file name be
 names too long for the file system, devices, folders and standard output as output paths. A fixed table of
 cases runs first, then hypothesis draws more (derandomized: the same cases on every run, fast enough for CI).
 Commands that would measure real processes (``calibrate``) or draw every figure (``figures``) run with their
-work replaced by a small write to the output they were given: their argument handling is what is fuzzed.
+work replaced by a small write to the output they were given, and ``validate`` predicts two rows a set: their
+argument handling is what is fuzzed.
 """
 
 from __future__ import annotations
@@ -70,9 +71,16 @@ def argv_of(name: str, parser: argparse.ArgumentParser, picks: list[tuple[argpar
 
 @pytest.fixture
 def light_work(monkeypatch):
-    """calibrate and figures write to their output at once instead of measuring processes or drawing."""
+    """calibrate and figures write to their output at once instead of measuring processes or drawing, and validate
+    predicts two rows of each set instead of all 58 (tests/parallel/test_whatif_validate.py checks them all)."""
     from simulator.calibration import calibrate
     from simulator.teach import figures
+
+    checks = importlib.import_module("simulator.parallel.whatif.validate")
+    every_row = checks.validate
+    monkeypatch.setattr(
+        checks, "validate", lambda rows=None: every_row((checks.published_rows() if rows is None else rows)[:2])
+    )
 
     def calibrated(ranks, backend, out, *rest):
         write_text(out, "{}\n")
