@@ -159,8 +159,8 @@ def test_every_cost_offered_has_python_s_times_for_each_schedule(page):
 
 @pytest.mark.browser
 def test_every_small_case_under_costs_in_turn_has_python_s_times(page):
-    # Each small case under two of the offered costs, taken in turn, so each cost is tried about 140 times across
-    # the schedules and sizes (every case under every cost, 51,408 of them, took 107 s of the suite).
+    # Each small case under two of the offered costs, taken in turn, so each cost is tried about 120 times across
+    # the schedules and sizes (every case under every cost, 60,928 of them, took 107 s of the suite).
     driver, _ = page
     costs = cost_choices()
     cases = [(*c, *costs[(i + shift) % len(costs)]) for i, c in enumerate(SMALL) for shift in (0, len(costs) // 2)]
