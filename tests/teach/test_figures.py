@@ -18,6 +18,7 @@ from matplotlib.text import Text
 
 from simulator.cli.main import main
 from simulator.teach.figures import _REGISTRY, build_figures, figure, registry
+from simulator.views.plot import animation
 from simulator.views.plot.style import LEGIBLE_PX, SHOWN_WIDTH
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,18 +38,25 @@ def record_smallest_text(mp: pytest.MonkeyPatch, lines: list[str]) -> dict[str, 
     """Have every figure saved (each PNG, SVG and GIF frame) note its smallest text, as pixels of font size when
     the image is shown SHOWN_WIDTH (1280) pixels wide, under the figure being built (the last progress line)."""
     smallest: dict[str, tuple[float, str]] = {}
-    save = Figure.savefig
+    save, write_gif = Figure.savefig, animation.write_gif
 
-    def noting_savefig(fig, *args, **kwargs):
+    def note(fig):
         name = lines[-1].split("] ", 1)[1].split(":", 1)[0]
-        fig.canvas.draw()  # the drawing code sizes some labels as it lays them out
         for t in fig.findobj(Text):
             if t.get_visible() and t.get_text().strip():
                 px = t.get_fontsize() * SHOWN_WIDTH / (72 * fig.get_figwidth())
                 smallest[name] = min(smallest.get(name, (px, "")), (px, t.get_text()))
+
+    def noting_savefig(fig, *args, **kwargs):
+        fig.canvas.draw()  # the drawing code sizes some labels as it lays them out
+        note(fig)
         return save(fig, *args, **kwargs)
 
+    def noting_write_gif(fig, draw, *args, **kwargs):  # a GIF's frames set their texts' sizes when drawn
+        return write_gif(fig, lambda i: (draw(i), note(fig)), *args, **kwargs)
+
     mp.setattr(Figure, "savefig", noting_savefig)
+    mp.setattr(animation, "write_gif", noting_write_gif)
     return smallest
 
 
