@@ -219,8 +219,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         t0 = self.clock
         out = run_op(self.rank, name, fn, inputs)
         t1 = self.clock
-        if self.keep_payloads:  # (after the op's time: the program's buffer copied for the record, not its work)
-            out = kept(out)
+        out = kept(out)  # (after the op's time: a value kept as it was, payloads recorded or not, as simulated)
         if flops is None:
             flops = op_flops(fn, inputs, out)
         nbytes = nbytes_of(out) if keep else 0
