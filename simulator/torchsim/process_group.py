@@ -332,10 +332,15 @@ class SimProcessGroup(dist.ProcessGroup):
         )
 
     def _size_check(self, api: str, big: torch.Tensor, small: torch.Tensor, p: int) -> None:
-        if big.dim() == 0 or small.dim() == 0 or big.shape[0] != p * small.shape[0] or big.shape[1:] != small.shape[1:]:
+        """The larger tensor is the p smaller ones concatenated along dim 0, or stacked (shape (p, *small)), the two
+        forms torch takes; either holds the pieces in rank order in the same memory."""
+        big_shape, small_shape = tuple(big.shape), tuple(small.shape)
+        if big_shape == (p, *small_shape):
+            return
+        if not big_shape or not small_shape or big_shape != (p * small_shape[0], *small_shape[1:]):
             raise ValueError(
                 f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
-                f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
+                f"along dim 0, or the {p} stacked (shape {(p, *small_shape)}); got {big_shape} and {small_shape}"
             )
 
 
