@@ -63,3 +63,29 @@ def test_on_real_ranks_an_op_s_output_is_the_same_value_whether_or_not_payloads_
     for kp in (True, False):
         with TorchWorld(2, "gloo", timeout=20, keep_payloads=kp) as world:
             np.testing.assert_array_equal(world.run(buffer_reused_before_send).outputs[1], X4 * 2 + 1)
+
+
+def vectors_and(reduce):
+    """A model of four devices' vectors x[r] and their reduction v (np.max, np.min, ...)."""
+
+    def model(dev, xs):
+        for r in range(len(xs)):
+            dev.hold(f"x[{r}]", xs[r])
+        return dev.compute("v", lambda: reduce(xs, axis=0))
+
+    return model
+
+
+@pytest.mark.parametrize("algorithm", ["ring", "tree", "halving_doubling"])
+@pytest.mark.parametrize("op, reduce", [("max", np.max), ("min", np.min), ("product", np.prod), ("sum", np.sum)])
+def test_partials_name_the_terms_of_a_sum_only(op, reduce, algorithm):
+    """``partials="x"`` on a max, a min or a product names the members' inputs, and no running sum on the way (a
+    running max named x[0]+x[1] would be compared with a sum): the right reduction passes, booked or not."""
+    xs = np.random.default_rng(4).uniform(0.5, 1.5, (4, 8))
+
+    def program(dev, xs):
+        return dev.all_reduce(
+            dev.hold(f"x[{dev.rank}]", xs[dev.rank]), op=op, name="v", partials="x", algorithm=algorithm
+        )
+
+    assert verdicts(program, vectors_and(reduce), (xs,), p=4) == {"passed"}
