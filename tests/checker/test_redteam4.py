@@ -107,3 +107,44 @@ def test_a_float16_sum_is_held_to_a_few_ulps_of_its_median_near_zero(share, verd
         return out
 
     assert verdicts(program, vectors_and(lambda a, axis: a.sum(axis=axis, dtype=np.float16)), (xs,), p=4) == {verdict}
+
+
+def a_gradient_off(dev, x, y, w):
+    """The data-parallel exercise's answer with element 0 of the gradient 0.05 off."""
+    from simulator.teach.exercises.data import mean_gradient
+
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    x, y, w = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows), dev.hold("w", w)
+    g = dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g").copy()
+    g[0] += 0.05
+    return g
+
+
+class LargeEps:
+    """``np.finfo`` as a student's cell may replace it: every dtype's eps made 10 (the floor's ulps follow it)."""
+
+    def __init__(self, dtype):
+        self._real = REAL_FINFO(dtype)
+
+    def __getattr__(self, attr):
+        return 10.0 if attr == "eps" else getattr(self._real, attr)
+
+
+REAL_FINFO = np.finfo
+
+
+@pytest.mark.parametrize("patch", ["finfo", "ndarray"])
+def test_in_a_notebook_a_numpy_class_rebound_is_refused(monkeypatch, patch):
+    """NumPy's classes are in the grader's snapshot as its functions are: ``np.finfo`` rebound to one whose eps is 10
+    widened the float floor to 80 times the median and passed a gradient 0.05 off; ``np.ndarray`` rebound changes
+    what every ``type(x) is np.ndarray`` reads. The grade says the grader was changed."""
+    from simulator.teach.exercises import start
+
+    ex = start("data-parallel-average")
+    if patch == "finfo":
+        monkeypatch.setattr(np, "finfo", LargeEps)
+    else:
+        monkeypatch.setattr(np, "ndarray", type("ndarray", (np.ndarray,), {}))
+    result = ex.grade(a_gradient_off, seed=1)
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert f"numpy.{patch}" in result.text()
