@@ -12,6 +12,8 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
 - ``block_of``        the value is one block of the expected one (an op working on a shard), along one axis or
                       on a grid of blocks (a mesh of several dims)
+- ``cast_down``       a value of the model's in a float of lower precision (float32 where the model's is float64),
+                      which no name of the model's matches as it is
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import close, same
+from .compare import RTOL, close, same
 
 MAX_PARTS = 8  # blocks tried when looking for pieces in the wrong order or joined on the wrong axis
 MAX_BLOCKS = 4096  # blocks of a grid tried when a value is split along several axes
@@ -208,3 +210,18 @@ def _show_slice(s: Any) -> str:
     if s is Ellipsis:
         return "..."
     return repr(s)
+
+
+def cast_down(ref: Any, found: Any) -> str | None:
+    """'A cast down to float32, where the model's A is float64' where ``found`` is a model value in lower precision, within
+    that precision's tolerance; None otherwise. (A value of lower precision is never the same as the model's: this
+    says why a value that prints alike is none of them.)"""
+    a = np.asarray(found)
+    if a.dtype.kind != "f" or a.dtype.itemsize >= 8 or a.size == 0:
+        return None
+    wide = a.astype(np.float64)
+    for name in ref.identify(wide, rtol=RTOL[a.dtype.itemsize]):
+        model = np.asarray(ref.values[name])
+        if model.dtype.kind == "f" and model.dtype.itemsize > a.dtype.itemsize:
+            return f"{name} cast down to {a.dtype}, where the model's {name} is {model.dtype}"
+    return None

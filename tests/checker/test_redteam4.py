@@ -148,3 +148,28 @@ def test_in_a_notebook_a_numpy_class_rebound_is_refused(monkeypatch, patch):
     result = ex.grade(a_gradient_off, seed=1)
     assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
     assert f"numpy.{patch}" in result.text()
+
+
+def a_sent_as_float32(dev):
+    """Device 0 sends a cast down to float32; device 1 casts it back and adds one."""
+    if dev.rank == 0:
+        a = dev.compute("a", lambda v: v * 2.0, dev.hold("x", X4))
+        dev.send(a.astype(np.float32), 1)
+        return None
+    return dev.compute("b", lambda v: v + 1.0, dev.recv(0).astype(np.float64))
+
+
+def test_a_message_cast_down_says_which_value_it_is_in_lower_precision():
+    """A message of a in float32, where the model's a is float64, prints as a does: unplaced (not verified), and
+    against a split that lets only a cross (FAILED), the text says it is a cast down, not only "none of the model's
+    values"."""
+    from simulator.checker import Split
+
+    run = World(2).run(a_sent_as_float32)
+    ref = Reference.of(doubled_then_one_more)
+    plain = check(run, ref)
+    assert plain.verdict == "not verified"
+    assert "a cast down to float32, where the model's a is float64" in str(plain)
+    split = check(run, ref, split=Split(compute={"a": 0, "b": 1}, crosses={"a": (0, 1)}))
+    assert split.verdict == "FAILED"
+    assert "a cast down to float32, where the model's a is float64" in str(split)
