@@ -309,6 +309,7 @@ class SimProcessGroup(dist.ProcessGroup):
     # ---- point to point -----------------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
         peer = self._member(dst, "destination", "send")
+        self._contiguous(tensors[0], f"send to rank {peer}")
         x = self._np(tensors[0], "send")
         what, site, label = f"send to rank {peer}", call_site(), message_label(self._ctx)
         req = self._ctx.request(lambda dev: dev.isend(x, peer, tag, label=label), what_call(what, site))
@@ -316,6 +317,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self._member(src, "source", "recv"), tensors[0]
+        self._contiguous(t, f"recv from rank {peer} into it")
         shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
         what, site = f"recv from rank {peer}", call_site()
 
@@ -325,6 +327,15 @@ class SimProcessGroup(dist.ProcessGroup):
         req = self._ctx.request(post, what_call(what, site))
         return SimWork(self._ctx, req, what, site, t)
 
+    def _contiguous(self, t: torch.Tensor, what: str) -> None:
+        """gloo (and NCCL) send and receive only contiguous tensors: a transposed one stops a real rank there."""
+        if not t.is_contiguous():
+            raise ValueError(
+                f"rank {self._ctx.rank}: a tensor of shape {tuple(t.shape)} and strides {t.stride()} is not contiguous, "
+                f"and gloo and NCCL refuse to {what} ('input tensor has to be contiguous'): pass t.contiguous(), or "
+                "receive into a fresh torch.empty(shape) and copy it where it goes"
+            )
+
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
         raise ValueError(
             f"rank {self._ctx.rank}: recv without src (from any rank) is not simulated: a simulated receive names "
@@ -332,16 +343,22 @@ class SimProcessGroup(dist.ProcessGroup):
         )
 
     def _size_check(self, api: str, big: torch.Tensor, small: torch.Tensor, p: int) -> None:
-        """The larger tensor is the p smaller ones concatenated along dim 0, or stacked (shape (p, *small)), the two
-        forms torch takes; either holds the pieces in rank order in the same memory."""
+        """The larger tensor is the p smaller ones concatenated along dim 0, as gloo requires. (torch's docs and NCCL
+        take them stacked too, shape (p, *small); gloo refuses that form, or stops the process, so a program that
+        uses it is refused here, with the form both take.)"""
         big_shape, small_shape = tuple(big.shape), tuple(small.shape)
-        if big_shape == (p, *small_shape):
+        if big_shape and small_shape and big_shape == (p * small_shape[0], *small_shape[1:]):
             return
-        if not big_shape or not small_shape or big_shape != (p * small_shape[0], *small_shape[1:]):
-            raise ValueError(
-                f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
-                f"along dim 0, or the {p} stacked (shape {(p, *small_shape)}); got {big_shape} and {small_shape}"
-            )
+        stacked = (
+            f" ({big_shape} is the stacked form: NCCL takes it, gloo does not; give the concatenated one, "
+            f"{(p * small_shape[0], *small_shape[1:])}, and view it as {big_shape} where you need that)"
+            if small_shape and big_shape == (p, *small_shape)
+            else ""
+        )
+        raise ValueError(
+            f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
+            f"along dim 0; got {big_shape} and {small_shape}{stacked}"
+        )
 
 
 def _splits(sizes: Any, n: int, p: int) -> list[int]:

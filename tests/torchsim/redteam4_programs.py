@@ -57,15 +57,17 @@ def moe(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
 
 
 def colwise_gathered(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
-    """fc1 split by its output features, the hidden joined by ``all_gather_into_tensor`` along a new first axis,
-    fc2 whole on every rank."""
+    """fc1 split by its output features, the hidden joined by ``all_gather_into_tensor`` along dim 0 (rank blocks of
+    rows), then put side by side; fc2 whole on every rank. bug "wrong axis": the blocks read as rows; "stacked": the
+    output given as (p, rows, h / p), a form NCCL takes and gloo refuses."""
     rank, p = dist.get_rank(), dist.get_world_size()
     w1, b1 = state["fc1.weight"].chunk(p)[rank], state["fc1.bias"].chunk(p)[rank]
     h = torch.relu(x @ w1.T + b1)  # (rows, h / p)
-    pieces = torch.empty(p, *h.shape, dtype=h.dtype)
+    pieces = torch.empty(p, *h.shape) if bug == "stacked" else torch.empty(p * h.shape[0], h.shape[1])
     dist.all_gather_into_tensor(pieces, h.contiguous())
+    pieces = pieces.reshape(p, *h.shape)
     if bug == "wrong axis":
-        full = pieces.reshape(h.shape[0], -1)  # the stack read as rows: each row mixes two ranks' rows
+        full = pieces.reshape(h.shape[0], -1)  # the blocks read as rows: each row mixes two ranks' rows
     else:
         full = torch.cat(list(pieces), dim=1)
     return full @ state["fc2.weight"].T + state["fc2.bias"]
@@ -138,16 +140,45 @@ def seeded_sgd(x: torch.Tensor, y: torch.Tensor, steps: int = 2) -> torch.Tensor
 
 
 def rowwise_scattered(state: dict, x: torch.Tensor, bug: str | None = None) -> torch.Tensor:
-    """fc1 by columns, fc2 by rows; fc2's partial products reduce-scattered into a stacked output (p, rows / p, d),
-    each rank adding the bias to its rows; the rows then gathered back by ``all_gather_into_tensor``."""
+    """fc1 by columns, fc2 by rows; fc2's partial products reduce-scattered by rows, each rank adding the bias to its
+    rows; the rows then gathered back by ``all_gather_into_tensor``. bug "bias on every term": the bias added p times;
+    "stacked": the reduce-scatter's input given as (p, rows / p, d), which gloo refuses."""
     rank, p = dist.get_rank(), dist.get_world_size()
     w1, b1 = state["fc1.weight"].chunk(p)[rank], state["fc1.bias"].chunk(p)[rank]
     w2 = state["fc2.weight"].chunk(p, dim=1)[rank]
     h = torch.relu(x @ w1.T + b1)
-    partial = (h @ w2.T).reshape(p, x.shape[0] // p, -1)  # the stacked form: one block of rows per rank
-    mine = torch.empty(x.shape[0] // p, partial.shape[-1])
+    partial = h @ w2.T
+    if bug == "stacked":
+        partial = partial.reshape(p, x.shape[0] // p, -1)
+    mine = torch.empty(x.shape[0] // p, state["fc2.weight"].shape[0])
     dist.reduce_scatter_tensor(mine, partial)
     mine = mine + state["fc2.bias"] * (p if bug == "bias on every term" else 1)
-    out = torch.empty(p, *mine.shape)
+    out = torch.empty(x.shape[0], mine.shape[1])
     dist.all_gather_into_tensor(out, mine)
-    return out.reshape(x.shape[0], -1)
+    return out
+
+
+def non_contiguous(x: torch.Tensor, what: str) -> Any:
+    """A collective or a send of a transposed (non-contiguous) tensor, as a hasty program writes it."""
+    rank = dist.get_rank()
+    t = (x * (rank + 1)).T  # non-contiguous
+    if what == "all_reduce":
+        dist.all_reduce(t)
+        return t
+    if what == "broadcast":
+        dist.broadcast(t, src=0)
+        return t
+    if what == "send":
+        if rank == 0:
+            dist.send(t, dst=1)
+            return None
+        got = torch.empty_like(t)
+        dist.recv(got, src=0)
+        return got
+    if what == "recv into":
+        if rank == 0:
+            dist.send(t.contiguous(), dst=1)
+            return None
+        dist.recv(t, src=0)
+        return t
+    raise ValueError(what)

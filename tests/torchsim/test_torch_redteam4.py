@@ -32,14 +32,23 @@ def verdicts(program, n, args, reference) -> set[str]:
         (rp.rowwise_scattered, "bias on every term", "FAILED"),
     ],
 )
-def test_a_stacked_output_of_all_gather_into_tensor_and_input_of_reduce_scatter_tensor_are_taken(program, bug, verdict):
-    """torch takes the larger tensor of ``all_gather_into_tensor`` and ``reduce_scatter_tensor`` stacked, (p, *piece), as
-    well as concatenated: the simulated ranks take it too (they refused it, failing a right program), and the result
-    is the model's (the right program's values all match; its result is compared)."""
+def test_all_gather_into_tensor_and_reduce_scatter_tensor_by_hand(program, bug, verdict):
+    """A tensor-parallel MLP by hand through the tensor forms of the collectives: the right one's result is the
+    model's (its names are its own: not verified), the planted bugs FAIL, booked or message by message."""
     assert verdicts(program, 2, (STATE, X, bug), lambda: Reference.of_torch(MODEL, X)) == {verdict}
     out = simulate_torch(program, 2, STATE, X, bug).outputs[0]
     close = torch.allclose(torch.from_numpy(out), MODEL(X).detach(), atol=1e-6)
     assert close == (bug is None)
+
+
+@pytest.mark.parametrize("program", [rp.colwise_gathered, rp.rowwise_scattered])
+def test_the_stacked_form_gloo_refuses_is_refused_with_the_form_it_takes(program):
+    """torch's docs (and NCCL) take the larger tensor stacked, (p, *piece); gloo refuses it, or stops the process: the
+    simulation refuses it too, saying which form to give."""
+    from simulator.core.errors import RankError
+
+    with pytest.raises(RankError, match=r"stacked form: NCCL takes it, gloo does not; give the concatenated one"):
+        simulate_torch(program, 2, STATE, X, "stacked")
 
 
 TOKENS = tp.batch(1, rows=8, d=4)
@@ -52,11 +61,11 @@ ENGINEERS = {  # name -> (program, arguments, reference, verdict)
     "experts, twice": (
         rp.moe, (EXPERTS.state_dict(), TOKENS, "expert twice"), lambda: Reference.of_torch(EXPERTS, TOKENS), "FAILED"
     ),
-    "stacked gather": (rp.colwise_gathered, (STATE, X), lambda: Reference.of_torch(MODEL, X), "not verified"),
-    "stacked gather, wrong axis": (
+    "gather by hand": (rp.colwise_gathered, (STATE, X), lambda: Reference.of_torch(MODEL, X), "not verified"),
+    "gather by hand, wrong axis": (
         rp.colwise_gathered, (STATE, X, "wrong axis"), lambda: Reference.of_torch(MODEL, X), "FAILED"
     ),
-    "stacked scatter": (rp.rowwise_scattered, (STATE, X), lambda: Reference.of_torch(MODEL, X), "not verified"),
+    "scatter by hand": (rp.rowwise_scattered, (STATE, X), lambda: Reference.of_torch(MODEL, X), "not verified"),
     "batched p2p": (
         rp.two_stage_batched, (MICRO, 2), lambda: Reference.of_torch(tp.TwoStage(), MICRO, microbatches=2), "passed"
     ),
@@ -85,3 +94,21 @@ def test_engineers_programs_on_gloo(name, gloo_worlds):
 
     program, args, reference, verdict = ENGINEERS[name]
     assert check(run_real(gloo_worlds(2, timeout=30), program, *args), reference()).verdict == verdict
+
+
+@pytest.mark.parametrize(
+    "what, refused", [("send", True), ("recv into", True), ("all_reduce", False), ("broadcast", False)]
+)
+def test_a_non_contiguous_tensor_is_refused_where_gloo_refuses_it(what, refused):
+    """gloo sends and receives only contiguous tensors ("input tensor has to be contiguous"; NCCL alike), while its
+    all-reduce and broadcast take a transposed one: the simulation refused none, so a program passed here that stops
+    on real ranks. A send or a receive of one is refused, naming the fix; the collectives still take it."""
+    from simulator.core.errors import RankError
+
+    x = torch.arange(6.0).reshape(2, 3)
+    if refused:
+        with pytest.raises(RankError, match=r"not contiguous.*\.contiguous\(\)"):
+            simulate_torch(rp.non_contiguous, 2, x, what)
+    else:
+        out = simulate_torch(rp.non_contiguous, 2, x, what).outputs
+        assert out[0].shape == (3, 2)
