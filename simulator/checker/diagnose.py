@@ -10,6 +10,7 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 - ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
 - ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
+- ``through_lower_precision``  float64 values that are float32's (or float16's) cast up: work done in lower precision
 - ``block_of``        the value is one block of the expected one (an op working on a shard), along one axis or
                       on a grid of blocks (a mesh of several dims)
 - ``cast_down``       a value of the model's in a float of lower precision (float32 where the model's is float64),
@@ -44,7 +45,26 @@ def explain(found: Any, expected: Any, group_sizes: Sequence[int] = ()) -> str |
         return None
     if a.shape != b.shape:
         return wrong_axis(a, b)
-    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b)
+    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b) or through_lower_precision(a, b)
+
+
+def through_lower_precision(a: np.ndarray, b: np.ndarray) -> str | None:
+    """'Every element is a float32 number...' where float64 values found are float32's (or float16's) cast up and
+    equal the expected ones within that precision: the work was done in lower precision somewhere on the way."""
+    if a.dtype != np.float64 or b.dtype != np.float64 or a.size == 0:
+        return None
+    for low in (np.float16, np.float32):
+        if (
+            np.array_equal(a.astype(low).astype(np.float64), a)
+            and not np.array_equal(b.astype(low).astype(np.float64), b)
+            and same(a.astype(low), b.astype(low), RTOL[np.dtype(low).itemsize])
+        ):
+            return (
+                f"Every element is a {np.dtype(low).name} number, within {np.dtype(low).name}'s rounding of what it "
+                f"should be: computed in {np.dtype(low).name} and cast back to float64 somewhere on the way? (The "
+                "model computes in float64: a lower precision is a difference in itself.)"
+            )
+    return None
 
 
 def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str | None:

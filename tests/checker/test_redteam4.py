@@ -173,3 +173,20 @@ def test_a_message_cast_down_says_which_value_it_is_in_lower_precision():
     split = check(run, ref, split=Split(compute={"a": 0, "b": 1}, crosses={"a": (0, 1)}))
     assert split.verdict == "FAILED"
     assert "a cast down to float32, where the model's a is float64" in str(split)
+
+
+def summed_in_float32(dev, xs):
+    """The library's all-reduce of float32 copies of the vectors, cast back to float64."""
+    return dev.all_reduce(xs[dev.rank].astype(np.float32)).astype(np.float64)
+
+
+def test_a_result_computed_in_float32_and_cast_back_fails_saying_so():
+    """A float64 result that went through float32 on the way differs in its eighth digit: FAILED, booked or not, and
+    the text says every element is a float32 number (it printed two vectors alike to the eye and said nothing)."""
+    xs = np.random.default_rng(5).standard_normal((4, 6))
+    model = vectors_and(np.sum)
+    assert verdicts(summed_in_float32, model, (xs,), p=4) == {"FAILED"}
+    text = str(check(World(4).run(summed_in_float32, xs), Reference.of(model, xs)))
+    assert "Every element is a float32 number" in text
+    right = check(World(4).run(lambda dev, xs: dev.all_reduce(xs[dev.rank]), xs), Reference.of(model, xs))
+    assert right.verdict == "passed"
