@@ -13,7 +13,8 @@ from .test_booked_payloads import same_runs
 
 def busy_then_all_reduce(dev, n: int, big: int, busy: tuple[int, ...], groups: int):
     """Each device in ``busy`` sends ``big`` numbers to its right neighbour (in its group) and moves on without
-    waiting; every device then all-reduces its vector in its group, and only then takes the message it was sent."""
+    waiting; every device then all-reduces its vector in its group, only then takes the message it was sent, and
+    last sends its result on to the right (on the links the ring left busy, each until its last chunk left)."""
     size = dev.world_size // groups
     group = list(range(dev.rank // size * size, dev.rank // size * size + size))
     me = group.index(dev.rank)
@@ -24,7 +25,8 @@ def busy_then_all_reduce(dev, n: int, big: int, busy: tuple[int, ...], groups: i
         dev.recv(left)
     if req is not None:
         dev.wait(req)
-    return y
+    dev.send(y, right, tag=1)
+    return dev.recv(left, tag=1)
 
 
 @pytest.mark.parametrize(
