@@ -190,3 +190,19 @@ def test_a_result_computed_in_float32_and_cast_back_fails_saying_so():
     assert "Every element is a float32 number" in text
     right = check(World(4).run(lambda dev, xs: dev.all_reduce(xs[dev.rank]), xs), Reference.of(model, xs))
     assert right.verdict == "passed"
+
+
+def test_in_a_notebook_an_exercise_s_array_changed_in_place_is_refused(monkeypatch):
+    """The exercises' arrays are constants of the grader too: the ring's notebook input XS changed in place (its
+    numbers, not its name) is a grader changed, as a tolerance loosened is."""
+    from simulator.teach.exercises import ring, start
+
+    ex = start("ring-all-reduce")
+    saved = ring.XS.copy()
+    try:
+        ring.XS[0, 0] += 100.0
+        result = ex.grade(lambda dev, x: dev.all_reduce(x), seed=1)
+    finally:
+        ring.XS[...] = saved
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "simulator.teach.exercises.ring.XS" in result.text()
