@@ -278,6 +278,7 @@ class SimProcessGroup(dist.ProcessGroup):
         self._start(opts)
         group, alg = self.ranks, self._algorithm("all_to_all")
         p = len(group)
+        self._contiguous(input, "all-to-all it", "Tensors must be contiguous")
         x = self._np(input, "all_to_all_single")
         send = _splits(input_splits, x.shape[0], p)
         recv = _splits(output_splits, output.shape[0], p)
@@ -327,13 +328,14 @@ class SimProcessGroup(dist.ProcessGroup):
         req = self._ctx.request(post, what_call(what, site))
         return SimWork(self._ctx, req, what, site, t)
 
-    def _contiguous(self, t: torch.Tensor, what: str) -> None:
-        """gloo (and NCCL) send and receive only contiguous tensors: a transposed one stops a real rank there."""
+    def _contiguous(self, t: torch.Tensor, what: str, says: str = "input tensor has to be contiguous") -> None:
+        """gloo (and NCCL) send, receive and all-to-all only contiguous tensors: a transposed one stops a real rank
+        there (its all-reduce, broadcast and the tensor forms of all-gather and reduce-scatter take one)."""
         if not t.is_contiguous():
             raise ValueError(
                 f"rank {self._ctx.rank}: a tensor of shape {tuple(t.shape)} and strides {t.stride()} is not contiguous, "
-                f"and gloo and NCCL refuse to {what} ('input tensor has to be contiguous'): pass t.contiguous(), or "
-                "receive into a fresh torch.empty(shape) and copy it where it goes"
+                f"and gloo and NCCL refuse to {what} ('{says}'): pass t.contiguous(), or receive into a fresh "
+                "torch.empty(shape) and copy it where it goes"
             )
 
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:

@@ -97,12 +97,14 @@ def test_engineers_programs_on_gloo(name, gloo_worlds):
 
 
 @pytest.mark.parametrize(
-    "what, refused", [("send", True), ("recv into", True), ("all_reduce", False), ("broadcast", False)]
+    "what, refused",
+    [("send", True), ("recv into", True), ("all_to_all_single", True), ("all_reduce", False), ("broadcast", False)],
 )
 def test_a_non_contiguous_tensor_is_refused_where_gloo_refuses_it(what, refused):
-    """gloo sends and receives only contiguous tensors ("input tensor has to be contiguous"; NCCL alike), while its
-    all-reduce and broadcast take a transposed one: the simulation refused none, so a program passed here that stops
-    on real ranks. A send or a receive of one is refused, naming the fix; the collectives still take it."""
+    """gloo sends and receives only contiguous tensors ("input tensor has to be contiguous"; NCCL alike), and
+    all-to-alls only a contiguous input ("Tensors must be contiguous"), while its all-reduce and broadcast take a
+    transposed one: the simulation refused none, so a program passed here that stops on real ranks. Those are refused,
+    naming the fix; the collectives that take it still do."""
     from simulator.core.errors import RankError
 
     x = torch.arange(6.0).reshape(2, 3)
