@@ -221,3 +221,25 @@ def test_a_float16_sum_of_mostly_zeros_added_in_another_order_passes():
         return dev.all_reduce(dev.hold(f"x[{dev.rank}]", xs[dev.rank]), name="v")
 
     assert verdicts(program, model, (xs,), p=4) == {"passed"}
+
+
+@pytest.mark.parametrize("group", [[1, 3], [3, 2, 1, 0]])
+def test_partials_numbered_by_rank_in_a_group_says_they_are_numbered_by_place(group):
+    """``partials="x"`` names member m's term x[m], m its place in the group: a subgroup (1, 3), or the world in
+    reverse, whose members give the model's x[rank], FAILS (the names say other terms) and the text says how
+    partials= numbers the terms."""
+    xs = np.arange(24.0).reshape(4, 6) % 5 - 2
+    total = xs[group].sum(axis=0)
+
+    def model(dev, xs):
+        for r in range(4):
+            dev.hold(f"x[{r}]", xs[r])
+        return dev.compute("v", lambda: total)
+
+    def program(dev, xs):
+        x = dev.hold(f"x[{dev.rank}]", xs[dev.rank])
+        return dev.all_reduce(x, group=group, name="v", partials="x") if dev.rank in group else None
+
+    assert verdicts(program, model, (xs,), p=4) == {"FAILED"}
+    text = " ".join(str(check(World(4).run(program, xs), Reference.of(model, xs))).split())
+    assert "names each member's term x[m] by its place m in the call's group" in text, text
