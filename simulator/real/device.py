@@ -150,7 +150,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         self._send_seq: dict[tuple[int, int], int] = {}
         self._recv_seq: dict[tuple[int, int], int] = {}
         self._unheaded: dict[tuple[int, int], deque[TorchRequest]] = {}  # recvs whose header is unread
-        self._in_flight: list[TorchRequest] = []  # eager sends not yet known complete
+        self._in_flight: list[TorchRequest] = []  # sends not yet known complete (eager, or never waited on)
         self._open_recvs: set[TorchRequest] = set()  # posted, not yet waited
         self._native_calls: dict[tuple[int, ...], int] = {}  # members -> native collectives they called
 

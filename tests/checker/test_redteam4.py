@@ -243,3 +243,40 @@ def test_partials_numbered_by_rank_in_a_group_says_they_are_numbered_by_place(gr
     assert verdicts(program, model, (xs,), p=4) == {"FAILED"}
     text = " ".join(str(check(World(4).run(program, xs), Reference.of(model, xs))).split())
     assert "names each member's term x[m] by its place m in the call's group" in text, text
+
+
+def ring_never_waiting_on_its_sends(dev, xs):
+    """A student's ring all-reduce that starts each send with ``isend`` and never waits on it (each receive is waited)."""
+    p, r = dev.world_size, dev.rank
+    buf = np.array(xs[r], dtype=np.float64)
+    n = len(buf) // p
+
+    def chunk(c):
+        return slice(c * n, (c + 1) * n)
+
+    for s in range(p - 1):
+        dev.isend(buf[chunk((r - s) % p)], (r + 1) % p)
+        buf[chunk((r - s - 1) % p)] += dev.recv((r - 1) % p)
+    for s in range(p - 1):
+        dev.isend(buf[chunk((r + 1 - s) % p)], (r + 1) % p)
+        buf[chunk((r - s) % p)] = dev.recv((r - 1) % p)
+    return buf
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+@pytest.mark.parametrize("send_mode", ["eager", "rendezvous"])
+def test_on_real_ranks_a_send_never_waited_on_is_delivered_as_simulated(send_mode):
+    """A send started with isend and never waited on reaches its receiver in a simulation, eager or rendezvous; on
+    real ranks a rendezvous one was dropped with its request (its buffers freed) and the receiver hung until the
+    timeout. Real ranks keep each send until it completes, as they keep eager ones."""
+    pytest.importorskip("torch")
+    from simulator.real.launch import TorchWorld
+
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    simulated = World(4, send_mode=send_mode).run(ring_never_waiting_on_its_sends, xs).outputs
+    with TorchWorld(4, "gloo", timeout=20, send_mode=send_mode) as world:
+        real = world.run(ring_never_waiting_on_its_sends, xs).outputs
+    for a, b in zip(simulated, real, strict=True):
+        np.testing.assert_array_equal(a, xs.sum(axis=0))
+        np.testing.assert_array_equal(b, a)
