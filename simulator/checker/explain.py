@@ -330,7 +330,7 @@ def _member_hint(d: Divergence) -> str | None:
     if d.where != "message" or not isinstance(rec, Message) or op_kind(rec.label) is None:
         return None
     named = _TERM.match(d.name or "")
-    if named is None:
+    if named is None or int(named.group(2)) == rec.src:  # (a place that is the sender's rank: numbered alike)
         return None
     prefix = named.group(1)
     other = next((n for n in (d.is_also or d.part_of or []) if (m := _TERM.match(n)) and m.group(1) == prefix), None)

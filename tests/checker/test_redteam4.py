@@ -280,3 +280,20 @@ def test_on_real_ranks_a_send_never_waited_on_is_delivered_as_simulated(send_mod
     for a, b in zip(simulated, real, strict=True):
         np.testing.assert_array_equal(a, xs.sum(axis=0))
         np.testing.assert_array_equal(b, a)
+
+
+def test_partials_in_the_world_s_order_with_a_neighbour_s_term_gets_no_word_on_places():
+    """Where every member's place is its rank, a member that gives its neighbour's term is a wrong input, not a
+    numbering: FAILED, and nothing said about places."""
+    xs = np.arange(24.0).reshape(4, 6) % 5 - 2
+
+    def program(dev, xs):
+        x = dev.hold(f"x[{dev.rank}]", xs[dev.rank])
+        if dev.rank == 1:
+            x = xs[2]  # the neighbour's vector
+        return dev.all_reduce(x, name="v", partials="x")
+
+    model = vectors_and(np.sum)
+    assert verdicts(program, model, (xs,), p=4) == {"FAILED"}
+    text = " ".join(str(check(World(4).run(program, xs), Reference.of(model, xs))).split())
+    assert "by its place" not in text, text
