@@ -175,6 +175,11 @@ def non_contiguous(x: torch.Tensor, what: str) -> Any:
         got = torch.empty_like(t)
         dist.recv(got, src=0)
         return got
+    if what == "all_to_all_single, channels_last":
+        c = (torch.arange(2 * 3 * 4 * 5.0).reshape(2, 3, 4, 5) * (rank + 1)).to(memory_format=torch.channels_last)
+        out = torch.empty(c.shape)
+        dist.all_to_all_single(out, c)  # gloo sends c's bytes in memory order: the blocks arrive scrambled
+        return out
     if what == "all_to_all_single":
         out = torch.empty(t.shape)
         dist.all_to_all_single(out, t)
