@@ -49,20 +49,20 @@ def explain(found: Any, expected: Any, group_sizes: Sequence[int] = ()) -> str |
 
 
 def through_lower_precision(a: np.ndarray, b: np.ndarray) -> str | None:
-    """'Every element is a float32 number...' where float64 values found are float32's (or float16's) cast up and
-    equal the expected ones within that precision: the work was done in lower precision somewhere on the way."""
-    if a.dtype != np.float64 or b.dtype != np.float64 or a.size == 0:
+    """'Every element is a float32 number...' where float64 (or float32) values found are float32's or float16's cast
+    up and equal the expected ones within that precision: the work was done in lower precision on the way."""
+    if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or a.size == 0:
         return None
-    for low in (np.float16, np.float32):
+    for low in (np.float16, np.float32)[: 2 if a.dtype == np.float64 else 1]:
         if (
-            np.array_equal(a.astype(low).astype(np.float64), a)
-            and not np.array_equal(b.astype(low).astype(np.float64), b)
+            np.array_equal(a.astype(low).astype(a.dtype), a)
+            and not np.array_equal(b.astype(low).astype(b.dtype), b)
             and same(a.astype(low), b.astype(low), RTOL[np.dtype(low).itemsize])
         ):
             return (
                 f"Every element is a {np.dtype(low).name} number, within {np.dtype(low).name}'s rounding of what it "
-                f"should be: computed in {np.dtype(low).name} and cast back to float64 somewhere on the way? (The "
-                "model computes in float64: a lower precision is a difference in itself.)"
+                f"should be: computed in {np.dtype(low).name} and cast back to {a.dtype} somewhere on the way? (The "
+                f"model computes in {a.dtype}: a lower precision is a difference in itself.)"
             )
     return None
 

@@ -297,3 +297,17 @@ def test_partials_in_the_world_s_order_with_a_neighbour_s_term_gets_no_word_on_p
     assert verdicts(program, model, (xs,), p=4) == {"FAILED"}
     text = " ".join(str(check(World(4).run(program, xs), Reference.of(model, xs))).split())
     assert "by its place" not in text, text
+
+
+def test_a_float32_result_computed_in_float16_fails_saying_so():
+    """The same for a float32 model whose result went through float16 (an autocast by hand): FAILED, saying every
+    element is a float16 number."""
+    xs = np.random.default_rng(6).standard_normal((4, 6)).astype(np.float32)
+
+    def in_half(dev, xs):
+        return dev.all_reduce(xs[dev.rank].astype(np.float16)).astype(np.float32)
+
+    model = vectors_and(np.sum)
+    assert verdicts(in_half, model, (xs,), p=4) == {"FAILED"}
+    text = " ".join(str(check(World(4).run(in_half, xs), Reference.of(model, xs))).split())
+    assert "Every element is a float16 number" in text and "cast back to float32" in text, text
