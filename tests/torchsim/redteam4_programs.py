@@ -191,3 +191,34 @@ def non_contiguous(x: torch.Tensor, what: str) -> Any:
         dist.recv(t, src=0)
         return t
     raise ValueError(what)
+
+
+def flat_bucket_dp(state: dict, x: torch.Tensor, y: torch.Tensor, steps: int = 2, bug: str | None = None) -> Any:
+    """Data parallelism with the gradients flattened into one bucket, all-reduced once, averaged and copied back
+    (``_flatten_dense_tensors``, as DDP's reducer does by hand). bug "stale bucket": the bucket flattened once, before
+    the first step, and reused: later steps all-reduce the first step's gradients."""
+    from torch._utils import _flatten_dense_tensors, _unflatten_dense_tensors
+
+    from simulator.torchsim.programs import MLP
+
+    rank, p = dist.get_rank(), dist.get_world_size()
+    model = MLP(state["fc1.weight"].shape[1], state["fc1.weight"].shape[0])
+    model.load_state_dict(state)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    xs, ys = x.chunk(p)[rank], y.chunk(p)[rank]
+    bucket = None
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = nn.functional.mse_loss(model(xs), ys)
+        loss.backward()
+        grads = [t.grad for t in model.parameters()]
+        if bucket is None or bug != "stale bucket":
+            bucket = _flatten_dense_tensors(grads)
+        dist.all_reduce(bucket)
+        bucket /= p
+        for g, synced in zip(grads, _unflatten_dense_tensors(bucket, grads)):
+            g.copy_(synced)
+        opt.step()
+    loss = loss.detach()
+    dist.all_reduce(loss, op=dist.ReduceOp.AVG)
+    return loss

@@ -7,6 +7,7 @@ torch = pytest.importorskip("torch")
 
 from simulator import Reference, World, check, simulate_torch  # noqa: E402
 from simulator.torchsim import programs as tp  # noqa: E402
+from tests.torchsim import engineers as en  # noqa: E402
 from tests.torchsim import redteam4_programs as rp  # noqa: E402
 
 MODEL = tp.mlp(0)
@@ -74,6 +75,13 @@ ENGINEERS = {  # name -> (program, arguments, reference, verdict)
         "FAILED",
     ),
     "broadcast, DP": (rp.broadcast_then_dp, (XX, YY), lambda: Reference.of_torch(rp.seeded_sgd, XX, YY), "passed"),
+    "DP, one flat bucket": (
+        rp.flat_bucket_dp, (STATE, XX, YY), lambda: Reference.of_torch(en.sgd_steps, MODEL, XX, YY), "passed"
+    ),
+    "DP, stale bucket": (
+        rp.flat_bucket_dp, (STATE, XX, YY, 2, "stale bucket"), lambda: Reference.of_torch(en.sgd_steps, MODEL, XX, YY),
+        "FAILED",
+    ),
     "DP, no broadcast": (
         rp.broadcast_then_dp, (XX, YY, 2, "no broadcast"), lambda: Reference.of_torch(rp.seeded_sgd, XX, YY), "FAILED"
     ),
