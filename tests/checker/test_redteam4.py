@@ -311,3 +311,27 @@ def test_a_float32_result_computed_in_float16_fails_saying_so():
     assert verdicts(in_half, model, (xs,), p=4) == {"FAILED"}
     text = " ".join(str(check(World(4).run(in_half, xs), Reference.of(model, xs))).split())
     assert "Every element is a float16 number" in text and "cast back to float32" in text, text
+
+
+def test_partial_true_where_each_tensor_parallel_pair_sums_its_own_names_the_pair():
+    """Two replicas of a row-parallel matmul on a 2 x 2 world, each pair's products all-reduced in the pair, declared
+    partial=True (every device): the four terms add up to 2Y, FAILED, and the text names the pair to declare
+    (it said "summed over the 2 devices where an average was meant")."""
+    rng = np.random.default_rng(0)
+    X, W = rng.standard_normal((2, 4)), rng.standard_normal((4, 6))
+
+    def model(dev):
+        return dev.compute("Y", np.matmul, dev.hold("X", X), dev.hold("W", W))
+
+    def program(dev, partial):
+        tp = dev.rank % 2
+        pair, rows = [dev.rank - tp, dev.rank - tp + 1], np.s_[2 * tp : 2 * tp + 2]
+        x = dev.hold("X", X[:, rows], index=np.s_[:, rows])
+        w = dev.hold("W", W[rows], index=rows)
+        y = dev.compute("Y", np.matmul, x, w, partial=pair if partial == "pair" else True)
+        return dev.all_reduce(y, group=pair, name="Y")
+
+    assert verdicts(program, model, ("pair",), (), p=4) == {"passed"}
+    assert verdicts(program, model, ("all",), (), p=4) == {"FAILED"}
+    text = " ".join(str(check(World(4).run(program, "all"), Reference.of(model))).split())
+    assert "The terms of devices 0, 1 alone add up to Y" in text and "partial=(0, 1)" in text, text
