@@ -335,3 +335,28 @@ def test_partial_true_where_each_tensor_parallel_pair_sums_its_own_names_the_pai
     assert verdicts(program, model, ("all",), (), p=4) == {"FAILED"}
     text = " ".join(str(check(World(4).run(program, "all"), Reference.of(model))).split())
     assert "The terms of devices 0, 1 alone add up to Y" in text and "partial=(0, 1)" in text, text
+
+
+def one_f_one_b_rows(p: int, m: int) -> list[list[str]]:
+    """1F1B with each rank's actions as a list of short forms (a schedule as data: a list of actions per rank)."""
+    rows = []
+    for r in range(p):
+        warmup = min(p - r - 1, m)
+        actions = [f"{r}F{i}" for i in range(warmup)]
+        for j in range(m - warmup):
+            actions += [f"{r}F{warmup + j}", f"{r}B{j}"]
+        rows.append(actions + [f"{r}B{j}" for j in range(m - warmup, m)])
+    return rows
+
+
+def test_a_schedule_written_as_lists_of_actions_is_graded():
+    """The 1F1B exercise's answer with each rank's actions in a list, not a line: graded as the line is (it stopped
+    with "'list' object has no attribute 'split'"); a row of another kind is refused, saying the two forms."""
+    from simulator.parallel.schedules.schedule import Schedule
+    from simulator.teach.exercises import grade
+
+    assert grade("1f1b-schedule", one_f_one_b_rows).verdict == "passed"
+    with pytest.raises(TypeError, match=r"row for rank 1 is int 7: give one line of actions per rank"):
+        Schedule.from_text(["0F0 0B0", 7], microbatches=1)
+    with pytest.raises(TypeError, match=r"row for rank 0 is list"):
+        Schedule.from_text([["0F0", 3]], microbatches=1)
