@@ -10,8 +10,11 @@ same tolerance as the check itself, so they hold on standard-normal float data, 
 - ``reordered``       the right blocks in the wrong order (shards assembled in the wrong order)
 - ``rolled``          the value shifted (rotated) along an axis (a shard taken one device off)
 - ``wrong_axis``      the right pieces joined along the wrong axis (shapes named)
+- ``through_lower_precision``  float64 values that are float32's (or float16's) cast up: work done in lower precision
 - ``block_of``        the value is one block of the expected one (an op working on a shard), along one axis or
                       on a grid of blocks (a mesh of several dims)
+- ``cast_down``       a value of the model's in a float of lower precision (float32 where the model's is float64),
+                      which no name of the model's matches as it is
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from .compare import close, same
+from .compare import RTOL, close, same
 
 MAX_PARTS = 8  # blocks tried when looking for pieces in the wrong order or joined on the wrong axis
 MAX_BLOCKS = 4096  # blocks of a grid tried when a value is split along several axes
@@ -42,7 +45,26 @@ def explain(found: Any, expected: Any, group_sizes: Sequence[int] = ()) -> str |
         return None
     if a.shape != b.shape:
         return wrong_axis(a, b)
-    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b)
+    return scaled(a, b, group_sizes) or reordered(a, b) or rolled(a, b) or through_lower_precision(a, b)
+
+
+def through_lower_precision(a: np.ndarray, b: np.ndarray) -> str | None:
+    """'Every element is a float32 number...' where float64 (or float32) values found are float32's or float16's cast
+    up and equal the expected ones within that precision: the work was done in lower precision on the way."""
+    if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or a.size == 0:
+        return None
+    for low in (np.float16, np.float32)[: 2 if a.dtype == np.float64 else 1]:
+        if (
+            np.array_equal(a.astype(low).astype(a.dtype), a)
+            and not np.array_equal(b.astype(low).astype(b.dtype), b)
+            and same(a.astype(low), b.astype(low), RTOL[np.dtype(low).itemsize])
+        ):
+            return (
+                f"Every element is a {np.dtype(low).name} number, within {np.dtype(low).name}'s rounding of what it "
+                f"should be: computed in {np.dtype(low).name} and cast back to {a.dtype} somewhere on the way? (The "
+                f"model computes in {a.dtype}: a lower precision is a difference in itself.)"
+            )
+    return None
 
 
 def scaled(a: np.ndarray, b: np.ndarray, group_sizes: Sequence[int] = ()) -> str | None:
@@ -208,3 +230,18 @@ def _show_slice(s: Any) -> str:
     if s is Ellipsis:
         return "..."
     return repr(s)
+
+
+def cast_down(ref: Any, found: Any) -> str | None:
+    """'A cast down to float32, where the model's A is float64' where ``found`` is a model value in lower precision, within
+    that precision's tolerance; None otherwise. (A value of lower precision is never the same as the model's: this
+    says why a value that prints alike is none of them.)"""
+    a = np.asarray(found)
+    if a.dtype.kind != "f" or a.dtype.itemsize >= 8 or a.size == 0:
+        return None
+    wide = a.astype(np.float64)
+    for name in ref.identify(wide, rtol=RTOL[a.dtype.itemsize]):
+        model = np.asarray(ref.values[name])
+        if model.dtype.kind == "f" and model.dtype.itemsize > a.dtype.itemsize:
+            return f"{name} cast down to {a.dtype}, where the model's {name} is {model.dtype}"
+    return None

@@ -4,13 +4,14 @@ another block of the same value, or a pattern in the difference (``simulator.che
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import numpy as np
 
 from ..core.trace import Message, Op
 from . import diagnose
-from .causal import native_call
+from .causal import native_call, op_kind
 from .comm_summary import message_kind
 from .compare import same, structured
 from .terms import bias_count, unsummed_terms
@@ -168,6 +169,9 @@ class _Explanations:
             return self._pieces_hint(d)
         if structured(d.found) or structured(d.expected):
             return None
+        member = _member_hint(d)
+        if member:
+            return member
         found, expected = np.asarray(d.found), np.asarray(d.expected)
         if d.where == "result" and self._results_add_up(d):
             if self._called(d.rank, "all_reduce"):  # torch's habit: all_reduce(y) changes y there
@@ -313,3 +317,27 @@ def _partial_words(p: Op, how: str) -> str:
 def _floaty(a: Any, b: Any) -> bool:
     a, b = np.asarray(a), np.asarray(b)
     return a.dtype.kind in "biuf" and b.dtype.kind in "biuf" and a.size > 0
+
+
+_TERM = re.compile(r"^(.+)\[(\d+)\]$")  # a member's term as partials= names it: x[2]
+
+
+def _member_hint(d: Divergence) -> str | None:
+    """A collective's message named ``x[m]`` by ``partials="x"`` that carries the model's ``x[k]``: partials= numbers
+    the terms by the members' places in the group, and the student numbered them by rank (a subgroup, or a group in
+    another order)."""
+    rec = d.record
+    if d.where != "message" or not isinstance(rec, Message) or op_kind(rec.label) is None:
+        return None
+    named = _TERM.match(d.name or "")
+    if named is None or int(named.group(2)) == rec.src:  # (a place that is the sender's rank: numbered alike)
+        return None
+    prefix = named.group(1)
+    other = next((n for n in (d.is_also or d.part_of or []) if (m := _TERM.match(n)) and m.group(1) == prefix), None)
+    if other is None:
+        return None
+    return (
+        f"partials={prefix!r} names each member's term {prefix}[m] by its place m in the call's group (the group's "
+        f"first rank is member 0), not by its rank: device {rec.src} gives {other}. List the group in the order of the "
+        f"model's terms, or name them by place."
+    )

@@ -56,7 +56,28 @@ class _PartialSums:
                 last = parts[-1]
             else:
                 last = max(parts, key=lambda p: (self.order.key(p.event)[:2], p.rank))
-            self._compare("partial sums", last.rank, last.event, last.record, rec.name, expected, total, path=members)
+            if not self._compare(
+                "partial sums", last.rank, last.event, last.record, rec.name, expected, total, path=members
+            ):
+                self.diverged[-1].hint = self._smaller_group(rec.name, parts, expected)
+
+    def _smaller_group(self, name: str, parts: list, expected: Any) -> str | None:
+        """'The terms of devices 0, 1 alone add up to Y: ...' where a group the run's collectives sum over, smaller than
+        the one declared, adds up to the value on its own (partial=True said every device, in a data-parallel x
+        tensor-parallel world where each tensor-parallel pair sums its own)."""
+        by_rank = {p.rank: p.record.output for p in parts}
+        for group in sorted(getattr(self.trace, "groups", ()) or (), key=len):
+            if 1 < len(group) < len(by_rank) and set(group) <= set(by_rank):
+                total = by_rank[group[0]]
+                for r in group[1:]:
+                    total = total + by_rank[r]
+                if same(total, expected, self.rtol, self.atol):
+                    return (
+                        f"The terms of devices {', '.join(map(str, group))} alone add up to {name}: each such group holds "
+                        f"a sum of its own, so say which devices' terms add up: partial={tuple(group)} (the group its "
+                        f"all-reduce sums over), not all {len(by_rank)} devices."
+                    )
+        return None
 
     def _partial_of(self, rank: int, value: Any) -> Op | None:
         """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""

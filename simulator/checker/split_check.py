@@ -199,7 +199,7 @@ class _SplitWalk(_SplitColumns, _Presence):
         what = (
             " and ".join(ref.describe(n) for n in names[: 1 if names[0] in ref.aliases else 2])
             if names
-            else f"{show(msg.payload)}, which is none of the model's values"
+            else f"{show(msg.payload)}, which is none of the model's values{_cast(ref, msg.payload)}"
         )
         via = f" ({msg.label})" if msg.label else ""
         self._add(
@@ -366,3 +366,9 @@ def _blocks_of(ref: Reference, value: Any, rtol, atol, limit: int = 64) -> list[
 def _call_of(label: str) -> str:
     """The collective call a step's label belongs to: ``all_reduce#0`` of ``all_reduce#0 ring step 1 chunk 0``."""
     return label.split(" ", 1)[0]
+
+
+def _cast(ref: Reference, payload: Any) -> str:
+    """' (it is A cast down to float32 ...)' for a payload that is a model value in lower precision; else ''."""
+    cast = None if payload is None or structured(payload) else diagnose.cast_down(ref, payload)
+    return f" (it is {cast})" if cast else ""

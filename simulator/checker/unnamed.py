@@ -76,11 +76,17 @@ class _Unnamed:
             self._ambiguous(ref, msg.payload, None, lambda: f"{_message(msg)}, with no name, carries")
             return
         self._unplaced.append(msg)
+        cast = diagnose.cast_down(ref, msg.payload)
+        fix = (
+            f" (it is {cast}): send it in the model's precision"
+            if cast
+            else ": say what it carries, recv(..., name=...), so it can be checked"
+        )
         self.unchecked.append(
             Unchecked(
                 "unplaced message",
-                f"{_message(msg)} has no name and carries {show(msg.payload)}, which is no value of the "
-                f"single-device run: say what it carries, recv(..., name=...), so it can be checked",
+                f"{_message(msg)} has no name and carries {show(msg.payload)}, which is no value of the single-device "
+                f"run{fix}",
             )
         )
 

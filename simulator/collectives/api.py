@@ -40,7 +40,7 @@ def all_reduce(
     Args:
         dev: this member's device (as a method, ``dev.all_reduce(...)``, it is the device itself).
         x: this member's array.
-        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        op: the reduction: "sum", "avg", "max", "min" or "product".
         group: the members' ranks, in member order (None: every device of the world).
         algorithm: how its messages go, one of ``ALGORITHMS["all_reduce"]``.
         name: the reference value the result is (final chunks and the result are checked against it).
@@ -99,7 +99,7 @@ def reduce_scatter(
     Args:
         dev: this member's device (as a method, ``dev.reduce_scatter(...)``, it is the device itself).
         x: an array, split along ``axis`` into p blocks by torch.chunk's rule, or a list of p blocks.
-        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        op: the reduction: "sum", "avg", "max", "min" or "product".
         group: the members' ranks, in member order (None: every device of the world).
         algorithm: how its messages go, one of ``ALGORITHMS["reduce_scatter"]``.
         axis: the axis an array is split along.
@@ -274,7 +274,7 @@ def reduce(
         dev: this member's device (as a method, ``dev.reduce(...)``, it is the device itself).
         x: this member's array.
         dst: the rank that gets the reduction.
-        op: the reduction: "sum", "avg", "max", "min" or "prod".
+        op: the reduction: "sum", "avg", "max", "min" or "product".
         group: the members' ranks, in member order (None: every device of the world).
         algorithm: how its messages go, one of ``ALGORITHMS["reduce"]``.
         name: the reference value the result is.

@@ -146,9 +146,9 @@ class Device(DeviceMemory, Messaging):
             raise ValueError(f"device {self.rank}: op {name!r} got product={product!r}; give True, False or None")
         eng = self._engine
         group = partial_group(self, partial, name) if partial is not None else None
-        out = run_op(self.rank, name, fn, inputs)
-        if self._rec.keep_payloads:  # (as on a real rank: the program's buffer copied for the record it keeps)
-            out = kept(out)
+        # the output is a value kept as it was, payloads recorded or not: a program that writes the buffer it was a
+        # view of does not change it (else the same program computed other values where no payloads are kept)
+        out = kept(run_op(self.rank, name, fn, inputs))
         if seconds is None:
             if flops is None:
                 flops = op_flops(fn, inputs, out)

@@ -83,9 +83,9 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
 
 
 def kept(out: Any) -> Any:
-    """An op's output as the trace keeps it: a view of memory the program can still write (a buffer it reuses) is
-    copied, so that the trace keeps what the op made, not what the buffer holds later (sealing the view does not
-    stop writes through its base). A view larger than its memory (a broadcast) stays as it is: its copy could be
+    """An op's output as the program and the trace keep it: a view of memory the program can still write (a buffer it
+    reuses) is copied, so that both keep what the op made, not what the buffer holds later (sealing the view does not
+    stop writes through its base), whether or not the run records payloads. A view larger than its memory (a broadcast) stays as it is: its copy could be
     gigabytes."""
     if type(out) is np.ndarray and out.base is not None and not _immutable(out) and out.nbytes <= _held(out):
         return sealed(np.array(out))

@@ -150,7 +150,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         self._send_seq: dict[tuple[int, int], int] = {}
         self._recv_seq: dict[tuple[int, int], int] = {}
         self._unheaded: dict[tuple[int, int], deque[TorchRequest]] = {}  # recvs whose header is unread
-        self._in_flight: list[TorchRequest] = []  # eager sends not yet known complete
+        self._in_flight: list[TorchRequest] = []  # sends not yet known complete (eager, or never waited on)
         self._open_recvs: set[TorchRequest] = set()  # posted, not yet waited
         self._native_calls: dict[tuple[int, ...], int] = {}  # members -> native collectives they called
 
@@ -219,8 +219,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
         t0 = self.clock
         out = run_op(self.rank, name, fn, inputs)
         t1 = self.clock
-        if self.keep_payloads:  # (after the op's time: the program's buffer copied for the record, not its work)
-            out = kept(out)
+        out = kept(out)  # (after the op's time: a value kept as it was, payloads recorded or not, as simulated)
         if flops is None:
             flops = op_flops(fn, inputs, out)
         nbytes = nbytes_of(out) if keep else 0

@@ -115,7 +115,9 @@ class TorchMessaging(PointToPoint):
             raise self._comm_error(exc, req) from exc
         if self.send_mode == "eager":  # complete at once for the program, as in the simulator; the
             req.t_done = t  # transfer completes when the receiver takes it (gloo sends are rendezvous)
-            self._in_flight.append(req)  # so its buffer lives until the run ends (or its collective does)
+        # held until the run ends (or its collective does), waited on or not: a send the program never waits on
+        # is delivered, as simulated (dropped with its request, its buffers went and its receiver hung)
+        self._in_flight.append(req)
         payload.setflags(write=False)
         msg = Message(None, self.rank, dst, tag, payload.shape, payload.dtype, payload.nbytes, t, None, label)
         if self.keep_payloads:
@@ -178,10 +180,10 @@ class TorchMessaging(PointToPoint):
                 # payload's completes when the receiver takes it (waiting for that here would deadlock two
                 # ranks that each isend, irecv, then wait on the send first, which gloo completes)
                 if self.headers and len(req.works) > 1:
-                    self._finish_works(req, only=1)
-                    self._in_flight.append(req)
+                    self._finish_works(req, only=1)  # (the payload's transfer: settled with the run's in flight)
                 else:
                     self._finish_works(req)
+                    req.tensors.clear()  # (its buffers: done with, though the request stays in flight's list)
                 req.state = "done"
                 req.t_done = self.clock
             return None  # eager: already complete for the program (see isend)
@@ -211,7 +213,7 @@ class TorchMessaging(PointToPoint):
         return len(self._open_recvs)
 
     def sends_in_flight(self) -> int:
-        """How many eager sends are not yet known complete (their buffers still held)."""
+        """How many sends are not yet known complete (eager, or never waited on: their buffers still held)."""
         return len(self._in_flight)
 
     def settle(self, since: int = 0) -> None:

@@ -278,6 +278,7 @@ class SimProcessGroup(dist.ProcessGroup):
         self._start(opts)
         group, alg = self.ranks, self._algorithm("all_to_all")
         p = len(group)
+        self._contiguous(input, "all-to-all it", "Tensors must be contiguous")
         x = self._np(input, "all_to_all_single")
         send = _splits(input_splits, x.shape[0], p)
         recv = _splits(output_splits, output.shape[0], p)
@@ -309,6 +310,7 @@ class SimProcessGroup(dist.ProcessGroup):
     # ---- point to point -----------------------------------------------------------------------
     def send(self, tensors: list[torch.Tensor], dst: int, tag: int) -> Any:
         peer = self._member(dst, "destination", "send")
+        self._contiguous(tensors[0], f"send to rank {peer}")
         x = self._np(tensors[0], "send")
         what, site, label = f"send to rank {peer}", call_site(), message_label(self._ctx)
         req = self._ctx.request(lambda dev: dev.isend(x, peer, tag, label=label), what_call(what, site))
@@ -316,6 +318,7 @@ class SimProcessGroup(dist.ProcessGroup):
 
     def recv(self, tensors: list[torch.Tensor], src: int, tag: int) -> Any:
         peer, t = self._member(src, "source", "recv"), tensors[0]
+        self._contiguous(t, f"recv from rank {peer} into it")
         shape, dtype = tuple(t.shape), numpy_dtype(t.dtype)
         what, site = f"recv from rank {peer}", call_site()
 
@@ -325,6 +328,16 @@ class SimProcessGroup(dist.ProcessGroup):
         req = self._ctx.request(post, what_call(what, site))
         return SimWork(self._ctx, req, what, site, t)
 
+    def _contiguous(self, t: torch.Tensor, what: str, says: str = "input tensor has to be contiguous") -> None:
+        """gloo (and NCCL) send, receive and all-to-all only contiguous tensors: a transposed one stops a real rank
+        there (its all-reduce, broadcast and the tensor forms of all-gather and reduce-scatter take one)."""
+        if not t.is_contiguous():
+            raise ValueError(
+                f"rank {self._ctx.rank}: a tensor of shape {tuple(t.shape)} and strides {t.stride()} is not contiguous, "
+                f"and gloo and NCCL refuse to {what} ('{says}'): pass t.contiguous(), or receive into a fresh "
+                "torch.empty(shape) and copy it where it goes"
+            )
+
     def recv_anysource(self, tensors: list[torch.Tensor], tag: int) -> Any:
         raise ValueError(
             f"rank {self._ctx.rank}: recv without src (from any rank) is not simulated: a simulated receive names "
@@ -332,11 +345,22 @@ class SimProcessGroup(dist.ProcessGroup):
         )
 
     def _size_check(self, api: str, big: torch.Tensor, small: torch.Tensor, p: int) -> None:
-        if big.dim() == 0 or small.dim() == 0 or big.shape[0] != p * small.shape[0] or big.shape[1:] != small.shape[1:]:
-            raise ValueError(
-                f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
-                f"along dim 0; got {tuple(big.shape)} and {tuple(small.shape)}"
-            )
+        """The larger tensor is the p smaller ones concatenated along dim 0, as gloo requires. (torch's docs and NCCL
+        take them stacked too, shape (p, *small); gloo refuses that form, or stops the process, so a program that
+        uses it is refused here, with the form both take.)"""
+        big_shape, small_shape = tuple(big.shape), tuple(small.shape)
+        if big_shape and small_shape and big_shape == (p * small_shape[0], *small_shape[1:]):
+            return
+        stacked = (
+            f" ({big_shape} is the stacked form: NCCL takes it, gloo does not; give the concatenated one, "
+            f"{(p * small_shape[0], *small_shape[1:])}, and view it as {big_shape} where you need that)"
+            if small_shape and big_shape == (p, *small_shape)
+            else ""
+        )
+        raise ValueError(
+            f"rank {self._ctx.rank}: {api} on {p} ranks needs the larger tensor to be {p} times the smaller one "
+            f"along dim 0; got {big_shape} and {small_shape}{stacked}"
+        )
 
 
 def _splits(sizes: Any, n: int, p: int) -> list[int]:

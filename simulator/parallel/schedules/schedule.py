@@ -11,6 +11,7 @@ import textwrap
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from .actions import Action, B, F, I, W, add_comms
 from .labels import schedule_tag
@@ -50,9 +51,10 @@ class Schedule:
         placement: Iterable[int] | None = None,
         name: str = "hand-written",
     ) -> Schedule:
-        """A schedule from one line of short forms per rank, e.g. ``["0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"]``."""
+        """A schedule from one line of short forms per rank, e.g. ``["0F0 0F1 0B0 0B1", "1F0 1B0 1F1 1B1"]``, or a list
+        of them per rank (``[["0F0", "0B0"], ...]``, or ``Action``s): a schedule is a list of actions per rank."""
         rows = dict(rows) if isinstance(rows, Mapping) else dict(enumerate(rows))
-        actions = {r: tuple(Action.parse(tok) for tok in line.split()) for r, line in rows.items()}
+        actions = {r: _row(r, line) for r, line in rows.items()}
         ranks = max(rows) + 1 if rows else 0
         if placement is not None:
             placement = tuple(placement)
@@ -113,3 +115,15 @@ class Schedule:
     def grid(self, costs: Mapping[str, float] | None = None, width: int = 110) -> str:
         """The schedule as a text grid, one row per rank, one column per time unit (see ``grid``)."""
         return grid(self, costs, width)
+
+
+def _row(rank: Any, line: Any) -> tuple[Action, ...]:
+    """One rank's actions: a line of short forms, or a list of short forms or ``Action``s."""
+    if isinstance(line, str):
+        return tuple(Action.parse(tok) for tok in line.split())
+    if isinstance(line, (list, tuple)) and all(isinstance(a, (Action, str)) for a in line):
+        return tuple(a if isinstance(a, Action) else Action.parse(a) for a in line)
+    raise TypeError(
+        f"the schedule's row for rank {rank!r} is {type(line).__name__} {line!r:.60}: give one line of actions per rank "
+        '("0F0 0F1 0B0 0B1"), or a list of them (["0F0", "0F1", "0B0", "0B1"])'
+    )

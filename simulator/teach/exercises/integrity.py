@@ -3,7 +3,8 @@
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
 every function, method and property of the checker, the engine, the collectives, the tensors and the grader itself
 (the object and its code), every constant (a tolerance, a limit, a table of them: its value), and every
-callable NumPy offers at its top level and in ``numpy.testing`` (the grader's comparisons go through them); a
+callable NumPy offers at its top level and in ``numpy.testing``, its classes too (the grader's comparisons go
+through them: ``np.finfo`` gives the float floor's ulp); a
 grade compares them again before it runs a program and before it gives its verdict. Replacing
 ``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
 with what was changed, and how to start clean. (A program run in the same process could still do worse;
@@ -101,9 +102,9 @@ def _take() -> dict[str, tuple[int, Any]]:
                         seen[f"{name}.{attr}[{k!r}]"] = (id(v), getattr(v, "__code__", None))
             elif attr.isupper() and (held := _constant(value)) is not None:  # a tolerance, a limit: its value
                 seen[f"{name}.{attr}"] = (0, held)
-    for name in NUMPY:
+    for name in NUMPY:  # functions and classes: np.finfo rebound widens the float floor as surely as np.isclose
         for attr, value in list(vars(importlib.import_module(name)).items()):
-            if callable(value) and not inspect.isclass(value) and not attr.startswith("_"):
+            if callable(value) and not attr.startswith("_"):
                 seen[f"{name}.{attr}"] = (id(value), None)
     return seen
 
