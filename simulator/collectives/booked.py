@@ -154,9 +154,8 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
     if payloads is not None:
-        if eng.keep_payloads:
-            rec.msg_payloads += payloads.msgs
-            rec.op_payloads += payloads.ops
+        if eng.keep_payloads:  # (their objects made when the trace's payloads are first read)
+            rec.keep_later(plan.messages, plan.ops, payloads.made)
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
