@@ -269,6 +269,8 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
         times = _times_together if together else _times
         clock, free, columns = times(plan, stages, clock, free, seconds)
         _write_rows(rec, plan, c.tag, label, stages, *columns)
+        log = _canonical_log(stages, columns, p) or b"".join(plan.stage_log(kind) for kind, _, _ in stages)
+        rec.log.extend(log)
         if lo + block < len(program):  # a huge ring: settle what no device can precede now
             rec.n_msgs = len(rec.msgs) // MSG.size
             rec.n_ops = len(rec.ops) // OP_DTYPE.itemsize
@@ -345,13 +347,45 @@ def _times_together(plan: RingPlan, stages: list, clock: np.ndarray, free: np.nd
     return np.full(p, c), np.full(p, f), columns
 
 
+def _canonical_log(stages: list, columns: tuple, p: int) -> bytes | None:
+    """Where every member's times are the same (``_times_together``'s columns), the stages' event log in canonical
+    order (by time, then rank, then program order: each time's events member by member), so that settling them
+    needs no sort. None where members' times differ, or where two events of one kind share a time (the log would
+    then take them member by member, where their rows go stage by stage: the k-th send logged must be the k-th
+    send row, and so for receives and ops)."""
+    t_send, _, _, received, op_start, _ = columns
+    if t_send.shape[1] != 1:
+        return None
+    sent, got, began = iter(t_send[:, 0].tolist()), iter(received[:, 0].tolist()), iter(op_start[:, 0].tolist())
+    events: list[tuple[float, int]] = []  # a member's (time, kind) of its events, in its program order
+    for kind, _, _ in stages:
+        if kind == RING:
+            events += ((next(sent), EV_SEND), (next(got), EV_RECV))
+        else:
+            events.append((next(began), EV_OP))
+    log = bytearray()
+    run = bytearray()
+    last = None
+    for t, kind in events:
+        if t != last:
+            log += run * p
+            run.clear()
+            last = t
+        elif kind in run:
+            return None
+        run.append(kind)
+    log += run * p
+    return bytes(log)
+
+
 def _write_rows(
     rec: Any, plan: RingPlan, tag: int, label: int, stages: list, t_send, t_start, t_arrive, received, op_start, op_end
 ) -> None:
-    """Write some stages' rows, in the order the messages would write them: each ring stage's p messages (member i
-    sends to i + 1) and p receives, each op stage's p ops; times a row per stage (or a column, the same for every
-    member). A few stages at a time: the arrays they are made in stay small enough to come from memory the process
-    holds already (fresh memory costs a page fault each 4 kB, more than the rows' arithmetic)."""
+    """Write some stages' rows (their event log is the caller's), in the order the messages would write them: each
+    ring stage's p messages (member i sends to i + 1) and p receives, each op stage's p ops; times a row per stage
+    (or a column, the same for every member). A few stages at a time: the arrays they are made in stay small
+    enough to come from memory the process holds already (fresh memory costs a page fault each 4 kB, more than the
+    rows' arithmetic)."""
     p = plan.p
     rings = [(what, back) for kind, what, back in stages if kind == RING]
     reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
@@ -381,4 +415,3 @@ def _write_rows(
         o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
         o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], plan.size_column[chunk], 0
         rec.ops.extend(o)
-    rec.log.extend(b"".join(plan.stage_log(kind) for kind, _, _ in stages))

@@ -11,7 +11,8 @@ divergence.
 The engine logs one byte per event in the order events happen (``Recorder.log``), which keeps each
 device's program order; ``settle`` turns the logged events into codes (``row << 2 | kind``), looks up
 their times and ranks in the rows, and sorts them with one stable ``np.lexsort`` by (time, rank):
-ties keep the log's order, which is program order within a device. All of it is vectorized: this
+ties keep the log's order, which is program order within a device (a log in canonical order already, as a ring
+booked whole writes its events, is taken as it stands). All of it is vectorized: this
 runs over every event of runs with tens of millions.
 """
 
@@ -79,13 +80,25 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
             if not len(c):
                 continue
         r = _ranks(trace, c)
-        order = np.lexsort((r, t))  # stable: ties keep program order
+        # stable: ties keep program order (a log in that order already, as a ring booked whole writes it, as it is)
+        order = None if _in_order(t, r) else np.lexsort((r, t))
         if instant_messages and not _sends_first(trace, c, t, order):
             order = _causal_merge(trace, c, t, r)
         del r
-        _number(trace, c[order], t, order)
+        _number(trace, c if order is None else c[order], t, order)
         del c, t, order
     return n
+
+
+def _in_order(times: np.ndarray, ranks: np.ndarray) -> bool:
+    """Whether events are in canonical order as they stand: by time, then rank (a few passes, where a sort is a
+    few dozen)."""
+    if len(times) < 2:
+        return True
+    later = times[1:] > times[:-1]
+    if later.all():
+        return True
+    return bool((later | ((times[1:] == times[:-1]) & (ranks[1:] >= ranks[:-1]))).all())
 
 
 def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
@@ -179,10 +192,10 @@ def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.n
     return np.frombuffer(buf, dtype)[name][rows]
 
 
-def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray) -> None:
+def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray | None) -> None:
     """Number the messages (in send order) and ops, holds and frees; record receive times; keep the codes.
     codes: in canonical order; times: in the order settled, ``times[order]`` beside the codes (only the receives'
-    are read: no array of them all in canonical order)."""
+    are read: no array of them all in canonical order); order None: the order settled is canonical."""
     rec = trace._rec
     kinds = codes & 3
     rows = codes >> 2
@@ -193,7 +206,7 @@ def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray)
     got = kinds == CODE_RECV
     if got.any():
         trace._t_recv.reserve(rec.n_msgs, np.nan)
-        trace._t_recv.values[rows[got]] = times[order[got]]
+        trace._t_recv.values[rows[got]] = times[got] if order is None else times[order[got]]
     ops = rows[kinds == CODE_OP] if "ops" in made or "list" in made else ()
     if len(ops):
         if "ops" in made:
@@ -204,8 +217,9 @@ def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray)
     trace._codes.extend(codes)
 
 
-def _sends_first(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray) -> bool:
-    """Whether every receive comes after its send in ``order``; only zero-time messages can break it."""
+def _sends_first(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray | None) -> bool:
+    """Whether every receive comes after its send in ``order`` (None: as they stand); only zero-time messages can
+    break it."""
     kinds = codes & 3
     rows = codes >> 2
     recv = np.flatnonzero(kinds == CODE_RECV)
@@ -214,8 +228,9 @@ def _sends_first(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.nda
     tied = recv[_field(trace._rec.msgs, MSG_DTYPE, "t_send", rows[recv]) == times[recv]]
     if not len(tied):
         return True
-    position = np.empty(len(order), dtype=np.int64)
-    position[order] = np.arange(len(order))
+    position = np.arange(len(codes))
+    if order is not None:
+        position[order] = position.copy()
     send_at = {
         int(r): i for i, r in zip(np.flatnonzero(kinds == CODE_SEND).tolist(), rows[kinds == CODE_SEND].tolist())
     }

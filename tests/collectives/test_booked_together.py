@@ -38,6 +38,7 @@ def rows(run) -> tuple[bytes, bytes, bytes]:
         (40, 120, "avg", np.float64, ROOFLINE),
         (33, 7, "max", np.float32, CostModel()),  # chunks of different sizes: each member's times apart
         (64, 128, "product", np.int32, CostModel(latency=0.0)),
+        (64, 0, "sum", np.float64, CostModel(latency=0.0)),  # every event at t=0: the log goes stage by stage
     ],
 )
 def test_members_together_make_the_messages_run(bookings, monkeypatch, p, n, op, dtype, cost):
@@ -52,3 +53,16 @@ def test_members_together_make_the_messages_run(bookings, monkeypatch, p, n, op,
     apart = World(p, cost=cost, keep_payloads=False).run(together, n, op, dtype, True)
     assert rows(apart) == rows(metadata) and apart.time == metadata.time
     assert calls if n % p == 0 else not calls  # (one chunk size is what lets members stay together)
+
+
+def test_a_ring_of_members_together_is_logged_in_canonical_order(monkeypatch):
+    """Its events need no sort to settle (``ring_plan._canonical_log``): each time's events member by member."""
+    import simulator.core.ordering as ordering
+
+    def program(dev):
+        return dev.all_reduce(np.full(64, float(dev.rank), np.float32))
+
+    expected = World(64, book_collectives=False).run(program)
+    monkeypatch.setattr(ordering.np, "lexsort", lambda keys: pytest.fail("sorted a log in canonical order"))
+    whole = World(64).run(program)
+    same_runs(whole, expected)
