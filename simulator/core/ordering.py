@@ -152,16 +152,16 @@ def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray]]:
                 codes[at] = recvs["row"].astype(dtype) << 2 | CODE_RECV
                 times[at] = recvs["t"]
                 del recvs
-            elif kind == EV_SEND:
+            elif kind == EV_SEND:  # (the rows since the last settle: a slice of them)
                 rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=dtype)
-                trace._seen_msgs += len(at)
                 codes[at] = rows << 2 | CODE_SEND
-                times[at] = _field(rec.msgs, MSG_DTYPE, "t_send", rows)
+                times[at] = _slice(rec.msgs, MSG_DTYPE, "t_send", trace._seen_msgs, len(at))
+                trace._seen_msgs += len(at)
             else:
                 rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=dtype)
-                trace._seen_ops += len(at)
                 codes[at] = rows << 2 | CODE_OP
-                times[at] = _field(rec.ops, OP_DTYPE, "t_start", rows)
+                times[at] = _slice(rec.ops, OP_DTYPE, "t_start", trace._seen_ops, len(at))
+                trace._seen_ops += len(at)
             del at
         del kinds
         parts.append((codes, times))
@@ -190,6 +190,11 @@ def _ranks(trace: Any, codes: np.ndarray) -> np.ndarray:
 def _field(buf: bytearray, dtype: np.dtype, name: str, rows: np.ndarray) -> np.ndarray:
     """One field of some packed rows (a copy: no view of the growing buffer outlives the call)."""
     return np.frombuffer(buf, dtype)[name][rows]
+
+
+def _slice(buf: bytearray, dtype: np.dtype, name: str, first: int, n: int) -> np.ndarray:
+    """One field of the packed rows ``first`` to ``first + n``: a view of the growing buffer, to be copied at once."""
+    return np.frombuffer(buf, dtype, n, first * dtype.itemsize)[name]
 
 
 def _number(trace: Any, codes: np.ndarray, times: np.ndarray, order: np.ndarray | None) -> None:
