@@ -41,7 +41,8 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     latency); only then can sorting by time put a receive before its send, and that is checked.
     Returns how many events were settled. Events held back (not earlier than ``before``) wait as a code
     and a time each (12 or 16 bytes), in the order they happened, in a few arrays (never copied into one
-    large one); their ranks are looked up when they are sorted.
+    large one); their ranks are looked up again when they are sorted (those settled at once have theirs from
+    the rows read for their times).
     """
     parts = _pending(trace)
     trace._pending = None
@@ -49,37 +50,40 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
         now_parts, later_parts = [], []
         parts.reverse()
         while parts:  # a part at a time, each let go of once split: the copies never double what waits
-            c, t = parts.pop()
+            c, t, r = parts.pop()
             now = t < before
             if now.all():
-                now_parts.append((c, t))
+                now_parts.append((c, t, r))
             elif not now.any():
                 later_parts.append((c, t))
             else:
                 later = ~now
-                now_parts.append((c[now], t[now]))
+                now_parts.append((c[now], t[now], None if r is None else r[now]))
                 later_parts.append((c[later], t[later]))
                 del later
-            del now, c, t
+            del now, c, t, r
         parts = now_parts
         trace._pending = later_parts or None
         del now_parts, later_parts
-    n = sum(len(c) for c, _ in parts)
+    n = sum(len(c) for c, _, _ in parts)
     if not n:
         return 0
     total = len(trace._codes) + n
     window = n if total <= WHOLE_UP_TO else max(SMALLEST_WINDOW, min(WINDOW, total // 64))
-    cuts = _windows([t for _, t in parts], n, window)
+    cuts = _windows([t for _, t, _ in parts], n, window)
     # each event's window, worked out once (a small number each): a window then picks its events by it
-    wid = None if cuts is None else [np.searchsorted(cuts, t, side="right").astype(np.uint16) for _, t in parts]
+    wid = None if cuts is None else [np.searchsorted(cuts, t, side="right").astype(np.uint16) for _, t, _ in parts]
     for k in range(1 if cuts is None else len(cuts) + 1):
         if cuts is None:
-            c, t = _joined(parts)
+            c, t, r = _joined(trace, parts)
         else:  # events in window k: each device's are a run of its own, so the windows' orders join up
-            c, t = _joined([(c[at], t[at]) for (c, t), w in zip(parts, wid) for at in [np.flatnonzero(w == k)]])
+            c, t, r = _joined(
+                trace,
+                [(c[at], t[at], None if r is None else r[at])
+                 for (c, t, r), w in zip(parts, wid) for at in [np.flatnonzero(w == k)]],
+            )  # fmt: skip
             if not len(c):
                 continue
-        r = _ranks(trace, c)
         # stable: ties keep program order (a log in that order already, as a ring booked whole writes it, as it is)
         order = None if _in_order(t, r) else np.lexsort((r, t))
         if instant_messages and not _sends_first(trace, c, t, order):
@@ -101,11 +105,13 @@ def _in_order(times: np.ndarray, ranks: np.ndarray) -> bool:
     return bool((later | ((times[1:] == times[:-1]) & (ranks[1:] >= ranks[:-1]))).all())
 
 
-def _joined(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
-    """Parts of (codes, times) as one pair, in order (a single part as it is)."""
+def _joined(trace: Any, parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Parts of (codes, times, ranks) as one triple, in order (a single part as it is); a part held back has its
+    ranks looked up again (None)."""
+    parts = [(c, t, _ranks(trace, c) if r is None else r) for c, t, r in parts]
     if len(parts) == 1:
         return parts[0]
-    return np.concatenate([c for c, _ in parts]), np.concatenate([t for _, t in parts])
+    return tuple(np.concatenate([part[i] for part in parts]) for i in range(3))
 
 
 def _windows(times: list[np.ndarray], n: int, window: int = WINDOW) -> np.ndarray | None:
@@ -130,10 +136,11 @@ def _windows(times: list[np.ndarray], n: int, window: int = WINDOW) -> np.ndarra
     return np.asarray(cuts)
 
 
-def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray]]:
-    """The unsettled events, in the order they happened: (codes, times) parts, those held back first."""
+def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
+    """The unsettled events, in the order they happened: (codes, times, ranks) parts, those held back first (their
+    ranks None: looked up when they are sorted)."""
     rec = trace._rec
-    parts = trace._pending or []
+    parts = [(c, t, None) for c, t in trace._pending or []]
     trace._pending = None
     n = len(rec.log)
     taken = 0  # receive rows used so far (one per receive event, in order)
@@ -142,6 +149,7 @@ def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray]]:
         kinds = np.frombuffer(rec.log, np.uint8, min(LOG_SLICE, n - lo), lo)
         codes = np.empty(len(kinds), dtype)
         times = np.empty(len(kinds), np.float64)
+        ranks = np.empty(len(kinds), np.uint16)  # (a rank is below MAX_DEVICES, 1 << 16)
         for kind in (EV_SEND, EV_RECV, EV_OP):
             at = np.flatnonzero(kinds == kind)
             if not len(at):
@@ -151,20 +159,23 @@ def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray]]:
                 taken += len(at)
                 codes[at] = recvs["row"].astype(dtype) << 2 | CODE_RECV
                 times[at] = recvs["t"]
+                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", recvs["row"])
                 del recvs
             elif kind == EV_SEND:  # (the rows since the last settle: a slice of them)
                 rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=dtype)
                 codes[at] = rows << 2 | CODE_SEND
                 times[at] = _slice(rec.msgs, MSG_DTYPE, "t_send", trace._seen_msgs, len(at))
+                ranks[at] = _slice(rec.msgs, MSG_DTYPE, "src", trace._seen_msgs, len(at))
                 trace._seen_msgs += len(at)
             else:
                 rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=dtype)
                 codes[at] = rows << 2 | CODE_OP
                 times[at] = _slice(rec.ops, OP_DTYPE, "t_start", trace._seen_ops, len(at))
+                ranks[at] = _slice(rec.ops, OP_DTYPE, "rank", trace._seen_ops, len(at))
                 trace._seen_ops += len(at)
             del at
         del kinds
-        parts.append((codes, times))
+        parts.append((codes, times, ranks))
     rec.log.clear()
     rec.recvs.clear()
     return parts
