@@ -10,7 +10,8 @@ device's program order, computes the result with a few whole-array NumPy operati
 summation order (bit for bit the messages' result), and wakes every member at the time its last
 step ends. Where the run keeps payloads (the default), every message's payload and every reduction's
 inputs and output are computed whole too (``ring_payloads``): the running sums the messages carry,
-the same floats, the same objects where the messages pass one object on. With ``name=`` the
+the same floats, the same objects where the messages pass one object on (made when the trace's payloads are
+first read). With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
 the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
 by the partial sums they hold, and each receiver holds them under those names (``_name_partials``);

@@ -14,6 +14,8 @@ what they received.
 The objects stand as the message path's do: every message and reduction output a read-only view (here into
 one read-only array of every running sum), a reduction's inputs the received object itself and a fresh view
 of the member's input, a forwarded chunk the object received, and each member's result its own copy of the whole.
+The numbers are worked out at the call; the views and tuples that show them when the trace's payloads are first
+read (``RingPayloads.made``, through ``Recorder.keep_later``): a run nobody reads them from makes none of them.
 """
 
 from __future__ import annotations
