@@ -44,7 +44,7 @@ from ..core.hooks import engine_of, keep_named
 from ..core.rows import MSG, OP, OP_DTYPE
 from ..cost.meta import MetaArray
 from ..tensors.placements import FlatSlice
-from .ring_payloads import ring_payloads
+from .ring_payloads import ring_payloads, ring_terms
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
 
 INF = float("inf")
@@ -211,12 +211,10 @@ def _results(c: _Call, xs: list[Any], bounds: list[int]) -> list[Any]:
     x, p = xs[0], c.p
     if isinstance(x, MetaArray):
         return [x] * p  # immutable: one will do for everyone
-    stacked = np.stack([v.reshape(-1) for v in xs])
-    chunk = np.repeat(np.arange(p), np.diff(bounds))  # each element's chunk
-    cols = np.arange(x.size)
-    acc = stacked[(chunk + 1) % p, cols]
-    for k in range(2, p + 1):
-        acc = c.fn(acc, stacked[(chunk + k) % p, cols])
+    terms = ring_terms([v.reshape(-1) for v in xs], bounds)
+    acc = terms[0].copy()
+    for row in terms[1:]:  # (in place: the same ufunc on the same operands, the same floats)
+        c.fn(acc, row, out=acc)
     if c.op == "avg":
         acc = acc / p
     whole = acc.reshape(x.shape)

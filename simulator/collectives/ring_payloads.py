@@ -78,10 +78,9 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
     # copies it: an input that is not immutable, at the call, as a send copies)
     first = [message_payload(devices[i], flats[i][bounds[j] : bounds[j + 1]], c.group[(i + 1) % p])
              for i in range(p) for j in [(i - 1) % p]]  # fmt: skip
-    # row k of ``terms``: for each chunk j, member j + k + 1's elements of it; its running sums are R[k] =
-    # fn(R[k - 1], terms[k]), every step at once (``accumulate``: the same ufunc on the same operands, in order)
-    owner = np.repeat(np.arange(p), [b - a for a, b in zip(bounds, bounds[1:])])  # each element's chunk
-    terms = np.concatenate(flats).reshape(p, n)[(owner + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
+    # the running sums R[k] = fn(R[k - 1], terms[k]), every step at once (``accumulate``: the same ufunc on the same
+    # operands, in order)
+    terms = ring_terms(flats, bounds)
     sums = fn.accumulate(terms, axis=0, dtype=terms.dtype)
     sums.setflags(write=False)
     final = sums[p - 1]
@@ -89,6 +88,14 @@ def ring_payloads(c: _Call, xs: list[np.ndarray], devices: list[Any], bounds: li
         final = final / p
         final.setflags(write=False)
     return RingPayloads(final, p, (p, c.op == "avg", _cutter(n, p, bounds), flats, first, sums, final))
+
+
+def ring_terms(flats: list[np.ndarray], bounds: list[int]) -> np.ndarray:
+    """The members' flat inputs in the order the ring adds them up: row k holds, for each chunk j, member
+    j + k + 1's elements of it (a p x n array)."""
+    p, n = len(flats), flats[0].size
+    owner = np.repeat(np.arange(p), [b - a for a, b in zip(bounds, bounds[1:])])  # each element's chunk
+    return np.concatenate(flats).reshape(p, n)[(owner + np.arange(1, p + 1)[:, None]) % p, np.arange(n)]
 
 
 def _objects(p: int, avg: bool, cut: Any, flats: list, first: list, sums: np.ndarray, final: np.ndarray) -> tuple:
