@@ -150,6 +150,12 @@ class Recorder:
         self._msg_payloads += repeat(None, msgs)
         self._op_payloads += repeat(None, ops)
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled or deep-copied with every payload made: a copy holds the objects, not how to make them."""
+        if self._later:
+            self._make_later()
+        return self.__dict__.copy()
+
     def _make_later(self) -> None:
         later, self._later = self._later, []
         for msg_at, op_at, make in later:

@@ -1,6 +1,9 @@
 """A ring booked whole makes its payloads' objects when the trace's payloads are first read (``Recorder.keep_later``):
 the same values, flags and identities as made at once, each row in its place, each run's own."""
 
+import copy
+import pickle
+
 import numpy as np
 import pytest
 
@@ -93,3 +96,14 @@ def test_a_recorder_keeps_placeholders_until_read():
     assert rec.op_payloads == [("in", "out"), (None, "o1")]
     assert rec.msg_payloads == ["m0", "m1", "m2", "m3"]
     assert made == [1]
+
+
+@pytest.mark.parametrize("clone", [lambda r: pickle.loads(pickle.dumps(r)), copy.deepcopy], ids=["pickle", "deepcopy"])
+def test_a_run_pickled_or_copied_before_its_payloads_are_read_keeps_them(made, clone):
+    run = World(6).run(ring_then_messages, 13)
+    copied = clone(run.trace.recorder)
+    assert made[0] == 1  # (made for the copy)
+    original = run.trace.recorder
+    assert len(copied.msg_payloads) == len(original.msg_payloads) == len(run.trace.messages)
+    for a, b in zip(copied.msg_payloads + copied.op_payloads, original.msg_payloads + original.op_payloads):
+        assert type(a) is type(b) and repr(a) == repr(b)
