@@ -69,6 +69,15 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     if not n:
         return 0
     total = len(trace._codes) + n
+    if total > WHOLE_UP_TO:  # a log in canonical order already (a huge ring booked whole): numbered as it stands,
+        parts = [(c, t, _ranks(trace, c) if r is None else r) for c, t, r in parts]  # with no windows
+        as_they_stand = _parts_in_order(parts)
+        if as_they_stand and instant_messages:
+            as_they_stand = all(_sends_first(trace, c, t, None) for c, t, _ in parts)
+        if as_they_stand:
+            for c, t, _ in parts:
+                _number(trace, c, t, None)
+            return n
     window = n if total <= WHOLE_UP_TO else max(SMALLEST_WINDOW, min(WINDOW, total // 64))
     cuts = _windows([t for _, t, _ in parts], n, window)
     # each event's window, worked out once (a small number each): a window then picks its events by it
@@ -103,6 +112,16 @@ def _in_order(times: np.ndarray, ranks: np.ndarray) -> bool:
     if later.all():
         return True
     return bool((later | ((times[1:] == times[:-1]) & (ranks[1:] >= ranks[:-1]))).all())
+
+
+def _parts_in_order(parts: list[tuple]) -> bool:
+    """Whether parts of (codes, times, ranks), one after another, are in canonical order as they stand: each part,
+    and each part's last event against the next part's first (no part joined to another: no copy)."""
+    parts = [part for part in parts if len(part[0])]
+    for (_, t0, r0), (_, t1, r1) in zip(parts, parts[1:]):
+        if t0[-1] > t1[0] or (t0[-1] == t1[0] and r0[-1] > r1[0]):
+            return False
+    return all(_in_order(t, r) for _, t, r in parts)
 
 
 def _joined(trace: Any, parts: list[tuple]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
