@@ -69,15 +69,18 @@ def settle(trace: Any, before: float | None = None, instant_messages: bool = Tru
     if not n:
         return 0
     total = len(trace._codes) + n
-    if total > WHOLE_UP_TO:  # a log in canonical order already (a huge ring booked whole): numbered as it stands,
-        parts = [(c, t, _ranks(trace, c) if r is None else r) for c, t, r in parts]  # with no windows
-        as_they_stand = _parts_in_order(parts)
+    # a log in canonical order already (a large ring booked whole, block by block): numbered as it stands, with no
+    # windows (ranks looked up only once its times are in order: most large runs' logs are not)
+    if total > WHOLE_UP_TO and _times_in_order(parts):
+        ranked = [(c, t, _ranks(trace, c) if r is None else r) for c, t, r in parts]
+        as_they_stand = _parts_in_order(ranked)
         if as_they_stand and instant_messages:
-            as_they_stand = all(_sends_first(trace, c, t, None) for c, t, _ in parts)
+            as_they_stand = all(_sends_first(trace, c, t, None) for c, t, _ in ranked)
         if as_they_stand:
-            for c, t, _ in parts:
+            for c, t, _ in ranked:
                 _number(trace, c, t, None)
             return n
+        del ranked
     window = n if total <= WHOLE_UP_TO else max(SMALLEST_WINDOW, min(WINDOW, total // 64))
     cuts = _windows([t for _, t, _ in parts], n, window)
     # each event's window, worked out once (a small number each): a window then picks its events by it
@@ -112,6 +115,15 @@ def _in_order(times: np.ndarray, ranks: np.ndarray) -> bool:
     if later.all():
         return True
     return bool((later | ((times[1:] == times[:-1]) & (ranks[1:] >= ranks[:-1]))).all())
+
+
+def _times_in_order(parts: list[tuple]) -> bool:
+    """Whether parts of (codes, times, ...), one after another, are in time order (ties in any order): what a log in
+    canonical order must be, told with no ranks looked up (most logs of a large run are not)."""
+    parts = [part for part in parts if len(part[1])]
+    if any(t0[-1] > t1[0] for (_, t0, *_), (_, t1, *_) in zip(parts, parts[1:])):
+        return False
+    return all(bool((t[1:] >= t[:-1]).all()) for _, t, *_ in parts)
 
 
 def _parts_in_order(parts: list[tuple]) -> bool:
@@ -156,19 +168,21 @@ def _windows(times: list[np.ndarray], n: int, window: int = WINDOW) -> np.ndarra
 
 
 def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None]]:
-    """The unsettled events, in the order they happened: (codes, times, ranks) parts, those held back first (their
-    ranks None: looked up when they are sorted)."""
+    """The unsettled events, in the order they happened: (codes, times, ranks) parts, those held back first. Their
+    ranks are read with their times while the trace is small enough to be sorted whole; otherwise, and for events
+    held back, None: looked up when they are sorted, a window at a time (a large run's settles stay small)."""
     rec = trace._rec
     parts = [(c, t, None) for c, t in trace._pending or []]
     trace._pending = None
     n = len(rec.log)
     taken = 0  # receive rows used so far (one per receive event, in order)
     dtype = trace._codes.values.dtype
+    small = len(trace._codes) + sum(len(c) for c, _, _ in parts) + n <= WHOLE_UP_TO
     for lo in range(0, n, LOG_SLICE):  # a slice at a time: the temporary arrays stay small
         kinds = np.frombuffer(rec.log, np.uint8, min(LOG_SLICE, n - lo), lo)
         codes = np.empty(len(kinds), dtype)
         times = np.empty(len(kinds), np.float64)
-        ranks = np.empty(len(kinds), np.uint16)  # (a rank is below MAX_DEVICES, 1 << 16)
+        ranks = np.empty(len(kinds), np.uint16) if small else None  # (a rank is below MAX_DEVICES, 1 << 16)
         for kind in (EV_SEND, EV_RECV, EV_OP):
             at = np.flatnonzero(kinds == kind)
             if not len(at):
@@ -178,19 +192,22 @@ def _pending(trace: Any) -> list[tuple[np.ndarray, np.ndarray, np.ndarray | None
                 taken += len(at)
                 codes[at] = recvs["row"].astype(dtype) << 2 | CODE_RECV
                 times[at] = recvs["t"]
-                ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", recvs["row"])
+                if small:
+                    ranks[at] = _field(rec.msgs, MSG_DTYPE, "dst", recvs["row"])
                 del recvs
             elif kind == EV_SEND:  # (the rows since the last settle: a slice of them)
                 rows = np.arange(trace._seen_msgs, trace._seen_msgs + len(at), dtype=dtype)
                 codes[at] = rows << 2 | CODE_SEND
                 times[at] = _slice(rec.msgs, MSG_DTYPE, "t_send", trace._seen_msgs, len(at))
-                ranks[at] = _slice(rec.msgs, MSG_DTYPE, "src", trace._seen_msgs, len(at))
+                if small:
+                    ranks[at] = _slice(rec.msgs, MSG_DTYPE, "src", trace._seen_msgs, len(at))
                 trace._seen_msgs += len(at)
             else:
                 rows = np.arange(trace._seen_ops, trace._seen_ops + len(at), dtype=dtype)
                 codes[at] = rows << 2 | CODE_OP
                 times[at] = _slice(rec.ops, OP_DTYPE, "t_start", trace._seen_ops, len(at))
-                ranks[at] = _slice(rec.ops, OP_DTYPE, "rank", trace._seen_ops, len(at))
+                if small:
+                    ranks[at] = _slice(rec.ops, OP_DTYPE, "rank", trace._seen_ops, len(at))
                 trace._seen_ops += len(at)
             del at
         del kinds
