@@ -390,28 +390,45 @@ def _write_rows(
     rings = [(what, back) for kind, what, back in stages if kind == RING]
     reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
     pos = np.arange(p)
+    left = (pos - 1) % p
     g, right, sig = plan.columns  # each member's rank, its right neighbour's, each chunk's signature
+    # the fields every stage's rows share (and, with chunks of one size, their signature and FLOPs): one stage's rows,
+    # copied into each stage's whole
+    msg_base = np.empty(p, MSG_DTYPE)
+    msg_base["src"], msg_base["dst"], msg_base["tag"], msg_base["label"], msg_base["sig"] = g, right, tag, label, sig[0]
+    op_base = np.empty(p, OP_DTYPE)
+    op_base["kind"], op_base["rank"], op_base["label"], op_base["nbytes"] = OP_DROPPED, g, label, 0
+    op_base["flops"] = plan.size_column[0]
     per = max(1, ROWS_AT_ONCE // (MSG.size * p))  # stages at a time
     for lo in range(0, len(rings), per):
         part = rings[lo : lo + per]
         chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p  # (stage, member): the chunk it sends
-        m = np.empty((len(part), p), MSG_DTYPE)  # every field is written: no padding in a row
-        m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, right, tag, sig[chunk], label
+        m = _copies(msg_base, len(part))
+        if not plan.uniform:
+            m["sig"] = sig[chunk]
         m["step"], m["chunk"] = np.asarray([what for what, _ in part])[:, None], chunk
         at = slice(lo, lo + per)
         m["t_send"], m["t_start"], m["t_arrive"] = t_send[at], t_start[at], t_arrive[at]
         first = len(rec.msgs) // MSG.size
         got = np.empty((len(part), p), RECV_DTYPE)
-        got["row"] = first + (np.arange(len(part)) * p)[:, None] + (pos - 1) % p  # the left neighbour's message
+        got["row"] = first + (np.arange(len(part)) * p)[:, None] + left  # the left neighbour's message
         got["t"] = received[at]
         rec.msgs.extend(m)  # (from its buffer: no copy in between)
         rec.recvs.extend(got)
     for lo in range(0, len(reductions), per):
         part = reductions[lo : lo + per]
-        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p
-        o = np.empty((len(part), p), OP_DTYPE)
-        names = np.asarray([what for what, _ in part])[:, None]
+        o = _copies(op_base, len(part))
+        if not plan.uniform:
+            o["flops"] = plan.size_column[(pos - np.asarray([back for _, back in part])[:, None]) % p]
         at = slice(lo, lo + per)
-        o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
-        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], plan.size_column[chunk], 0
+        o["name"] = np.asarray([what for what, _ in part])[:, None]
+        o["t_start"], o["t_end"] = op_start[at], op_end[at]
         rec.ops.extend(o)
+
+
+def _copies(base: np.ndarray, k: int) -> np.ndarray:
+    """k copies of a stage's rows, one a stage (copied as bytes: NumPy copies structured rows field by field, ten
+    times slower). Every field of a row is written: no padding in it."""
+    rows = np.empty((k, len(base)), base.dtype)
+    rows.view(np.uint8).reshape(k, -1)[:] = base.view(np.uint8)
+    return rows
