@@ -10,7 +10,8 @@ device's program order, computes the result with a few whole-array NumPy operati
 summation order (bit for bit the messages' result), and wakes every member at the time its last
 step ends. Where the run keeps payloads (the default), every message's payload and every reduction's
 inputs and output are computed whole too (``ring_payloads``): the running sums the messages carry,
-the same floats, the same objects where the messages pass one object on. With ``name=`` the
+the same floats, the same objects where the messages pass one object on (made when the trace's payloads are
+first read). With ``name=`` the
 all-gather's messages are named as its receives name them, and each member records its result under
 the name (``_Call.result``); with ``partials=`` the reduce-scatter's messages and reductions are named
 by the partial sums they hold, and each receiver holds them under those names (``_name_partials``);
@@ -43,7 +44,7 @@ from ..core.hooks import engine_of, keep_named
 from ..core.rows import MSG, OP, OP_DTYPE
 from ..cost.meta import MetaArray
 from ..tensors.placements import FlatSlice
-from .ring_payloads import ring_payloads
+from .ring_payloads import ring_payloads, ring_terms
 from .ring_plan import VECTOR_FROM, RingPlan, book_small, book_vector
 
 INF = float("inf")
@@ -154,9 +155,8 @@ def _book(eng: Engine, c: _Call, b: Booking) -> None:
         plan.refuse_infinite(eng, c, end)
     b.ends[:] = ends
     if payloads is not None:
-        if eng.keep_payloads:
-            rec.msg_payloads += payloads.msgs
-            rec.op_payloads += payloads.ops
+        if eng.keep_payloads:  # (their objects made when the trace's payloads are first read)
+            rec.keep_later(plan.messages, plan.ops, payloads.made)
         b.results[:] = payloads.results(x.shape)
     else:
         b.results[:] = _results(c, b.x, plan.bounds)
@@ -211,12 +211,10 @@ def _results(c: _Call, xs: list[Any], bounds: list[int]) -> list[Any]:
     x, p = xs[0], c.p
     if isinstance(x, MetaArray):
         return [x] * p  # immutable: one will do for everyone
-    stacked = np.stack([v.reshape(-1) for v in xs])
-    chunk = np.repeat(np.arange(p), np.diff(bounds))  # each element's chunk
-    cols = np.arange(x.size)
-    acc = stacked[(chunk + 1) % p, cols]
-    for k in range(2, p + 1):
-        acc = c.fn(acc, stacked[(chunk + k) % p, cols])
+    terms = ring_terms([v.reshape(-1) for v in xs], bounds)
+    acc = terms[0].copy()
+    for row in terms[1:]:  # (in place: the same ufunc on the same operands, the same floats)
+        c.fn(acc, row, out=acc)
     if c.op == "avg":
         acc = acc / p
     whole = acc.reshape(x.shape)

@@ -269,6 +269,8 @@ def book_vector(eng: Engine, plan: RingPlan, c: _Call, b: Any) -> list[float]:
         times = _times_together if together else _times
         clock, free, columns = times(plan, stages, clock, free, seconds)
         _write_rows(rec, plan, c.tag, label, stages, *columns)
+        log = _canonical_log(stages, columns, p) or b"".join(plan.stage_log(kind) for kind, _, _ in stages)
+        rec.log.extend(log)
         if lo + block < len(program):  # a huge ring: settle what no device can precede now
             rec.n_msgs = len(rec.msgs) // MSG.size
             rec.n_ops = len(rec.ops) // OP_DTYPE.itemsize
@@ -345,40 +347,88 @@ def _times_together(plan: RingPlan, stages: list, clock: np.ndarray, free: np.nd
     return np.full(p, c), np.full(p, f), columns
 
 
+def _canonical_log(stages: list, columns: tuple, p: int) -> bytes | None:
+    """Where every member's times are the same (``_times_together``'s columns), the stages' event log in canonical
+    order (by time, then rank, then program order: each time's events member by member), so that settling them
+    needs no sort. None where members' times differ, or where two events of one kind share a time (the log would
+    then take them member by member, where their rows go stage by stage: the k-th send logged must be the k-th
+    send row, and so for receives and ops)."""
+    t_send, _, _, received, op_start, _ = columns
+    if t_send.shape[1] != 1:
+        return None
+    sent, got, began = iter(t_send[:, 0].tolist()), iter(received[:, 0].tolist()), iter(op_start[:, 0].tolist())
+    events: list[tuple[float, int]] = []  # a member's (time, kind) of its events, in its program order
+    for kind, _, _ in stages:
+        if kind == RING:
+            events += ((next(sent), EV_SEND), (next(got), EV_RECV))
+        else:
+            events.append((next(began), EV_OP))
+    log = bytearray()
+    run = bytearray()
+    last = None
+    for t, kind in events:
+        if t != last:
+            log += run * p
+            run.clear()
+            last = t
+        elif kind in run:
+            return None
+        run.append(kind)
+    log += run * p
+    return bytes(log)
+
+
 def _write_rows(
     rec: Any, plan: RingPlan, tag: int, label: int, stages: list, t_send, t_start, t_arrive, received, op_start, op_end
 ) -> None:
-    """Write some stages' rows, in the order the messages would write them: each ring stage's p messages (member i
-    sends to i + 1) and p receives, each op stage's p ops; times a row per stage (or a column, the same for every
-    member). A few stages at a time: the arrays they are made in stay small enough to come from memory the process
-    holds already (fresh memory costs a page fault each 4 kB, more than the rows' arithmetic)."""
+    """Write some stages' rows (their event log is the caller's), in the order the messages would write them: each
+    ring stage's p messages (member i sends to i + 1) and p receives, each op stage's p ops; times a row per stage
+    (or a column, the same for every member). A few stages at a time: the arrays they are made in stay small
+    enough to come from memory the process holds already (fresh memory costs a page fault each 4 kB, more than the
+    rows' arithmetic)."""
     p = plan.p
     rings = [(what, back) for kind, what, back in stages if kind == RING]
     reductions = [(what, back) for kind, what, back in stages if kind == REDUCE]
     pos = np.arange(p)
+    left = (pos - 1) % p
     g, right, sig = plan.columns  # each member's rank, its right neighbour's, each chunk's signature
+    # the fields every stage's rows share (and, with chunks of one size, their signature and FLOPs): one stage's rows,
+    # copied into each stage's whole
+    msg_base = np.empty(p, MSG_DTYPE)
+    msg_base["src"], msg_base["dst"], msg_base["tag"], msg_base["label"], msg_base["sig"] = g, right, tag, label, sig[0]
+    op_base = np.empty(p, OP_DTYPE)
+    op_base["kind"], op_base["rank"], op_base["label"], op_base["nbytes"] = OP_DROPPED, g, label, 0
+    op_base["flops"] = plan.size_column[0]
     per = max(1, ROWS_AT_ONCE // (MSG.size * p))  # stages at a time
     for lo in range(0, len(rings), per):
         part = rings[lo : lo + per]
         chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p  # (stage, member): the chunk it sends
-        m = np.empty((len(part), p), MSG_DTYPE)  # every field is written: no padding in a row
-        m["src"], m["dst"], m["tag"], m["sig"], m["label"] = g, right, tag, sig[chunk], label
+        m = _copies(msg_base, len(part))
+        if not plan.uniform:
+            m["sig"] = sig[chunk]
         m["step"], m["chunk"] = np.asarray([what for what, _ in part])[:, None], chunk
         at = slice(lo, lo + per)
         m["t_send"], m["t_start"], m["t_arrive"] = t_send[at], t_start[at], t_arrive[at]
         first = len(rec.msgs) // MSG.size
         got = np.empty((len(part), p), RECV_DTYPE)
-        got["row"] = first + (np.arange(len(part)) * p)[:, None] + (pos - 1) % p  # the left neighbour's message
+        got["row"] = first + (np.arange(len(part)) * p)[:, None] + left  # the left neighbour's message
         got["t"] = received[at]
         rec.msgs.extend(m)  # (from its buffer: no copy in between)
         rec.recvs.extend(got)
     for lo in range(0, len(reductions), per):
         part = reductions[lo : lo + per]
-        chunk = (pos - np.asarray([back for _, back in part])[:, None]) % p
-        o = np.empty((len(part), p), OP_DTYPE)
-        names = np.asarray([what for what, _ in part])[:, None]
+        o = _copies(op_base, len(part))
+        if not plan.uniform:
+            o["flops"] = plan.size_column[(pos - np.asarray([back for _, back in part])[:, None]) % p]
         at = slice(lo, lo + per)
-        o["kind"], o["rank"], o["name"], o["label"] = OP_DROPPED, g, names, label
-        o["t_start"], o["t_end"], o["flops"], o["nbytes"] = op_start[at], op_end[at], plan.size_column[chunk], 0
+        o["name"] = np.asarray([what for what, _ in part])[:, None]
+        o["t_start"], o["t_end"] = op_start[at], op_end[at]
         rec.ops.extend(o)
-    rec.log.extend(b"".join(plan.stage_log(kind) for kind, _, _ in stages))
+
+
+def _copies(base: np.ndarray, k: int) -> np.ndarray:
+    """k copies of a stage's rows, one a stage (copied as bytes: NumPy copies structured rows field by field, ten
+    times slower). Every field of a row is written: no padding in it."""
+    rows = np.empty((k, len(base)), base.dtype)
+    rows.view(np.uint8).reshape(k, -1)[:] = base.view(np.uint8)
+    return rows

@@ -106,7 +106,7 @@ class Device(DeviceMemory, Messaging):
         rec.ops.extend(_pack_op(HOLD if kind == "hold" else FREE, self.rank, rec.names(name), -1, t, t, 0.0, nbytes))
         self._log(EV_OP)
         if rec.keep_payloads:
-            rec.op_payloads.append((None, arr))
+            rec.add_op_payload((None, arr))
         if index is not None or doc is not None or partial is not None:
             rec.op_extra[row] = (index, doc, partial)
 
@@ -197,7 +197,7 @@ class Device(DeviceMemory, Messaging):
         )
         self._log(EV_OP)
         if rec.keep_payloads:
-            rec.op_payloads.append((inputs, out))
+            rec.add_op_payload((inputs, out))
         if index is not None or doc is not None or group is not None:
             rec.op_extra[row] = (index, doc, group)
 
@@ -256,7 +256,7 @@ class Device(DeviceMemory, Messaging):
         rec.ops.extend(_pack_op(OP_DROPPED, self.rank, name, label, t0, t0 + seconds, flops, 0))
         self._log(EV_OP)
         if rec.keep_payloads:
-            rec.op_payloads.append((_kept_inputs((received, local)), out))
+            rec.add_op_payload((_kept_inputs((received, local)), out))
         if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and usually what is sent next
             sig = rec.sigs.get((out.shape, out.dtype))
             if sig is not None:

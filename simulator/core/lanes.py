@@ -120,7 +120,7 @@ class RingLane:
             add_msg(_pack_msg(me, right, tag, sig[0], label_id, step, out_j, t, start, arrive))
             log(EV_SEND)
             if keep:
-                rec.msg_payloads.append(payload)
+                rec.add_msg_payload(payload)
             if out_posted:  # the right neighbour waits for it: wake it when it arrives
                 rreq = out_posted.popleft()
                 rreq.row, rreq.payload, rreq.sig, rreq.done = row, payload, sig, arrive
@@ -195,7 +195,7 @@ class RingLane:
             else:
                 events.extend(_RECV_OP)
             if keep:
-                rec.op_payloads.append((_kept_inputs((got, into)), out))
+                rec.add_op_payload((_kept_inputs((got, into)), out))
             if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and what is sent next
                 sig = sigs.get((out.shape, out.dtype))
                 if sig is not None:

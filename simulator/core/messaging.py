@@ -251,7 +251,7 @@ class Messaging(PointToPoint):
         self._add_msg(packed)
         self._log(EV_SEND)
         if rec.keep_payloads:
-            rec.msg_payloads.append(payload)
+            rec.add_msg_payload(payload)
         ch = self._out.get(dst if not tag else tag << 16 | dst)
         if ch is None:
             ch = self._channel(rank, dst, tag)

@@ -22,6 +22,8 @@ as ``Message``/``Op`` views.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
+from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -98,7 +100,9 @@ class Recorder:
 
     msgs, recvs, ops: packed rows (MSG, RECV, OP); log: one byte per event (EV_*), in execution order,
     holding only the events not settled yet (see ``simulator.core.ordering.settle``).
-    payloads: each message's payload by row, and ops': (inputs, output) by row, only when kept.
+    msg_payloads, op_payloads: each message's payload by row, and each op's (inputs, output), only when kept; a
+    ring booked whole makes its own objects when either list is first read (``keep_later``). The engine's hot
+    paths append through ``add_msg_payload`` and ``add_op_payload``.
     msg_extra: row -> (name, index) of messages received with a name or an index.
     op_extra: row -> (index, doc, partial) of ops that have any of them.
     """
@@ -115,10 +119,49 @@ class Recorder:
         self.sigs: dict[tuple, tuple[int, int]] = {}  # (shape, dtype) -> (id, bytes)
         self.sig_values: list[tuple[tuple[int, ...], np.dtype, int]] = []  # id -> (shape, dtype, nbytes)
         self.keep_payloads = keep_payloads
-        self.msg_payloads: list[Any] = []
-        self.op_payloads: list[tuple[Any, Any]] = []
+        self._msg_payloads: list[Any] = []
+        self._op_payloads: list[Any] = []
+        self.add_msg_payload = self._msg_payloads.append  # (bound once: the hot paths call them for every event)
+        self.add_op_payload = self._op_payloads.append
+        self._later: list[tuple[int, int, Callable[[], tuple[list, list]]]] = []  # see keep_later
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
+
+    @property
+    def msg_payloads(self) -> list[Any]:
+        """Each message's payload, by row (where the run keeps payloads)."""
+        if self._later:
+            self._make_later()
+        return self._msg_payloads
+
+    @property
+    def op_payloads(self) -> list[Any]:
+        """Each op's ``(inputs, output)``, by row (where the run keeps payloads)."""
+        if self._later:
+            self._make_later()
+        return self._op_payloads
+
+    def keep_later(self, msgs: int, ops: int, make: Callable[[], tuple[list, list]]) -> None:
+        """The payloads of the next ``msgs`` message rows and ``ops`` op rows, made by ``make()`` (two lists) when
+        either list is first read: until then each row has a placeholder, so rows written after them keep their
+        places. A ring booked whole keeps its payloads so: a run that nobody reads the payloads of (a benchmark's,
+        a what-if's) does not make its thousands of views and tuples."""
+        self._later.append((len(self._msg_payloads), len(self._op_payloads), make))
+        self._msg_payloads += repeat(None, msgs)
+        self._op_payloads += repeat(None, ops)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled or deep-copied with every payload made: a copy holds the objects, not how to make them."""
+        if self._later:
+            self._make_later()
+        return self.__dict__.copy()
+
+    def _make_later(self) -> None:
+        later, self._later = self._later, []
+        for msg_at, op_at, make in later:
+            msgs, ops = make()
+            self._msg_payloads[msg_at : msg_at + len(msgs)] = msgs
+            self._op_payloads[op_at : op_at + len(ops)] = ops
 
     def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
         """The id of a (shape, dtype) pair, and its byte count."""

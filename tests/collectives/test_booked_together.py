@@ -38,6 +38,7 @@ def rows(run) -> tuple[bytes, bytes, bytes]:
         (40, 120, "avg", np.float64, ROOFLINE),
         (33, 7, "max", np.float32, CostModel()),  # chunks of different sizes: each member's times apart
         (64, 128, "product", np.int32, CostModel(latency=0.0)),
+        (64, 0, "sum", np.float64, CostModel(latency=0.0)),  # every event at t=0: the log goes stage by stage
     ],
 )
 def test_members_together_make_the_messages_run(bookings, monkeypatch, p, n, op, dtype, cost):
@@ -52,3 +53,43 @@ def test_members_together_make_the_messages_run(bookings, monkeypatch, p, n, op,
     apart = World(p, cost=cost, keep_payloads=False).run(together, n, op, dtype, True)
     assert rows(apart) == rows(metadata) and apart.time == metadata.time
     assert calls if n % p == 0 else not calls  # (one chunk size is what lets members stay together)
+
+
+def test_a_ring_of_members_together_is_logged_in_canonical_order(monkeypatch):
+    """Its events need no sort to settle (``ring_plan._canonical_log``): each time's events member by member."""
+    import simulator.core.ordering as ordering
+
+    def program(dev):
+        return dev.all_reduce(np.full(64, float(dev.rank), np.float32))
+
+    expected = World(64, book_collectives=False).run(program)
+    monkeypatch.setattr(ordering.np, "lexsort", lambda keys: pytest.fail("sorted a log in canonical order"))
+    whole = World(64).run(program)
+    same_runs(whole, expected)
+
+
+def test_a_ring_past_a_whole_sort_settles_as_its_messages_do():
+    """Over 65,536 events a settle would cut its events into windows by time; a booked ring's log, in canonical order
+    already, is numbered as it stands (``ordering._parts_in_order``), block by block: the same trace, column by
+    column, as the ring message by message, and as every event sorted the general way."""
+    import simulator.core.ordering as ordering
+
+    def program(dev):
+        return dev.all_reduce(np.full(150, dev.rank + 0.5, np.float32))
+
+    def columns(run):
+        tr = run.trace
+        return [tr.message_columns(), tr.op_columns(), {k: v for k, v in tr.event_columns().items() if k != "row"}]
+
+    booked = World(150, keep_payloads=False).run(program)  # 111,750 events
+    messages = World(150, keep_payloads=False, book_collectives=False).run(program)
+    for a, b in zip(columns(booked), columns(messages), strict=True):
+        assert a.keys() == b.keys()
+        for key in a:
+            np.testing.assert_array_equal(a[key], b[key], err_msg=key)
+    assert all(np.array_equal(u, v) for u, v in zip(booked.outputs, messages.outputs, strict=True))
+    never = lambda parts: False  # noqa: E731  (the general way: windows and sorts)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(ordering, "_parts_in_order", never)
+        general = World(150, keep_payloads=False).run(program)
+    assert general.trace.event_codes.tobytes() == booked.trace.event_codes.tobytes()

@@ -1,0 +1,109 @@
+"""A ring booked whole makes its payloads' objects when the trace's payloads are first read (``Recorder.keep_later``):
+the same values, flags and identities as made at once, each row in its place, each run's own."""
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+import simulator.collectives.ring_payloads as ring_payloads
+from simulator import World
+from simulator.core.rows import Recorder
+from tests.collectives.test_booked_payloads import same_runs, values_of
+
+
+@pytest.fixture
+def made(monkeypatch):
+    """How many times a booked ring's payload objects were made."""
+    calls = [0]
+    objects = ring_payloads._objects
+
+    def counted(*args):
+        calls[0] += 1
+        return objects(*args)
+
+    monkeypatch.setattr(ring_payloads, "_objects", counted)
+    return calls
+
+
+def ring_then_messages(dev, n):
+    """A student's program: a booked all-reduce between a message to the right and an op on what came back."""
+    x = values_of(n, dev.rank, np.float64)
+    right, left = (dev.rank + 1) % dev.world_size, (dev.rank - 1) % dev.world_size
+    dev.send(x[:2] * 2.0, right)
+    got = dev.recv(left)
+    y = dev.all_reduce(x)
+    z = dev.compute("z", np.add, y[:2], got)
+    dev.send(z, right)
+    return dev.recv(left) + y.sum()
+
+
+def test_the_objects_are_made_on_the_first_read_only(made):
+    run = World(40).run(lambda dev: dev.all_reduce(values_of(40, dev.rank, np.float32)))
+    assert made[0] == 0  # nobody has read a payload yet
+    first = run.trace.messages[0].payload
+    assert made[0] == 1
+    assert run.trace.messages[0].payload is first and all(op.output is not None for op in run.trace.ops)
+    assert made[0] == 1  # made once, kept
+
+
+def test_rows_written_after_a_booked_ring_keep_their_places(made):
+    whole = World(6).run(ring_then_messages, 13)
+    messages = World(6, book_collectives=False).run(ring_then_messages, 13)
+    assert made[0] == 0
+    same_runs(whole, messages)
+    assert made[0] == 1
+
+
+def test_two_rings_in_one_run_and_two_worlds_side_by_side(made):
+    def twice(dev, k):
+        y = dev.all_reduce(values_of(9, dev.rank + k, np.float32))
+        return dev.all_reduce(y[:5] * 0.5, op="avg")
+
+    a, b = World(5).run(twice, 0), World(5).run(twice, 3)
+    assert made[0] == 0
+    # b's read makes b's objects, not a's; each equals its own run message by message
+    same_runs(b, World(5, book_collectives=False).run(twice, 3))
+    assert made[0] == 2
+    same_runs(a, World(5, book_collectives=False).run(twice, 0))
+    assert made[0] == 4
+    assert not {id(m.payload) for m in a.trace.messages} & {id(m.payload) for m in b.trace.messages}
+
+
+def test_the_payloads_made_later_are_read_only_as_the_messages_are():
+    run = World(33).run(lambda dev: dev.all_reduce(values_of(70, dev.rank, np.float64)))
+    arrays = [m.payload for m in run.trace.messages]
+    arrays += [v for op in run.trace.ops for v in (*op.inputs, op.output)]
+    assert all(not a.flags.writeable for a in arrays)
+    with pytest.raises(ValueError):
+        arrays[-1].setflags(write=True)  # (read-only memory under it: the flag cannot be set back)
+
+
+def test_a_recorder_keeps_placeholders_until_read():
+    rec = Recorder(True)
+    rec.add_msg_payload("m0")
+    made = []
+
+    def make():
+        made.append(1)
+        return ["m1", "m2"], [("in", "out")]
+
+    rec.keep_later(2, 1, make)
+    rec.add_msg_payload("m3")
+    rec.add_op_payload((None, "o1"))
+    assert not made
+    assert rec.op_payloads == [("in", "out"), (None, "o1")]
+    assert rec.msg_payloads == ["m0", "m1", "m2", "m3"]
+    assert made == [1]
+
+
+@pytest.mark.parametrize("clone", [lambda r: pickle.loads(pickle.dumps(r)), copy.deepcopy], ids=["pickle", "deepcopy"])
+def test_a_run_pickled_or_copied_before_its_payloads_are_read_keeps_them(made, clone):
+    run = World(6).run(ring_then_messages, 13)
+    copied = clone(run.trace.recorder)
+    assert made[0] == 1  # (made for the copy)
+    original = run.trace.recorder
+    assert len(copied.msg_payloads) == len(original.msg_payloads) == len(run.trace.messages)
+    for a, b in zip(copied.msg_payloads + copied.op_payloads, original.msg_payloads + original.op_payloads):
+        assert type(a) is type(b) and repr(a) == repr(b)
