@@ -10,19 +10,15 @@ import pytest
 
 from simulator import World
 from simulator.checker import Reference, check
-from tests.checker.test_checker_fast_paths import as_records
+from tests.checker.test_redteam3 import verdicts as verdicts_on
 
 X4 = np.array([1.0, 2.0, 3.0, 4.0])
 
 
 def verdicts(program, model, args=(), margs=None, p=2, **kw) -> set[str]:
-    """The verdicts of one program on the default World and message by message, each on the columns and on records."""
-    found = set()
-    for world in (World(p), World(p, book_collectives=False)):
-        run = world.run(program, *args)
-        for trace in (run, as_records(run)):
-            found.add(check(trace, Reference.of(model, *(args if margs is None else margs)), **kw).verdict)
-    return found
+    """The verdicts of one program on the default World and message by message, each on the columns and on records
+    (as in test_redteam3, on two devices unless told)."""
+    return verdicts_on(program, model, args, margs, p, **kw)
 
 
 def doubled_then_one_more(dev):

@@ -6,14 +6,24 @@ import simulator.collectives.booked as booked
 
 
 @pytest.fixture
-def bookings(monkeypatch):
-    """How many calls were booked whole."""
-    count = [0]
-    book = booked._book
+def count_calls(monkeypatch):
+    """``count_calls(module, name)``: a one-element list counting the calls of ``module.name`` during the test."""
 
-    def counting(*args):
-        count[0] += 1
-        return book(*args)
+    def count(module, name: str) -> list[int]:
+        calls = [0]
+        original = getattr(module, name)
 
-    monkeypatch.setattr(booked, "_book", counting)
+        def counting(*args):
+            calls[0] += 1
+            return original(*args)
+
+        monkeypatch.setattr(module, name, counting)
+        return calls
+
     return count
+
+
+@pytest.fixture
+def bookings(count_calls):
+    """How many calls were booked whole."""
+    return count_calls(booked, "_book")

@@ -14,17 +14,9 @@ from tests.collectives.test_booked_payloads import same_runs, values_of
 
 
 @pytest.fixture
-def made(monkeypatch):
+def made(count_calls):
     """How many times a booked ring's payload objects were made."""
-    calls = [0]
-    objects = ring_payloads._objects
-
-    def counted(*args):
-        calls[0] += 1
-        return objects(*args)
-
-    monkeypatch.setattr(ring_payloads, "_objects", counted)
-    return calls
+    return count_calls(ring_payloads, "_objects")
 
 
 def ring_then_messages(dev, n):
