@@ -54,10 +54,12 @@ def through_lower_precision(a: np.ndarray, b: np.ndarray) -> str | None:
     if a.dtype != b.dtype or a.dtype not in (np.float64, np.float32) or a.size == 0:
         return None
     for low in (np.float16, np.float32)[: 2 if a.dtype == np.float64 else 1]:
+        with np.errstate(over="ignore", invalid="ignore"):  # (values past float16's range become inf: not equal)
+            low_a, low_b = a.astype(low), b.astype(low)
         if (
-            np.array_equal(a.astype(low).astype(a.dtype), a)
-            and not np.array_equal(b.astype(low).astype(b.dtype), b)
-            and same(a.astype(low), b.astype(low), RTOL[np.dtype(low).itemsize])
+            np.array_equal(low_a.astype(a.dtype), a)
+            and not np.array_equal(low_b.astype(b.dtype), b)
+            and same(low_a, low_b, RTOL[np.dtype(low).itemsize])
         ):
             return (
                 f"Every element is a {np.dtype(low).name} number, within {np.dtype(low).name}'s rounding of what it "

@@ -279,6 +279,12 @@ class SimProcessGroup(dist.ProcessGroup):
         group, alg = self.ranks, self._algorithm("all_to_all")
         p = len(group)
         self._contiguous(input, "all-to-all it", "Tensors must be contiguous")
+        if not output.is_contiguous():  # gloo takes it and writes its bytes in memory order: the values scrambled
+            raise ValueError(
+                f"rank {self._ctx.rank}: all_to_all_single's output of shape {tuple(output.shape)} and strides "
+                f"{output.stride()} is not contiguous: gloo fills its memory in order, so on real ranks the values land "
+                "in the wrong places (no error). Receive into a fresh torch.empty(shape) and copy it where it goes"
+            )
         x = self._np(input, "all_to_all_single")
         send = _splits(input_splits, x.shape[0], p)
         recv = _splits(output_splits, output.shape[0], p)

@@ -356,3 +356,21 @@ def test_a_schedule_written_as_lists_of_actions_is_graded():
         Schedule.from_text(["0F0 0B0", 7], microbatches=1)
     with pytest.raises(TypeError, match=r"row for rank 0 is list"):
         Schedule.from_text([["0F0", 3]], microbatches=1)
+
+
+def test_a_wrong_value_past_float16_s_range_is_explained_without_a_warning():
+    """The lower-precision hint casts to float16: a value past its range (1e6) overflowed there, and a RuntimeWarning
+    was printed under the verdict (under -W error the check crashed)."""
+    import warnings
+
+    xs = np.array([1e6, 2.0, 3.0, 4.0])
+
+    def model(dev):
+        return dev.compute("b", lambda v: v * 2.0, dev.hold("x", xs))
+
+    def off_by_one(dev):
+        return dev.compute("b", lambda v: v * 2.0 + np.array([0, 0, 0, 1.0]), dev.hold("x", xs))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert check(World(1).run(off_by_one), Reference.of(model)).verdict == "FAILED"

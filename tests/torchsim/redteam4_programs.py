@@ -184,6 +184,10 @@ def non_contiguous(x: torch.Tensor, what: str) -> Any:
         out = torch.empty(t.shape)
         dist.all_to_all_single(out, t)
         return out
+    if what == "all_to_all_single into":  # gloo writes the output's bytes in memory order: the values scrambled
+        out = torch.empty(t.shape[::-1]).T
+        dist.all_to_all_single(out, t.contiguous())
+        return out
     if what == "recv into":
         if rank == 0:
             dist.send(t.contiguous(), dst=1)
