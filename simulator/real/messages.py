@@ -213,7 +213,8 @@ class TorchMessaging(PointToPoint):
         return len(self._open_recvs)
 
     def sends_in_flight(self) -> int:
-        """How many sends are not yet known complete (eager, or never waited on: their buffers still held)."""
+        """How many sends the run still holds until it settles: eager ones, and every rendezvous one (waited on or
+        not: a waited one's buffers are let go, its request kept)."""
         return len(self._in_flight)
 
     def settle(self, since: int = 0) -> None:
