@@ -148,18 +148,10 @@ def test_an_answer_that_takes_over_the_protocol_with_a_relabelled_collective_is_
 def test_in_a_notebook_the_checker_s_tolerance_loosened_is_refused(monkeypatch, loosen):
     """A tolerance is a constant of the checker, not a function: loosening it in place (float64's rtol made 1) or
     rebinding it would pass a gradient 0.05 off; the grade says the grader was changed."""
-    import numpy as np
 
     import simulator.checker.compare as compare
     from simulator.teach.exercises import start
-    from simulator.teach.exercises.data import mean_gradient
-
-    def off(dev, x, y, w):
-        rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
-        x, y, w = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows), dev.hold("w", w)
-        g = dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g").copy()
-        g[0] += 0.05
-        return g
+    from tests.checker.test_redteam4 import a_gradient_off as off
 
     ex = start("data-parallel-average")
     saved = dict(compare.RTOL)
