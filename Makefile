@@ -69,6 +69,7 @@ bench: $(BIN)/.installed
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 64 --kept
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 256 --kept
 	$(BIN)/python benchmarks/ring_allreduce_vs_simpy.py --devices 1024
+	$(BIN)/python benchmarks/message_path_bound.py
 	$(BIN)/python benchmarks/checker_cost.py
 	$(BIN)/python benchmarks/isolation_cost.py
 	$(BIN)/python benchmarks/tp_matmul_overhead.py
