@@ -31,6 +31,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
     freeze,
     frozen,
     kept,
+    kept_inputs,
     partial_group,
     run_op,
     sealed,
@@ -165,7 +166,10 @@ class Device(DeviceMemory, Messaging):
             )
         if not self.clock + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, before any view sees it
             raise infinite_op(eng.cost, self.rank, name, flops, seconds, self.clock)
-        inputs = _kept_inputs(inputs) if self._rec.keep_payloads else None
+        if self._rec.keep_payloads:  # (a collective's own op reads its working copy: see _kept_reduction_inputs)
+            inputs = kept_inputs(inputs) if label is None else _kept_reduction_inputs(inputs)
+        else:
+            inputs = None
         self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
         if keep:
             self._memory[name] = out
@@ -256,7 +260,7 @@ class Device(DeviceMemory, Messaging):
         rec.ops.extend(_pack_op(OP_DROPPED, self.rank, name, label, t0, t0 + seconds, flops, 0))
         self._log(EV_OP)
         if rec.keep_payloads:
-            rec.add_op_payload((_kept_inputs((received, local)), out))
+            rec.add_op_payload((_kept_reduction_inputs((received, local)), out))
         if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and usually what is sent next
             sig = rec.sigs.get((out.shape, out.dtype))
             if sig is not None:
@@ -283,6 +287,8 @@ class Device(DeviceMemory, Messaging):
         self._engine._agree(self.rank, members, number, call)
 
 
-def _kept_inputs(inputs: tuple) -> tuple:
-    """An op's inputs as the trace keeps them: a copy of any the program could still change."""
+def _kept_reduction_inputs(inputs: tuple) -> tuple:
+    """A collective's reduction's inputs as the trace keeps them: a copy of a writable one. A read-only one is a
+    view of the collective's own working copy, which nothing writes after the reduction (so a booked ring, which
+    keeps such views, and the same ring message by message keep the same objects)."""
     return tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)

@@ -92,6 +92,12 @@ def kept(out: Any) -> Any:
     return out
 
 
+def kept_inputs(inputs: tuple) -> tuple:
+    """An op's inputs as the trace keeps them: a copy of any the program could still change (a read-only view of a
+    buffer the program writes included: the trace keeps what the op read, not what the buffer holds later)."""
+    return tuple(np.array(a) if isinstance(a, np.ndarray) and not _immutable(a) else a for a in inputs)
+
+
 def _held(view: np.ndarray) -> int:
     """The bytes of the array that owns a view's memory (its last base that is an array)."""
     while type(view.base) is np.ndarray:
