@@ -3,10 +3,11 @@
 Megatron-LM's straggler detector (`--log-straggler`, `StragglerDetector` in megatron/core/utils.py) prints, every
 logging interval, the lowest and highest GPU clock, power, temperature and utilization over the ranks; its README
 (megatron/core/README_STRAGGLER.md) shows one such line from a training run, and Arc Institute's Evo 2 launcher
-(savanna, launcher/40b/README.md) another, from its 40B model on H100s with the detector ported. This prints both
-lines' figures (power in W: NVML reports mW), each clock as a share of the H100 SXM's maximum SM clock, and where in
-each training loop the reading is taken: once the step is done (in Megatron-LM after its logging, which reads the
-loss back; in savanna after `train_step` returns), at the step's end and not under a product (docs/whatif.md, Out of sample, "The level of the clocks in a training step").
+(savanna, launcher/40b/README.md) another, from its 40B model on Hopper GPUs with the detector ported. This prints
+both lines' figures (power in W: NVML reports mW), each clock as a share of the H100 SXM's maximum SM clock, and
+where each training loop takes the reading: once the step is done (Megatron-LM after its logging, which reads the
+loss back; savanna after `train_step` returns), so at the step's end and not under a product (docs/whatif.md, Out
+of sample, "The level of the clocks in a training step").
 
 It reads the checkouts you give it (the figures in the docs are from Megatron-LM d98e8a64dd and savanna 72d883d1,
 not-a-feature/savanna); nothing from them is stored here.
