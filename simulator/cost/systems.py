@@ -309,7 +309,8 @@ NIC_SHARE = 24 / 25  # what NCCL carries of a port's line rate between nodes [NC
 
 def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float | None = None) -> System:
     """``base`` with another network between nodes: ``nics_per_node`` ports (None: one per GPU) of ``nic_gbps``
-    Gb/s line rate each (None: the preset's), carrying the share [NCCL-412] measured (96%) in collectives."""
+    Gb/s line rate each (None: the preset's), carrying the share [NCCL-412] measured (96%) in collectives; a rate
+    measured for groups of one GPU a node keeps its share of the preset's port on the port given."""
     if nics_per_node is None and nic_gbps is None:
         return base
     if nic_gbps is not None and not nic_gbps > 0:
@@ -322,7 +323,12 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     sources = dict(a.sources)
     what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
     sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
-    achieved = replace(a, nic_bandwidth=bandwidth, nics_per_node=ports, sources=sources)
+    one_per_node = a.nic_one_per_node
+    if one_per_node and bandwidth != a.nic_bandwidth:  # NCCL's measured share of the port, on the port given
+        scale = bandwidth / a.nic_bandwidth
+        one_per_node = {kind: rate * scale for kind, rate in one_per_node.items()}
+        sources["nic_one_per_node"] = f"{sources.get('nic_one_per_node', '')}; the same shares of the port given"
+    achieved = replace(a, nic_bandwidth=bandwidth, nics_per_node=ports, nic_one_per_node=one_per_node, sources=sources)
     cost = replace(base.cost, name=f"{base.cost.name} ({what})")
     return System(cost, achieved)
 

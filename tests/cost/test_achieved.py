@@ -75,6 +75,21 @@ def test_one_gpu_a_node_never_beats_its_share_of_the_ports():
     assert math.isclose(t, 19e-6 + 15 / 16 * 1e9 / slow.gpu_nic_bandwidth)
 
 
+def test_one_gpu_a_node_on_faster_ports_keeps_its_measured_share_of_the_port():
+    """Measured on 200 Gb/s ports, NCCL's one-a-node all-gather reached 15.84 of the port's 24 GB/s. On 400 Gb/s
+    ports it keeps that share (31.68 GB/s); before, it stayed at 15.84 whatever the port."""
+    from simulator.cost.systems import dgx_a100_system, with_network
+
+    base = dgx_a100_system().achieved
+    fast = with_network(dgx_a100_system(), nic_gbps=400).achieved
+    assert math.isclose(fast.nic_one_per_node["all_gather"], 2 * 15.84e9)
+    assert math.isclose(fast.nic_p2p_bandwidth, 2 * 15.48e9)
+    t = fast.collective_time("all_gather", 1e9, 16, per_node=1)
+    assert math.isclose(t, 19e-6 + 15 / 16 * 1e9 / (2 * 15.84e9))
+    assert t < base.collective_time("all_gather", 1e9, 16, per_node=1)
+    assert with_network(dgx_a100_system(), nics_per_node=8).achieved.nic_one_per_node == base.nic_one_per_node
+
+
 def test_a_send_between_nodes_moves_at_the_two_rank_all_to_all_rate():
     """nccl-tests' all-to-all is NCCL's grouped sends and receives: on two ranks one GPU a node it timed a pipeline
     send's path at 15.48 GB/s; inside a node a send reads the NVLink curve as before."""
