@@ -391,3 +391,23 @@ def test_selective_recomputation_holds_only_what_it_recomputes_while_it_runs():
     scores = unfused.microbatch * model.heads * model.seq**2
     assert transient(model, replace(unfused, recompute="selective"), False) == pytest.approx(5 * scores)
     assert transient(model, replace(unfused, recompute="none"), False) == 0.0
+
+
+def test_the_tied_embedding_s_all_reduce_stays_on_nvlink_when_first_and_last_stages_share_a_node():
+    """tp 2 x pp 4 fills one node of 8: the first and last stages' embedding all-reduce moves over NVLink. Before, it
+    was priced over the ports between nodes whatever the layout."""
+    from simulator.cost.systems import system
+
+    layout = TrainingSetup(tp=2, pp=4, microbatch=1, global_batch=8)
+    sys_ = system("dgx-a100")
+    a = sys_.achieved
+    emb = GPT.padded_vocab(2) * GPT.hidden / 2 * layout.bytes_per_param[1]  # its gradients' bytes on one tp rank
+    inside = whatif(GPT, layout, sys_)
+    across = whatif(GPT, replace(layout, node_size=4), sys_)  # the same pipeline over two nodes of four
+    assert layout.ends_share_a_node and not replace(layout, node_size=4).ends_share_a_node
+    assert not TrainingSetup(tp=2, pp=8).ends_share_a_node and TrainingSetup(pp=8).ends_share_a_node
+    assert not TrainingSetup(tp=3, pp=2, node_size=4).ends_share_a_node  # ranks 1 and 4 sit on two nodes
+    gap = a.collective_time("all_reduce", emb, 2, 1) - a.collective_time("all_reduce", emb, 2, 2)
+    assert gap > 0
+    # the last stage's data-parallel time is its embedding all-reduce and nothing else here (dp = 1)
+    assert math.isclose(across.stages[-1]["dp"] - inside.stages[-1]["dp"], gap, rel_tol=1e-9)

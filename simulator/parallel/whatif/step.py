@@ -206,7 +206,8 @@ class StageProgram:
             contention += slowed
         if layout.pp > 1 and model.tied and (0 in chunks or self.schedule.stages - 1 in chunks):
             emb = model.padded_vocab(layout.tp) * model.hidden / layout.tp * gb
-            stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, 1)
+            together = 2 if layout.ends_share_a_node else 1  # then NVLink carries it, not the ports
+            stream = max(stream, time.end) + achieved.collective_time("all_reduce", emb, 2, together)
         exposed = max(0.0, stream - time.end)
         if contention > 0:
             dev.compute("contention", _same, self.message, seconds=contention, keep=False)

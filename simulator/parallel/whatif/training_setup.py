@@ -251,6 +251,15 @@ class TrainingSetup:
         return size % full or full
 
     @property
+    def ends_share_a_node(self) -> bool:
+        """Whether each rank of the first pipeline stage shares a node with its peer of the last (who all-reduce a
+        tied embedding's gradient): in Megatron-LM's rank order a stage's ranks are ``tp * cp * dp`` apart."""
+        stride = self.tp * self.cp * self.dp
+        span = (self.pp - 1) * stride
+        n = self.node_size
+        return span < n and all(o // n == (o + span) // n for o in range(stride))
+
+    @property
     def pp_same_node(self) -> bool:
         """Whether neighbouring pipeline ranks share a node."""
         return self.tp * self.cp * self.dp < self.node_size
