@@ -82,8 +82,7 @@ class RankTime:
 
 def schedule_for(layout: TrainingSetup) -> Schedule:
     """The layout's schedule, with its sends and receives."""
-    options = {"virtual": layout.virtual_stages} if layout.record.looped else {}
-    return make_schedule(layout.schedule, layout.pp, layout.microbatches, **options).with_comms()
+    return make_schedule(layout.schedule, layout.pp, layout.microbatches, **layout.schedule_options).with_comms()
 
 
 class StageProgram:
@@ -173,7 +172,7 @@ class StageProgram:
 
         def coll(kind: str, elements: float, itemsize: float) -> float:
             """A collective over this rank's weights (``elements`` of them in all), dense and expert groups apart."""
-            share = elements / params
+            share = elements / params if params else 0.0  # a middle stage of no layers holds no weights
             dense_time = achieved.collective_time(
                 kind, dense * share * itemsize, ranks, layout.per_node(layout.tp, ranks)
             )

@@ -60,7 +60,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..schedules import SCHEDULES, ScheduleRecord
+from ..schedules import SCHEDULES, ScheduleRecord, make_schedule
 from .model import Transformer
 
 RECOMPUTE = ("none", "selective", "full", "op")
@@ -186,6 +186,11 @@ class TrainingSetup:
     def record(self) -> ScheduleRecord:
         """The pipeline schedule's record (``simulator.parallel.schedules.SCHEDULES``)."""
         return SCHEDULES[self.schedule]
+
+    @property
+    def schedule_options(self) -> dict[str, int]:
+        """``make_schedule``'s options for this layout: the model chunks per rank of a looped schedule."""
+        return {"virtual": self.virtual_stages} if self.record.looped else {}
 
     @property
     def stages_per_rank(self) -> int:
@@ -338,3 +343,11 @@ class TrainingSetup:
         if fixed == 1 and self.virtual_stages != 1:
             raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
                               f"one of {looped}")  # fmt: skip
+        try:  # a schedule's own rules on pp and the microbatches (DualPipeV's m >= 2p, the looped rounds)
+            make_schedule(self.schedule, self.pp, self.microbatches, **self.schedule_options)
+        except ValueError as exc:
+            raise SetupError(
+                f"schedule {self.schedule} with pp={self.pp} and {self.microbatches} microbatches (--global-batch "
+                f"{self.global_batch} / (dp={self.dp} x --microbatch {self.microbatch})): {exc}; change --global-batch"
+                " or --schedule"
+            ) from None
