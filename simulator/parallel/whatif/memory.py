@@ -154,14 +154,19 @@ def transient(model: Transformer, layout: TrainingSetup, last: bool) -> float:
     """Bytes alive only while one microbatch is processed, beyond what the schedule holds: on the last stage the
     logits (bf16, then fp32 for the cross-entropy); and while a layer's backward runs, the larger of what it
     recomputes and what a sharded gradient needs (``reduced_gradient``). Recomputation holds one layer's
-    activations under full recomputation, and under selective recomputation its attention core's score-matrix
-    tensors, which a fused kernel never keeps (so with one nothing is recomputed); both are freed by the time the
-    layer's whole gradient exists, hence the larger of the two, not their sum."""
+    activations under full recomputation (but its input, which the schedule holds already; until 2026-12-06 it
+    was counted twice), and under selective recomputation its attention core's score-matrix tensors, which a
+    fused kernel never keeps (so with one nothing is recomputed); both are freed by the time the layer's whole
+    gradient exists, hence the larger of the two, not their sum."""
     z = PerRank.of(model, layout)
     extra = 6 * z.T * model.padded_vocab(layout.tp) / layout.tp if last else 0.0
     recomputed = 0.0
     if layout.recompute == "full":
-        recomputed = layer_activations(model, replace(layout, recompute="none"))[0]
+        # the recomputed forward keeps what a layer keeps without recomputation, its input among them: the input
+        # kept for it, already held by the schedule, unless split over tp (then the all-gather makes a whole copy)
+        split = layout.distribute_saved and not layout.sequence_parallel and layout.tp > 1
+        kept = 0.0 if split else layer_activations(model, layout)[0]
+        recomputed = layer_activations(model, replace(layout, recompute="none"))[0] - kept
     elif layout.recompute == "op":  # what it re-makes, at most what the layer keeps without recomputation
         recomputed = max(0.0, layer_activations(model, replace(layout, recompute="none"))[0] - op_kept(model, layout))
     elif layout.recompute == "selective" and layout.attention not in FUSED_ATTENTION:

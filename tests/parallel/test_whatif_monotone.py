@@ -1,0 +1,142 @@
+"""The what-if moves the way its own rules say when one setting changes: memory and time, over random layouts.
+
+Each test draws a valid layout (``test_whatif_properties.cases``), changes one setting, and compares the two
+answers. Memory is compared in the tensors' bytes (``Memory.total``) at the fullest pipeline rank: the CUDA
+context and NCCL's buffers grow with the groups a rank joins, by design, so they are not what these properties
+are about.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from hypothesis import HealthCheck, assume, given, settings
+
+from simulator.cost.systems import system, with_network
+from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, whatif
+
+from .test_whatif_properties import cases
+
+SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+SLACK = 1 + 1e-9
+
+
+def valid(model: Transformer, layout: TrainingSetup, **changes) -> TrainingSetup:
+    """``layout`` with ``changes``, or the example rejected if that layout cannot run ``model``."""
+    try:
+        changed = replace(layout, **changes)
+        changed.check(model)
+    except SetupError:
+        assume(False)
+    return changed
+
+
+def tensors(model: Transformer, layout: TrainingSetup, on: str) -> float:
+    """The tensors' bytes on the fullest device."""
+    return max(m.total for m in whatif(model, layout, on).memory)
+
+
+def activations(model: Transformer, layout: TrainingSetup, on: str) -> float:
+    return max(m.activations for m in whatif(model, layout, on).memory)
+
+
+@SETTINGS
+@given(cases())
+def test_a_larger_microbatch_never_needs_less_memory(case):
+    """Twice the sequences a microbatch (as many microbatches) never needs fewer bytes on any device."""
+    model, layout, on = case
+    bigger = valid(model, layout, microbatch=2 * layout.microbatch, global_batch=2 * layout.global_batch)
+    assert tensors(model, bigger, on) >= tensors(model, layout, on) / SLACK
+    assert activations(model, bigger, on) >= activations(model, layout, on) / SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_more_layers_never_need_less_memory(case):
+    """One more layer in every model chunk never needs fewer bytes on the fullest device."""
+    model, layout, on = case
+    counts = layout.chunk_layers(model)
+    deeper = replace(model, layers=model.layers + len(counts))
+    split = {"stage_layers": tuple(n + 1 for n in counts)} if layout.pp > 1 else {}
+    longer = valid(deeper, layout, first_stage_layers=None, last_stage_layers=None, **split)
+    assert tensors(deeper, longer, on) >= tensors(model, layout, on) / SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_recomputing_more_never_keeps_more_activations(case):
+    """Full recomputation keeps no more activation bytes than selective, and selective no more than none: each
+    keeps a subset of what the next one keeps (the transients of recomputing one layer included)."""
+    model, layout, on = case
+    kept = {}
+    for recompute in ("none", "selective", "full"):
+        kept[recompute] = activations(model, valid(model, layout, recompute=recompute, distribute_saved=False), on)
+    assert kept["full"] <= kept["selective"] * SLACK
+    assert kept["selective"] <= kept["none"] * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_more_tensor_parallelism_never_needs_more_memory(case):
+    """Twice the tp (same model, batch and everything else) never needs more tensor bytes a device: every weight
+    and every split activation divides, the rest stays."""
+    model, layout, on = case
+    wider = valid(model, layout, tp=2 * layout.tp)
+    assert tensors(model, wider, on) <= tensors(model, layout, on) * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_zero_1_never_needs_more_memory(case):
+    """The distributed optimizer (ZeRO-1) only shards what ZeRO-0 replicates: never more bytes a device."""
+    model, layout, on = case
+    replicated = valid(model, layout, zero=0, grad_reduce="reduce-scatter", grad_accumulation="add")
+    sharded = valid(model, replicated, zero=1)
+    assert tensors(model, sharded, on) <= tensors(model, replicated, on) * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_recompute_full_is_never_faster_than_none(case):
+    """Full recomputation re-runs every layer's forward before its backward: the step is never shorter."""
+    model, layout, on = case
+    assume(layout.zero < 3)  # ZeRO-3: see the next commit
+    none = whatif(model, valid(model, layout, recompute="none", distribute_saved=False), on).step_seconds
+    full = whatif(model, valid(model, layout, recompute="full", distribute_saved=False), on).step_seconds
+    assert full >= none / SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_faster_network_ports_never_slow_the_step(case):
+    """Twice each port's line rate (--nic-gbps) never makes the step slower."""
+    model, layout, on = case
+    base = system(on)
+    gbps = base.achieved.nic_bandwidth * 8 / 1e9 / 0.96
+    slow = whatif(model, layout, with_network(base, nic_gbps=gbps)).step_seconds
+    fast = whatif(model, layout, with_network(base, nic_gbps=2 * gbps)).step_seconds
+    assert fast <= slow * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_an_h100_computes_no_slower_than_an_a100(case):
+    """The same layout on DGX H100 spends no more time than on DGX A100 in any kind of GPU work (products,
+    attention, element-wise kernels, recomputation, the optimizer step; bf16 and fp16: A100 has no FP8). The step as
+    a whole is not ordered: a tiny model's step is the CPU launching kernels and collectives' latencies, measured
+    per system, and H100 systems' were measured slightly longer (4 layers of width 128: 2.69 ms against 2.68)."""
+    model, layout, _ = case
+    assume(layout.precision != "fp8")
+    h100, a100 = whatif(model, layout, "dgx-h100"), whatif(model, layout, "dgx-a100")
+    for kind in ("matmul", "attention", "elementwise", "recompute", "optimizer"):
+        assert h100.breakdown[kind] <= a100.breakdown[kind] * SLACK, kind
+
+
+def test_full_recomputation_counts_the_kept_input_once():
+    """One layer a stage, one microbatch: full recomputation holds that layer's input and, while recomputing, the
+    layer's activations, of which the input is one (the same tensor): never more than no recomputation holds."""
+    model = Transformer(layers=4, hidden=2304, heads=24, seq=1024, vocab=51200)
+    layout = TrainingSetup(pp=4, global_batch=1, recompute="none")
+    none = [m.activations for m in whatif(model, layout, "dgx-a100").memory]
+    full = [m.activations for m in whatif(model, replace(layout, recompute="full"), "dgx-a100").memory]
+    assert all(f <= n for f, n in zip(full, none, strict=True)), (full, none)
