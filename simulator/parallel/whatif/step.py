@@ -191,6 +191,8 @@ class StageProgram:
             if not layout.dp_overlap or ranks == 1:
                 stream = max(stream, time.end) + coll(reduce_kind, per_chunk, gb)
                 continue
+            if layout.zero >= 3:  # its last microbatch's reduce-scatters share the backward with the gathers
+                continue
             buckets = max(1, math.ceil(per_chunk / max(BUCKET, 1_000_000 * layout.dp)))
             for k in range(buckets):
                 ready = start + (end - start) * (k + 1) / buckets
@@ -240,13 +242,21 @@ class StageProgram:
         gather = coll("all_gather", params / layers, 2) if layout.zero == 3 else 0.0
         grad_bytes = self.model.itemsize if layout.grad_accumulation == "fsdp" else layout.bytes_per_param[1]
         scatter = coll("reduce_scatter", params / layers, grad_bytes)
-        scatters = (m - 1) * layers  # the last microbatch's go on the bucket stream
-        if not layout.dp_overlap:
-            return 2 * m * layers * gather + scatters * scatter, 0.0
+        if not layout.dp_overlap:  # the last microbatch's reduce-scatters go on the stream after the backward
+            return 2 * m * layers * gather + (m - 1) * layers * scatter, 0.0
+        # a layer's backward hides the next layer's gather and the previous layer's reduce-scatter together: they
+        # share the links. ZeRO-2's last microbatch's reduce-scatters go on the bucket stream (``_finish``), which
+        # times them against the pipeline's own gaps; ZeRO-3 (no pipeline) keeps them here, beside the gathers, the
+        # last layer's after the backward. Until 2026-12-06 every backward hid (m - 1) / m of a reduce-scatter, and
+        # the last one the bucket stream's as well: the network hidden twice behind it, so that a longer backward
+        # (full recomputation's) shortened the step.
+        last = scatter if layout.zero >= 3 else 0.0
         slowed_f, exposed_f = achieved.overlapped(forward, gather)
-        slowed_b, exposed_b = achieved.overlapped(backward, gather + scatter * (m - 1) / m)
-        exposed = m * (gather + (layers - 1) * exposed_f) + m * (gather + (layers - 1) * exposed_b)
-        slowed = m * (layers - 1) * ((slowed_f - forward) + (slowed_b - backward))
+        slowed_b, exposed_b = achieved.overlapped(backward, gather + scatter)
+        slowed_l, exposed_l = achieved.overlapped(backward, gather + last)
+        exposed = m * (gather + (layers - 1) * exposed_f) + (m - 1) * (gather + (layers - 1) * exposed_b)
+        exposed += gather + (layers - 1) * exposed_l + last
+        slowed = (layers - 1) * (m * (slowed_f - forward) + (m - 1) * (slowed_b - backward) + slowed_l - backward)
         return exposed, slowed
 
 
