@@ -17,7 +17,7 @@ from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, wh
 
 from .test_whatif_properties import cases
 
-SETTINGS = settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+SETTINGS = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 SLACK = 1 + 1e-9
 
 
@@ -93,6 +93,47 @@ def test_zero_1_never_needs_more_memory(case):
     replicated = valid(model, layout, zero=0, grad_reduce="reduce-scatter", grad_accumulation="add")
     sharded = valid(model, replicated, zero=1)
     assert tensors(model, sharded, on) <= tensors(model, replicated, on) * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_a_deeper_1f1b_pipeline_never_needs_more_memory(case):
+    """Twice the pipeline ranks under 1F1B (layers split evenly, same batch) never needs more tensor bytes a device:
+    each rank holds half the layers, and the first rank at most twice the microbatches in flight of them."""
+    model, layout, on = case
+    plain = valid(model, layout, schedule="1f1b", virtual_stages=1, first_stage_layers=None, stage_layers=None)
+    deeper = valid(model, plain, pp=2 * plain.pp)
+    assert tensors(model, deeper, on) <= tensors(model, plain, on) * SLACK
+
+
+@SETTINGS
+@given(cases())
+def test_a_higher_zero_stage_never_needs_more_memory_where_the_shards_outweigh_a_layer(case):
+    """ZeRO-2 shards the gradients and ZeRO-3 the weights, each at the price of one layer's whole gradient (or two
+    layers' gathered weights) held while it runs: with dp x cp >= 4 and 4 or more layers a rank, the shard saved
+    (at least 3/4 of 4 layers' gradients or weights) outweighs it, so the higher stage never needs more."""
+    model, layout, on = case
+    assume(layout.dp * layout.cp >= 4 and min(layout.chunk_layers(model)) * layout.stages_per_rank >= 4)
+    lower = valid(model, layout, zero=1, grad_accumulation="add", grad_reduce="reduce-scatter")
+    for zero in (2, 3):
+        higher = valid(model, lower, zero=zero)
+        assert tensors(model, higher, on) <= tensors(model, lower, on) * SLACK, zero
+        lower = higher
+
+
+@SETTINGS
+@given(cases())
+def test_more_microbatches_never_grow_the_bubbles_share(case):
+    """Twice the microbatches of the same size (twice the global batch) never grows the pipeline bubble's share of
+    the step on the busiest pipeline rank (the one that waits least): its fill and drain stay, the work between
+    them doubles (model chunks of equal layers). Not on the others: a stage lighter than its neighbour (the last one carries the output layer)
+    waits for it every microbatch, a wait that grows with them and is booked as bubble too."""
+    model, layout, on = case
+    assume(layout.pp > 1 and layout.stage_layers is None and layout.first_stage_layers is None)  # chunks alike
+    more = valid(model, layout, global_batch=2 * layout.global_batch)
+    before, after = whatif(model, layout, on), whatif(model, more, on)
+    share_before, share_after = (min(st["bubble"] for st in r.stages) / r.step_seconds for r in (before, after))
+    assert share_after <= share_before * SLACK + 1e-12, (share_before, share_after)
 
 
 @SETTINGS
