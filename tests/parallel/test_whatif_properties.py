@@ -14,7 +14,7 @@ import re
 from dataclasses import replace
 
 import pytest
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, assume, event, given, settings
 from hypothesis import strategies as st
 
 from simulator.cli.main import main
@@ -293,3 +293,52 @@ def test_a_middle_stage_without_layers_holds_no_weights_and_the_step_runs():
         assert middle.params == middle.grads == middle.optimizer == 0
         assert report.stages[1]["dp"] == report.stages[1]["optimizer"] == 0
         assert math.isclose(sum(report.stages[1].values()), report.step_seconds)
+
+
+NUMBERS = ("0", "-1", "1", "2", "3", "4", "8", "nan", "inf", "1e400", "2.5", "x", "")
+FLAGS = {
+    "--layers": NUMBERS, "--hidden": ("256", "250", "0"), "--heads": NUMBERS, "--kv-heads": NUMBERS,
+    "--ffn": ("1000", "1024", "0"), "--experts": NUMBERS, "--top-k": NUMBERS, "--seq-len": ("256", "255", "0"),
+    "--vocab": ("1", "1000", "0"), "--tp": NUMBERS, "--pp": NUMBERS, "--dp": NUMBERS, "--cp": NUMBERS,
+    "--ep": NUMBERS, "--microbatch": NUMBERS, "--global-batch": NUMBERS, "--virtual-stages": NUMBERS,
+    "--first-stage-layers": NUMBERS, "--last-stage-layers": NUMBERS, "--stage-layers": ("4,4", "8", "2,2,2,2", "a", ""),
+    "--nics-per-node": NUMBERS, "--nic-gbps": NUMBERS, "--gpu-memory": NUMBERS, "--train-metrics": NUMBERS,
+    "--schedule": ("1f1b", "gpipe", "zbv", "dualpipe-v", "interleaved-1f1b", "interleaved-zb", "looped-bfs", "nope"),
+    "--recompute": ("none", "full", "op", "nope"), "--zero": NUMBERS, "--precision": ("fp8", "fp16", "nope"),
+    "--attention": ("unfused", "triton", "nope"), "--hardware": ("dgx-a100", "dgx-h100", "nope"),
+    "--grad-accumulation": ("add", "cast-add", "fsdp"), "--grad-reduce": ("all-reduce", "reduce-scatter"),
+    "--cp-comm": ("ring", "allgather"), "--model": ("llama2-7b", "mixtral-8x7b", "nope"), "--mlp": ("gelu", "swiglu"),
+}  # fmt: skip
+SWITCHES = ("--sequence-parallel", "--distribute-saved-activations", "--no-dp-overlap", "--no-grad-fusion", "--json")
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.dictionaries(st.sampled_from(sorted(FLAGS)), st.integers(0, 7), max_size=6), st.sets(st.sampled_from(SWITCHES))
+)
+def test_any_flags_get_a_report_or_one_line_never_a_traceback(chosen, switches):
+    """Whatever flags are typed (numbers out of range, not whole, inf or nan; names that do not exist; flags that
+    contradict): a report (status 0, or 1 when it does not fit), or status 2 with one line saying what is wrong."""
+    import contextlib
+    import io
+
+    argv = ["whatif", "--no-knobs", *TINY]
+    for flag, pick in chosen.items():
+        values = FLAGS[flag]
+        argv += [flag, values[pick % len(values)]]
+    argv += sorted(switches)
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main(argv)
+        except SystemExit as exit_:  # argparse: its usage, then one error line naming the argument
+            assert exit_.code == 2
+            assert "error: argument " in err.getvalue().strip().splitlines()[-1], err.getvalue()
+            event("a usage error")
+            return
+    event(f"status {code}")
+    if code in (0, 1):
+        assert err.getvalue() == "" and out.getvalue(), argv
+    else:
+        lines = err.getvalue().strip().splitlines()
+        assert code == 2 and len(lines) == 1 and lines[0].startswith("whatif: "), (argv, err.getvalue())
