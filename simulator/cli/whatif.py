@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ..cost.systems import SYSTEMS, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
@@ -58,7 +59,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         report = whatif(model, layout, machine)
         turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (SetupError, ValueError) as exc:
-        print(f"whatif: {exc}", file=sys.stderr)
+        print(f"whatif: {as_flags(str(exc))}", file=sys.stderr)
         return 2
     low, high = band(report.tflops_per_gpu)
     if args.json:
@@ -70,6 +71,30 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         print(report.text())
         print(uncertainty(report.tflops_per_gpu, low, high, turned))
     return 0 if report.fits else 1
+
+
+# the layout's and the model's settings as the flags that set them (their errors name the Python fields)
+FLAG_OF = {
+    **{
+        f.name: f.name
+        for f in fields(TrainingSetup)
+        if f.type in ("int", "str", "int | None") and f.name != "node_size"
+    },
+    **{field: flag for flag, field in SHAPE_FLAGS.items()},
+    "mlp": "mlp",
+    "distribute_saved": "distribute_saved_activations",
+    "stage_layers": "stage_layers",
+}
+_SETTING = re.compile(rf"\b({'|'.join(sorted(FLAG_OF, key=len, reverse=True))})=('?)([^\s',)]*)\2")
+_BARE = re.compile(r"(?<![-/\w])(first/last_stage_layers|virtual_stages|stage_layers)\b(?!=)")
+
+
+def as_flags(message: str) -> str:
+    """An error from ``TrainingSetup`` or ``Transformer`` in the command line's words: ``zero=2`` as ``--zero 2``."""
+    message = re.sub(r"^(?:TrainingSetup|Transformer)\((.*?)\): ", r"\1: ", message)
+    message = re.sub(r"^Transformer: ", "", message)
+    message = _SETTING.sub(lambda m: f"--{FLAG_OF[m[1]].replace('_', '-')} {m[3]}", message)
+    return _BARE.sub(lambda m: "--" + m[1].replace("_", "-"), message)
 
 
 def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:

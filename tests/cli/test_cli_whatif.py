@@ -96,11 +96,11 @@ def test_a_layout_that_does_not_fit_exits_1_and_says_by_how_much(capsys):
     "flags, words",
     [
         (["--layers", "4"], "--hidden, --heads missing"),
-        ([*TINY, "--tp", "3"], "tp=3 does not split 8 attention heads"),
+        ([*TINY, "--tp", "3"], "--tp 3 does not split 8 attention heads"),
         ([*TINY, "--dp", "2", "--global-batch", "3"], "use a multiple of 2"),
         ([*TINY, "--pp", "2", "--schedule", "dualpipe-v"], "DualPipeV needs at least"),
         ([*TINY, "--pp", "2", "--schedule", "interleaved-1f1b"], "needs --virtual-stages 2 or more"),
-        ([*TINY, "--top-k", "2"], "top_k=2 needs experts"),
+        ([*TINY, "--top-k", "2"], "--top-k 2 needs experts"),
     ],
 )
 def test_bad_flags_exit_2_with_the_reason(capsys, flags, words):
@@ -174,4 +174,4 @@ def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the
         memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
     )
     assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
-    assert "grad_reduce='reduce-scatter' or zero=1" in capsys.readouterr().err
+    assert "--grad-reduce reduce-scatter or --zero 1" in capsys.readouterr().err  # the flags, as typed

@@ -234,9 +234,11 @@ class TrainingSetup:
         inner = chunks - len(ends)
         rest = model.layers - sum(ends)
         if rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
+            given = [f"{n} in the {end} chunk" for n, end in ((first, "first"), (last, "last")) if n is not None]
             raise SetupError(
-                f"{model.layers} layers with {first} in the first and {last} in the last chunk leave {rest} for the "
-                f"other {inner} of {where}: choose counts that leave a multiple of {max(inner, 1)}"
+                f"{model.layers} layers with {' and '.join(given)} leave {rest} for the other {inner} of {where}: "
+                f"choose --first-stage-layers and --last-stage-layers that leave a multiple of {max(inner, 1)}, or give "
+                "every chunk's count (--stage-layers)"
             )
         middle = rest // inner if inner else 0
         counts = [middle] * chunks
