@@ -8,12 +8,14 @@ are about.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
 
 from simulator.cost.systems import system, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, whatif
+from simulator.parallel.whatif.band import knobs
 
 from .test_whatif_properties import cases
 
@@ -194,3 +196,29 @@ def test_sharded_gradients_hide_the_network_once_behind_a_backward():
         )
         none = whatif(model, layout).step_seconds
         assert whatif(model, replace(layout, recompute="full")).step_seconds > none
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
+@given(cases())
+def test_the_knobs_re_ask_without_failing_and_include_the_layout_s_own_answer(case):
+    """The unpublished knobs re-ask any valid layout without raising, and each knob that can take the layout's own
+    value reports the layout's own TFLOP/s for it."""
+    model, layout, on = case
+    report = whatif(model, layout, on)
+    own = {"microbatch": str(layout.microbatch), "recompute": layout.recompute,
+           "interleaving depth": f"v={layout.virtual_stages}",
+           "gradient reduction": {1: "once", 2: "every microbatch"}.get(layout.zero)}  # fmt: skip
+    for knob in knobs(model, layout, on):
+        for label, tflops, fits in knob.values:
+            if label == own[knob.name] and (knob.name != "interleaving depth" or layout.record.looped):
+                assert math.isclose(tflops, report.tflops_per_gpu, rel_tol=1e-9), (knob.name, label)
+                assert fits == report.fits
+
+
+def test_the_depth_knob_keeps_an_interleaved_zero_bubble_schedule():
+    """Interleaved zero bubble at v=2: the depth knob's v=2 is that layout's own answer, not interleaved 1F1B's."""
+    model = Transformer(layers=4, hidden=128, heads=4, seq=256, vocab=1000)
+    layout = TrainingSetup(pp=2, global_batch=4, schedule="interleaved-zb", virtual_stages=2)
+    own = whatif(model, layout).tflops_per_gpu
+    (depth,) = [k for k in knobs(model, layout, "dgx-h100") if k.name == "interleaving depth"]
+    assert math.isclose(dict((v, t) for v, t, _ in depth.values)["v=2"], own, rel_tol=1e-9)

@@ -59,7 +59,9 @@ class Knob:
 
 def _depths(model: Transformer, layout: TrainingSetup) -> list[tuple[str, dict[str, Any]]]:
     """The layout at 1, 2 and 4 model chunks per rank (and its own), keeping any first / last stage's
-    difference from the others' layer count."""
+    difference from the others' layer count, and a looped schedule's own loop (interleaved zero bubble stays
+    itself; until 2026-12-06 every depth was asked of interleaved 1F1B, so the layout's own depth could show
+    another schedule's answer)."""
     if layout.pp < 2 or not (layout.schedule == "1f1b" or layout.record.looped):
         return []
     counts = layout.chunk_layers(model)
@@ -75,9 +77,8 @@ def _depths(model: Transformer, layout: TrainingSetup) -> list[tuple[str, dict[s
         even = (model.layers - ends) // chunks
         first = None if d_first is None else even + d_first
         last = None if d_last is None else even + d_last
-        schedule = (
-            dict(schedule="interleaved-1f1b", virtual_stages=v) if v > 1 else dict(schedule="1f1b", virtual_stages=1)
-        )
+        looped = layout.schedule if layout.record.looped else "interleaved-1f1b"  # the layout's own loop kept
+        schedule = dict(schedule=looped, virtual_stages=v) if v > 1 else dict(schedule="1f1b", virtual_stages=1)
         out.append((f"v={v}", dict(first_stage_layers=first, last_stage_layers=last, **schedule)))
     return out
 
