@@ -12,6 +12,7 @@ import math
 from dataclasses import replace
 
 from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
 
 from simulator.cost.systems import system, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, whatif
@@ -149,15 +150,17 @@ def test_recompute_full_is_never_faster_than_none(case):
 
 
 @SETTINGS
-@given(cases())
-def test_faster_network_ports_never_slow_the_step(case):
-    """Twice each port's line rate (--nic-gbps) never makes the step slower."""
+@given(cases(), st.sampled_from((None, 1, 2, 4)))
+def test_faster_or_more_network_ports_never_slow_the_step(case, ports):
+    """Twice each port's line rate (--nic-gbps), or twice the ports a node (--nics-per-node), never makes the step
+    slower."""
     model, layout, on = case
     base = system(on)
     gbps = base.achieved.nic_bandwidth * 8 / 1e9 / 0.96
-    slow = whatif(model, layout, with_network(base, nic_gbps=gbps)).step_seconds
-    fast = whatif(model, layout, with_network(base, nic_gbps=2 * gbps)).step_seconds
-    assert fast <= slow * SLACK
+    slow = whatif(model, layout, with_network(base, ports, gbps)).step_seconds
+    assert whatif(model, layout, with_network(base, ports, 2 * gbps)).step_seconds <= slow * SLACK
+    more = 2 * (ports or base.achieved.node_size)
+    assert whatif(model, layout, with_network(base, more, gbps)).step_seconds <= slow * SLACK
 
 
 @SETTINGS

@@ -138,6 +138,7 @@ def test_a_valid_layout_reports_finite_times_that_add_up_to_the_step(case):
         assert close(sum(stage.values()), report.step_seconds, 1e-6), (rank, sum(stage.values()), report.step_seconds)
     assert close(sum(report.breakdown.values()), report.step_seconds, 1e-6)
     assert 0 < report.mfu <= 1
+    assert report.hardware_tflops_per_gpu * 1e12 <= report.peak_flops  # recomputation included, under the peak
     assert close(report.tflops_per_gpu * 1e12 * report.step_seconds * layout.devices, report.model_flops)
     assert report.hardware_flops >= report.model_flops
     for m in report.memory:
