@@ -97,6 +97,10 @@ def layouts(draw, model: Transformer) -> TrainingSetup:
             optimizer=draw(st.sampled_from(("fused", "unfused"))),
             cross_entropy=draw(st.sampled_from(("fp32", "fused"))),
             cp_comm=draw(st.sampled_from(("ring", "allgather"))),
+            grad_accumulation=draw(st.sampled_from(("add", "cast-add", "fsdp") if zero >= 2 else ("add", "cast-add"))),
+            grad_reduce=draw(st.sampled_from(("reduce-scatter", "all-reduce") if zero == 1 else ("reduce-scatter",))),
+            launch_blocking=draw(st.sampled_from((False, False, True))),
+            train_metrics=draw(st.sampled_from((0, 0, 2))),
             **ends,
         )
         layout.check(model)
@@ -107,10 +111,13 @@ def layouts(draw, model: Transformer) -> TrainingSetup:
 
 @st.composite
 def cases(draw):
-    """(model, layout, system name), the model sometimes a named one cut to a few layers."""
-    if draw(st.integers(0, 4)) == 0:
+    """(model, layout, system name), the model sometimes a named one, whole or cut to a few layers."""
+    kind = draw(st.integers(0, 5))
+    if kind == 0:
         named = MODELS[draw(st.sampled_from(("megatron-1.7b", "llama2-7b", "llama3-8b", "mixtral-8x7b")))]
         model = replace(named, layers=4, seq=min(named.seq, 1024))
+    elif kind == 1:  # a named model whole
+        model = MODELS[draw(st.sampled_from(sorted(MODELS)))]
     else:
         model = draw(models())
     layout = draw(layouts(model))
