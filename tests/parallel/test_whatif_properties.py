@@ -351,3 +351,32 @@ def test_any_flags_get_a_report_or_one_line_never_a_traceback(chosen, switches):
     else:
         lines = err.getvalue().strip().splitlines()
         assert code == 2 and len(lines) == 1 and lines[0].startswith("whatif: "), (argv, err.getvalue())
+
+
+@pytest.mark.parametrize(
+    "setup",
+    [
+        {"global_batch": 0},
+        {"global_batch": -4},
+        {"global_batch": "8"},
+        {"global_batch": True},
+        {"zero": True},
+        {"zero": 1.0},
+    ],  # fmt: skip
+)
+def test_the_python_api_refuses_a_setting_that_is_not_a_whole_number_in_range(setup):
+    """``TrainingSetup`` names the field and what to give, at once (not a TypeError, nor a run with True as 1)."""
+    with pytest.raises(SetupError, match=f"TrainingSetup\\({next(iter(setup))}="):
+        TrainingSetup(**setup)
+
+
+@pytest.mark.parametrize("shape", [{"ffn": 0}, {"ffn": -5}, {"kv_heads": 0}, {"experts": -1}, {"top_k": 1.5}])
+def test_a_model_of_an_impossible_width_is_refused_not_priced(shape):
+    """A negative MLP width ran and priced a step (of negative products); a zero one silently meant 4 x hidden."""
+    with pytest.raises(ValueError, match=next(iter(shape))):
+        Transformer(layers=8, hidden=256, heads=4, **shape)
+
+
+def test_whatif_names_what_it_was_given_instead_of_a_system():
+    with pytest.raises(ValueError, match="give a System or a system's name"):
+        whatif(Transformer(layers=2, hidden=256, heads=4), TrainingSetup(), None)

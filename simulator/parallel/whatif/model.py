@@ -51,6 +51,11 @@ class Transformer:
             value = getattr(self, field)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ValueError(f"Transformer({field}={value!r}): give a whole number >= 1")
+        for field, low in (("kv_heads", 1), ("ffn", 1), ("experts", 0), ("top_k", 1)):
+            value = getattr(self, field)
+            optional = field in ("kv_heads", "ffn") and value is None  # None: as many as heads, 4 x hidden
+            if not optional and (isinstance(value, bool) or not isinstance(value, int) or value < low):
+                raise ValueError(f"Transformer({field}={value!r}): give a whole number >= {low}")
         if self.hidden % self.heads:
             raise ValueError(f"Transformer: hidden={self.hidden} does not split into {self.heads} heads evenly")
         if self.kv_heads is not None and (self.kv_heads < 1 or self.heads % self.kv_heads):

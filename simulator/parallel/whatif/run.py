@@ -12,6 +12,8 @@ from .training_setup import TrainingSetup
 
 def whatif(model: Transformer, layout: TrainingSetup, on: System | str = "dgx-h100") -> Report:
     """One step of ``model`` laid out as ``layout`` on the system ``on`` (a ``System`` or its name)."""
+    if not isinstance(on, (System, str)):
+        raise ValueError(f"whatif(on={on!r}): give a System or a system's name (dgx-a100, dgx-h100)")
     sys_ = system(on) if isinstance(on, str) else on
     result, program = simulate(model, layout, sys_)
     step = result.time

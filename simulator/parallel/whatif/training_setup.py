@@ -152,7 +152,7 @@ class TrainingSetup:
             raise SetupError(
                 f"TrainingSetup(train_metrics={self.train_metrics!r}): give a whole number of metrics >= 0"
             )
-        if self.zero not in (0, 1, 2, 3):
+        if isinstance(self.zero, bool) or not isinstance(self.zero, int) or self.zero not in (0, 1, 2, 3):
             raise SetupError(f"TrainingSetup(zero={self.zero!r}): choose 0, 1, 2 or 3")
         if self.zero >= 2 and self.grad_reduce == "all-reduce":
             raise SetupError(
@@ -166,6 +166,9 @@ class TrainingSetup:
             )
         if self.global_batch is None:
             object.__setattr__(self, "global_batch", self.dp * self.microbatch * self.pp)
+        batch = self.global_batch
+        if isinstance(batch, bool) or not isinstance(batch, int) or batch < 1:
+            raise SetupError(f"TrainingSetup(global_batch={batch!r}): give a whole number of sequences >= 1")
         if self.global_batch % (self.dp * self.microbatch):
             raise SetupError(
                 f"global batch {self.global_batch} does not split into dp={self.dp} replicas of microbatches of "
