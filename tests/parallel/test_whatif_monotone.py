@@ -90,6 +90,26 @@ def test_more_tensor_parallelism_never_needs_more_memory(case):
 
 @SETTINGS
 @given(cases())
+def test_more_context_or_expert_parallelism_never_needs_more_memory(case):
+    """Twice the cp (each rank keeps half of every sequence's activations) or twice the ep (each rank holds half as
+    many experts; dp doubled with it, so that ep divides it) never needs more tensor bytes a device."""
+    model, layout, on = case
+    before = tensors(model, layout, on)
+    try:
+        wider = replace(layout, cp=2 * layout.cp)
+        wider.check(model)
+    except SetupError:
+        wider = None
+    if wider is not None:
+        assert tensors(model, wider, on) <= before * SLACK
+    if model.experts:
+        more = valid(model, layout, ep=2 * layout.ep, dp=2 * layout.dp, global_batch=2 * layout.global_batch)
+        half = valid(model, layout, dp=2 * layout.dp, global_batch=2 * layout.global_batch)
+        assert tensors(model, more, on) <= tensors(model, half, on) * SLACK
+
+
+@SETTINGS
+@given(cases())
 def test_zero_1_never_needs_more_memory(case):
     """The distributed optimizer (ZeRO-1) only shards what ZeRO-0 replicates: never more bytes a device."""
     model, layout, on = case
@@ -247,3 +267,19 @@ def test_software_that_hides_or_saves_work_never_slows_the_step(case):
     kept = {"distribute_saved": False}
     none, selective = step(recompute="none", **kept), step(recompute="selective", **kept)
     assert none <= selective * SLACK <= step(recompute="full", **kept) * SLACK**2
+
+
+@SETTINGS
+@given(cases())
+def test_more_work_never_takes_less_time(case):
+    """Twice the microbatches (twice the global batch), or one more layer in every model chunk, never makes the step
+    shorter."""
+    model, layout, on = case
+    step = whatif(model, layout, on).step_seconds
+    more = valid(model, layout, global_batch=2 * layout.global_batch)
+    assert whatif(model, more, on).step_seconds >= step / SLACK
+    counts = layout.chunk_layers(model)
+    deeper = replace(model, layers=model.layers + len(counts))
+    split = {"stage_layers": tuple(n + 1 for n in counts)} if layout.pp > 1 else {}
+    longer = valid(deeper, layout, first_stage_layers=None, last_stage_layers=None, **split)
+    assert whatif(deeper, longer, on).step_seconds >= step / SLACK
