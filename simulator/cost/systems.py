@@ -69,7 +69,6 @@ Sources, shortened in the fields below:
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -308,14 +307,19 @@ def dgx_h100_system() -> System:
 NIC_SHARE = 24 / 25  # what NCCL carries of a port's line rate between nodes [NCCL-412]
 
 
+PLAUSIBLE = 1e6  # the largest port rate (Gb/s) and GPU memory (GB) a what-if takes
+
+
 def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float | None = None) -> System:
     """``base`` with another network between nodes: ``nics_per_node`` ports (None: one per GPU) of ``nic_gbps``
     Gb/s line rate each (None: the preset's), carrying the share [NCCL-412] measured (96%) in collectives; a rate
     measured for groups of one GPU a node keeps its share of the preset's port on the port given."""
     if nics_per_node is None and nic_gbps is None:
         return base
-    if nic_gbps is not None and not 0 < nic_gbps < math.inf:
-        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, finite and > 0 (e.g. 200 for HDR)")
+    if nic_gbps is not None and not 1 <= nic_gbps <= PLAUSIBLE:  # beyond, times overflow or are meaningless
+        raise ValueError(
+            f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, from 1 to {PLAUSIBLE:,.0f} (e.g. 200 for HDR)"
+        )
     if nics_per_node is not None and (isinstance(nics_per_node, bool) or nics_per_node < 1):
         raise ValueError(f"--nics-per-node {nics_per_node!r}: give a whole number of ports >= 1")
     a = base.achieved
@@ -341,9 +345,9 @@ def with_memory(base: System, gigabytes: float | None) -> System:
     (modal-labs/modal-client PR 2797)."""
     if gigabytes is None:
         return base
-    if not 0 < gigabytes < math.inf:
+    if not 0 < gigabytes <= PLAUSIBLE:  # 1e300 GB overflowed to an infinite capacity
         raise ValueError(
-            f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, finite and > 0 (e.g. 40 for A100 40GB)"
+            f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 and at most 1,000,000 (e.g. 40 for A100 40GB)"
         )
     cost = replace(base.cost, memory=gigabytes * 2**30, name=f"{base.cost.name} ({gigabytes:g} GB)")
     return System(cost, base.achieved)

@@ -228,6 +228,9 @@ INVALID = [
     (["--nic-gbps", "nan"], "--nic-gbps"),
     (["--nic-gbps", "-5"], "--nic-gbps"),
     (["--gpu-memory", "inf"], "--gpu-memory"),
+    (["--gpu-memory", "1e300"], "--gpu-memory"),  # 2^30 times it overflowed to an infinite capacity
+    (["--nic-gbps", "1e-300"], "--nic-gbps"),  # a step of 1.5e299 seconds
+    (["--nic-gbps", "1e300"], "--nic-gbps"),
     (["--gpu-memory", "0"], "--gpu-memory"),
     (["--pp", "2", "--stage-layers", "4,4", "--first-stage-layers", "4"], "--stage-layers"),
     (["--pp", "2", "--stage-layers", "a,b"], "--stage-layers"),
