@@ -159,13 +159,16 @@ STEP = re.compile(r"step (\d+\.\d+) s: (\d+) TFLOP/s per GPU, MFU (\d+\.\d)% \((
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.filter_too_much])
 @given(cases())
 def test_the_json_and_the_text_report_say_the_same_numbers(case):
-    """The CLI's JSON and its text print the same step, TFLOP/s, MFU, time rows and memory (to the text's digits)."""
+    """The CLI's JSON and its text print the same step, TFLOP/s, MFU, time rows and memory (to the text's digits),
+    and the JSON's layout is the one the flags asked for."""
     model, layout, on = case
     flags = cli_flags(model, layout, on)
     out_json, code_json = run_cli([*flags, "--json"])
     out_text, code_text = run_cli(flags)
     assert code_json == code_text
     data = json.loads(out_json)
+    asked = {k: list(v) if isinstance(v, tuple) else v for k, v in vars(layout).items()}
+    assert data["layout"] == asked and data["devices"] == layout.devices  # the flags reached the layout whole
     found = STEP.search(out_text)
     assert found, out_text
     step, tflops, mfu, hardware = found.groups()
@@ -193,7 +196,7 @@ def cli_flags(model: Transformer, layout: TrainingSetup, on: str) -> list[str]:
         flags += ["--experts", str(model.experts), "--top-k", str(model.top_k)]
     for name in ("tp", "pp", "dp", "cp", "ep", "microbatch", "global_batch", "schedule", "virtual_stages",
                  "recompute", "zero", "tp_overlap", "precision", "attention", "optimizer", "cross_entropy", "cp_comm",
-                 "first_stage_layers", "stage_layers"):  # fmt: skip
+                 "first_stage_layers", "stage_layers", "grad_accumulation", "grad_reduce", "train_metrics"):  # fmt: skip
         value = getattr(layout, name)
         if value is not None:
             flags += [
@@ -204,6 +207,7 @@ def cli_flags(model: Transformer, layout: TrainingSetup, on: str) -> list[str]:
         layout.distribute_saved
     )
     flags += ["--no-dp-overlap"] * (not layout.dp_overlap) + ["--no-grad-fusion"] * (not layout.grad_fusion)
+    flags += ["--launch-blocking"] * layout.launch_blocking
     return flags
 
 
