@@ -254,6 +254,8 @@ INVALID = [
     (["--kv-heads", "3"], "--kv-heads 3"),
     (["--train-metrics", "-1"], "--train-metrics -1"),
     (["--pp", "2", "--schedule", "dualpipe-v"], "--global-batch"),
+    (["--layers", "65536", "--pp", "65536", "--global-batch", "1"], "choose a smaller --pp"),  # minutes, not a report
+    (["--layers", "4096", "--pp", "4096", "--global-batch", "4096"], "choose a smaller --pp or --global-batch"),
     (["--pp", "4", "--schedule", "interleaved-zb", "--virtual-stages", "2", "--global-batch", "9"], "--global-batch"),
     (["--pp", "2", "--schedule", "interleaved-1f1b", "--virtual-stages", "2", "--global-batch", "3"], "--pp 2"),
 ]

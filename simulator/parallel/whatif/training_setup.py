@@ -75,6 +75,8 @@ CROSS_ENTROPY = ("fp32", "fused")
 CP_COMM = ("ring", "allgather")
 GRAD_ACCUMULATION = ("add", "cast-add", "fsdp")
 GRAD_REDUCE = ("reduce-scatter", "all-reduce")
+MOST_STAGES = 4096  # pipeline ranks: 4,096 with one microbatch take 10 s to simulate, 65,536 over 100 s
+MOST_PASSES = 1 << 22  # pp x microbatches x chunks a rank: some minutes to simulate (256 x 1,024: 8 s)
 
 
 class SetupError(ValueError):
@@ -348,6 +350,18 @@ class TrainingSetup:
         if fixed == 1 and self.virtual_stages != 1:
             raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
                               f"one of {looped}")  # fmt: skip
+        if self.pp > MOST_STAGES:  # one simulated device a pipeline rank: beyond, minutes per step
+            raise SetupError(
+                f"pp={self.pp}: the what-if simulates one device a pipeline rank and takes up to {MOST_STAGES:,} "
+                "(published runs use under 128): choose a smaller --pp"
+            )
+        passes = self.pp * self.microbatches * self.stages_per_rank
+        if passes > MOST_PASSES:  # the step is simulated pass by pass: ~30 us each, and the schedule held whole
+            raise SetupError(
+                f"pp={self.pp} x {self.microbatches} microbatches x {self.stages_per_rank} chunks a rank is "
+                f"{passes:,} forward passes to simulate, more than the {MOST_PASSES:,} the what-if takes (published "
+                "runs need under 10,000): choose a smaller --pp or --global-batch, or a larger --microbatch or --dp"
+            )
         try:  # a schedule's own rules on pp and the microbatches (DualPipeV's m >= 2p, the looped rounds)
             make_schedule(self.schedule, self.pp, self.microbatches, **self.schedule_options)
         except ValueError as exc:
