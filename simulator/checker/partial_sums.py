@@ -81,7 +81,7 @@ class _PartialSums:
 
     def _partial_of(self, rank: int, value: Any) -> Op | None:
         """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""
-        rec = self.origin[rank].get(id(value))
+        rec = self.origin_of(rank, value)
         if isinstance(rec, Op) and rec.partial is not None:
             return rec
         if structured(value):

@@ -32,7 +32,7 @@ from .split import Split
 from .split_check import violations
 from .terms import before_bias
 from .unnamed import _Unnamed
-from .value_columns import GuessedWrong, _ValueColumns
+from .value_columns import GuessedWrong, LateOrigins, _ValueColumns
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -173,7 +173,8 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
-        self.origin = [_Origins(trace) for _ in range(trace.world_size)]  # id(value) -> record
+        self.origin = [_Origins(trace) for _ in range(trace.world_size)]  # id(value) -> record (see origin_of)
+        self._late = LateOrigins(getattr(trace, "recorder", None))  # ... for objects not made yet, by row
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
@@ -349,6 +350,13 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                 rec = self._record_of(rec)
                 inputs_wrong.append(Divergence("input", rank, i, rec, name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
+
+    def origin_of(self, rank: int, value: Any) -> Any:
+        """The record of the last event that gave ``value`` (this very object) to device ``rank``, or None."""
+        found = self.origin[rank].get(id(value))
+        if found is None and self._late.settle(self.origin):  # (objects made since a stretch kept their rows)
+            found = self.origin[rank].get(id(value))
+        return found
 
     def _record_of(self, rec: Any) -> Any:
         """A record; or the row of an op of a columnar trace, made its record now."""

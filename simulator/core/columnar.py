@@ -427,8 +427,7 @@ class MessageView(Message):
 
     @property
     def payload(self) -> Any:
-        p = self._trace._rec.msg_payloads
-        return p[self._row] if self._row < len(p) else None
+        return self._trace._rec.msg_payload(self._row)
 
     @property
     def name(self) -> str | None:
@@ -497,13 +496,11 @@ class OpView(Op):
 
     @property
     def inputs(self) -> Any:
-        p = self._trace._rec.op_payloads
-        return p[self._row][0] if self._row < len(p) else None
+        return self._trace._rec.op_payload(self._row)[0]
 
     @property
     def output(self) -> Any:
-        p = self._trace._rec.op_payloads
-        return p[self._row][1] if self._row < len(p) else None
+        return self._trace._rec.op_payload(self._row)[1]
 
     @property
     def index(self) -> Any:

@@ -101,8 +101,9 @@ class Recorder:
     msgs, recvs, ops: packed rows (MSG, RECV, OP); log: one byte per event (EV_*), in execution order,
     holding only the events not settled yet (see ``simulator.core.ordering.settle``).
     msg_payloads, op_payloads: each message's payload by row, and each op's (inputs, output), only when kept; a
-    ring booked whole makes its own objects when either list is first read (``keep_later``). The engine's hot
-    paths append through ``add_msg_payload`` and ``add_op_payload``.
+    ring booked whole makes its own objects when either list is first read (``keep_later``), or when one of its rows
+    is read (``msg_payload``, ``op_payload``, ``make_rows``). The engine's hot paths append through
+    ``add_msg_payload`` and ``add_op_payload``.
     msg_extra: row -> (name, index) of messages received with a name or an index.
     op_extra: row -> (index, doc, partial) of ops that have any of them.
     """
@@ -123,7 +124,9 @@ class Recorder:
         self._op_payloads: list[Any] = []
         self.add_msg_payload = self._msg_payloads.append  # (bound once: the hot paths call them for every event)
         self.add_op_payload = self._op_payloads.append
-        self._later: list[tuple[int, int, Callable[[], tuple[list, list]]]] = []  # see keep_later
+        # see keep_later: (first message row, messages, first op row, ops, make) per block not made yet
+        self._later: list[tuple[int, int, int, int, Callable[[], tuple[list, list]]]] = []
+        self.blocks_made = 0  # how many blocks of later payloads were made so far (a reader's cue to look again)
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
 
@@ -131,37 +134,73 @@ class Recorder:
     def msg_payloads(self) -> list[Any]:
         """Each message's payload, by row (where the run keeps payloads)."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self._msg_payloads
 
     @property
     def op_payloads(self) -> list[Any]:
         """Each op's ``(inputs, output)``, by row (where the run keeps payloads)."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self._op_payloads
+
+    def msg_payload(self, row: int) -> Any:
+        """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
+        if self._later:
+            self._make_later([b for b in self._later if b[0] <= row < b[0] + b[1]])
+        p = self._msg_payloads
+        return p[row] if row < len(p) else None
+
+    def op_payload(self, row: int) -> tuple[Any, Any]:
+        """Op ``row``'s ``(inputs, output)`` (``(None, None)`` where not kept), making only its block of later
+        payloads."""
+        if self._later:
+            self._make_later([b for b in self._later if b[2] <= row < b[2] + b[3]])
+        p = self._op_payloads
+        return p[row] if row < len(p) else (None, None)
 
     def keep_later(self, msgs: int, ops: int, make: Callable[[], tuple[list, list]]) -> None:
         """The payloads of the next ``msgs`` message rows and ``ops`` op rows, made by ``make()`` (two lists) when
         either list is first read: until then each row has a placeholder, so rows written after them keep their
         places. A ring booked whole keeps its payloads so: a run that nobody reads the payloads of (a benchmark's,
         a what-if's) does not make its thousands of views and tuples."""
-        self._later.append((len(self._msg_payloads), len(self._op_payloads), make))
+        self._later.append((len(self._msg_payloads), msgs, len(self._op_payloads), ops, make))
         self._msg_payloads += repeat(None, msgs)
         self._op_payloads += repeat(None, ops)
+
+    def unmade(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of these message rows and op rows have payloads not made yet (two boolean arrays): a reader that
+        needs only what those payloads are, not the objects, can work it out without making them."""
+        msgs, ops = np.zeros(len(msg_rows), bool), np.zeros(len(op_rows), bool)
+        for m, n_msgs, o, n_ops, _ in self._later:
+            msgs |= (msg_rows >= m) & (msg_rows < m + n_msgs)
+            ops |= (op_rows >= o) & (op_rows < o + n_ops)
+        return msgs, ops
+
+    def make_rows(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[list[Any], list[Any]]:
+        """The two payload lists with the payloads of these message rows and op rows made (and their blocks'); rows
+        of a block of later payloads not asked for hold None until they are made."""
+        if self._later:
+            self._make_later([b for b in self._later if _holds(msg_rows, b[0], b[1]) or _holds(op_rows, b[2], b[3])])
+        return self._msg_payloads, self._op_payloads
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled or deep-copied with every payload made: a copy holds the objects, not how to make them."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self.__dict__.copy()
 
-    def _make_later(self) -> None:
-        later, self._later = self._later, []
-        for msg_at, op_at, make in later:
+    def _make_later(self, blocks: list) -> None:
+        """Make these blocks of later payloads (each in its rows)."""
+        if not blocks:
+            return
+        making = set(map(id, blocks))
+        self._later = [b for b in self._later if id(b) not in making]
+        for msg_at, _, op_at, _, make in blocks:
             msgs, ops = make()
             self._msg_payloads[msg_at : msg_at + len(msgs)] = msgs
             self._op_payloads[op_at : op_at + len(ops)] = ops
+        self.blocks_made += len(blocks)
 
     def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
         """The id of a (shape, dtype) pair, and its byte count."""
@@ -195,6 +234,11 @@ class Recorder:
     def nbytes(self) -> int:
         """Bytes the rows and logs take (the payloads and interned values not counted)."""
         return sum(len(b) for b in (self.msgs, self.recvs, self.ops, self.log))
+
+
+def _holds(rows: np.ndarray, first: int, n: int) -> bool:
+    """Whether one of ``rows`` is among rows ``first`` to ``first + n - 1``."""
+    return n > 0 and bool(((rows >= first) & (rows < first + n)).any())
 
 
 class Growable:
