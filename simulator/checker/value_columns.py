@@ -12,7 +12,9 @@ mixin; what the walk finds of each op (its output the model's byte for byte: ``e
 
 A long stretch of events that compare nothing (a ring all-reduce booked whole: its receives, unnamed chunks and
 reductions of names the model lacks) only says who acted last and where each value came from: that is worked out for
-the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave.
+the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave; for a
+ring whose payloads' objects are not made yet, where each value came from is kept by row (``LateOrigins``), so that
+the check makes none of them unless something it reports needs them.
 """
 
 from __future__ import annotations
