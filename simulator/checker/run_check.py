@@ -165,6 +165,7 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once asked
         self._event_arrays: dict[str, np.ndarray] | None = None  # ... and as arrays, once walked
         self._dsts: list[int] | None = None  # a columnar trace's messages' destinations, once a walk needs them
+        self._extra_rows: np.ndarray | None = None  # ... which of its messages have a name or index, once asked
         # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
         # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
         self.exact_rows: dict[int, bool] = {}

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..core.ordering import CODE_OP, CODE_RECV, CODE_SEND
-from ..core.rows import FREE, HOLD
+from ..core.rows import FREE, HOLD, MSG
 from .compare import _within, lower_tolerance, plainly_close, same, same_bytes
 from .expected import _index_key
 
@@ -77,11 +77,19 @@ class _ValueColumns:
         """Events ``a`` to ``b`` one at a time, with the payloads of their rows made (and no others: a ring booked
         whole that only a stretch of bookkeeping reads makes none of its objects)."""
         arrays, rec = self._event_arrays, self.trace.recorder
-        kind, row = arrays["kind"][a:b], arrays["row"][a:b]
-        reads = kind == CODE_RECV  # (what the walk reads a payload of: receives, named sends, ops but frees)
-        if rec.msg_extra:
-            reads |= (kind == CODE_SEND) & np.isin(row, list(rec.msg_extra))
-        payloads, op_payloads = rec.make_rows(row[reads], row[(kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)])
+        if rec.all_made:
+            payloads, op_payloads = rec.msg_payloads, rec.op_payloads
+        else:
+            kind, row = arrays["kind"][a:b], arrays["row"][a:b]
+            reads = kind == CODE_RECV  # (what the walk reads a payload of: receives, named sends, ops but frees)
+            if rec.msg_extra:
+                if self._extra_rows is None:  # (which messages have a name or an index, by row: asked once)
+                    self._extra_rows = np.zeros(len(rec.msgs) // MSG.size, bool)
+                    self._extra_rows[np.fromiter(rec.msg_extra, np.int64, len(rec.msg_extra))] = True
+                sends = np.flatnonzero(kind == CODE_SEND)
+                reads[sends] = self._extra_rows[row[sends]]
+            ops = row[(kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)]
+            payloads, op_payloads = rec.make_rows(row[reads], ops)
         self._walk_events(_lists(arrays, a, b), a, payloads, op_payloads)
 
     def _walk_events(self, cols: dict[str, list], start: int, payloads: list, op_payloads: list) -> None:

@@ -126,6 +126,7 @@ class Recorder:
         self.add_op_payload = self._op_payloads.append
         # see keep_later: (first message row, messages, first op row, ops, make) per block not made yet
         self._later: list[tuple[int, int, int, int, Callable[[], tuple[list, list]]]] = []
+        self._bounds: tuple[np.ndarray, ...] | None = None  # the blocks' first and past-last rows (see _holding)
         self.blocks_made = 0  # how many blocks of later payloads were made so far (a reader's cue to look again)
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
@@ -144,10 +145,15 @@ class Recorder:
             self._make_later(self._later)
         return self._op_payloads
 
+    @property
+    def all_made(self) -> bool:
+        """Whether every payload kept is made (no block of later payloads waits)."""
+        return not self._later
+
     def msg_payload(self, row: int) -> Any:
         """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
         if self._later:
-            self._make_later([b for b in self._later if b[0] <= row < b[0] + b[1]])
+            self._make_blocks(self._holding(np.array([row]), 0))
         p = self._msg_payloads
         return p[row] if row < len(p) else None
 
@@ -155,7 +161,7 @@ class Recorder:
         """Op ``row``'s ``(inputs, output)`` (``(None, None)`` where not kept), making only its block of later
         payloads."""
         if self._later:
-            self._make_later([b for b in self._later if b[2] <= row < b[2] + b[3]])
+            self._make_blocks(self._holding(np.array([row]), 2))
         p = self._op_payloads
         return p[row] if row < len(p) else (None, None)
 
@@ -165,23 +171,20 @@ class Recorder:
         places. A ring booked whole keeps its payloads so: a run that nobody reads the payloads of (a benchmark's,
         a what-if's) does not make its thousands of views and tuples."""
         self._later.append((len(self._msg_payloads), msgs, len(self._op_payloads), ops, make))
+        self._bounds = None
         self._msg_payloads += repeat(None, msgs)
         self._op_payloads += repeat(None, ops)
 
     def unmade(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which of these message rows and op rows have payloads not made yet (two boolean arrays): a reader that
         needs only what those payloads are, not the objects, can work it out without making them."""
-        msgs, ops = np.zeros(len(msg_rows), bool), np.zeros(len(op_rows), bool)
-        for m, n_msgs, o, n_ops, _ in self._later:
-            msgs |= (msg_rows >= m) & (msg_rows < m + n_msgs)
-            ops |= (op_rows >= o) & (op_rows < o + n_ops)
-        return msgs, ops
+        return self._holding(msg_rows, 0) >= 0, self._holding(op_rows, 2) >= 0
 
     def make_rows(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[list[Any], list[Any]]:
         """The two payload lists with the payloads of these message rows and op rows made (and their blocks'); rows
         of a block of later payloads not asked for hold None until they are made."""
         if self._later:
-            self._make_later([b for b in self._later if _holds(msg_rows, b[0], b[1]) or _holds(op_rows, b[2], b[3])])
+            self._make_blocks(np.concatenate([self._holding(msg_rows, 0), self._holding(op_rows, 2)]))
         return self._msg_payloads, self._op_payloads
 
     def __getstate__(self) -> dict[str, Any]:
@@ -190,12 +193,29 @@ class Recorder:
             self._make_later(self._later)
         return self.__dict__.copy()
 
+    def _holding(self, rows: np.ndarray, field: int) -> np.ndarray:
+        """For each row (message rows: ``field`` 0, op rows: 2), the place in ``_later`` of the block of later
+        payloads it is in, or -1 (the blocks stand in row order: one binary search a row)."""
+        if not self._later:
+            return np.full(len(rows), -1)
+        if self._bounds is None:
+            b = np.array([block[:4] for block in self._later], np.int64).reshape(-1, 4)
+            self._bounds = (b[:, 0], b[:, 0] + b[:, 1], b[:, 2], b[:, 2] + b[:, 3])
+        starts, ends = self._bounds[field], self._bounds[field + 1]
+        at = np.searchsorted(starts, rows, side="right") - 1
+        return np.where((at >= 0) & (rows < ends[at]), at, -1)
+
+    def _make_blocks(self, places: np.ndarray) -> None:
+        """Make the blocks of later payloads at these places in ``_later`` (-1: none)."""
+        places = np.unique(places[places >= 0]).tolist() if len(places) else []
+        if places:
+            self._make_later([self._later[i] for i in places])
+
     def _make_later(self, blocks: list) -> None:
         """Make these blocks of later payloads (each in its rows)."""
-        if not blocks:
-            return
         making = set(map(id, blocks))
         self._later = [b for b in self._later if id(b) not in making]
+        self._bounds = None
         for msg_at, _, op_at, _, make in blocks:
             msgs, ops = make()
             self._msg_payloads[msg_at : msg_at + len(msgs)] = msgs
@@ -234,11 +254,6 @@ class Recorder:
     def nbytes(self) -> int:
         """Bytes the rows and logs take (the payloads and interned values not counted)."""
         return sum(len(b) for b in (self.msgs, self.recvs, self.ops, self.log))
-
-
-def _holds(rows: np.ndarray, first: int, n: int) -> bool:
-    """Whether one of ``rows`` is among rows ``first`` to ``first + n - 1``."""
-    return n > 0 and bool(((rows >= first) & (rows < first + n)).any())
 
 
 class Growable:

@@ -85,6 +85,31 @@ def test_a_partial_all_reduce_is_checked_as_with_its_objects_made(made, dtype, b
                                                                         eager.first.name)  # fmt: skip
 
 
+def steps(dev, p, k, wrong_at=None, name=None):
+    """``k`` all-reduces one after another (a training loop's), the first of each device's term, the others averages
+    of what it holds (their results named ``name``); ``wrong_at``: device 1 scribbles on its value before that step."""
+    y = dev.all_reduce(dev.hold("x", student_terms(p, np.float64)[dev.rank], partial=True))
+    for step in range(1, k):
+        if step == wrong_at and dev.rank == 1:
+            y = y + 1e-3
+        y = dev.all_reduce(y, op="avg", name=name)
+    return y
+
+
+@pytest.mark.parametrize("name", [None, "x"])  # (named: each all-gather's messages compared, one at a time)
+@pytest.mark.parametrize("wrong_at", [None, 30])
+def test_many_rings_one_after_another(made, wrong_at, name):
+    ref = Reference.of(term_model, P, np.float64)
+    run = World(P).run(steps, P, 40, wrong_at, name)
+    lazy = check(run, ref)
+    assert lazy.verdict == ("passed" if wrong_at is None else "FAILED")
+    assert made[0] == 0 or wrong_at is not None or name is not None
+    eager_run = World(P).run(steps, P, 40, wrong_at, name)
+    assert eager_run.trace.recorder.msg_payloads
+    messages = World(P, book_collectives=False).run(steps, P, 40, wrong_at, name)
+    assert lazy.text() == check(eager_run, ref).text() == check(messages, ref).text()
+
+
 def test_a_right_runs_check_makes_no_object_of_its_ring(made):
     run = World(P).run(student, P, np.float64)
     assert check(run, Reference.of(term_model, P, np.float64)).ok
