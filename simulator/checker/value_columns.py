@@ -167,13 +167,16 @@ class _ValueColumns:
     def _knows_some(self, ranks: np.ndarray, names: np.ndarray) -> bool:
         """Whether a device's reference knows the name of one of these reductions (devices ``ranks``, interned names
         ``names``, in event order). Each device's reference is asked for in the order the walk would ask for it."""
-        members, first = np.unique(ranks, return_index=True)
+        first = np.full(self.world_size, len(ranks))  # each device's first reduction here (none: len(ranks))
+        np.minimum.at(first, ranks, np.arange(len(ranks)))
+        members = np.flatnonzero(first < len(ranks))
         refs: dict[int, Any] = {}
-        for r in members[np.argsort(first)].tolist():
+        for r in members[np.argsort(first[members], kind="stable")].tolist():
             ref = self._ref(r)
             refs[id(ref)] = ref
         texts = self.trace.recorder.names.values
-        asked = np.unique(names).tolist()  # (every device's reference asked of every name: one knowing it will do)
+        # (every device's reference asked of every name: one knowing it will do; a ring's reductions share one name)
+        asked = [int(names[0])] if names.min() == names.max() else np.unique(names).tolist()
         return any(self._knows(ref, texts[n]) for ref in refs.values() for n in asked)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
@@ -383,9 +386,8 @@ class LateOrigins:
 
 def _unmade(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:
     """Which of these rows (op rows where ``took``, message rows elsewhere) have payloads not made yet."""
-    late = np.zeros(len(rows), bool)
-    late[~took], late[took] = rec.unmade(rows[~took], rows[took])
-    return late
+    msgs, ops = rec.unmade(rows, rows)  # (each row asked both ways, then the right answer taken: no gathers)
+    return np.where(took, ops, msgs)
 
 
 def _ids(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:

@@ -22,6 +22,7 @@ as ``Message``/``Op`` views.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -153,7 +154,7 @@ class Recorder:
     def msg_payload(self, row: int) -> Any:
         """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
         if self._later:
-            self._make_blocks(self._holding(np.array([row]), 0))
+            self._make_block_of(row, 0)
         p = self._msg_payloads
         return p[row] if row < len(p) else None
 
@@ -161,7 +162,7 @@ class Recorder:
         """Op ``row``'s ``(inputs, output)`` (``(None, None)`` where not kept), making only its block of later
         payloads."""
         if self._later:
-            self._make_blocks(self._holding(np.array([row]), 2))
+            self._make_block_of(row, 2)
         p = self._op_payloads
         return p[row] if row < len(p) else (None, None)
 
@@ -178,7 +179,7 @@ class Recorder:
     def unmade(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Which of these message rows and op rows have payloads not made yet (two boolean arrays): a reader that
         needs only what those payloads are, not the objects, can work it out without making them."""
-        return self._holding(msg_rows, 0) >= 0, self._holding(op_rows, 2) >= 0
+        return self._inside(msg_rows, 0), self._inside(op_rows, 2)
 
     def make_rows(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[list[Any], list[Any]]:
         """The two payload lists with the payloads of these message rows and op rows made (and their blocks'); rows
@@ -198,12 +199,32 @@ class Recorder:
         payloads it is in, or -1 (the blocks stand in row order: one binary search a row)."""
         if not self._later:
             return np.full(len(rows), -1)
+        starts, ends = self._block_bounds(field)
+        at = np.searchsorted(starts, rows, side="right") - 1
+        return np.where((at >= 0) & (rows < ends[at]), at, -1)
+
+    def _inside(self, rows: np.ndarray, field: int) -> np.ndarray:
+        """Whether each row is in a block of later payloads (``_holding`` >= 0): with a few blocks, row against bounds."""
+        if len(self._later) > 8:
+            return self._holding(rows, field) >= 0
+        inside = np.zeros(len(rows), bool)
+        for first, past in zip(*self._block_bounds(field)):
+            inside |= (rows >= first) & (rows < past)
+        return inside
+
+    def _block_bounds(self, field: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' first rows and past-last rows (message rows: ``field`` 0, op rows: 2), kept until they change."""
         if self._bounds is None:
             b = np.array([block[:4] for block in self._later], np.int64).reshape(-1, 4)
             self._bounds = (b[:, 0], b[:, 0] + b[:, 1], b[:, 2], b[:, 2] + b[:, 3])
-        starts, ends = self._bounds[field], self._bounds[field + 1]
-        at = np.searchsorted(starts, rows, side="right") - 1
-        return np.where((at >= 0) & (rows < ends[at]), at, -1)
+        return self._bounds[field], self._bounds[field + 1]
+
+    def _make_block_of(self, row: int, field: int) -> None:
+        """Make the block of later payloads that one row is in, if any (``_holding`` for one row, without arrays)."""
+        starts, ends = self._block_bounds(field)
+        at = bisect_right(starts, row) - 1
+        if at >= 0 and row < ends[at]:
+            self._make_later([self._later[at]])
 
     def _make_blocks(self, places: np.ndarray) -> None:
         """Make the blocks of later payloads at these places in ``_later`` (-1: none)."""
