@@ -157,7 +157,10 @@ class _ValueColumns:
         gives = np.flatnonzero((kind == CODE_RECV) | is_op)  # what each gives: the payload received, the op's output
         took, rows, by = is_op[gives], row[gives], rank[gives]
         late = _unmade(rec, rows, took)
-        if late.any():  # (their objects not made: none of them can be looked up until they are)
+        if late.all():  # (their objects not made: none of them can be looked up until they are)
+            self._late.add(by, rows, took)
+            return True
+        if late.any():
             self._late.add(by[late], rows[late], took[late])
             now = ~late
             took, rows, by = took[now], rows[now], by[now]
@@ -360,6 +363,8 @@ class LateOrigins:
         self.seen = -1  # the recorder's count of blocks made when last settled
 
     def add(self, by: np.ndarray, rows: np.ndarray, took: np.ndarray) -> None:
+        if not len(rows):
+            return
         if not self.pending:
             self.seen = self.rec.blocks_made  # (they are not made now: nothing to settle until another block is)
         self.pending.append((by, rows, took))
