@@ -11,15 +11,15 @@
 - pipelines: the teaching scenarios pipeline-1f1b (four stages on four devices) and pipeline-zbv (two stages per
   device in a V), with their split, whose rules ask of every op's inputs whether they are values kept elsewhere.
 
-Each round times the run and then its check, in CPU seconds of this process, the check on the run as it comes: a ring
-booked whole makes its payloads' objects (a view a message, a tuple a reduction) only when something reads them, and
-the check takes what it needs of them from the ring's rows (``value_columns.LateOrigins``), so neither pays for
-them. Each figure is the median of
-``--rounds`` rounds, with the spread and the load (benchmarks/sidebyside.py). A round before them, untimed, runs
-and checks each workload once: what a process pays only the first time (a scenario's first step, the first
-world of a size) would otherwise stand in one round's figures alone; and each round starts with the garbage
-collector's debt paid (``gc.collect()``, untimed), so that a full collection of what earlier rounds left does not
-land in one round's run. Target: check / run at most 1 on every workload.
+Each round times the run and then its check, in CPU seconds of this process, the check on the run as it comes: a
+ring booked whole makes its payloads' objects (a view a message, a tuple a reduction) only when something reads
+them, and the check takes what it needs of them from the ring's rows (``value_columns.LateOrigins``), so neither
+pays for them. Each figure is the median of ``--rounds`` rounds, with the spread and the load
+(benchmarks/sidebyside.py). A round before them, untimed, runs and checks each workload once: what a process pays
+only the first time (a scenario's first step, the first world of a size) would otherwise stand in one round's
+figures alone; and each round starts with the garbage collector's debt paid (``gc.collect()``, untimed), so that a
+full collection of what earlier rounds left does not land in one round's run. Target: check / run at most 1 on every
+workload.
 
 A second table sweeps every teaching scenario that has a reference (``simulator.teach.examples``), as
 ``Scenario.run`` checks it (values and the declared split): check / run with the reference reused from round to
