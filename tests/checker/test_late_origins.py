@@ -220,3 +220,16 @@ def test_a_recorder_makes_only_the_blocks_of_the_rows_asked_for():
     assert payloads[1] is None and made == [1]  # (row 1's block not asked for)
     rec.make_rows(np.array([2]), np.array([], int))
     assert made == [1, 0] and rec.msg_payloads == ["m", "m0a", "m0b", "m1a", "m1b"] and rec.blocks_made == 2
+
+
+@pytest.mark.parametrize("spans", [8, 256])
+@pytest.mark.parametrize("seed", range(12))
+def test_a_mix_of_collectives_checked_lazily_says_what_it_says_with_the_objects_made(monkeypatch, seed, spans):
+    """The same words whether the booked rings' objects are made before the check, never, or not booked at all."""
+    monkeypatch.setattr(value_columns, "_SPAN_LEAST", spans)
+    ref = Reference.of(partial_model, 8)
+    lazy = check(World(8).run(mixed, 8, seed), ref)
+    eager_run = World(8).run(mixed, 8, seed)
+    assert eager_run.trace.recorder.msg_payloads
+    assert lazy.text() == check(eager_run, ref).text()
+    assert lazy.text() == check(World(8, book_collectives=False).run(mixed, 8, seed), ref).text()
