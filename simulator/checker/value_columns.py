@@ -19,6 +19,7 @@ the check makes none of them unless something it reports needs them.
 
 from __future__ import annotations
 
+from collections import defaultdict
 from operator import itemgetter
 from typing import Any
 
@@ -382,11 +383,15 @@ class LateOrigins:
             if not late.all():
                 ready.append((by[~late], rows[~late], took[~late]))
         self.pending = still
-        for by, rows, took in reversed(ready):  # the latest first: each device's map keeps the first word it gets
-            ids, codes = _ids(self.rec, rows, took).tolist(), (rows << 1 | took).tolist()
-            for r, key, code in zip(reversed(by.tolist()), reversed(ids), reversed(codes)):
-                origin[r].setdefault(key, code)
-        return bool(ready)
+        if not ready:
+            return False
+        by, rows, took = (np.concatenate(parts) for parts in zip(*ready))  # (in event order: a later word stands)
+        found: dict[int, dict] = defaultdict(dict)
+        _put_origins(found, by, rows, took, _ids(self.rec, rows, took), len(origin))
+        for r, kept in found.items():  # ... and what the walk put there since stands over it
+            kept.update(origin[r])
+            origin[r].update(kept)
+        return True
 
 
 def _unmade(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:
@@ -406,7 +411,7 @@ def _ids(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:
 
 
 def _put_origins(
-    origin: list[dict], by: np.ndarray, rows: np.ndarray, took: np.ndarray, ids: np.ndarray, world_size: int
+    origin: Any, by: np.ndarray, rows: np.ndarray, took: np.ndarray, ids: np.ndarray, world_size: int
 ) -> None:
     """Each device's map of origins given, in event order, what each row gave it (a later one's word stands)."""
     by = by.astype(np.int32 if world_size > 1 << 15 else np.int16)  # (sorted in linear time)
