@@ -153,18 +153,22 @@ class Recorder:
 
     def msg_payload(self, row: int) -> Any:
         """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
-        if self._later:
-            self._make_block_of(row, 0)
         p = self._msg_payloads
-        return p[row] if row < len(p) else None
+        if row >= len(p):
+            return None
+        if p[row] is None and self._later:  # (a placeholder: a payload kept is never None)
+            self._make_block_of(row, 0)
+        return p[row]
 
     def op_payload(self, row: int) -> tuple[Any, Any]:
         """Op ``row``'s ``(inputs, output)`` (``(None, None)`` where not kept), making only its block of later
         payloads."""
-        if self._later:
-            self._make_block_of(row, 2)
         p = self._op_payloads
-        return p[row] if row < len(p) else (None, None)
+        if row >= len(p):
+            return (None, None)
+        if p[row] is None and self._later:
+            self._make_block_of(row, 2)
+        return p[row]
 
     def keep_later(self, msgs: int, ops: int, make: Callable[[], tuple[list, list]]) -> None:
         """The payloads of the next ``msgs`` message rows and ``ops`` op rows, made by ``make()`` (two lists) when
