@@ -41,7 +41,7 @@ class _Explanations:
 
     def _arrival(self, d: Divergence) -> str | None:
         """Which message brought an op's wrong input (a receive without name= is checked only where it is used)."""
-        came = self.origin[d.rank].get(id(d.found))
+        came = self.origin_of(d.rank, d.found)
         if not isinstance(came, Message) or came.label is not None:
             return None
         return (
@@ -119,7 +119,7 @@ class _Explanations:
                     continue
                 if not want_names:
                     continue
-                came = self.origin[op.rank].get(id(got))
+                came = self.origin_of(op.rank, got)
                 via = (
                     f", which arrived in message #{came.id} from device {came.src}" if isinstance(came, Message) else ""
                 )
