@@ -1,0 +1,55 @@
+"""The fifth pass: programs nobody here wrote, each held to the verdict it deserves on every path (the default World,
+message by message, on the columns and on records, and real gloo processes where it applies). Each test names what
+it found wrong before its fix."""
+
+from __future__ import annotations
+
+import builtins
+
+import numpy as np
+import pytest
+
+from tests.checker.test_redteam4 import a_gradient_off
+
+REAL_MAX = builtins.max
+
+
+def max_that_widens_a_floor(*args, **kwargs):
+    """``max`` as a gaming student's cell may rebind it: the tolerance's ``max(atol or 0.0, floor)`` gives 10."""
+    if len(args) == 2 and args[0] == 0.0 and type(args[1]) is float:
+        return 10.0
+    return REAL_MAX(*args, **kwargs)
+
+
+@pytest.mark.parametrize("name, fake", [("max", max_that_widens_a_floor), ("float", type("float", (float,), {}))])
+def test_in_a_notebook_a_builtin_rebound_is_refused(monkeypatch, name, fake):
+    """Python's builtins are the grader's too: ``builtins.max`` rebound to give 10 where the checker takes the larger
+    of atol and the float floor passed a gradient 0.05 off. The grade says the grader was changed, naming it."""
+    from simulator.teach.exercises import start
+
+    ex = start("data-parallel-average")
+    monkeypatch.setattr(builtins, name, fake)
+    result = ex.grade(a_gradient_off, seed=1)
+    monkeypatch.undo()
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert f"builtins.{name}" in result.text()
+
+
+def test_in_a_notebook_a_builtin_added_or_the_last_value_set_changes_nothing(monkeypatch):
+    """What a notebook adds to builtins (IPython's ``display``) or the prompt's last value ``_`` (a class, say) is not a
+    change of the grader: the right answer still passes."""
+    from simulator.teach.exercises import start
+
+    ex = start("data-parallel-average")
+    monkeypatch.setattr(builtins, "display", print, raising=False)
+    monkeypatch.setattr(builtins, "_", int, raising=False)
+    assert ex.grade(gradients_averaged, seed=1).verdict == "passed"
+
+
+def gradients_averaged(dev, x, y, w):
+    """The data-parallel exercise's answer, right."""
+    from simulator.teach.exercises.data import mean_gradient
+
+    rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
+    x, y, w = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows), dev.hold("w", w)
+    return dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g")
