@@ -11,7 +11,7 @@ import pytest
 
 from tests.checker.test_redteam4 import a_gradient_off
 
-REAL_MAX = builtins.max
+REAL_MAX, REAL_ABS = builtins.max, builtins.abs
 
 
 def max_that_widens_a_floor(*args, **kwargs):
@@ -21,10 +21,19 @@ def max_that_widens_a_floor(*args, **kwargs):
     return REAL_MAX(*args, **kwargs)
 
 
-@pytest.mark.parametrize("name, fake", [("max", max_that_widens_a_floor), ("float", type("float", (float,), {}))])
+def abs_of_nothing(v):
+    """``abs`` that says every float difference is 0 (the checker compares small float64 arrays element by element)."""
+    return 0.0 if type(v) is float else REAL_ABS(v)
+
+
+@pytest.mark.parametrize(
+    "name, fake",
+    [("max", max_that_widens_a_floor), ("abs", abs_of_nothing), ("float", type("float", (float,), {}))],
+)
 def test_in_a_notebook_a_builtin_rebound_is_refused(monkeypatch, name, fake):
     """Python's builtins are the grader's too: ``builtins.max`` rebound to give 10 where the checker takes the larger
-    of atol and the float floor passed a gradient 0.05 off. The grade says the grader was changed, naming it."""
+    of atol and the float floor passed a gradient 0.05 off (so did ``abs`` giving 0 for floats). The grade says the
+    grader was changed, naming it."""
     from simulator.teach.exercises import start
 
     ex = start("data-parallel-average")
