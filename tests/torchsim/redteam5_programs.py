@@ -69,18 +69,19 @@ def half_mean(x: torch.Tensor, dtype: str = "bfloat16", p: int = 2) -> torch.Ten
 
 
 def subgroup_all_reduce(x: torch.Tensor, bug: str | None = None) -> Any:
-    """Four ranks, two ``new_group`` pairs (0, 1) and (2, 3): each pair sums its members' rows of ``x``; every rank
-    returns its pair's sum. bug "world group": the sum taken over the world, not the pair."""
+    """Four ranks, two ``new_group`` pairs (0, 1) and (2, 3): each pair sums its members' rows of ``x``, then the
+    world sums the pairs' sums, each counted twice (once per member), and halves it: every rank returns the sum of
+    the rows. bug "world group": the first sum taken over the world, not the pair."""
     rank = dist.get_rank()
     pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])]
-    mine = pairs[rank // 2]
     t = x[rank].clone()
-    dist.all_reduce(t, group=None if bug == "world group" else mine)
-    return t
+    dist.all_reduce(t, group=None if bug == "world group" else pairs[rank // 2])
+    dist.all_reduce(t)
+    return t / 2
 
 
-def pair_sums(x: torch.Tensor) -> torch.Tensor:
-    return torch.stack([x[0] + x[1], x[0] + x[1], x[2] + x[3], x[2] + x[3]])
+def rows_summed(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=0)
 
 
 def pipeline_in_place(x: torch.Tensor, bug: str | None = None) -> Any:
@@ -108,3 +109,114 @@ def pipeline_in_place(x: torch.Tensor, bug: str | None = None) -> Any:
 
 def relu_three_plus_one(x: torch.Tensor) -> torch.Tensor:
     return torch.relu(x) * 3 + 1
+
+
+def mutated_before_wait(x: torch.Tensor) -> Any:
+    """Rank 0 starts ``isend`` of its tensor, scales the tensor in place before waiting (a race on real ranks: the
+    send may carry either value), then waits."""
+    if dist.get_rank() == 0:
+        t = x.clone()
+        work = dist.isend(t, 1)
+        t.mul_(2)
+        work.wait()
+        return None
+    got = torch.empty_like(x)
+    dist.recv(got, 0)
+    return got
+
+
+def root_lists_everywhere(x: torch.Tensor, what: str) -> Any:
+    """``dist.gather`` / ``dist.scatter`` with the list given on every rank, not only the root (torch refuses a
+    gather_list or scatter_list on a non-root rank: "Argument ``gather_list`` must NOT be specified on non-root")."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    if what == "gather":
+        pieces = [torch.empty_like(x) for _ in range(p)]
+        dist.gather(x * (rank + 1), pieces, dst=0)
+        return torch.cat(pieces) if rank == 0 else None
+    mine = torch.empty(x.shape[0] // p, *x.shape[1:])
+    dist.scatter(mine, list(x.chunk(p)), src=0)
+    return mine
+
+
+def broadcast_in_subgroup(x: torch.Tensor, bug: str | None = None) -> Any:
+    """Four ranks; the pair (2, 3) broadcasts rank 3's tensor to rank 2 (``src`` is a global rank, as torch has it);
+    every rank returns what it holds. bug "group rank": src=1 (the place in the group) where torch wants the global 3."""
+    rank = dist.get_rank()
+    pair = dist.new_group([2, 3])
+    t = x * (rank + 1)
+    if rank in (2, 3):
+        dist.broadcast(t, src=1 if bug == "group rank" else 3, group=pair)
+    return t
+
+
+def reduce_op_dtype(x: torch.Tensor, op: str, dtype: str) -> Any:
+    """Each rank's tensor, ``x`` scaled by its rank plus one and cast to ``dtype``, all-reduced with ``op``."""
+    rank = dist.get_rank()
+    t = (x * (rank + 1) - rank).to(getattr(torch, dtype))
+    dist.all_reduce(t, op=getattr(dist.ReduceOp, op))
+    return t
+
+
+class _ToParallel(torch.autograd.Function):
+    """Megatron's copy to the tensor-parallel region: identity forward, the gradient all-reduced over the group
+    backward (``no_backward_reduce``: the bug that leaves it out)."""
+
+    @staticmethod
+    def forward(ctx, x, group, no_backward_reduce):  # noqa: ANN001, ANN205 (torch's signature)
+        ctx.group, ctx.skip = group, no_backward_reduce
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        grad = grad.clone()
+        if not ctx.skip:
+            dist.all_reduce(grad, group=ctx.group)
+        return grad, None, None
+
+
+class _FromParallel(torch.autograd.Function):
+    """Megatron's reduce from the tensor-parallel region: all-reduce forward, identity backward."""
+
+    @staticmethod
+    def forward(ctx, x, group):  # noqa: ANN001, ANN205
+        x = x.clone()
+        dist.all_reduce(x, group=group)
+        return x
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: ANN001, ANN205
+        return grad, None
+
+
+def dp_tp_train(state: dict, x: torch.Tensor, y: torch.Tensor, steps: int = 2, bug: str | None = None) -> Any:
+    """Four ranks as 2 data-parallel replicas x 2 tensor-parallel halves, by hand: fc1 split by rows of its weight
+    (columns of its output), fc2 by columns, Megatron's two autograd functions around them; SGD steps, each gradient
+    averaged over the data-parallel pair (``new_group``). Returns the loss averaged over the replicas.
+    bug "no backward reduce": fc1's input gradient not all-reduced (harmless here: x needs none; a control);
+    "dp over tp": the gradients averaged over the tensor-parallel pair instead of the data-parallel one."""
+    rank = dist.get_rank()
+    dp, tp = rank // 2, rank % 2
+    tp_groups = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    dp_groups = [dist.new_group([0, 2]), dist.new_group([1, 3])]
+    tp_group, dp_group = tp_groups[dp], dp_groups[tp]
+    w1 = state["fc1.weight"].chunk(2)[tp].clone().requires_grad_()
+    b1 = state["fc1.bias"].chunk(2)[tp].clone().requires_grad_()
+    w2 = state["fc2.weight"].chunk(2, dim=1)[tp].clone().requires_grad_()
+    b2 = state["fc2.bias"].clone().requires_grad_()
+    params = [w1, b1, w2, b2]
+    xs, ys = x.chunk(2)[dp], y.chunk(2)[dp]
+    for _ in range(steps):
+        h = torch.relu(_ToParallel.apply(xs, tp_group, bug == "no backward reduce") @ w1.T + b1)
+        out = _FromParallel.apply(h @ w2.T, tp_group) + b2
+        loss = torch.nn.functional.mse_loss(out, ys)
+        for t in params:
+            t.grad = None
+        loss.backward()
+        with torch.no_grad():
+            for t in params:
+                dist.all_reduce(t.grad, group=tp_group if bug == "dp over tp" else dp_group)
+                t.grad /= 2
+                t -= 0.1 * t.grad
+    loss = loss.detach()
+    dist.all_reduce(loss, group=dp_group)
+    return loss / 2
