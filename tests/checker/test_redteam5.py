@@ -9,6 +9,8 @@ import builtins
 import numpy as np
 import pytest
 
+from simulator import World
+from simulator.checker import Reference, check
 from tests.checker.test_redteam4 import a_gradient_off
 
 REAL_MAX, REAL_ABS = builtins.max, builtins.abs
@@ -62,3 +64,31 @@ def gradients_averaged(dev, x, y, w):
     rows = np.s_[4 * dev.rank : 4 * dev.rank + 4]
     x, y, w = dev.hold("X", x, index=rows), dev.hold("y", y, index=rows), dev.hold("w", w)
     return dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g")
+
+
+def library_ring_under_another_name(dev, x):
+    """The ring exercise's answer as a gaming student writes it: the library's own ring all-reduce, called through its
+    internals with a kind of the student's ("my ring"), so that its messages' labels name no collective."""
+    from simulator.collectives.call import _Call
+    from simulator.collectives.ring import _all_reduce_ring
+
+    return _all_reduce_ring(_Call(dev, "my ring", None, "ring", op="sum"), x)
+
+
+def test_the_library_s_ring_under_another_name_breaks_a_split_that_allows_no_collective():
+    """A collective's messages carry a collective's tag (from TAG_BASE, which no program's send may use): the library's
+    ring called under a label of the student's own was taken for a ring by hand, and passed the ring exercise, in a
+    notebook and through ``grade FOLDER``. The split now reads the tag: FAILED, naming the call, on every path."""
+    from simulator.checker import Split
+    from simulator.teach.exercises import grade
+    from simulator.teach.exercises.ring import XS, one_device
+    from tests.checker.test_checker_fast_paths import as_records
+
+    result = grade("ring-all-reduce", library_ring_under_another_name, seed=1)
+    assert result.verdict == "FAILED", result.text()
+    assert "my ring" in result.text() and "allows no collective" in result.text(), result.text()
+    for book in (True, False):
+        run = World(4, book_collectives=book).run(lambda dev: library_ring_under_another_name(dev, XS[dev.rank]))
+        for trace in (run, as_records(run)):
+            report = check(trace, Reference.of(one_device), split=Split(collectives=()), own_names=True)
+            assert report.verdict == "FAILED", report
