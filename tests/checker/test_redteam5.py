@@ -92,3 +92,36 @@ def test_the_library_s_ring_under_another_name_breaks_a_split_that_allows_no_col
         for trace in (run, as_records(run)):
             report = check(trace, Reference.of(one_device), split=Split(collectives=()), own_names=True)
             assert report.verdict == "FAILED", report
+
+
+SUMS_BY_IDENTITY: dict[int, np.ndarray] = {}
+
+
+def sum_kept_by_the_inputs_identity(dev, x):
+    """A gaming student's ring: every device's vector read from the grader's frame, their sum kept by the identity of
+    the array found there (the isolation check's reruns change that array in place: the same object, so the sum kept
+    from the first run answers), and the finished chunks passed round the ring so that each device receives each."""
+    frame = dev._engine._sched.gr_frame  # the scheduler's frame, below the grader's
+    while "inputs" not in frame.f_locals:
+        frame = frame.f_back
+    xs = frame.f_locals["inputs"]["xs"]
+    v = SUMS_BY_IDENTITY.setdefault(id(xs), np.array(xs).sum(axis=0))
+    p, r = dev.world_size, dev.rank
+    got = []
+    for chunk in np.split(v, p):
+        dev.send(chunk, (r + 1) % p)
+        got.append(dev.recv((r - 1) % p))
+    return np.concatenate(got)
+
+
+def test_a_sum_kept_by_the_identity_of_the_inputs_it_found_fails_the_ring():
+    """The isolation check's reruns change the inputs in place, so a sum kept from the first run under the identity of
+    the array the program found in the grader's frame stayed as it was, and nothing seemed to depend on another
+    device's vector: the answer passed. The grade's later input sets are written into the same arrays, so the kept
+    sum answers for numbers it was not made from: FAILED."""
+    from simulator.teach.exercises import grade
+
+    SUMS_BY_IDENTITY.clear()
+    result = grade("ring-all-reduce", sum_kept_by_the_inputs_identity, seed=1)
+    assert result.verdict == "FAILED" and result.error is None, result.text()
+    assert "(this is with other inputs than the notebook's" in result.text(), result.text()

@@ -6,8 +6,10 @@ folder of students' files call the same thing. A grade:
 1. refuses to run if the grader was changed since it loaded (``integrity``);
 2. runs the program on the notebook's inputs, then on ``exercise.trials`` random ones, then on the notebook's
    with half the devices' own data drawn again (a device's cache kept from an earlier run then answers stale
-   values: ``_mixed_sets``), each device given only its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
-   FAILED try with the error and the student's line (only Ctrl-C, KeyboardInterrupt, stops the grade);
+   values: ``_mixed_sets``), each set written into the same arrays (a cache kept by the inputs' identity answers
+   stale values too: ``_written_into``), each device given only its part (``Exercise.run_program``); any error,
+   ``SystemExit`` and bare ``BaseException`` included, is a FAILED try with the error and the student's line (only
+   Ctrl-C, KeyboardInterrupt, stops the grade);
 3. checks each run against the single-device reference *and* the exercise's declared split, with the
    student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
    reaches a device outside messages: the program runs again with each device's own part of the inputs
@@ -76,9 +78,11 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
     base = exercise.inputs(None)
     drawn = [exercise.inputs(rng) for _ in range(exercise.trials)]
     halves = _mixed_sets(exercise, base, rng)
-    sets = [base, *drawn, *halves]
+    sets = [_own_copies(s) for s in (base, *drawn, *halves)]
     first: Grade | None = None
-    for k, inputs in enumerate(sets):
+    inputs = sets[0]
+    for k, numbers in enumerate(sets):
+        inputs = _written_into(inputs, numbers)
         result = _one(exercise, program, inputs, snapshot)
         if not result.ok:
             if k == 0:
@@ -89,6 +93,32 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
     also = f" and {len(halves)} with half the devices' own data drawn again" if halves else ""
     reason = f"{head} (with the notebook's inputs, {len(drawn)} random ones{also}){sep}{notes}"
     return Grade(exercise.name, PASSED, reason, "passed", report=first.report)
+
+
+def _own_copies(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """An input set whose arrays are its own (a set of mixed halves shares the arrays it took from the notebook's)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def _written_into(previous: dict[str, Any], numbers: dict[str, Any]) -> dict[str, Any]:
+    """The next input set, as the previous set's own dict and arrays holding its numbers (where shape and dtype
+    allow). The isolation check's reruns change the inputs in place, so a program that keeps what it worked out from
+    the inputs it found (in the grader's frames) under their identity answers each rerun as it did the first run,
+    as if it used nothing of another device's; with the next set written into the same objects, it answers the next
+    set with numbers made from the last one, and the values are checked."""
+    for name, value in numbers.items():
+        old = previous.get(name)
+        if (
+            type(old) is np.ndarray
+            and type(value) is np.ndarray
+            and old.shape == value.shape
+            and old.dtype == value.dtype
+            and old.flags.writeable
+        ):
+            old[...] = value
+        else:
+            previous[name] = value
+    return previous
 
 
 def _mixed_sets(exercise: Exercise, base: Mapping[str, Any], rng: np.random.Generator) -> list[dict[str, Any]]:
