@@ -125,3 +125,44 @@ def test_a_sum_kept_by_the_identity_of_the_inputs_it_found_fails_the_ring():
     result = grade("ring-all-reduce", sum_kept_by_the_inputs_identity, seed=1)
     assert result.verdict == "FAILED" and result.error is None, result.text()
     assert "(this is with other inputs than the notebook's" in result.text(), result.text()
+
+
+class NotebookNumbers:
+    """A random generator as a gaming student's cell may hand the grader: every draw of integers is the ring
+    notebook's vectors (so every random input set is the notebook's own), anything else from a real generator."""
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False):
+        from simulator.teach.exercises.ring import XS
+
+        return np.resize(XS, size).astype(dtype)
+
+    def __getattr__(self, name):
+        return getattr(np.random.Generator(np.random.PCG64(0)), name)
+
+
+def sum_written_in(dev, x):
+    """The ring exercise's answer hard-coded: the notebook's sum, whatever the vectors; the finished chunks passed
+    round the ring so that each device receives each."""
+    from simulator.teach.exercises.ring import XS
+
+    v = XS.sum(axis=0)
+    p, r = dev.world_size, dev.rank
+    for chunk in np.split(v, p):
+        dev.send(chunk, (r + 1) % p)
+        dev.recv((r - 1) % p)
+    return v.copy()
+
+
+def test_in_a_notebook_numpy_s_random_generator_rebound_is_refused(monkeypatch):
+    """A grade's random input sets come from ``np.random.default_rng``: rebound to a generator that draws the
+    notebook's numbers, every set was the notebook's and a hard-coded answer passed the ring. numpy.random is in the
+    grader's snapshot: the grade says the grader was changed."""
+    from simulator.teach.exercises import start
+
+    ex = start("ring-all-reduce")
+    assert ex.grade(sum_written_in, seed=1).verdict == "FAILED"
+    monkeypatch.setattr(np.random, "default_rng", lambda *args, **kwargs: NotebookNumbers())
+    result = ex.grade(sum_written_in, seed=1)
+    monkeypatch.undo()
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "numpy.random.default_rng" in result.text()

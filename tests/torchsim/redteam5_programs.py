@@ -220,3 +220,73 @@ def dp_tp_train(state: dict, x: torch.Tensor, y: torch.Tensor, steps: int = 2, b
     loss = loss.detach()
     dist.all_reduce(loss, group=dp_group)
     return loss / 2
+
+
+def engineer_misc(x: torch.Tensor, what: str) -> Any:
+    """Calls engineers make around their collectives: objects gathered, a barrier, the backend asked for."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    if what == "all_gather_object":
+        out = [None] * p
+        dist.all_gather_object(out, {"rank": rank, "rows": x.shape[0]})
+        return torch.tensor([o["rank"] for o in out])
+    if what == "broadcast_object_list":
+        objs = [{"lr": 0.1 * (rank + 1)}] if rank == 0 else [None]
+        dist.broadcast_object_list(objs, src=0)
+        return torch.tensor([objs[0]["lr"]])
+    if what == "barrier":
+        dist.barrier()
+        return x * rank
+    if what == "backend":
+        return torch.tensor([float(dist.is_initialized()), float(len(dist.get_backend()) > 0)])
+    if what == "monitored_barrier":
+        dist.monitored_barrier()
+        return x
+    if what == "async all_reduce":
+        t = x * (rank + 1)
+        work = dist.all_reduce(t, async_op=True)
+        work.wait()
+        return t
+    if what == "all_reduce_coalesced":
+        ts = [x * (rank + 1), x[:1] * rank]
+        with dist._coalescing_manager():
+            for t in ts:
+                dist.all_reduce(t)
+        return torch.cat([t.reshape(-1) for t in ts])
+    raise ValueError(what)
+
+
+def into_views(x: torch.Tensor, what: str) -> Any:
+    """Collectives and receives into contiguous views of a larger buffer (a row of it, a flat slice), as a program that
+    keeps one buffer for its activations or gradients writes them; the whole buffer returned."""
+    rank = dist.get_rank()
+    big = torch.zeros(3, x.numel())
+    if what == "recv into a row":
+        if rank == 0:
+            dist.send(x.reshape(-1) * 2, 1)
+            return None
+        dist.recv(big[1], 0)
+        return big
+    if what == "all_reduce a row":
+        big[rank] = x.reshape(-1) * (rank + 1)
+        dist.all_reduce(big[2 - rank])
+        dist.all_reduce(big[rank])
+        return big
+    if what == "broadcast a flat slice":
+        flat = big.reshape(-1)
+        if rank == 0:
+            flat[2 : 2 + x.numel()] = x.reshape(-1)
+        dist.broadcast(flat[2 : 2 + x.numel()], src=0)
+        return big
+    if what == "all_gather_into_tensor a slice":
+        out = big.reshape(-1)[: 2 * x.numel()]
+        dist.all_gather_into_tensor(out, x.reshape(-1) * (rank + 1))
+        return big
+    if what == "irecv into a row, written after":
+        if rank == 0:
+            dist.send(x.reshape(-1) * 2, 1)
+            return None
+        work = dist.irecv(big[1], 0)
+        work.wait()
+        big[1].add_(1)
+        return big
+    raise ValueError(what)

@@ -2,11 +2,12 @@
 
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
 every function, method and property of the checker, the engine, the collectives, the tensors and the grader itself
-(the object and its code), every constant (a tolerance, a limit, a table of them: its value), every
-callable NumPy offers at its top level and in ``numpy.testing``, its classes too (the grader's comparisons go
-through them: ``np.finfo`` gives the float floor's ulp), and Python's own builtins (the grader's code calls
-``max``, ``any``, ``len`` by name: ``builtins.max`` rebound loosened the float tolerance to anything); a
-grade compares them again before it runs a program and before it gives its verdict. Replacing
+(the object and its code), every constant (a tolerance, a limit, a table of them: its value), every callable NumPy
+offers at its top level, in ``numpy.testing``, ``numpy.linalg`` and ``numpy.random``, its classes too (the grader's
+comparisons go through them: ``np.finfo`` gives the float floor's ulp; ``np.random.default_rng`` draws the grade's
+input sets, and one that draws the notebook's numbers passed a hard-coded answer), and Python's own builtins (the
+grader's code calls ``max``, ``any``, ``len`` by name: ``builtins.max`` rebound loosened the float tolerance to
+anything); a grade compares them again before it runs a program and before it gives its verdict. Replacing
 ``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
 with what was changed, and how to start clean. (A program run in the same process could still do worse;
 this catches the monkeypatch a curious student tries, not a determined attack: ``grade FOLDER`` runs no student
@@ -54,7 +55,7 @@ GUARDED = (
     "simulator.teach.exercises.schedule",
     "simulator.teach.exercises.data",
 )
-NUMPY = ("numpy", "numpy.testing", "numpy.linalg")
+NUMPY = ("numpy", "numpy.testing", "numpy.linalg", "numpy.random")  # (numpy.random draws the grade's input sets)
 # every module of these is guarded too: what a run goes through (a collective's label, the engine's records), so
 # that dressing the library's all-reduce as a hand-written ring is a change the grade refuses
 PACKAGES = ("simulator.core", "simulator.cost", "simulator.tensors", "simulator.collectives", "simulator.checker")
