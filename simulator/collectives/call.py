@@ -43,6 +43,17 @@ class CallSignature(NamedTuple):
         args = [f"{k}={_plain(v)!r}" for k, v in self.details if v is not None]
         return f"{self.kind}({', '.join([*args, f'algorithm={self.algorithm!r}', f'group={self.group}'])})"
 
+    def only_shapes_differ(self, other: CallSignature) -> bool:
+        """Whether ``other`` is this call with other ``shapes`` alone (members whose pieces differ in size, each
+        taking every piece to be the size of its own)."""
+        mine, theirs = dict(self.details), dict(other.details)
+        return (
+            "shapes" in mine
+            and mine["shapes"] != theirs.get("shapes")
+            and {k: v for k, v in mine.items() if k != "shapes"} == {k: v for k, v in theirs.items() if k != "shapes"}
+            and (self.kind, self.algorithm, self.group) == (other.kind, other.algorithm, other.group)
+        )
+
     def has_empty_shape(self) -> bool:
         """Whether the call declares a shape with no elements (its ``shape``, or one of its ``shapes``)."""
         d = self.details

@@ -505,6 +505,9 @@ class Engine:
                     "\n  a shape with no elements: was a value split along an axis shorter than the group (a batch\n"
                     "  of 1 along axis 0 gives the other members empty blocks)? split it along another axis="
                     if empty
+                    else "\n  pieces of different sizes: give every member the same shapes= (each member's piece shape, in\n"
+                    "  member order); torch needs equal sizes"
+                    if first_call.only_shapes_differ(call)
                     else ""
                 )
             )

@@ -166,3 +166,23 @@ def test_in_a_notebook_numpy_s_random_generator_rebound_is_refused(monkeypatch):
     monkeypatch.undo()
     assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
     assert "numpy.random.default_rng" in result.text()
+
+
+@pytest.mark.parametrize("book", [True, False])
+def test_an_all_gather_of_pieces_of_different_sizes_says_to_give_shapes(book):
+    """A student's reduce-scatter of 10 numbers over 4 devices (torch.chunk's pieces: 3, 3, 3, 1), then an all-gather
+    of the pieces: each member takes every piece to be the size of its own, and the calls differ. The error said only
+    that every member must pass the same shapes; it says now to give every member the same shapes=, and with them the
+    sum comes back whole."""
+    from simulator.core.errors import CollectiveMismatchError
+
+    xs = np.arange(40.0).reshape(4, 10) % 7 - 3
+
+    def gathered(dev, xs, shapes=None):
+        return dev.all_gather(dev.reduce_scatter(xs[dev.rank]), axis=0, shapes=shapes)
+
+    with pytest.raises(CollectiveMismatchError, match=r"pieces of different sizes: give every member the same shapes="):
+        World(4, book_collectives=book).run(gathered, xs)
+    run = World(4, book_collectives=book).run(gathered, xs, [(3,), (3,), (3,), (1,)])
+    for out in run.outputs:
+        np.testing.assert_array_equal(out, xs.sum(axis=0))
