@@ -262,3 +262,22 @@ def test_students_programs_simulated(name):
 def test_students_programs_on_gloo(name, gloo_worlds):
     p, program, xs, model, verdict = STUDENTS[name]
     assert check(gloo_worlds(p, timeout=30).run(program, xs), Reference.of(model, xs)).verdict == verdict
+
+
+@pytest.mark.parametrize("disarm", ["Snapshot.changed", "integrity._take"])
+def test_in_a_notebook_the_snapshot_s_own_code_rebound_is_refused(monkeypatch, disarm):
+    """The snapshot that refuses a changed grader was not in itself: ``Snapshot.changed`` made to say nothing changed
+    (or the module's ``_take`` made to hand the snapshot back), then ``builtins.max`` rebound, passed a gradient 0.05
+    off. The grade keeps the comparison it loaded with, and names the rebinding."""
+    from simulator.teach.exercises import integrity, start
+
+    ex = start("data-parallel-average")
+    if disarm == "Snapshot.changed":
+        monkeypatch.setattr(integrity.Snapshot, "changed", lambda self: [])
+    else:
+        monkeypatch.setattr(integrity, "_take", lambda: ex._snapshot.taken)
+    monkeypatch.setattr(builtins, "max", max_that_widens_a_floor)
+    result = ex.grade(a_gradient_off, seed=1)
+    monkeypatch.undo()
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "builtins.max" in result.text() and f"integrity.{disarm.removeprefix('integrity.')}" in result.text()

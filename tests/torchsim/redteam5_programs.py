@@ -290,3 +290,22 @@ def into_views(x: torch.Tensor, what: str) -> Any:
         big[1].add_(1)
         return big
     raise ValueError(what)
+
+
+def scatter_reduce_op(x: torch.Tensor, op: str, what: str) -> Any:
+    """``reduce_scatter_tensor`` / ``reduce_scatter`` (a list) / ``reduce`` with an op other than SUM."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    t = x * (rank + 1) - rank
+    reduce_op = getattr(dist.ReduceOp, op)
+    if what == "reduce_scatter_tensor":
+        out = torch.empty(x.shape[0] // p, *x.shape[1:], dtype=x.dtype)
+        dist.reduce_scatter_tensor(out, t, op=reduce_op)
+        return out
+    if what == "reduce_scatter":
+        out = torch.empty(x.shape[0] // p, *x.shape[1:], dtype=x.dtype)
+        dist.reduce_scatter(out, list(t.chunk(p)), op=reduce_op)
+        return out
+    if what == "reduce":
+        dist.reduce(t, dst=1, op=reduce_op)
+        return t if rank == 1 else None
+    raise ValueError(what)

@@ -222,8 +222,11 @@ def _describe(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} = {value_text(np.asarray(v), 60)}" for k, v in inputs.items())
 
 
+_CHANGED = Snapshot.changed  # the snapshot's comparison as loaded (``Snapshot.changed`` rebound is then named)
+
+
 def _tampered(exercise: Exercise, snapshot: Snapshot) -> Grade | None:
-    changed = snapshot.changed()
+    changed = _CHANGED(snapshot)
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
