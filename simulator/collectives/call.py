@@ -160,7 +160,13 @@ class _Call:
         request to wait on, or None when the send is complete already (an eager one). The device's post
         (``simulator.core.hooks``) with this call's tag and label bound: a simulated device records step and chunk as numbers beside
         the call's interned label (``simulator.core.rows``), never a text per message."""
-        return hooks.poster(self.dev, self.tag, self.label)
+        tag = self.tag
+        if type(tag) is not CollectiveTag or tag < TAG_BASE:  # its messages would pass for the program's own
+            raise ValueError(
+                f"device {self.dev.rank}: {self.label} sends under its call's own tag (from {TAG_BASE:,}), not "
+                f"{int(tag)!r}: call a collective through the device (dev.all_reduce(...), dev.all_gather(...), ...)"
+            )
+        return hooks.poster(self.dev, tag, self.label)
 
     def lane(self, right: int, left: int) -> Any:
         """This member's ring steps in one loop on a simulated device (``simulator.core.hooks.ring_lane``:

@@ -66,13 +66,30 @@ def gradients_averaged(dev, x, y, w):
     return dev.all_reduce(dev.compute("g.local", mean_gradient, x, y, w), op="avg", name="g")
 
 
-def library_ring_under_another_name(dev, x):
+def library_ring_under_another_name(dev, x, tag=None):
     """The ring exercise's answer as a gaming student writes it: the library's own ring all-reduce, called through its
-    internals with a kind of the student's ("my ring"), so that its messages' labels name no collective."""
+    internals with a kind of the student's ("my ring"), so that its messages' labels name no collective; ``tag``:
+    the call's tag then set to one a program's send may use."""
     from simulator.collectives.call import _Call
     from simulator.collectives.ring import _all_reduce_ring
 
-    return _all_reduce_ring(_Call(dev, "my ring", None, "ring", op="sum"), x)
+    call = _Call(dev, "my ring", None, "ring", op="sum")
+    if tag is not None:
+        call.tag = tag
+    return _all_reduce_ring(call, x)
+
+
+@pytest.mark.parametrize("tag", [7, "CollectiveTag(7)"])
+def test_the_library_s_ring_under_a_program_s_tag_is_refused(tag):
+    """The same ring with its call's tag set to 7 (or a CollectiveTag of 7) sent its messages as a program's own:
+    the grade passed. A call's sends are refused under any tag but its own, saying how to call the collective."""
+    from simulator.core.tags import CollectiveTag
+    from simulator.teach.exercises import grade
+
+    tag = CollectiveTag(7) if tag == "CollectiveTag(7)" else tag
+    result = grade("ring-all-reduce", lambda dev, x: library_ring_under_another_name(dev, x, tag), seed=1)
+    assert result.verdict == "FAILED", result.text()
+    assert "sends under its call's own tag" in result.text() and "through the device" in result.text(), result.text()
 
 
 def test_the_library_s_ring_under_another_name_breaks_a_split_that_allows_no_collective():

@@ -309,3 +309,17 @@ def scatter_reduce_op(x: torch.Tensor, op: str, what: str) -> Any:
         dist.reduce(t, dst=1, op=reduce_op)
         return t if rank == 1 else None
     raise ValueError(what)
+
+
+def single_member_groups(x: torch.Tensor) -> Any:
+    """Collectives on a group of one (``new_group([rank])``, as a 1-way tensor-parallel dimension of a mesh gives) and
+    on the world: each returns what a group of one leaves."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    alone = [dist.new_group([r]) for r in range(p)][rank]
+    t = x * (rank + 1)
+    dist.all_reduce(t, group=alone)
+    gathered = torch.empty_like(t)
+    dist.all_gather_into_tensor(gathered, t, group=alone)
+    dist.broadcast(gathered, src=rank, group=alone)
+    dist.all_reduce(gathered)
+    return gathered
