@@ -298,3 +298,69 @@ def test_in_a_notebook_the_snapshot_s_own_code_rebound_is_refused(monkeypatch, d
     monkeypatch.undo()
     assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
     assert "builtins.max" in result.text() and f"integrity.{disarm.removeprefix('integrity.')}" in result.text()
+
+
+class TakesWhatItIsComparedWith:
+    """A result that a gaming student returns: NumPy reads it as the model's value, found in the frame that reads it
+    (``expected``, inside the check), or as zeros anywhere else."""
+
+    def __array__(self, dtype=None, copy=None):
+        import sys
+
+        frame = sys._getframe(1)
+        while frame is not None:
+            v = frame.f_locals.get("expected")
+            if isinstance(v, np.ndarray):
+                return v
+            frame = frame.f_back
+        return np.zeros(8)
+
+
+class EqualToAnything:
+    """A result whose == says True to anything."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = object.__hash__
+
+
+def summed_vectors(dev, xs):
+    for r in range(len(xs)):
+        dev.hold(f"x[{r}]", xs[r])
+    return dev.compute("v", lambda: xs.sum(axis=0))
+
+
+def summed_to_a_number(dev, xs):
+    for r in range(len(xs)):
+        dev.hold(f"x[{r}]", xs[r])
+    return dev.compute("v", lambda: float(xs.sum()))
+
+
+@pytest.mark.parametrize(
+    "liar, model", [(TakesWhatItIsComparedWith, summed_vectors), (EqualToAnything, summed_to_a_number)]
+)
+def test_a_result_that_answers_what_the_check_holds_fails(liar, model):
+    """A device that computes nothing and returns an object read as an array only when the check reads it (then it
+    takes the model's value from the check's frame), or one whose == says yes to anything: both passed the check.
+    What a device returns is read when it returns, and a number is matched by numbers only: FAILED, booked or not,
+    columns or records, and on gloo ranks alike (their results are read where they return)."""
+    from tests.checker.test_checker_fast_paths import as_records
+
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    for book in (True, False):
+        run = World(4, book_collectives=book).run(lambda dev, xs: liar(), xs)
+        for trace in (run, as_records(run)):
+            assert check(trace, Reference.of(model, xs)).verdict == "FAILED"
+
+
+def returns_what_it_is_compared_with(dev, xs):
+    return TakesWhatItIsComparedWith()
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+def test_on_gloo_a_result_that_answers_what_the_check_holds_fails(gloo_worlds):
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    run = gloo_worlds(4, timeout=30).run(returns_what_it_is_compared_with, xs)
+    assert check(run, Reference.of(summed_vectors, xs)).verdict == "FAILED"
