@@ -77,9 +77,9 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
             f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
             f"{read_only_hint(exc)}"
         ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
-    return out
+    if isinstance(out, np.ndarray):
+        return sealed(out) if out.flags.writeable else out
+    return returned(out)  # read now, as a device's result is (an object read as an array only later could lie)
 
 
 def kept(out: Any) -> Any:

@@ -364,3 +364,17 @@ def test_on_gloo_a_result_that_answers_what_the_check_holds_fails(gloo_worlds):
     xs = np.arange(32.0).reshape(4, 8) % 7 - 3
     run = gloo_worlds(4, timeout=30).run(returns_what_it_is_compared_with, xs)
     assert check(run, Reference.of(summed_vectors, xs)).verdict == "FAILED"
+
+
+def names_what_it_is_compared_with(dev, xs):
+    """The library's all-reduce for the result, and an op named v that computes nothing but the object above."""
+    dev.compute("v", lambda: TakesWhatItIsComparedWith())
+    return dev.all_reduce(xs[dev.rank])
+
+
+def test_an_op_whose_output_answers_what_the_check_holds_fails():
+    """An op's output is read when the op returns too: an op v that made only such an object passed as v."""
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    for book in (True, False):
+        run = World(4, book_collectives=book).run(names_what_it_is_compared_with, xs)
+        assert check(run, Reference.of(summed_vectors, xs)).verdict == "FAILED"
