@@ -378,3 +378,46 @@ def test_an_op_whose_output_answers_what_the_check_holds_fails():
     for book in (True, False):
         run = World(4, book_collectives=book).run(names_what_it_is_compared_with, xs)
         assert check(run, Reference.of(summed_vectors, xs)).verdict == "FAILED"
+
+
+def zeroes_the_grader_s_inputs(dev, x):
+    """A gaming student's ring: every input found in the grader's frames set to zero (the model's sum is then zero),
+    zeros passed round the ring, zeros returned."""
+    frame = dev._engine._sched.gr_frame
+    while frame is not None:
+        found = frame.f_locals.get("inputs")
+        if isinstance(found, dict) and "xs" in found:
+            found["xs"][...] = 0.0
+        frame = frame.f_back
+    p, r = dev.world_size, dev.rank
+    for _ in range(p):
+        dev.send(np.zeros(2), (r + 1) % p)
+        dev.recv((r - 1) % p)
+    return np.zeros(8)
+
+
+def loosens_the_grader_s_split(dev, x):
+    """The library's all-reduce, after the split found in the grader's frames is made to allow any collective."""
+    from simulator.checker import Split
+
+    frame = dev._engine._sched.gr_frame
+    while frame is not None:
+        found = frame.f_locals.get("split")
+        if isinstance(found, Split):
+            object.__setattr__(found, "collectives", None)
+            object.__setattr__(found, "budget", None)
+        frame = frame.f_back
+    return dev.all_reduce(dev.hold(f"x[{dev.rank}]", x), name="v")
+
+
+@pytest.mark.parametrize("program", [zeroes_the_grader_s_inputs, loosens_the_grader_s_split])
+def test_a_program_that_changes_what_it_is_graded_against_is_refused(program):
+    """The inputs and the split a grade checks a run against were the objects the program could find in the grader's
+    frames: zeroed inputs made the model's sum zero, as the program's was; a split made to allow any collective let
+    the library's all-reduce through. Both passed the ring. What the run is graded against is noted, as values,
+    before it runs and compared after: FAILED, saying the program changed it."""
+    from simulator.teach.exercises import grade
+
+    result = grade("ring-all-reduce", program, seed=1)
+    assert result.verdict == "FAILED" and result.diagnosis == "grader", result.text()
+    assert "changed the exercise's inputs, its split or its definition" in result.text()

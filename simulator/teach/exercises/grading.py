@@ -10,7 +10,9 @@ folder of students' files call the same thing. A grade:
    stale values too: ``_written_into``), each device given only its part (``Exercise.run_program``); any error,
    ``SystemExit`` and bare ``BaseException`` included, is a FAILED try with the error and the student's line (only
    Ctrl-C, KeyboardInterrupt, stops the grade);
-3. checks each run against the single-device reference *and* the exercise's declared split, with the
+3. refuses a run that changed what it is graded against (the inputs, the split, the exercise: a program can find
+   them in the grader's frames; ``_held``), then checks it against the single-device reference *and* the exercise's
+   declared split, with the
    student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
    reaches a device outside messages: the program runs again with each device's own part of the inputs
    changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's requirements;
@@ -23,7 +25,7 @@ student's line it points at, and the check report.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -138,6 +140,7 @@ def _mixed_sets(exercise: Exercise, base: Mapping[str, Any], rng: np.random.Gene
 def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: Snapshot | None) -> Grade:
     name = exercise.name
     split = exercise.split(inputs)
+    held = _held(exercise, inputs, split)
     sites = CallSites()
     try:
         with sites:
@@ -152,6 +155,8 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
+    if _held(exercise, inputs, split) != held:
+        return refused_set(name)
     if isinstance(program, AnswerElsewhere):  # its lines were noted where it ran (before any rerun)
         sites.calls = program.calls()
     report = check(
@@ -165,6 +170,8 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
+    if _held(exercise, inputs, split) != held:
+        return refused_set(name)
     if report.verdict != PASSED:
         kind = diagnosis(report)
         record = _pointed(report)
@@ -179,6 +186,28 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
     done = f" ({', '.join(r.what for r in exercise.requirements)})" if exercise.requirements else ""
     head, sep, notes = report.text(width=None).removeprefix("check ").partition("\n  note: ")
     return Grade(name, PASSED, f"{head}{done}{sep}{notes}", "passed", report=report)
+
+
+def _held(exercise: Exercise, inputs: Mapping[str, Any], split: Any) -> tuple:
+    """What a run may not change, as values no program can reach: the inputs' numbers (bytes), the split (its text)
+    and the exercise's definition (which objects it holds). A program that finds the originals in the grader's frames
+    and zeroes the inputs (the model's result is then zero, as its own is), or lets its split allow any collective,
+    changes these."""
+    numbers = tuple(
+        (k, v.dtype.str, v.shape, v.tobytes()) if isinstance(v, np.ndarray) else (k, repr(v)) for k, v in inputs.items()
+    )
+    return numbers, repr(split), tuple(id(getattr(exercise, f.name)) for f in fields(exercise))
+
+
+def refused_set(name: str) -> Grade:
+    """The grade of a try whose run changed what it is graded against."""
+    return Grade(
+        name,
+        FAILED,
+        "FAILED: the program changed the exercise's inputs, its split or its definition while it ran (found through "
+        "the grader's frames), so this try was not graded: a program reads only its arguments and what it receives.",
+        "grader",
+    )
 
 
 def _differential(exercise: Exercise, program: Any, inputs: Mapping[str, Any], split: Any) -> Differential | bool:
