@@ -12,10 +12,10 @@ folder of students' files call the same thing. A grade:
    Ctrl-C, KeyboardInterrupt, stops the grade);
 3. refuses a run that changed what it is graded against (the inputs, the split, the exercise: a program can find
    them in the grader's frames; ``_held``), then checks it against the single-device reference *and* the exercise's
-   declared split, with the
-   student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
-   reaches a device outside messages: the program runs again with each device's own part of the inputs
-   changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's requirements;
+   declared split, with the student's own names for intermediates allowed (``check(..., split=...,
+   own_names=True)``), and that nothing reaches a device outside messages: the program runs again with each
+   device's own part of the inputs changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's
+   requirements;
 4. stops at the first input set that does not pass, and says which inputs they were.
 
 The result, ``Grade``, holds the verdict, the reason in words, the diagnosis (``hints.diagnosis``), the
