@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import re
 import shutil
 import sys
@@ -58,13 +59,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with _printable_everything():
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        _refuse_unknown_options(args, unknown)
         _refuse_lost_values(args)
         try:
             return args.func(args)
         except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
             sys.stderr.close()
             return 0
+
+
+def _refuse_unknown_options(args: argparse.Namespace, unknown: list[str]) -> None:
+    """A mistyped flag (``whatif --tpp 2``) is refused by the command it was given to, with that command's usage
+    and the flag it most likely meant, not by the top-level parser with no hint."""
+    if not unknown:
+        return
+    parser = args.command_parser
+    flags = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+    hints = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if name.startswith("-") else []
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    hint = f" ({'; '.join(hints)})" if hints else f" (`{parser.prog} --help` lists its options)"
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def _refuse_lost_values(args: argparse.Namespace) -> None:
