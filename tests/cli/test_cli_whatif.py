@@ -1,6 +1,7 @@
 """``python -m simulator whatif`` and ``validate``: a step planned from flags, and the planner checked."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -175,3 +176,14 @@ def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the
     )
     assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
     assert "grad_reduce='reduce-scatter' or zero=1" in capsys.readouterr().err
+
+
+def test_where_the_time_goes_keeps_its_columns(capsys):
+    # the longest label ("products slowed by overlapped comm.", with tp overlap) pushed its numbers one column right
+    assert main(["whatif", "--model", "llama3-8b", "--tp", "2", "--dp", "4", "--no-knobs"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("average"))
+    rows = lines[header + 1 : lines.index("", header)]
+    assert any("overlapped comm." in row for row in rows) and len(rows) >= 5
+    ends = {lines[header].index("average") + len("average")} | {re.search(r"\d\.\d{3}", row).end() for row in rows}
+    assert len(ends) == 1, "\n".join(lines[header : header + len(rows) + 1])

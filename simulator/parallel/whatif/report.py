@@ -35,6 +35,7 @@ LABELS = {
     "sp_cp": "sequence/context-parallel comm.", "ep": "expert-parallel all-to-all", "pp": "pipeline sends",
     "dp": "data-parallel gradients", "bubble": "pipeline bubble", "idle": "idle (waiting for the slowest)",
 }  # fmt: skip
+_LABEL_WIDTH = max(map(len, LABELS.values()))  # the numbers' columns start past the longest label
 
 
 def model_flops(model: Transformer, sequences: int) -> float:
@@ -142,12 +143,12 @@ class Report:
             "",
             "where the time goes (seconds per device; average over the pipeline ranks, its share of the step, and the "
             "first and the last pipeline rank's):",
-            f"  {'':<34} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
+            f"  {'':<{_LABEL_WIDTH}} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
         ]
         first, last = self.stages[0], self.stages[-1]
         for k, v in self.breakdown.items():
             if v > 0 or first.get(k, 0) > 0 or last.get(k, 0) > 0:
-                lines.append(f"  {LABELS[k]:<34} {v:9.3f}  {v / self.step_seconds:6.1%}   "
+                lines.append(f"  {LABELS[k]:<{_LABEL_WIDTH}} {v:9.3f}  {v / self.step_seconds:6.1%}   "
                              f"{first.get(k, 0):10.3f} {last.get(k, 0):9.3f}")  # fmt: skip
         lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations + CUDA context and NCCL "
                   "buffers = total of capacity"]  # fmt: skip
