@@ -163,7 +163,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_figures,
         lambda p: (
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
-            p.add_argument("--out", type=output_folder, default="figures", help="output folder (default: figures)"),
+            p.add_argument(
+                "-o", "--out", type=output_folder, default="figures", help="output folder (default: figures)"
+            ),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
             p.add_argument(
                 "--style",
@@ -178,8 +180,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
+                "-o",
                 "--out",
                 type=output_file_like("run.trace.json"),
+                metavar="FILE",
                 help="output file, or - for standard output (default: SCENARIO.trace.json)",
             ),
             p.add_argument(
@@ -235,6 +239,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 help="torch.distributed backend: gloo on CPUs, nccl with one GPU per rank (default: gloo)",
             ),
             p.add_argument(
+                "-o",
                 "--out",
                 type=output_file_like("cost.json"),
                 default="cost.json",
