@@ -69,6 +69,7 @@ Sources, shortened in the fields below:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -313,8 +314,8 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     measured for groups of one GPU a node keeps its share of the preset's port on the port given."""
     if nics_per_node is None and nic_gbps is None:
         return base
-    if nic_gbps is not None and not nic_gbps > 0:
-        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 (e.g. 200 for HDR)")
+    if nic_gbps is not None and not 0 < nic_gbps < math.inf:
+        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 and finite (e.g. 200 for HDR)")
     if nics_per_node is not None and (isinstance(nics_per_node, bool) or nics_per_node < 1):
         raise ValueError(f"--nics-per-node {nics_per_node!r}: give a whole number of ports >= 1")
     a = base.achieved
@@ -340,8 +341,10 @@ def with_memory(base: System, gigabytes: float | None) -> System:
     (modal-labs/modal-client PR 2797)."""
     if gigabytes is None:
         return base
-    if not gigabytes > 0:
-        raise ValueError(f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 (e.g. 40 for A100 40GB)")
+    if not 0 < gigabytes < math.inf:
+        raise ValueError(
+            f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 and finite (e.g. 40 for A100 40GB)"
+        )
     cost = replace(base.cost, memory=gigabytes * 2**30, name=f"{base.cost.name} ({gigabytes:g} GB)")
     return System(cost, base.achieved)
 

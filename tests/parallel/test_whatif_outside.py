@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
+from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_memory, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.memory import chunk_activations, rank_params
 from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MEGASCALE, MOSAIC, MT_NLG, OPT, mpt, outside_rows
@@ -76,8 +76,11 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
     assert with_network(base) is base
     between = four.achieved.collective_time("all_reduce", 1e9, 16, 8)
     assert between > base.achieved.collective_time("all_reduce", 1e9, 16, 8) * 3  # a quarter of the bandwidth
-    with pytest.raises(ValueError, match="nic-gbps"):
-        with_network(base, nic_gbps=0)
+    for bad in (0, -100, float("nan"), float("inf")):  # an infinite port made every step's network free
+        with pytest.raises(ValueError, match="nic-gbps"):
+            with_network(base, nic_gbps=bad)
+        with pytest.raises(ValueError, match="gpu-memory"):
+            with_memory(base, bad)
 
 
 def test_every_out_of_sample_row_runs_as_its_source_publishes_it():
