@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
+import textwrap
 from dataclasses import replace
 
-from ..cost.systems import SYSTEMS, system, with_memory, with_network
+from ..cost.systems import SYSTEMS, references, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
@@ -65,11 +67,40 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         data = report.to_json()
         data["band_tflops_per_gpu"] = {"low": low, "high": high, "out_of_sample_speed_ratios": list(OUT_OF_SAMPLE)}
         data["knobs"] = [k.to_json() for k in turned]
+        data["sources"] = dict(machine.achieved.sources)
+        data["references"] = cited(machine.achieved.sources)
         print(json.dumps(data, indent=2))
     else:
         print(report.text())
         print(uncertainty(report.tflops_per_gpu, low, high, turned))
+        print(sources(machine.achieved.sources) if args.sources else SOURCES_HINT)
     return 0 if report.fits else 1
+
+
+SOURCES_HINT = "rates: measured, each from a named source: --sources lists them and the sources in full"
+
+
+def sources(measured: dict[str, str]) -> str:
+    """Where each rate the step was priced with comes from, one line each, then each source cited, in full."""
+    width = max(map(len, measured))
+    lines = ["", "priced with:"]
+    for what, where in measured.items():
+        lines += textwrap.wrap(f"{what:<{width}}  {where}", 116, initial_indent="  ", subsequent_indent=" " * (width + 4),
+                               break_on_hyphens=False)  # fmt: skip
+    lines += ["", "sources:"]
+    for key, text in cited(measured).items():
+        lines += textwrap.wrap(f"[{key}] {text}", 116, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)  # fmt: skip
+    return "\n".join(lines)
+
+
+def cited(measured: dict[str, str]) -> dict[str, str]:
+    """The sources the rates cite (``[NCCL-412]``), in the order first cited, each in full."""
+    full = references()
+    keys = dict.fromkeys(key for where in measured.values() for key in re.findall(r"\[([A-Z0-9-]+)\]", where))
+    for key in list(keys):  # and the sources those cite ([TPT-79] checks itself against [MAMF])
+        keys.update(dict.fromkeys(re.findall(r"\[([A-Z0-9-]+)\]", full[key])))
+    return {key: full[key] for key in keys}
 
 
 def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:
@@ -279,5 +310,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         help="fused (flash, the default: FlashAttention-2; triton: a first-generation fused kernel) or unfused",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--sources", action="store_true", help="list every measured rate the step is priced with, and its source"
+    )
     p.add_argument("--no-knobs", action="store_true",
                    help="skip re-asking the layout at other interleaving depths, microbatches and recomputation")  # fmt: skip

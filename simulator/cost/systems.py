@@ -70,6 +70,7 @@ Sources, shortened in the fields below:
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -350,6 +351,19 @@ def with_memory(base: System, gigabytes: float | None) -> System:
 
 
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}
+
+
+def references() -> dict[str, str]:
+    """Each source this module's rates cite, by its key (``"AZ-A100"``): the entry in full, as the docstring's
+    list of sources gives it, on one line."""
+    listed = (__doc__ or "").split("Sources, shortened in the fields below:", 1)[-1]
+    found = {}
+    for entry in re.split(r"\n- (?=\[)", listed)[1:]:
+        keys, text = entry.split(":", 1)
+        for key in re.findall(r"\[([A-Z0-9-]+)\]", keys):
+            text = re.sub(r"``[^`]+``", lambda m: "".join(m[0].split()), text)  # a name wrapped at its dot
+            found[key] = " ".join(re.sub(r"(?<=\w/)\n\s*", "", text).split())  # a path wrapped at its slash
+    return found
 
 
 def system(name: str) -> System:

@@ -187,3 +187,23 @@ def test_where_the_time_goes_keeps_its_columns(capsys):
     assert any("overlapped comm." in row for row in rows) and len(rows) >= 5
     ends = {lines[header].index("average") + len("average")} | {re.search(r"\d\.\d{3}", row).end() for row in rows}
     assert len(ends) == 1, "\n".join(lines[header : header + len(rows) + 1])
+
+
+@pytest.mark.parametrize("hardware", ["dgx-a100", "dgx-h100"])
+def test_every_rate_says_its_source_in_full(hardware, capsys):
+    flags = ["whatif", *TINY, "--tp", "2", "--hardware", hardware, "--no-knobs"]
+    assert main(flags) == 0
+    assert "--sources lists them" in capsys.readouterr().out  # the plain report says where to look
+    assert main([*flags, "--sources"]) == 0
+    out = capsys.readouterr().out
+    rates, full = out.split("\npriced with:\n")[1].split("\nsources:\n")
+    cited = set(re.findall(r"\[([A-Z0-9-]+)\]", rates))
+    listed = set(re.findall(r"^  \[([A-Z0-9-]+)\] ", full, re.M))
+    assert "NCCL-412" in cited and cited <= listed  # each cited source is given in full, and what it cites
+    assert max(map(len, out.split("\npriced with:\n")[1].splitlines())) <= 120
+    assert main([*flags, "--json", "--nic-gbps", "400"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sources"]["nic_bandwidth"].startswith("given: ")
+    assert set(data["references"]) >= {
+        key for where in data["sources"].values() for key in re.findall(r"\[([A-Z0-9-]+)\]", where)
+    }
