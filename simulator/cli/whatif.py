@@ -281,7 +281,7 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                       help="fused (apex's FusedAdam, Megatron-LM; the default) or unfused (PyTorch's Adam op by op)")  # fmt: skip
     soft.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="fp32",
                       help="fp32 (Megatron-LM's passes on fp32 logits; the default) or fused (one kernel, 16-bit logits)")  # fmt: skip
-    soft.add_argument("--train-metrics", type=int, default=0, metavar="N",
+    soft.add_argument("--train-metrics", type=bounded_int(0, 64), default=0, metavar="N",
                       help="training metrics that recompute the loss from the logits after each backward (composer's "
                            "LanguageCrossEntropy and LanguagePerplexity: 2; default 0)")  # fmt: skip
     soft.add_argument("--cp-comm", choices=CP_COMM, default="ring",

@@ -207,3 +207,13 @@ def test_every_rate_says_its_source_in_full(hardware, capsys):
     assert set(data["references"]) >= {
         key for where in data["sources"].values() for key in re.findall(r"\[([A-Z0-9-]+)\]", where)
     }
+
+
+def test_bad_layer_counts_and_metrics_are_said_in_the_flags_typed(capsys):
+    assert main(["whatif", "--model", "llama3-8b", "--pp", "2", "--first-stage-layers", "40", "--no-knobs"]) == 2
+    err = capsys.readouterr().err
+    assert "--first-stage-layers 40 put 40 layers in one end of the pipeline, and the model has 32" in err
+    assert "None" not in err and "-8" not in err
+    with pytest.raises(SystemExit):
+        main(["whatif", "--model", "llama3-8b", "--train-metrics", "-3"])
+    assert "argument --train-metrics: -3 is out of range" in capsys.readouterr().err

@@ -30,11 +30,18 @@ def test_megatron_first_and_last_stage_layers_split_the_rest_evenly():
     ("layout", "words"),
     [
         (TrainingSetup(pp=4), "do not split evenly"),
-        (TrainingSetup(pp=4, first_stage_layers=2), "leave 8 for the other 3"),
+        (TrainingSetup(pp=4, first_stage_layers=2), "leave 8 of the model's 10 layers for the other 3 of 4 model chunks"),
         (TrainingSetup(pp=2, stage_layers=(5, 4)), "summing to the model's layers"),
         (TrainingSetup(pp=2, stage_layers=(5, 3, 2)), "one count per chunk"),
         (TrainingSetup(first_stage_layers=10), "need pp > 1"),
-        (TrainingSetup(pp=2, first_stage_layers=6, last_stage_layers=6), "leave -2 for the other 0"),
+        (
+            TrainingSetup(pp=2, first_stage_layers=6, last_stage_layers=6),
+            "the ends are every chunk: give counts that add up to 10",
+        ),
+        (
+            TrainingSetup(pp=2, first_stage_layers=12),
+            "--first-stage-layers 12 put 12 layers in one end of the pipeline, and the model has 10: give at most 10",
+        ),
     ],
 )
 def test_layer_counts_that_do_not_add_up_are_refused_with_the_fix(layout, words):

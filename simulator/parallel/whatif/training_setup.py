@@ -228,10 +228,20 @@ class TrainingSetup:
         ends = [n for n in (first, last) if n is not None]
         inner = chunks - len(ends)
         rest = model.layers - sum(ends)
-        if rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
+        given = " and ".join(
+            f"--{end}-stage-layers {n}" for end, n in (("first", first), ("last", last)) if n is not None
+        )
+        if rest < 0 or (inner == 0 and rest):
             raise SetupError(
-                f"{model.layers} layers with {first} in the first and {last} in the last chunk leave {rest} for the "
-                f"other {inner} of {where}: choose counts that leave a multiple of {max(inner, 1)}"
+                f"{given} put {sum(ends)} layers in {'its ends' if len(ends) == 2 else 'one end'} of the pipeline, "
+                f"and the model has {model.layers}: "
+                + (f"give at most {model.layers} in all" if inner else f"with {where}, the ends are every chunk: "
+                   f"give counts that add up to {model.layers}")
+            )  # fmt: skip
+        if inner and rest % inner:
+            raise SetupError(
+                f"{given} leave {rest} of the model's {model.layers} layers for the other {inner} of {where}, "
+                f"which do not split evenly: choose counts that leave a multiple of {inner}"
             )
         middle = rest // inner if inner else 0
         counts = [middle] * chunks
