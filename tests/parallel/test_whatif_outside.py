@@ -30,7 +30,10 @@ def test_megatron_first_and_last_stage_layers_split_the_rest_evenly():
     ("layout", "words"),
     [
         (TrainingSetup(pp=4), "do not split evenly"),
-        (TrainingSetup(pp=4, first_stage_layers=2), "leave 8 of the model's 10 layers for the other 3 of 4 model chunks"),
+        (
+            TrainingSetup(pp=4, first_stage_layers=2),
+            "leave 8 of the model's 10 layers for the other 3 of 4 model chunks",
+        ),
         (TrainingSetup(pp=2, stage_layers=(5, 4)), "summing to the model's layers"),
         (TrainingSetup(pp=2, stage_layers=(5, 3, 2)), "one count per chunk"),
         (TrainingSetup(first_stage_layers=10), "need pp > 1"),
