@@ -75,3 +75,9 @@ def test_an_unknown_word_points_at_the_commands_help(capsys):
         main(["demo", "extra"])
     assert stop.value.code == 2
     assert "`python -m simulator demo --help` lists its options" in capsys.readouterr().err
+
+
+def test_a_range_written_high_first_gets_the_range_to_write(capsys):
+    with pytest.raises(SystemExit):
+        main(["timeline", "split", "--devices", "1-0"])
+    assert "devices '1-0': write a range lower rank first, e.g. 0-1" in capsys.readouterr().err
