@@ -66,13 +66,14 @@ def cmd_whatif(args: argparse.Namespace) -> int:
     if args.json:
         data = report.to_json()
         data["band_tflops_per_gpu"] = {"low": low, "high": high, "out_of_sample_speed_ratios": list(OUT_OF_SAMPLE)}
+        data["band_step_seconds"] = dict(zip(("low", "high"), step_band(report.step_seconds)))
         data["knobs"] = [k.to_json() for k in turned]
         data["sources"] = dict(machine.achieved.sources)
         data["references"] = cited(machine.achieved.sources)
         print(json.dumps(data, indent=2))
     else:
         print(report.text())
-        print(uncertainty(report.tflops_per_gpu, low, high, turned))
+        print(uncertainty(report.tflops_per_gpu, low, high, turned, report.step_seconds))
         print(sources(machine.achieved.sources) if args.sources else SOURCES_HINT)
     return 0 if report.fits else 1
 
@@ -103,13 +104,21 @@ def cited(measured: dict[str, str]) -> dict[str, str]:
     return {key: full[key] for key in keys}
 
 
-def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:
-    """The band and the knobs, as the report's last lines."""
+def step_band(seconds: float) -> tuple[float, float]:
+    """(low, high) step time the out-of-sample runs' speed ratios put around a predicted ``seconds``."""
+    lo, _, hi = OUT_OF_SAMPLE
+    return seconds * lo, seconds * hi
+
+
+def uncertainty(tflops: float, low: float, high: float, turned: list[Knob], step: float | None = None) -> str:
+    """The band (of throughput, and of the step's time where given) and the knobs, as the report's last lines."""
     lo, mid, hi = OUT_OF_SAMPLE
+    steps = "" if step is None else f", a step of {step_band(step)[0]:.3g} to {step_band(step)[1]:.3g} s"
     lines = [
         "",
         f"uncertainty: published runs of layouts it was not built on ran {1 / hi:.0%} to {1 / lo:.0%} of the predicted "
-        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU",
+        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU"
+        f"{steps}",
     ]
     if turned:
         lines.append("unpublished knobs, re-asked (model TFLOP/s per GPU), largest swing first:")

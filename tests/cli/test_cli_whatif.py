@@ -217,3 +217,17 @@ def test_bad_layer_counts_and_metrics_are_said_in_the_flags_typed(capsys):
     with pytest.raises(SystemExit):
         main(["whatif", "--model", "llama3-8b", "--train-metrics", "-3"])
     assert "argument --train-metrics: -3 is out of range" in capsys.readouterr().err
+
+
+def test_the_band_gives_the_step_time_too(capsys):
+    # someone renting GPUs reads the time a step takes: the band says it, as the throughput's band does
+    flags = ["whatif", "--model", "llama2-7b", "--tp", "2", "--dp", "2", "--no-knobs"]
+    assert main([*flags, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    step, band = data["step_seconds"], data["band_step_seconds"]
+    tflops = data["band_tflops_per_gpu"]
+    assert band["low"] < step < band["high"]
+    assert band["low"] * tflops["high"] == pytest.approx(step * data["tflops_per_gpu"])  # the same ratios
+    assert main(flags) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"TFLOP/s per GPU, a step of {band['low']:.3g} to {band['high']:.3g} s" in out
