@@ -87,7 +87,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
         return 2
     except OSError as exc:
         return _cannot_write(exc, args.out)
-    print(f"{len(written)} files in {args.out}/")
+    print(f"{len(written)} file{'s' * (len(written) != 1)} in {args.out}/")
     # a figure asked for by name that this machine cannot build is a failure, not a quiet skip
     figures = registry()
     missing = [(name, why) for name in args.only or () if (why := figures[name].unavailable())]
