@@ -231,3 +231,14 @@ def test_the_band_gives_the_step_time_too(capsys):
     assert main(flags) == 0
     out = " ".join(capsys.readouterr().out.split())
     assert f"TFLOP/s per GPU, a step of {band['low']:.3g} to {band['high']:.3g} s" in out
+
+
+def test_a_layout_that_does_not_fit_is_told_only_what_it_does_not_do_yet(capsys):
+    base = ["whatif", "--model", "llama3-70b", "--tp", "8", "--no-knobs"]
+    assert main([*base, "--recompute", "full", "--sequence-parallel", "--zero", "3"]) == 1
+    advice = capsys.readouterr().out.split("DOES NOT FIT: ")[1].split("\n")[0]
+    assert advice.endswith("try --dp > 1 with --zero (ZeRO shards over the data-parallel ranks) or a larger tp or pp")
+    assert main([*base, "--pp", "2", "--dp", "2", "--microbatch", "2"]) == 1
+    advice = capsys.readouterr().out.split("DOES NOT FIT: ")[1].split("\n")[0]
+    for way in ("--recompute full", "a higher --zero", "--sequence-parallel", "a larger tp or pp", "--microbatch"):
+        assert way in advice, way

@@ -38,6 +38,20 @@ LABELS = {
 _LABEL_WIDTH = max(map(len, LABELS.values()))  # the numbers' columns start past the longest label
 
 
+def _to_fit(lay: TrainingSetup) -> str:
+    """What would make room, less what the layout already does (full recomputation, sequence parallelism, ...)."""
+    ways = [
+        ("more recomputation (--recompute full)", lay.recompute != "full"),
+        ("a higher --zero", lay.dp > 1 and lay.zero < (2 if lay.pp > 1 else 3)),
+        ("--dp > 1 with --zero (ZeRO shards over the data-parallel ranks)", lay.dp == 1),
+        ("--sequence-parallel", lay.tp > 1 and not lay.sequence_parallel),
+        ("a larger tp or pp", True),
+        ("a smaller --microbatch", lay.microbatch > 1),
+    ]
+    chosen = [way for way, useful in ways if useful]
+    return ", ".join(chosen[:-1]) + f" or {chosen[-1]}" if len(chosen) > 1 else chosen[0]
+
+
 def model_flops(model: Transformer, sequences: int) -> float:
     """Model FLOPs of a forward and backward over ``sequences`` sequences (see the module docstring)."""
     s, h, d = model.seq, model.hidden, model.head_dim
@@ -161,8 +175,6 @@ class Report:
         if worst.over > 0:
             lines.append(
                 f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.needed / GIB:.1f} GiB, "
-                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.3g} GiB; try more recomputation, "
-                f"{'a higher --zero, ' if lay.zero < (2 if lay.pp > 1 else 3) else ''}sequence parallelism, a larger "
-                "tp or pp, or a smaller microbatch"
+                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.3g} GiB; try {_to_fit(lay)}"
             )
         return "\n".join(lines)
