@@ -242,3 +242,11 @@ def test_a_layout_that_does_not_fit_is_told_only_what_it_does_not_do_yet(capsys)
     advice = capsys.readouterr().out.split("DOES NOT FIT: ")[1].split("\n")[0]
     for way in ("--recompute full", "a higher --zero", "--sequence-parallel", "a larger tp or pp", "--microbatch"):
         assert way in advice, way
+
+
+def test_tensor_parallelism_across_nodes_is_pointed_out(capsys):
+    assert main(["whatif", *TINY, "--tp", "16", "--heads", "16", "--no-knobs"]) == 0
+    out = capsys.readouterr().out
+    assert "(tp 16 spans 2 nodes of 8 GPUs: its all-reduces cross the network between nodes" in out
+    assert main(["whatif", *TINY, "--tp", "8", "--no-knobs"]) == 0
+    assert "spans" not in capsys.readouterr().out

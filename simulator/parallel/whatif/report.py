@@ -164,6 +164,9 @@ class Report:
             if v > 0 or first.get(k, 0) > 0 or last.get(k, 0) > 0:
                 lines.append(f"  {LABELS[k]:<{_LABEL_WIDTH}} {v:9.3f}  {v / self.step_seconds:6.1%}   "
                              f"{first.get(k, 0):10.3f} {last.get(k, 0):9.3f}")  # fmt: skip
+        if lay.tp > lay.node_size:  # priced so, but rarely meant: say why its all-reduces cost what they cost
+            lines.append(f"  (tp {lay.tp} spans {-(-lay.tp // lay.node_size)} nodes of {lay.node_size} GPUs: its "
+                         "all-reduces cross the network between nodes; Megatron-LM keeps tp within a node)")  # fmt: skip
         lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations + CUDA context and NCCL "
                   "buffers = total of capacity"]  # fmt: skip
         fullest = max(range(len(self.memory)), key=lambda r: self.memory[r].needed)
