@@ -282,3 +282,13 @@ def test_a_missing_all_reduce_in_torch_code_is_said_in_torch_words(mlp_ref):
     text = words(report)
     assert "partial sum used as if it were the complete value" in text and "all-reduce that adds them" in text
     assert "partial=True" not in text  # dev.compute's keyword: a torch program has none to write
+
+
+def test_gradients_against_a_forward_only_reference_ask_for_its_backward(mlp_ref, step_ref):
+    # the program runs a backward pass and the reference only the forward: "give the module its path" was no fix
+    run = simulate_torch(tp.dtensor_mlp, 2, STATE, X)
+    report = check(run, mlp_ref)
+    grads = [u.text for u in report.unchecked if u.kind == "unknown name" and ".grad" in u.text]
+    assert report.verdict == "not verified" and grads
+    assert all("ran no backward pass" in text and "path it has" not in text for text in grads)
+    assert check(run, step_ref).ok  # and the reference that runs the backward passes it
