@@ -275,6 +275,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 
 
 EPILOGS = {
+    "calibrate": "Use the cost model it writes: from simulator.calibration.costfile import load_cost, then "
+    "World(n, cost=load_cost('cost.json')). docs/real-processes.md says how the fit is made and how far to trust it.",
     "grade": "A student file is a .py file that names its exercise and holds the answer: a line EXERCISE = "
     '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
     "one function the file defines, or the one a line ANSWER = ring names, after it (ANSWER = schedule for the "
