@@ -15,6 +15,7 @@ import shutil
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from .options import COMMANDS, EPILOGS
 
@@ -34,8 +35,19 @@ class _Help(argparse.HelpFormatter):
         return textwrap.fill(one, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "arguments are required" says where to find one."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: scenario"):
+            message += " (`python -m simulator list` names them, e.g. wrong-input)"
+        elif message.endswith("required: COMMAND"):
+            message += f" (one of {', '.join(COMMANDS)}; start with `python -m simulator demo`)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         formatter_class=_Help,
         prog="python -m simulator",
         description="An educational simulator of parallelism strategies: devices with private memory, "

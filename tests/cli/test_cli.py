@@ -81,3 +81,13 @@ def test_a_range_written_high_first_gets_the_range_to_write(capsys):
     with pytest.raises(SystemExit):
         main(["timeline", "split", "--devices", "1-0"])
     assert "devices '1-0': write a range lower rank first, e.g. 0-1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "pointer"),
+    [([], "start with `python -m simulator demo`"), (["export"], "`python -m simulator list` names them")],
+)
+def test_a_missing_argument_says_where_to_find_one(argv, pointer, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert pointer in capsys.readouterr().err
