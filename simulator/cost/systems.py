@@ -323,7 +323,8 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     bandwidth = a.nic_bandwidth if nic_gbps is None else nic_gbps / 8 * GBS * NIC_SHARE
     ports = a.nics_per_node if nics_per_node is None else nics_per_node
     sources = dict(a.sources)
-    what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
+    count = ports or a.node_size
+    what = f"{count} port{'s' * (count != 1)} a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
     sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
     one_per_node = a.nic_one_per_node
     if one_per_node and bandwidth != a.nic_bandwidth:  # NCCL's measured share of the port, on the port given

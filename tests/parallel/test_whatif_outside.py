@@ -83,6 +83,7 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
     four = with_network(base, nics_per_node=4, nic_gbps=100)
     assert four.achieved.gpu_nic_bandwidth == pytest.approx(100 / 8 * 1e9 * 0.96 / 2)
     assert "4 ports a node of 100 Gb/s" in four.name
+    assert "(1 port a node of 100 Gb/s)" in with_network(base, nics_per_node=1, nic_gbps=100).name
     assert with_network(base) is base
     between = four.achieved.collective_time("all_reduce", 1e9, 16, 8)
     assert between > base.achieved.collective_time("all_reduce", 1e9, 16, 8) * 3  # a quarter of the bandwidth
