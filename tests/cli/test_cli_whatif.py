@@ -250,3 +250,10 @@ def test_tensor_parallelism_across_nodes_is_pointed_out(capsys):
     assert "(tp 16 spans 2 nodes of 8 GPUs: its all-reduces cross the network between nodes" in out
     assert main(["whatif", *TINY, "--tp", "8", "--no-knobs"]) == 0
     assert "spans" not in capsys.readouterr().out
+
+
+def test_mfu_names_the_peak_it_divides_by(capsys):
+    for hardware, peak in (("dgx-a100", 312), ("dgx-h100", 989)):
+        assert main(["whatif", *TINY, "--tp", "2", "--hardware", hardware, "--no-knobs"]) == 0
+        out = capsys.readouterr().out
+        assert f"% of the {peak} TFLOP/s peak (" in out, out.splitlines()[1]

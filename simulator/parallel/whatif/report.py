@@ -152,8 +152,9 @@ class Report:
             f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
             f"{lay.recompute}{', sequence parallel' if lay.sequence_parallel else ''}"
             f"{f', ZeRO-{lay.zero}' if lay.zero else ''})",
-            f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} "
-            f"({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting recomputation)",
+            f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} of the "
+            f"{self.peak_flops / 1e12:.0f} TFLOP/s peak ({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting "
+            "recomputation)",
             "",
             "where the time goes (seconds per device; average over the pipeline ranks, its share of the step, and the "
             "first and the last pipeline rank's):",
