@@ -60,7 +60,7 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         report = whatif(model, layout, machine)
         turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (SetupError, ValueError) as exc:
-        print(f"whatif: {exc}", file=sys.stderr)
+        print(f"whatif: {in_flags(str(exc), args.command_parser)}", file=sys.stderr)
         return 2
     low, high = band(report.tflops_per_gpu)
     if args.json:
@@ -102,6 +102,22 @@ def cited(measured: dict[str, str]) -> dict[str, str]:
     for key in list(keys):  # and the sources those cite ([TPT-79] checks itself against [MAMF])
         keys.update(dict.fromkeys(re.findall(r"\[([A-Z0-9-]+)\]", full[key])))
     return {key: full[key] for key in keys}
+
+
+def in_flags(message: str, parser: argparse.ArgumentParser) -> str:
+    """The planner's words for a setting (``attention='flash'``) as the flag a command line gives it
+    (``--attention flash``), where the command has that flag."""
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+
+    def flag(m: re.Match) -> str:
+        name = "--" + m[1].replace("_", "-")
+        return f"{name} {m[2]}" if name in flags else m[0]
+
+    def zero(m: re.Match) -> str:  # "use zero=2 or 3": the one numeric setting the planner's advice names
+        return f"--zero {m[4]}"
+
+    message = re.sub(r"^TrainingSetup\((.*?)\): ", r"\1: ", message)  # the settings, not the class, lead
+    return re.sub(r"\b([a-z_]+)='([\w.-]+)'|\b(zero)=(\d)", lambda m: flag(m) if m[1] else zero(m), message)
 
 
 def step_band(seconds: float) -> tuple[float, float]:

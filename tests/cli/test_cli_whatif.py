@@ -257,3 +257,12 @@ def test_mfu_names_the_peak_it_divides_by(capsys):
         assert main(["whatif", *TINY, "--tp", "2", "--hardware", hardware, "--no-knobs"]) == 0
         out = capsys.readouterr().out
         assert f"% of the {peak} TFLOP/s peak (" in out, out.splitlines()[1]
+
+
+def test_the_planners_refusals_name_the_flags_to_type(capsys):
+    assert main(["whatif", *TINY, "--cp", "2", "--attention", "unfused", "--no-knobs"]) == 2
+    assert capsys.readouterr().err.strip().endswith("use --attention flash")
+    assert main(["whatif", *TINY, "--grad-accumulation", "fsdp", "--no-knobs"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("whatif: --grad-accumulation fsdp, --zero 0: ") and "use --zero 2 or 3" in err
+    assert "TrainingSetup" not in err and "='" not in err
