@@ -175,7 +175,7 @@ def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the
         memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
     )
     assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
-    assert "grad_reduce='reduce-scatter' or zero=1" in capsys.readouterr().err
+    assert "use --grad-reduce reduce-scatter or --zero 1" in capsys.readouterr().err
 
 
 def test_where_the_time_goes_keeps_its_columns(capsys):
