@@ -156,8 +156,8 @@ class Report:
             f"{self.peak_flops / 1e12:.0f} TFLOP/s peak ({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting "
             "recomputation)",
             "",
-            "where the time goes (seconds per device; average over the pipeline ranks, its share of the step, and the "
-            "first and the last pipeline rank's):",
+            "where the time goes (seconds per device, communication only where no computation hides it; average over "
+            "the pipeline ranks, its share of the step, and the first and the last pipeline rank's):",
             f"  {'':<{_LABEL_WIDTH}} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
         ]
         first, last = self.stages[0], self.stages[-1]
