@@ -267,3 +267,5 @@ def test_the_planners_refusals_name_the_flags_to_type(capsys):
     err = capsys.readouterr().err
     assert err.startswith("whatif: --grad-accumulation fsdp, --zero 0: ") and "use --zero 2 or 3" in err
     assert "TrainingSetup" not in err and "='" not in err
+    assert main(["whatif", *TINY, "--pp", "2", "--virtual-stages", "2", "--no-knobs"]) == 2
+    assert "drop --virtual-stages (virtual_stages=2) or use one of interleaved-1f1b" in capsys.readouterr().err

@@ -346,5 +346,6 @@ class TrainingSetup:
                 "(FSDP's sharded gradients, reduce-scattered every microbatch) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
-            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
+            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop --virtual-stages "
+                              f"(virtual_stages={self.virtual_stages}) or use "
                               f"one of {looped}")  # fmt: skip
