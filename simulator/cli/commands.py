@@ -234,7 +234,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(grid)
+    key = [not line.startswith(("time (", "device ")) for line in grid.splitlines()]  # the ruler and rows: as asked
+    print("\n".join(textwrap.fill(line, columns, subsequent_indent="  ", break_on_hyphens=False) if is_key else line
+                    for line, is_key in zip(grid.splitlines(), key)))  # fmt: skip
     return 0
 
 

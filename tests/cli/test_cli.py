@@ -91,3 +91,10 @@ def test_a_missing_argument_says_where_to_find_one(argv, pointer, capsys):
     with pytest.raises(SystemExit):
         main(argv)
     assert pointer in capsys.readouterr().err
+
+
+def test_the_timelines_key_keeps_within_the_columns_asked(capsys):
+    assert main(["timeline", "pipeline-1f1b", "--columns", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 50, max(lines, key=len)
+    assert lines[1].startswith("device 0  ") and any("receiving" in line for line in lines)
