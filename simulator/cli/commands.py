@@ -27,11 +27,13 @@ DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Walk through the seed scenarios message by message, with the check results."""
-    print("What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it.\n")
+    width = args.width or terminal_width()
+    intro = "What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it."
+    print(textwrap.fill(intro, width) + "\n")
     ok = True
     for name in DEMO:
         ok &= show_scenario(get(name), step=not args.brief, width=args.width, timeline=False)
-    print(_contrast())
+    print("\n".join(textwrap.fill(line, width, subsequent_indent=" " * 14) for line in _contrast().splitlines()))
     print("\nEvery scenario behaved as expected." if ok else "\nSOME SCENARIOS DID NOT BEHAVE AS EXPECTED.")
     return 0 if ok else 1
 

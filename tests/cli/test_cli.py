@@ -98,3 +98,9 @@ def test_the_timelines_key_keeps_within_the_columns_asked(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert max(map(len, lines)) <= 50, max(lines, key=len)
     assert lines[1].startswith("device 0  ") and any("receiving" in line for line in lines)
+
+
+def test_the_demo_keeps_within_a_narrow_terminal(capsys):
+    assert main(["demo", "--brief", "--width", "60"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 60, max(lines, key=len)
