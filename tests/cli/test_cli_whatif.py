@@ -269,3 +269,7 @@ def test_the_planners_refusals_name_the_flags_to_type(capsys):
     assert "TrainingSetup" not in err and "='" not in err
     assert main(["whatif", *TINY, "--pp", "2", "--virtual-stages", "2", "--no-knobs"]) == 2
     assert "drop --virtual-stages (virtual_stages=2) or use one of interleaved-1f1b" in capsys.readouterr().err
+    assert main(["whatif", *TINY, "--hardware", "dgx-a100", "--precision", "fp8", "--no-knobs"]) == 2
+    assert (
+        capsys.readouterr().err.strip().endswith("no FP8 tensor cores (no FP8 rate was measured): use --precision bf16")
+    )
