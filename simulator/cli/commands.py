@@ -7,6 +7,7 @@ Each ``cmd_*`` takes the parsed arguments (``options.py`` declares them) and ret
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from typing import TextIO
@@ -140,8 +141,9 @@ def cmd_html(args: argparse.Namespace) -> int:
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)
     except OSError as exc:
         return _cannot_write(exc, args.out or f"{args.scenario}.html")
-    except ValueError as exc:
-        print(f"cannot write the page: {exc}", file=sys.stderr)
+    except ValueError as exc:  # said with the flag given (--step 99), not the keyword (step=99)
+        said = re.sub(r"\b(first_event|step|max_events)=", lambda m: "--" + m[1].replace("_", "-") + " ", str(exc))
+        print(f"cannot write the page: {said}", file=sys.stderr)
         return 2
     steps = len(doc["events"]) - doc["base"]
     said = _said(args.out)

@@ -183,3 +183,10 @@ def test_every_command_that_writes_a_file_takes_dash_o(tmp_path):
     for name in writers:
         (out,) = [a for a in commands[name]._actions if "--out" in a.option_strings]
         assert "-o" in out.option_strings, name
+
+
+def test_a_page_step_out_of_range_is_said_with_its_flag(tmp_path, capsys):
+    assert main(["html", "wrong-input", "-o", str(tmp_path / "bug.html"), "--step", "99"]) == 2
+    assert capsys.readouterr().err.strip() == "cannot write the page: --step 99: this run has steps 0 to 5"
+    assert main(["html", "wrong-input", "-o", str(tmp_path / "bug.html"), "--first-event", "99"]) == 2
+    assert "--first-event 99: the run has events 0 to 4" in capsys.readouterr().err
