@@ -105,19 +105,17 @@ def cited(measured: dict[str, str]) -> dict[str, str]:
 
 
 def in_flags(message: str, parser: argparse.ArgumentParser) -> str:
-    """The planner's words for a setting (``attention='flash'``) as the flag a command line gives it
-    (``--attention flash``), where the command has that flag."""
+    """The planner's words for a setting (``attention='flash'``, ``top_k=2``) as the flag a command line gives it
+    (``--attention flash``, ``--top-k 2``), where the command has that flag."""
     flags = {flag for action in parser._actions for flag in action.option_strings}
 
     def flag(m: re.Match) -> str:
         name = "--" + m[1].replace("_", "-")
-        return f"{name} {m[2]}" if name in flags else m[0]
+        return f"{name} {m[2] or m[3]}" if name in flags else m[0]
 
-    def zero(m: re.Match) -> str:  # "use zero=2 or 3": the one numeric setting the planner's advice names
-        return f"--zero {m[4]}"
-
-    message = re.sub(r"^TrainingSetup\((.*?)\): ", r"\1: ", message)  # the settings, not the class, lead
-    return re.sub(r"\b([a-z_]+)='([\w.-]+)'|\b(zero)=(\d)", lambda m: flag(m) if m[1] else zero(m), message)
+    message = re.sub(r"^(TrainingSetup\((.*?)\)|Transformer): ", lambda m: f"{m[2]}: " if m[2] else "", message)
+    # a setting and its value, quoted or a whole number; not a factor of a product (pp=2 x 1 per rank)
+    return re.sub(r"\b([a-z_]+)=(?:'([\w.-]+)'|(\d+)\b(?! x ))", flag, message)
 
 
 def step_band(seconds: float) -> tuple[float, float]:

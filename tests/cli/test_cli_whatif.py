@@ -98,11 +98,11 @@ def test_a_layout_that_does_not_fit_exits_1_and_says_by_how_much(capsys):
     "flags, words",
     [
         (["--layers", "4"], "--hidden, --heads missing"),
-        ([*TINY, "--tp", "3"], "tp=3 does not split 8 attention heads"),
+        ([*TINY, "--tp", "3"], "--tp 3 does not split 8 attention heads"),
         ([*TINY, "--dp", "2", "--global-batch", "3"], "use a multiple of 2"),
         ([*TINY, "--pp", "2", "--schedule", "dualpipe-v"], "DualPipeV needs at least"),
         ([*TINY, "--pp", "2", "--schedule", "interleaved-1f1b"], "needs --virtual-stages 2 or more"),
-        ([*TINY, "--top-k", "2"], "top_k=2 needs experts"),
+        ([*TINY, "--top-k", "2"], "--top-k 2 needs experts"),
     ],
 )
 def test_bad_flags_exit_2_with_the_reason(capsys, flags, words):
@@ -267,8 +267,10 @@ def test_the_planners_refusals_name_the_flags_to_type(capsys):
     err = capsys.readouterr().err
     assert err.startswith("whatif: --grad-accumulation fsdp, --zero 0: ") and "use --zero 2 or 3" in err
     assert "TrainingSetup" not in err and "='" not in err
+    assert main(["whatif", "--model", "llama3-8b", "--kv-heads", "5", "--no-knobs"]) == 2
+    assert capsys.readouterr().err.strip() == "whatif: --kv-heads 5 must divide --heads 32"
     assert main(["whatif", *TINY, "--pp", "2", "--virtual-stages", "2", "--no-knobs"]) == 2
-    assert "drop --virtual-stages (virtual_stages=2) or use one of interleaved-1f1b" in capsys.readouterr().err
+    assert "drop --virtual-stages 2 or use one of interleaved-1f1b" in capsys.readouterr().err
     assert main(["whatif", *TINY, "--hardware", "dgx-a100", "--precision", "fp8", "--no-knobs"]) == 2
     assert (
         capsys.readouterr().err.strip().endswith("no FP8 tensor cores (no FP8 rate was measured): use --precision bf16")

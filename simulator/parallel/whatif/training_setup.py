@@ -304,8 +304,8 @@ class TrainingSetup:
                               "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip
         fixed = record.stages_per_rank
         if fixed not in (None, 1) and self.virtual_stages not in (1, fixed):
-            raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
-                              f"(virtual_stages={self.virtual_stages}) or use one of {looped}")  # fmt: skip
+            raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop "
+                              f"virtual_stages={self.virtual_stages} or use one of {looped}")  # fmt: skip
         self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
@@ -346,6 +346,5 @@ class TrainingSetup:
                 "(FSDP's sharded gradients, reduce-scattered every microbatch) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
-            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop --virtual-stages "
-                              f"(virtual_stages={self.virtual_stages}) or use "
-                              f"one of {looped}")  # fmt: skip
+            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop "
+                              f"virtual_stages={self.virtual_stages} or use one of {looped}")  # fmt: skip
