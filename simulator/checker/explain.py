@@ -215,12 +215,14 @@ class _Explanations:
                 "adds their terms? (Add it on one device only, or after the sum.)"
             )
         terms = None
+        torch = d.reference is not None and d.reference.modules  # advice in torch's words, not partial=True
         if d.where == "output":
-            torch = d.reference is not None and d.reference.modules
             terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, torch=torch)
         elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
             taken_early = self._called(d.rank, "all_reduce")
-            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
+            terms = unsummed_terms(
+                self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early, torch=torch
+            )
         return (
             terms
             or self._wrong_block(d)

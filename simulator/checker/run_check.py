@@ -376,9 +376,19 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                     Unchecked(
                         "never computed",
                         f"no device computed {shown} under that name (the single-device run does), so "
-                        f"{'they were' if len(missing) > 1 else 'it was'} not compared",
+                        f"{'they were' if len(missing) > 1 else 'it was'} not compared: {_how_to_name(ref, missing)}",
                     )
                 )
+
+
+def _how_to_name(ref: Reference, missing: list[str]) -> str:
+    """The fix for values no device computed under their names, in the words the program is written in."""
+    each, name = "each" if len(missing) > 1 else "it", missing[0]
+    if ref.modules:  # a torch program names a value by calling the module that makes it
+        return (f"call the module itself where a rank computes {each} (model.{name}(...), as parallelize_module "
+                "leaves it: a module's output is named by its path; tensor arithmetic written in its place is not)")  # fmt: skip
+    return (f"compute {each} with dev.compute({name!r}, ...) on the device that makes it (with index= for a block, "
+            "partial=True for a term of a sum)")  # fmt: skip
 
 
 class _Origins(dict):

@@ -69,6 +69,8 @@ Sources, shortened in the fields below:
 
 from __future__ import annotations
 
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -313,15 +315,16 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     measured for groups of one GPU a node keeps its share of the preset's port on the port given."""
     if nics_per_node is None and nic_gbps is None:
         return base
-    if nic_gbps is not None and not nic_gbps > 0:
-        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 (e.g. 200 for HDR)")
+    if nic_gbps is not None and not 0 < nic_gbps < math.inf:
+        raise ValueError(f"--nic-gbps {nic_gbps!r}: give a port's line rate in Gb/s, > 0 and finite (e.g. 200 for HDR)")
     if nics_per_node is not None and (isinstance(nics_per_node, bool) or nics_per_node < 1):
         raise ValueError(f"--nics-per-node {nics_per_node!r}: give a whole number of ports >= 1")
     a = base.achieved
     bandwidth = a.nic_bandwidth if nic_gbps is None else nic_gbps / 8 * GBS * NIC_SHARE
     ports = a.nics_per_node if nics_per_node is None else nics_per_node
     sources = dict(a.sources)
-    what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
+    count = ports or a.node_size
+    what = f"{count} port{'s' * (count != 1)} a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
     sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
     one_per_node = a.nic_one_per_node
     if one_per_node and bandwidth != a.nic_bandwidth:  # NCCL's measured share of the port, on the port given
@@ -340,13 +343,28 @@ def with_memory(base: System, gigabytes: float | None) -> System:
     (modal-labs/modal-client PR 2797)."""
     if gigabytes is None:
         return base
-    if not gigabytes > 0:
-        raise ValueError(f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 (e.g. 40 for A100 40GB)")
+    if not 0 < gigabytes < math.inf:
+        raise ValueError(
+            f"--gpu-memory {gigabytes!r}: give the GPU's memory in GB, > 0 and finite (e.g. 40 for A100 40GB)"
+        )
     cost = replace(base.cost, memory=gigabytes * 2**30, name=f"{base.cost.name} ({gigabytes:g} GB)")
     return System(cost, base.achieved)
 
 
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}
+
+
+def references() -> dict[str, str]:
+    """Each source this module's rates cite, by its key (``"AZ-A100"``): the entry in full, as the docstring's
+    list of sources gives it, on one line."""
+    listed = (__doc__ or "").split("Sources, shortened in the fields below:", 1)[-1]
+    found = {}
+    for entry in re.split(r"\n- (?=\[)", listed)[1:]:
+        keys, text = entry.split(":", 1)
+        for key in re.findall(r"\[([A-Z0-9-]+)\]", keys):
+            text = re.sub(r"``[^`]+``", lambda m: "".join(m[0].split()), text)  # a name wrapped at its dot
+            found[key] = " ".join(re.sub(r"(?<=\w/)\n\s*", "", text).split())  # a path wrapped at its slash
+    return found
 
 
 def system(name: str) -> System:
