@@ -103,11 +103,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Export a scenario's run as Chrome Trace Event JSON (open it in ui.perfetto.dev or chrome://tracing)."""
     from ..views.plot.chrome_trace import write_chrome_trace
 
-    result = _result(args.scenario)
+    result, report = _result(args.scenario, with_report=True)
     if result is None:
         return 2
     try:
-        info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+        info = write_chrome_trace(
+            result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events, report=report
+        )
     except OSError as exc:
         return _cannot_write(exc, args.out or f"{args.scenario}.trace.json")
     said = _said(args.out)
@@ -280,13 +282,20 @@ def _where(path: object) -> str:
     return "standard output" if str(path) == STDOUT else str(path)
 
 
-def _result(name: str):
-    """The finished run of a named scenario, or None (with the reason on stderr)."""
+def _result(name: str, with_report: bool = False):
+    """The finished run of a named scenario, or None (with the reason on stderr); ``with_report``: and its check's
+    report (None where it was not checked)."""
     try:
         run = get(name).run()
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
-        return None
+        return (None, None) if with_report else None
+    if with_report:
+        return _result_of(name, run), run.report
+    return _result_of(name, run)
+
+
+def _result_of(name: str, run):
     if run.result is None:
         partial = getattr(run.error, "partial", None)
         if partial is not None:  # a deadlock: what happened before it is worth seeing
