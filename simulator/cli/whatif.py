@@ -19,6 +19,7 @@ from ..cost.systems import SYSTEMS, references, system, with_memory, with_networ
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
+from ..parallel.whatif.report import tflops_text
 from ..parallel.whatif.training_setup import (
     ATTENTION,
     CP_COMM,
@@ -131,7 +132,7 @@ def uncertainty(tflops: float, low: float, high: float, turned: list[Knob], step
     lines = [
         "",
         f"uncertainty: published runs of layouts it was not built on ran {1 / hi:.0%} to {1 / lo:.0%} of the predicted "
-        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU"
+        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {tflops_text(low)} to {tflops_text(high)} TFLOP/s per GPU"
         f"{steps}",
     ]
     if turned:

@@ -37,6 +37,16 @@ def test_whatif_says_its_band_and_the_knobs_that_move_it(capsys):
     assert "unpublished knobs" not in capsys.readouterr().out
 
 
+def test_a_step_of_a_few_tokens_prints_its_fraction_of_a_tflop_not_zero(capsys):
+    """One token a microbatch runs at a third of a TFLOP/s a GPU: the report said "0 TFLOP/s" and "MFU 0.0%"."""
+    assert main(["whatif", "--model", "llama2-7b", "--seq-len", "1", "--dp", "8", "--zero", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    step = re.search(r"step [0-9.]+ s: ([0-9.]+) TFLOP/s per GPU, MFU ([0-9.]+)%", out)
+    assert step is not None and 0.1 < float(step[1]) < 10 and 0 < float(step[2]) < 1
+    band = re.search(r"expect ([0-9.]+) to ([0-9.]+) TFLOP/s per GPU", out)
+    assert band is not None and 0 < float(band[1]) < float(step[1]) < float(band[2])
+
+
 def test_uneven_layers_and_a_network_by_flags(capsys):
     flags = ["--model", "llama3-8b", "--tp", "8", "--pp", "4", "--dp", "2", "--global-batch", "8", "--json"]
     assert main(["whatif", *flags, "--first-stage-layers", "6", "--last-stage-layers", "6", "--nics-per-node", "4",

@@ -76,6 +76,12 @@ def recompute_flops(model: Transformer, layout: TrainingSetup, sequences: int) -
     return layer
 
 
+def tflops_text(tflops: float) -> str:
+    """TFLOP/s as a report prints them: whole numbers, and three digits below 10 (a step of a few tokens runs at a
+    fraction of one, which rounding would print as 0)."""
+    return f"{tflops:.0f}" if tflops >= 10 else f"{tflops:.3g}"
+
+
 @dataclass
 class Report:
     """One step's figures (see the module docstring). ``stages[r]`` is pipeline rank r's seconds by kind."""
@@ -152,8 +158,8 @@ class Report:
             f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
             f"{lay.recompute}{', sequence parallel' if lay.sequence_parallel else ''}"
             f"{f', ZeRO-{lay.zero}' if lay.zero else ''})",
-            f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} of the "
-            f"{self.peak_flops / 1e12:.0f} TFLOP/s peak ({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting "
+            f"step {self.step_seconds:.3f} s: {tflops_text(self.tflops_per_gpu)} TFLOP/s per GPU, MFU {self.mfu:.{1 if self.mfu >= 0.01 else 2}%} of the "
+            f"{self.peak_flops / 1e12:.0f} TFLOP/s peak ({tflops_text(self.hardware_tflops_per_gpu)} TFLOP/s counting "
             "recomputation)",
             "",
             "where the time goes (seconds per device, communication only where no computation hides it; average over "
