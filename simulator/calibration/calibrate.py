@@ -242,7 +242,9 @@ def main_calibrate(
     cal = calibrate(size, backend, repeats=repeats, pattern=pattern, statistic=statistic, spread=spread)
     print(cal.summary())
     if out:
-        print(f"wrote {cal.save(out)}")
+        written = cal.save(out)
+        print(f"wrote {written}: simulate with it by World(n, cost=load_cost({str(written)!r})), load_cost from "
+              "simulator.calibration.costfile")  # fmt: skip
     return cal
 
 

@@ -51,6 +51,14 @@ def op_kind(label: str | None) -> str | None:
     return kind if numbered and kind in COLLECTIVE_KINDS else None
 
 
+def disguised_call(label: str | None) -> str:
+    """What the split calls a message that carries a collective's tag (from ``TAG_BASE``, which no program's send may
+    use) under a label that names no collective (the library's ring called through its internals under a name of the
+    program's own): still a collective's message."""
+    call = (label or "").split(" step ", 1)[0]
+    return f"a collective under the label {call!r}" if call else "a collective without a label"
+
+
 def native_call(label: str | None) -> tuple[str, int, tuple[int, ...]] | None:
     """(kind, number, members) of a native collective's op (``all_reduce#0 native on 0,1``), or None."""
     m = _NATIVE.match(label or "")

@@ -125,6 +125,8 @@ def same(
     if a.dtype == b.dtype and a.dtype.kind in "biufc" and identical(a, b):
         return True  # the same bytes: equal under any tolerance (a NaN equals a NaN here, as below)
     if not (_numeric(a) and _numeric(b)):
+        if _numeric(b) and a.dtype == object:  # numbers are matched by numbers (an object's == could say anything)
+            return False
         return bool(_array_equal(a, b)) if a.dtype != object and b.dtype != object else _same_objects(found, expected)
     return not downcast(a, b) and _all_close(a, b, rtol, atol, tol)
 

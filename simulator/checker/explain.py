@@ -41,7 +41,7 @@ class _Explanations:
 
     def _arrival(self, d: Divergence) -> str | None:
         """Which message brought an op's wrong input (a receive without name= is checked only where it is used)."""
-        came = self.origin[d.rank].get(id(d.found))
+        came = self.origin_of(d.rank, d.found)
         if not isinstance(came, Message) or came.label is not None:
             return None
         return (
@@ -119,7 +119,7 @@ class _Explanations:
                     continue
                 if not want_names:
                     continue
-                came = self.origin[op.rank].get(id(got))
+                came = self.origin_of(op.rank, got)
                 via = (
                     f", which arrived in message #{came.id} from device {came.src}" if isinstance(came, Message) else ""
                 )
@@ -215,12 +215,14 @@ class _Explanations:
                 "adds their terms? (Add it on one device only, or after the sum.)"
             )
         terms = None
+        torch = d.reference is not None and d.reference.modules  # advice in torch's words, not partial=True
         if d.where == "output":
-            torch = d.reference is not None and d.reference.modules
             terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, torch=torch)
         elif d.where == "held value":  # a held term, after an all-reduce: taken before the sum came
             taken_early = self._called(d.rank, "all_reduce")
-            terms = unsummed_terms(self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early)
+            terms = unsummed_terms(
+                self.trace, d.record, d.expected, self.rtol, self.atol, "hold", taken_early, torch=torch
+            )
         return (
             terms
             or self._wrong_block(d)

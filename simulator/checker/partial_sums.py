@@ -26,18 +26,34 @@ class _Partial:
     record: Op
 
 
+class _Terms(list):
+    """Each member's terms of one sum not added up yet (a list per member, in the group's order), with each member's
+    place and how many members have none: a term is placed and counted without a scan of the group."""
+
+    def __init__(self, group: tuple[int, ...]) -> None:
+        super().__init__([] for _ in group)
+        self.places = {r: k for k, r in enumerate(group)}
+        self.waiting = len(group)
+
+
 class _PartialSums:
     """The partial sums of a check (mixed into ``run_check._Checker``, whose walk, tolerances and lists it uses)."""
 
     def _add_partial(self, i: int, rec: Op) -> None:
         group = rec.partial
         key = (rec.name, repr(rec.index), group)
-        terms = self.partials.setdefault(key, [[] for _ in group])
-        if rec.rank not in group:
+        terms = self.partials.get(key)
+        if terms is None:
+            terms = self.partials[key] = _Terms(group)
+        place = terms.places.get(rec.rank)
+        if place is None:
             raise ValueError(f"device {rec.rank} holds a partial sum of {rec.name} over {group}, which omits it")
-        terms[group.index(rec.rank)].append(_Partial(rec.rank, i, rec))
-        if all(terms):  # every member has its next term: add them up in member order
+        if not terms[place]:
+            terms.waiting -= 1
+        terms[place].append(_Partial(rec.rank, i, rec))
+        if not terms.waiting:  # every member has its next term: add them up in member order
             parts = [t.pop(0) for t in terms]
+            terms.waiting = sum(not t for t in terms)
             total = parts[0].record.output
             for p in parts[1:]:
                 total = total + p.record.output
@@ -81,7 +97,7 @@ class _PartialSums:
 
     def _partial_of(self, rank: int, value: Any) -> Op | None:
         """The partial-sum record on ``rank`` whose value this is (by identity, then by value)."""
-        rec = self.origin[rank].get(id(value))
+        rec = self.origin_of(rank, value)
         if isinstance(rec, Op) and rec.partial is not None:
             return rec
         if structured(value):

@@ -74,7 +74,7 @@ class _ResultChecks:
             self.diverged.append(d)
             covered[(id(ref), path)] = True  # compared (and wrong)
             return
-        origin = self.origin[rank].get(id(leaf))
+        origin = self.origin_of(rank, leaf)
         if isinstance(origin, Op) and origin.partial is not None and len(origin.partial) > 1:
             self.checked += 1
             d = Divergence("result", rank, event, origin, origin.name, whole, leaf, [], ref, path=label)

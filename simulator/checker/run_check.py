@@ -32,7 +32,7 @@ from .split import Split
 from .split_check import violations
 from .terms import before_bias
 from .unnamed import _Unnamed
-from .value_columns import GuessedWrong, _ValueColumns
+from .value_columns import GuessedWrong, LateOrigins, _ValueColumns
 from .verdict import CheckReport, Divergence, Unchecked, _message
 
 References = Reference | Mapping[int, Reference]
@@ -165,6 +165,7 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self.columns: dict[str, list] | None = None  # a columnar trace's event columns as lists, once asked
         self._event_arrays: dict[str, np.ndarray] | None = None  # ... and as arrays, once walked
         self._dsts: list[int] | None = None  # a columnar trace's messages' destinations, once a walk needs them
+        self._extra_rows: np.ndarray | None = None  # ... which of its messages have a name or index, once asked
         # a columnar trace's op rows (no index, no partial sum) holding, byte for byte, what the model says their name
         # holds: True where that is the model's whole value of the name (not a sum of its values, not an alias's)
         self.exact_rows: dict[int, bool] = {}
@@ -173,7 +174,8 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
         self._seen_unknown: set[tuple[int, str]] = set()
         self.produced: dict[int, set[str]] = {}  # id(reference) -> names some device computed
         self.refs: dict[int, Reference] = {}
-        self.origin = [_Origins(trace) for _ in range(trace.world_size)]  # id(value) -> record
+        self.origin = [_Origins(trace) for _ in range(trace.world_size)]  # id(value) -> record (see origin_of)
+        self._late = LateOrigins(getattr(trace, "recorder", None))  # ... for objects not made yet, by row
         self.partials: dict[tuple, list[list[_Partial]]] = {}  # (name, index, group) -> terms per member
         self.partial_records: list[list[Op]] = [[] for _ in range(trace.world_size)]  # per device
         self.last_event = [-1] * trace.world_size
@@ -350,6 +352,13 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                 inputs_wrong.append(Divergence("input", rank, i, rec, name, exp, found, [], ref, pos))
         self.diverged[wrong_before:wrong_before] = inputs_wrong
 
+    def origin_of(self, rank: int, value: Any) -> Any:
+        """The record of the last event that gave ``value`` (this very object) to device ``rank``, or None."""
+        found = self.origin[rank].get(id(value))
+        if found is None and self._late.settle(self.origin):  # (objects made since a stretch kept their rows)
+            found = self.origin[rank].get(id(value))
+        return found
+
     def _record_of(self, rec: Any) -> Any:
         """A record; or the row of an op of a columnar trace, made its record now."""
         return self.trace.op_at_row(rec) if type(rec) is int else rec
@@ -367,9 +376,19 @@ class _Checker(_ValueColumns, _ResultChecks, _Explanations, _Expectations, _Part
                     Unchecked(
                         "never computed",
                         f"no device computed {shown} under that name (the single-device run does), so "
-                        f"{'they were' if len(missing) > 1 else 'it was'} not compared",
+                        f"{'they were' if len(missing) > 1 else 'it was'} not compared: {_how_to_name(ref, missing)}",
                     )
                 )
+
+
+def _how_to_name(ref: Reference, missing: list[str]) -> str:
+    """The fix for values no device computed under their names, in the words the program is written in."""
+    each, name = "each" if len(missing) > 1 else "it", missing[0]
+    if ref.modules:  # a torch program names a value by calling the module that makes it
+        return (f"call the module itself where a rank computes {each} (model.{name}(...), as parallelize_module "
+                "leaves it: a module's output is named by its path; tensor arithmetic written in its place is not)")  # fmt: skip
+    return (f"compute {each} with dev.compute({name!r}, ...) on the device that makes it (with index= for a block, "
+            "partial=True for a term of a sum)")  # fmt: skip
 
 
 class _Origins(dict):

@@ -15,7 +15,8 @@ words and at the event where it happened (the checker orders them with the value
 - an op given no inputs (its value written into the program) where none of the model's inputs to it, nor a
   part of one, was ever on the device;
 - a program's own message carrying a value that may not cross that boundary, named by what it is;
-- a collective the split does not allow (its messages' labels say which, or a native call's op);
+- a collective the split does not allow (its messages' labels say which, or a native call's op; a message with a
+  collective's tag under a label of no collective's is a collective's all the same);
 - a device that sends more bytes or messages than the budget: "device 2 sent 192 bytes, 2x the 96 bytes
   a ring all-reduce sends".
 """
@@ -28,10 +29,11 @@ from typing import Any
 import numpy as np
 
 from ..core.columnar import ColumnarTrace
+from ..core.tags import TAG_BASE
 from ..core.trace import Message, Op, Trace
 from ..cost.meta import MetaArray
 from . import diagnose
-from .causal import native_call, op_kind
+from .causal import disguised_call, native_call, op_kind
 from .compare import show, structured
 from .reference import Reference
 from .split import Split
@@ -160,6 +162,8 @@ class _SplitWalk(_SplitColumns, _Presence):
     def _message(self, i: int, msg: Message) -> None:
         self._count(i, msg.src, msg.nbytes)
         kind = op_kind(msg.label)
+        if kind is None and int(msg.tag) >= TAG_BASE:  # a collective's tag, under a label of no collective's
+            kind = disguised_call(msg.label)
         if kind is not None:  # a collective's message
             call = _call_of(msg.label)
             self.calls[msg.src].add(call)

@@ -14,8 +14,9 @@ from typing import Any
 
 from ..core.ordering import CODE_RECV, CODE_SEND
 from ..core.rows import FREE, HOLD, OP_EVENT
+from ..core.tags import TAG_BASE
 from ..cost.meta import MetaArray
-from .causal import native_call, op_kind
+from .causal import disguised_call, native_call, op_kind
 
 
 class _SplitColumns:
@@ -29,7 +30,7 @@ class _SplitColumns:
         cols = self.columns or {k: v.tolist() for k, v in t.event_columns().items()}
         names, op_payloads, payloads, extra = rec.names.values, rec.op_payloads, rec.msg_payloads, rec.msg_extra
         msgs = rec.table("msgs", copy=not t.finished)
-        dsts, sigs = msgs["dst"].tolist(), msgs["sig"].tolist()
+        dsts, sigs, tags = msgs["dst"].tolist(), msgs["sig"].tolist(), msgs["tag"]
         sizes = [s[2] for s in rec.sig_values]
         last = [-1] * t.world_size
         rows_got, calls, collected = self._received_rows, self.calls, self.collected
@@ -54,6 +55,8 @@ class _SplitColumns:
                 if found is None:
                     found = labels[label] = _label_of(t.label_text(label, -1, -1))
                 coll = found[1]
+                if coll is None and tags[row] >= TAG_BASE:  # a collective's tag under another label (as _message)
+                    coll = disguised_call(t.label_text(label, -1, -1) if label >= 0 else None)
                 if coll is None and crosses:  # a message of the program's own, on a boundary with rules
                     named = extra.get(row)
                     if named is None or named[0] is None or not self._may_cross(named[0], rank, dsts[row]):

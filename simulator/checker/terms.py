@@ -164,10 +164,10 @@ def unsummed_terms(
         f"{record.name}, so each holds a partial sum used as if it were the complete value."
     )
     if reduced:
+        numpy_way = "" if torch else ", or the array given to dev.all_reduce rather than the one it returns"
         return (
             f"{head} Device {record.rank} did call all_reduce: was this value taken before the sum came? (a tensor read "
-            "before work.wait() of an all_reduce called with async_op=True, or the array given to dev.all_reduce "
-            "rather than the one it returns)"
+            f"before work.wait() of an all_reduce called with async_op=True{numpy_way})"
         )
     if torch:
         return (

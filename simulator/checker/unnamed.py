@@ -46,6 +46,12 @@ class _Unnamed:
                 ", and a term of a sum is named after the sum it adds up to: give it the sum's name from the "
                 "reference, with partial=True as now"
             )
+        elif ref.modules and ".grad" in name and not any(".grad" in known for known in ref.values):
+            advice = (  # the program ran a backward pass, the reference did not: no path would make it compared
+                ", and the single-device model ran no backward pass, so it has no gradients to compare: give "
+                "Reference.of_torch a function that runs the program's backward too (def step(model, x): "
+                "out = model(x); out.sum().backward(); return out)"
+            )
         elif ref.modules:
             advice = (
                 ", and its value is none of the single-device model's: give the module the path it has in the model "

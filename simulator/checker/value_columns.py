@@ -12,18 +12,21 @@ mixin; what the walk finds of each op (its output the model's byte for byte: ``e
 
 A long stretch of events that compare nothing (a ring all-reduce booked whole: its receives, unnamed chunks and
 reductions of names the model lacks) only says who acted last and where each value came from: that is worked out for
-the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave.
+the whole stretch in a few NumPy steps (``_bookkeeping``), leaving what the walk one event at a time would leave; for a
+ring whose payloads' objects are not made yet, where each value came from is kept by row (``LateOrigins``), so that
+the check makes none of them unless something it reports needs them.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
 from operator import itemgetter
 from typing import Any
 
 import numpy as np
 
 from ..core.ordering import CODE_OP, CODE_RECV, CODE_SEND
-from ..core.rows import FREE, HOLD
+from ..core.rows import FREE, HOLD, MSG
 from .compare import _within, lower_tolerance, plainly_close, same, same_bytes
 from .expected import _index_key
 
@@ -53,17 +56,17 @@ class _ValueColumns:
         arrays = self._event_arrays = t.event_columns()
         spans = _bookkeeping_spans(arrays, t.recorder.msg_extra)
         if not spans:  # (a program's own messages and ops throughout: the walk event by event, as ever)
-            self._walk_events(self.column_lists(), 0)
+            self._walk_events(self.column_lists(), 0, t.recorder.msg_payloads, t.recorder.op_payloads)
             return
         at = 0
         for a, b in spans:
             if at < a:
-                self._walk_events(_lists(arrays, at, a), at)
+                self._walk_stretch(at, a)
             if not self._bookkeeping(a, b):  # (a reduction of a name the model knows: looked at event by event)
-                self._walk_events(_lists(arrays, a, b), a)
+                self._walk_stretch(a, b)
             at = b
         if at < len(arrays["kind"]):
-            self._walk_events(_lists(arrays, at, len(arrays["kind"])), at)
+            self._walk_stretch(at, len(arrays["kind"]))
 
     def column_lists(self) -> dict[str, list] | None:
         """The walked trace's event columns as lists (the split walk reads them too), made once when first asked."""
@@ -71,11 +74,31 @@ class _ValueColumns:
             self.columns = {k: v.tolist() for k, v in self._event_arrays.items()}
         return self.columns
 
-    def _walk_events(self, cols: dict[str, list], start: int) -> None:
-        """Events ``start``, ``start + 1``, ... of a columnar trace, one at a time, from their columns ``cols``."""
+    def _walk_stretch(self, a: int, b: int) -> None:
+        """Events ``a`` to ``b`` one at a time, with the payloads of their rows made (and no others: a ring booked
+        whole that only a stretch of bookkeeping reads makes none of its objects)."""
+        arrays, rec = self._event_arrays, self.trace.recorder
+        if rec.all_made:
+            payloads, op_payloads = rec.msg_payloads, rec.op_payloads
+        else:
+            kind, row = arrays["kind"][a:b], arrays["row"][a:b]
+            reads = kind == CODE_RECV  # (what the walk reads a payload of: receives, named sends, ops but frees)
+            if rec.msg_extra:
+                if self._extra_rows is None:  # (which messages have a name or an index, by row: asked once)
+                    self._extra_rows = np.zeros(len(rec.msgs) // MSG.size, bool)
+                    self._extra_rows[np.fromiter(rec.msg_extra, np.int64, len(rec.msg_extra))] = True
+                sends = np.flatnonzero(kind == CODE_SEND)
+                reads[sends] = self._extra_rows[row[sends]]
+            ops = row[(kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)]
+            payloads, op_payloads = rec.make_rows(row[reads], ops)
+        self._walk_events(_lists(arrays, a, b), a, payloads, op_payloads)
+
+    def _walk_events(self, cols: dict[str, list], start: int, payloads: list, op_payloads: list) -> None:
+        """Events ``start``, ``start + 1``, ... of a columnar trace, one at a time, from their columns ``cols``
+        (``payloads``, ``op_payloads``: the recorder's, with these events' made)."""
         t = self.trace
         rec = t.recorder
-        extra, payloads, op_payloads, names = rec.msg_extra, rec.msg_payloads, rec.op_payloads, rec.names.values
+        extra, names = rec.msg_extra, rec.names.values
         op_extra = rec.op_extra
         last, origin = self.last_event, self.origin
         dsts = self._dsts  # (each message's destination, read once per check where one is named)
@@ -118,8 +141,9 @@ class _ValueColumns:
     def _bookkeeping(self, a: int, b: int) -> bool:
         """Events ``a`` to ``b`` (receives, a collective's unnamed chunks, its reductions, frees: ``_bookkeeping_spans``)
         done as ``_walk_events`` does them, in a few whole-array steps: each device's last event, and where each value
-        a device got came from (the last event that gave it, as one after another would leave it). False, with
-        nothing done, where one of its reductions has a name the model knows (then the walk looks at each)."""
+        a device got came from (the last event that gave it, as one after another would leave it; for payloads not
+        made yet, kept by row until they are: ``LateOrigins``). False, with nothing done, where one of its reductions
+        has a name the model knows (then the walk looks at each)."""
         rec, arrays = self.trace.recorder, self._event_arrays
         kind, row, rank = arrays["kind"][a:b], arrays["row"][a:b], arrays["rank"][a:b]
         is_op = (kind == CODE_OP) & (arrays["op_kind"][a:b] != FREE)
@@ -132,30 +156,31 @@ class _ValueColumns:
         for r in np.flatnonzero(latest >= 0).tolist():
             last[r] = int(latest[r])
         gives = np.flatnonzero((kind == CODE_RECV) | is_op)  # what each gives: the payload received, the op's output
-        took = is_op[gives]
-        got, made = row[gives[~took]].tolist(), row[gives[took]].tolist()
-        ids = np.empty(len(gives), np.uint64)
-        ids[~took] = np.fromiter(map(id, map(rec.msg_payloads.__getitem__, got)), np.uint64, len(got))
-        ids[took] = np.fromiter(map(id, map(_OUTPUT, map(rec.op_payloads.__getitem__, made))), np.uint64, len(made))
-        by = rank[gives].astype(np.int32 if self.world_size > 1 << 15 else np.int16)  # (sorted in linear time)
-        order = np.argsort(by, kind="stable")  # by device, each device's in event order: a later one's word stands
-        codes, ids, by = (row[gives] << 1 | took)[order].tolist(), ids[order].tolist(), by[order]
-        starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's entries begin
-        origin = self.origin
-        for s, e in zip(starts, [*starts[1:], len(gives)]):
-            origin[int(by[s])].update(zip(ids[s:e], codes[s:e]))
+        took, rows, by = is_op[gives], row[gives], rank[gives]
+        late = _unmade(rec, rows, took)
+        if late.all():  # (their objects not made: none of them can be looked up until they are)
+            self._late.add(by, rows, took)
+            return True
+        if late.any():
+            self._late.add(by[late], rows[late], took[late])
+            now = ~late
+            took, rows, by = took[now], rows[now], by[now]
+        _put_origins(self.origin, by, rows, took, _ids(rec, rows, took), self.world_size)
         return True
 
     def _knows_some(self, ranks: np.ndarray, names: np.ndarray) -> bool:
         """Whether a device's reference knows the name of one of these reductions (devices ``ranks``, interned names
         ``names``, in event order). Each device's reference is asked for in the order the walk would ask for it."""
-        members, first = np.unique(ranks, return_index=True)
+        first = np.full(self.world_size, len(ranks))  # each device's first reduction here (none: len(ranks))
+        np.minimum.at(first, ranks, np.arange(len(ranks)))
+        members = np.flatnonzero(first < len(ranks))
         refs: dict[int, Any] = {}
-        for r in members[np.argsort(first)].tolist():
+        for r in members[np.argsort(first[members], kind="stable")].tolist():
             ref = self._ref(r)
             refs[id(ref)] = ref
         texts = self.trace.recorder.names.values
-        asked = np.unique(names).tolist()  # (every device's reference asked of every name: one knowing it will do)
+        # (every device's reference asked of every name: one knowing it will do; a ring's reductions share one name)
+        asked = [int(names[0])] if names.min() == names.max() else np.unique(names).tolist()
         return any(self._knows(ref, texts[n]) for ref in refs.values() for n in asked)
 
     def _named_message(self, i: int, src: int, dst: int, name: str, index: Any, payload: Any) -> bool:
@@ -323,6 +348,78 @@ class _ValueColumns:
                 if _within(found, expected, tol) is not True and not same(found, expected, self.rtol, self.atol):
                     return False
         return True
+
+
+class LateOrigins:
+    """Where values came from whose objects are not made yet (a ring booked whole makes its payloads' objects when
+    they are first read): the devices, rows and kinds of a stretch's receives and reductions, by row, in event
+    order. Until a block of payloads is made no object of it exists, so no look-up by identity can be for one; once
+    made (by whatever read it: a record of a divergence, an explanation), ``settle`` puts its objects' origins in
+    the devices' maps, as the walk would have, under what later events put there (a later event's word stands; an
+    object is in one block only)."""
+
+    def __init__(self, recorder: Any) -> None:
+        self.rec = recorder
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (devices, rows, took) per stretch
+        self.seen = -1  # the recorder's count of blocks made when last settled
+
+    def add(self, by: np.ndarray, rows: np.ndarray, took: np.ndarray) -> None:
+        if not len(rows):
+            return
+        if not self.pending:
+            self.seen = self.rec.blocks_made  # (they are not made now: nothing to settle until another block is)
+        self.pending.append((by, rows, took))
+
+    def settle(self, origin: list[dict]) -> bool:
+        """Put in ``origin`` (one map per device) what has been made since last asked; True where anything was."""
+        if not self.pending or self.rec.blocks_made == self.seen:
+            return False
+        self.seen = self.rec.blocks_made
+        ready, still = [], []
+        for by, rows, took in self.pending:
+            late = _unmade(self.rec, rows, took)
+            if late.any():
+                still.append((by[late], rows[late], took[late]))
+            if not late.all():
+                ready.append((by[~late], rows[~late], took[~late]))
+        self.pending = still
+        if not ready:
+            return False
+        by, rows, took = (np.concatenate(parts) for parts in zip(*ready))  # (in event order: a later word stands)
+        found: dict[int, dict] = defaultdict(dict)
+        _put_origins(found, by, rows, took, _ids(self.rec, rows, took), len(origin))
+        for r, kept in found.items():  # ... and what the walk put there since stands over it
+            kept.update(origin[r])
+            origin[r].update(kept)
+        return True
+
+
+def _unmade(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:
+    """Which of these rows (op rows where ``took``, message rows elsewhere) have payloads not made yet."""
+    msgs, ops = rec.unmade(rows, rows)  # (each row asked both ways, then the right answer taken: no gathers)
+    return np.where(took, ops, msgs)
+
+
+def _ids(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:
+    """The identity of what each row gives (made): a message's payload, an op's output (``took``)."""
+    msgs, ops = rec.make_rows(rows[~took], rows[took])
+    got, made = rows[~took].tolist(), rows[took].tolist()
+    ids = np.empty(len(rows), np.uint64)
+    ids[~took] = np.fromiter(map(id, map(msgs.__getitem__, got)), np.uint64, len(got))
+    ids[took] = np.fromiter(map(id, map(_OUTPUT, map(ops.__getitem__, made))), np.uint64, len(made))
+    return ids
+
+
+def _put_origins(
+    origin: Any, by: np.ndarray, rows: np.ndarray, took: np.ndarray, ids: np.ndarray, world_size: int
+) -> None:
+    """Each device's map of origins given, in event order, what each row gave it (a later one's word stands)."""
+    by = by.astype(np.int32 if world_size > 1 << 15 else np.int16)  # (sorted in linear time)
+    order = np.argsort(by, kind="stable")  # by device, each device's in event order
+    codes, ids, by = (rows << 1 | took)[order].tolist(), ids[order].tolist(), by[order]
+    starts = np.flatnonzero(np.diff(by, prepend=-1)).tolist()  # where each device's entries begin
+    for s, e in zip(starts, [*starts[1:], len(rows)]):
+        origin[int(by[s])].update(zip(ids[s:e], codes[s:e]))
 
 
 def _near(a: float, b: float) -> bool:

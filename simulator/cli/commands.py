@@ -7,6 +7,7 @@ Each ``cmd_*`` takes the parsed arguments (``options.py`` declares them) and ret
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 import textwrap
 from typing import TextIO
@@ -27,11 +28,13 @@ DEMO = ("split", "wrong-input", "replicated", "wrong-shape", "send-send-deadlock
 
 def cmd_demo(args: argparse.Namespace) -> int:
     """Walk through the seed scenarios message by message, with the check results."""
-    print("What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it.\n")
+    width = args.width or terminal_width()
+    intro = "What crosses between devices? A two-stage model: stage A computes 2x + 1, stage B squares it."
+    print(textwrap.fill(intro, width) + "\n")
     ok = True
     for name in DEMO:
         ok &= show_scenario(get(name), step=not args.brief, width=args.width, timeline=False)
-    print(_contrast())
+    print("\n".join(textwrap.fill(line, width, subsequent_indent=" " * 14) for line in _contrast().splitlines()))
     print("\nEvery scenario behaved as expected." if ok else "\nSOME SCENARIOS DID NOT BEHAVE AS EXPECTED.")
     return 0 if ok else 1
 
@@ -87,7 +90,7 @@ def cmd_figures(args: argparse.Namespace) -> int:
         return 2
     except OSError as exc:
         return _cannot_write(exc, args.out)
-    print(f"{len(written)} files in {args.out}/")
+    print(f"{len(written)} file{'s' * (len(written) != 1)} in {args.out}/")
     # a figure asked for by name that this machine cannot build is a failure, not a quiet skip
     figures = registry()
     missing = [(name, why) for name in args.only or () if (why := figures[name].unavailable())]
@@ -100,11 +103,13 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Export a scenario's run as Chrome Trace Event JSON (open it in ui.perfetto.dev or chrome://tracing)."""
     from ..views.plot.chrome_trace import write_chrome_trace
 
-    result = _result(args.scenario)
+    result, report = _result(args.scenario, with_report=True)
     if result is None:
         return 2
     try:
-        info = write_chrome_trace(result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events)
+        info = write_chrome_trace(
+            result, args.out or f"{args.scenario}.trace.json", max_events=args.max_events, report=report
+        )
     except OSError as exc:
         return _cannot_write(exc, args.out or f"{args.scenario}.trace.json")
     said = _said(args.out)
@@ -138,8 +143,9 @@ def cmd_html(args: argparse.Namespace) -> int:
         path = write_page(doc, args.out or f"{args.scenario}.html", step=args.step, present=args.present)
     except OSError as exc:
         return _cannot_write(exc, args.out or f"{args.scenario}.html")
-    except ValueError as exc:
-        print(f"cannot write the page: {exc}", file=sys.stderr)
+    except ValueError as exc:  # said with the flag given (--step 99), not the keyword (step=99)
+        said = re.sub(r"\b(first_event|step|max_events)=", lambda m: "--" + m[1].replace("_", "-") + " ", str(exc))
+        print(f"cannot write the page: {said}", file=sys.stderr)
         return 2
     steps = len(doc["events"]) - doc["base"]
     said = _said(args.out)
@@ -234,7 +240,9 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(exc, file=sys.stderr)
         return 2
-    print(grid)
+    key = [not line.startswith(("time (", "device ")) for line in grid.splitlines()]  # the ruler and rows: as asked
+    print("\n".join(textwrap.fill(line, columns, subsequent_indent="  ", break_on_hyphens=False) if is_key else line
+                    for line, is_key in zip(grid.splitlines(), key)))  # fmt: skip
     return 0
 
 
@@ -274,13 +282,20 @@ def _where(path: object) -> str:
     return "standard output" if str(path) == STDOUT else str(path)
 
 
-def _result(name: str):
-    """The finished run of a named scenario, or None (with the reason on stderr)."""
+def _result(name: str, with_report: bool = False):
+    """The finished run of a named scenario, or None (with the reason on stderr); ``with_report``: and its check's
+    report (None where it was not checked)."""
     try:
         run = get(name).run()
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
-        return None
+        return (None, None) if with_report else None
+    if with_report:
+        return _result_of(name, run), run.report
+    return _result_of(name, run)
+
+
+def _result_of(name: str, run):
     if run.result is None:
         partial = getattr(run.error, "partial", None)
         if partial is not None:  # a deadlock: what happened before it is worth seeing

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import difflib
 import re
 import shutil
 import sys
 import textwrap
 from collections.abc import Iterator, Sequence
+from typing import NoReturn
 
 from .options import COMMANDS, EPILOGS
 
@@ -33,8 +35,19 @@ class _Help(argparse.HelpFormatter):
         return textwrap.fill(one, width, initial_indent=indent, subsequent_indent=indent, break_on_hyphens=False)
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser, whose "arguments are required" says where to find one."""
+
+    def error(self, message: str) -> NoReturn:
+        if message.endswith("required: scenario"):
+            message += " (`python -m simulator list` names them, e.g. wrong-input)"
+        elif message.endswith("required: COMMAND"):
+            message += f" (one of {', '.join(COMMANDS)}; start with `python -m simulator demo`)"
+        super().error(message)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         formatter_class=_Help,
         prog="python -m simulator",
         description="An educational simulator of parallelism strategies: devices with private memory, "
@@ -58,13 +71,31 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     with _printable_everything():
-        args = build_parser().parse_args(argv)
+        args, unknown = build_parser().parse_known_args(argv)
+        _refuse_unknown_options(args, unknown)
         _refuse_lost_values(args)
         try:
             return args.func(args)
         except BrokenPipeError:  # e.g. `python -m simulator demo | head`: the reader left, which is fine
             sys.stderr.close()
             return 0
+
+
+def _refuse_unknown_options(args: argparse.Namespace, unknown: list[str]) -> None:
+    """A mistyped flag (``whatif --tpp 2``) is refused by the command it was given to, with that command's usage
+    and the flag it most likely meant, not by the top-level parser with no hint."""
+    if not unknown:
+        return
+    parser = args.command_parser
+    flags = [flag for action in parser._actions for flag in action.option_strings if flag.startswith("--")]
+    hints = []
+    for word in unknown:
+        name = word.split("=", 1)[0]
+        close = difflib.get_close_matches(name, flags, n=1, cutoff=0.6) if name.startswith("-") else []
+        if close:
+            hints.append(f"{name}: did you mean {close[0]}?")
+    hint = f" ({'; '.join(hints)})" if hints else f" (`{parser.prog} --help` lists its options)"
+    parser.error(f"unrecognized arguments: {' '.join(unknown)}{hint}")
 
 
 def _refuse_lost_values(args: argparse.Namespace) -> None:

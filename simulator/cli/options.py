@@ -163,7 +163,9 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         cmd_figures,
         lambda p: (
             p.add_argument("only", nargs="*", metavar="NAME", help="build only these figures (see --list)"),
-            p.add_argument("--out", type=output_folder, default="figures", help="output folder (default: figures)"),
+            p.add_argument(
+                "-o", "--out", type=output_folder, default="figures", help="output folder (default: figures)"
+            ),
             p.add_argument("--list", action="store_true", help="list the figures and their files"),
             p.add_argument(
                 "--style",
@@ -178,8 +180,10 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
         lambda p: (
             p.add_argument("scenario", help="a scenario name (see `list`)"),
             p.add_argument(
+                "-o",
                 "--out",
                 type=output_file_like("run.trace.json"),
+                metavar="FILE",
                 help="output file, or - for standard output (default: SCENARIO.trace.json)",
             ),
             p.add_argument(
@@ -235,6 +239,7 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
                 help="torch.distributed backend: gloo on CPUs, nccl with one GPU per rank (default: gloo)",
             ),
             p.add_argument(
+                "-o",
                 "--out",
                 type=output_file_like("cost.json"),
                 default="cost.json",
@@ -270,6 +275,8 @@ COMMANDS: dict[str, tuple[Callable[[argparse.Namespace], int], Callable[[argpars
 
 
 EPILOGS = {
+    "calibrate": "Use the cost model it writes: from simulator.calibration.costfile import load_cost, then "
+    "World(n, cost=load_cost('cost.json')). docs/real-processes.md says how the fit is made and how far to trust it.",
     "grade": "A student file is a .py file that names its exercise and holds the answer: a line EXERCISE = "
     '"ring-all-reduce" (see --list), and the function the notebook\'s grading cell grades (ex.grade(ring)): the '
     "one function the file defines, or the one a line ANSWER = ring names, after it (ANSWER = schedule for the "

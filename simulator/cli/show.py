@@ -110,10 +110,10 @@ def parse_devices(text: str) -> frozenset[int]:
             first, last = (int(lo), int(hi)) if sep else (int(part), int(part))
         except ValueError:
             raise ValueError(f"cannot read {text!r} as devices: write ranks like 0,2 or a range like 0-3") from None
+        if first > last >= 0:
+            raise ValueError(f"devices {part!r}: write a range lower rank first, e.g. {last}-{first}")
         if not 0 <= first <= last < MAX_DEVICES:  # (a range of 10**20 ranks would fill memory)
-            raise ValueError(
-                f"devices {part!r}: ranks run from 0 to at most {MAX_DEVICES - 1:,}, a range from the lower one"
-            )
+            raise ValueError(f"devices {part!r}: ranks run from 0 to at most {MAX_DEVICES - 1:,}")
         ranks.update(range(first, last + 1))
     return frozenset(ranks)
 

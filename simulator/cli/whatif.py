@@ -12,12 +12,14 @@ import argparse
 import json
 import re
 import sys
-from dataclasses import fields, replace
+import textwrap
+from dataclasses import replace
 
-from ..cost.systems import SYSTEMS, system, with_memory, with_network
+from ..cost.systems import SYSTEMS, references, system, with_memory, with_network
 from ..parallel.schedules import SCHEDULES
 from ..parallel.whatif import MODELS, SetupError, TrainingSetup, Transformer, whatif
 from ..parallel.whatif.band import OUT_OF_SAMPLE, Knob, band, knobs
+from ..parallel.whatif.report import tflops_text
 from ..parallel.whatif.training_setup import (
     ATTENTION,
     CP_COMM,
@@ -59,51 +61,85 @@ def cmd_whatif(args: argparse.Namespace) -> int:
         report = whatif(model, layout, machine)
         turned = [] if args.no_knobs else knobs(model, layout, machine, report)
     except (SetupError, ValueError) as exc:
-        print(f"whatif: {as_flags(str(exc))}", file=sys.stderr)
+        print(f"whatif: {in_flags(str(exc), args.command_parser)}", file=sys.stderr)
         return 2
     low, high = band(report.tflops_per_gpu)
     if args.json:
         data = report.to_json()
         data["band_tflops_per_gpu"] = {"low": low, "high": high, "out_of_sample_speed_ratios": list(OUT_OF_SAMPLE)}
+        data["band_step_seconds"] = dict(zip(("low", "high"), step_band(report.step_seconds)))
         data["knobs"] = [k.to_json() for k in turned]
+        data["sources"] = dict(machine.achieved.sources)
+        data["references"] = cited(machine.achieved.sources)
         print(json.dumps(data, indent=2))
     else:
         print(report.text())
-        print(uncertainty(report.tflops_per_gpu, low, high, turned))
+        print(uncertainty(report.tflops_per_gpu, low, high, turned, report.step_seconds))
+        print(sources(machine.achieved.sources) if args.sources else SOURCES_HINT)
     return 0 if report.fits else 1
 
 
-# the layout's and the model's settings as the flags that set them (their errors name the Python fields)
-FLAG_OF = {
-    **{
-        f.name: f.name
-        for f in fields(TrainingSetup)
-        if f.type in ("int", "str", "int | None") and f.name != "node_size"
-    },
-    **{field: flag for flag, field in SHAPE_FLAGS.items()},
-    "mlp": "mlp",
-    "distribute_saved": "distribute_saved_activations",
-    "stage_layers": "stage_layers",
-}
-_SETTING = re.compile(rf"\b({'|'.join(sorted(FLAG_OF, key=len, reverse=True))})=('?)([^\s',)]*)\2")
-_BARE = re.compile(r"(?<![-/\w])(first/last_stage_layers|virtual_stages|stage_layers)\b(?!=)")
+SOURCES_HINT = "rates: measured, each from a named source: --sources lists them and the sources in full"
 
 
-def as_flags(message: str) -> str:
-    """An error from ``TrainingSetup`` or ``Transformer`` in the command line's words: ``zero=2`` as ``--zero 2``."""
-    message = re.sub(r"^(?:TrainingSetup|Transformer)\((.*?)\): ", r"\1: ", message)
-    message = re.sub(r"^Transformer: ", "", message)
-    message = _SETTING.sub(lambda m: f"--{FLAG_OF[m[1]].replace('_', '-')} {m[3]}", message)
-    return _BARE.sub(lambda m: "--" + m[1].replace("_", "-"), message)
+def sources(measured: dict[str, str]) -> str:
+    """Where each rate the step was priced with comes from, one line each, then each source cited, in full."""
+    width = max(map(len, measured))
+    lines = ["", "priced with:"]
+    for what, where in measured.items():
+        lines += textwrap.wrap(f"{what:<{width}}  {where}", 116, initial_indent="  ", subsequent_indent=" " * (width + 4),
+                               break_on_hyphens=False)  # fmt: skip
+    lines += ["", "sources:"]
+    for key, text in cited(measured).items():
+        lines += textwrap.wrap(f"[{key}] {text}", 116, initial_indent="  ", subsequent_indent="    ",
+                               break_on_hyphens=False)  # fmt: skip
+    return "\n".join(lines)
 
 
-def uncertainty(tflops: float, low: float, high: float, turned: list[Knob]) -> str:
-    """The band and the knobs, as the report's last lines."""
+def cited(measured: dict[str, str]) -> dict[str, str]:
+    """The sources the rates cite (``[NCCL-412]``), in the order first cited, each in full."""
+    full = references()
+    keys = dict.fromkeys(key for where in measured.values() for key in re.findall(r"\[([A-Z0-9-]+)\]", where))
+    for key in list(keys):  # and the sources those cite ([TPT-79] checks itself against [MAMF])
+        keys.update(dict.fromkeys(re.findall(r"\[([A-Z0-9-]+)\]", full[key])))
+    return {key: full[key] for key in keys}
+
+
+def in_flags(message: str, parser: argparse.ArgumentParser) -> str:
+    """The planner's words for a setting (``attention='flash'``, ``top_k=2``) as the flag a command line gives it
+    (``--attention flash``, ``--top-k 2``), where the command has that flag."""
+    flags = {flag for action in parser._actions for flag in action.option_strings}
+
+    def flag(m: re.Match) -> str:
+        name = "--" + m[1].replace("_", "-")
+        return f"{name} {m[2] or m[3]}" if name in flags else m[0]
+
+    message = re.sub(r"^(TrainingSetup\((.*?)\)|Transformer): ", lambda m: f"{m[2]}: " if m[2] else "", message)
+    # the per-chunk counts as typed (stage_layers=(4, -4, 8) is --stage-layers 4,-4,8), and the settings named bare
+    message = re.sub(r"\bstage_layers=\(([^)]*)\)", lambda m: f"--stage-layers {m[1].replace(' ', '')}", message)
+    message = message.replace("first/last_stage_layers", "--first-stage-layers/--last-stage-layers")
+    message = re.sub(
+        r"(?<![-\w])(stage_layers|virtual_stages)\b(?!=)", lambda m: "--" + m[1].replace("_", "-"), message
+    )
+    # a setting and its value, quoted or a whole number; not a factor of a product (pp=2 x 1 per rank)
+    return re.sub(r"\b([a-z_]+)=(?:'([\w.-]+)'|(\d+)\b(?! x ))", flag, message)
+
+
+def step_band(seconds: float) -> tuple[float, float]:
+    """(low, high) step time the out-of-sample runs' speed ratios put around a predicted ``seconds``."""
+    lo, _, hi = OUT_OF_SAMPLE
+    return seconds * lo, seconds * hi
+
+
+def uncertainty(tflops: float, low: float, high: float, turned: list[Knob], step: float | None = None) -> str:
+    """The band (of throughput, and of the step's time where given) and the knobs, as the report's last lines."""
     lo, mid, hi = OUT_OF_SAMPLE
+    steps = "" if step is None else f", a step of {step_band(step)[0]:.3g} to {step_band(step)[1]:.3g} s"
     lines = [
         "",
         f"uncertainty: published runs of layouts it was not built on ran {1 / hi:.0%} to {1 / lo:.0%} of the predicted "
-        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {low:.0f} to {high:.0f} TFLOP/s per GPU",
+        f"speed (median {1 / mid:.0%}; `python -m simulator validate`): expect {tflops_text(low)} to {tflops_text(high)} TFLOP/s per GPU"
+        f"{steps}",
     ]
     if turned:
         lines.append("unpublished knobs, re-asked (model TFLOP/s per GPU), largest swing first:")
@@ -275,7 +311,7 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
                       help="fused (apex's FusedAdam, Megatron-LM; the default) or unfused (PyTorch's Adam op by op)")  # fmt: skip
     soft.add_argument("--cross-entropy", choices=CROSS_ENTROPY, default="fp32",
                       help="fp32 (Megatron-LM's passes on fp32 logits; the default) or fused (one kernel, 16-bit logits)")  # fmt: skip
-    soft.add_argument("--train-metrics", type=int, default=0, metavar="N",
+    soft.add_argument("--train-metrics", type=bounded_int(0, 64), default=0, metavar="N",
                       help="training metrics that recompute the loss from the logits after each backward (composer's "
                            "LanguageCrossEntropy and LanguagePerplexity: 2; default 0)")  # fmt: skip
     soft.add_argument("--cp-comm", choices=CP_COMM, default="ring",
@@ -304,5 +340,8 @@ def add_whatif_args(p: argparse.ArgumentParser) -> None:
         help="fused (flash, the default: FlashAttention-2; triton: a first-generation fused kernel) or unfused",
     )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
+    p.add_argument(
+        "--sources", action="store_true", help="list every measured rate the step is priced with, and its source"
+    )
     p.add_argument("--no-knobs", action="store_true",
                    help="skip re-asking the layout at other interleaving depths, microbatches and recomputation")  # fmt: skip

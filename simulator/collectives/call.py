@@ -43,6 +43,17 @@ class CallSignature(NamedTuple):
         args = [f"{k}={_plain(v)!r}" for k, v in self.details if v is not None]
         return f"{self.kind}({', '.join([*args, f'algorithm={self.algorithm!r}', f'group={self.group}'])})"
 
+    def only_shapes_differ(self, other: CallSignature) -> bool:
+        """Whether ``other`` is this call with other ``shapes`` alone (members whose pieces differ in size, each
+        taking every piece to be the size of its own)."""
+        mine, theirs = dict(self.details), dict(other.details)
+        return (
+            "shapes" in mine
+            and mine["shapes"] != theirs.get("shapes")
+            and {k: v for k, v in mine.items() if k != "shapes"} == {k: v for k, v in theirs.items() if k != "shapes"}
+            and (self.kind, self.algorithm, self.group) == (other.kind, other.algorithm, other.group)
+        )
+
     def has_empty_shape(self) -> bool:
         """Whether the call declares a shape with no elements (its ``shape``, or one of its ``shapes``)."""
         d = self.details
@@ -149,7 +160,13 @@ class _Call:
         request to wait on, or None when the send is complete already (an eager one). The device's post
         (``simulator.core.hooks``) with this call's tag and label bound: a simulated device records step and chunk as numbers beside
         the call's interned label (``simulator.core.rows``), never a text per message."""
-        return hooks.poster(self.dev, self.tag, self.label)
+        tag = self.tag
+        if type(tag) is not CollectiveTag or tag < TAG_BASE:  # its messages would pass for the program's own
+            raise ValueError(
+                f"device {self.dev.rank}: {self.label} sends under its call's own tag (from {TAG_BASE:,}), not "
+                f"{int(tag)!r}: call a collective through the device (dev.all_reduce(...), dev.all_gather(...), ...)"
+            )
+        return hooks.poster(self.dev, tag, self.label)
 
     def lane(self, right: int, left: int) -> Any:
         """This member's ring steps in one loop on a simulated device (``simulator.core.hooks.ring_lane``:

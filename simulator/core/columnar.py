@@ -217,25 +217,29 @@ class ColumnarTrace(Trace):
         """Every settled event's columns in canonical order, for a walk over a whole run that makes a record only
         where it needs one: ``kind`` (CODE_SEND, CODE_RECV or CODE_OP), ``row`` (for ``message_at_row`` /
         ``op_at_row``), ``rank`` (a send's source, a receive's destination, an op's device), ``op_kind``
-        (OP_KEPT ... FREE; -1 for messages), ``label`` (the interned label, -1 for none) and ``name`` (an op's
+        (OP_KEPT ... FREE, a byte; 255 for messages), ``label`` (the interned label, -1 for none) and ``name`` (an op's
         interned name; -1 for messages, whose names are in ``_rec.msg_extra``)."""
         codes = self._codes.values
         kind, row = codes & 3, codes >> 2
         msgs, ops = self._rec.table("msgs", copy=not self.finished), self._rec.table("ops", copy=not self.finished)
-        out = {"kind": kind, "row": row}
-        for name, msg_field, op_field in (("rank", None, "rank"), ("label", "label", "label"), ("name", None, "name")):
-            col = np.full(len(codes), -1, np.int64)
-            for k, table, field in ((CODE_SEND, msgs, msg_field or "src"), (CODE_RECV, msgs, msg_field or "dst")):
-                if name != "name":
-                    at = kind == k
-                    col[at] = table[field][row[at]]
-            at = kind == CODE_OP
-            col[at] = ops[op_field][row[at]]
-            out[name] = col
-        out["op_kind"] = np.where(
-            kind == CODE_OP, ops["kind"][np.where(kind == CODE_OP, row, 0)] if len(ops) else -1, -1
-        )
-        return out
+        # every event's place in one table of the sends' fields, then the receives', then the ops': each column one
+        # gather, with no masks or scatters (a mask per kind and column cost three times as much)
+        n_msgs = len(msgs)
+        at = row + np.array([0, n_msgs, 2 * n_msgs, 0])[kind]
+
+        def column(send: str | None, recv: str | None, op: str, dtype: Any = np.int64) -> np.ndarray:
+            none = np.full(n_msgs, np.array(-1).astype(dtype), dtype)  # (-1 as the dtype takes it: op_kind's 255)
+            parts = [none if send is None else msgs[send], none if recv is None else msgs[recv], ops[op]]
+            return np.concatenate(parts, dtype=dtype).take(at)
+
+        return {
+            "kind": kind,
+            "row": row,
+            "rank": column("src", "dst", "rank"),
+            "label": column("label", "label", "label"),
+            "name": column(None, None, "name"),
+            "op_kind": column(None, None, "kind", ops.dtype["kind"] if len(ops) else np.int64),
+        }
 
     def op_columns(self, only_ops: bool = False) -> dict[str, np.ndarray]:
         """Every settled op's (and hold's and free's, unless ``only_ops``) fields as arrays in number order."""
@@ -427,8 +431,7 @@ class MessageView(Message):
 
     @property
     def payload(self) -> Any:
-        p = self._trace._rec.msg_payloads
-        return p[self._row] if self._row < len(p) else None
+        return self._trace._rec.msg_payload(self._row)
 
     @property
     def name(self) -> str | None:
@@ -497,13 +500,11 @@ class OpView(Op):
 
     @property
     def inputs(self) -> Any:
-        p = self._trace._rec.op_payloads
-        return p[self._row][0] if self._row < len(p) else None
+        return self._trace._rec.op_payload(self._row)[0]
 
     @property
     def output(self) -> Any:
-        p = self._trace._rec.op_payloads
-        return p[self._row][1] if self._row < len(p) else None
+        return self._trace._rec.op_payload(self._row)[1]
 
     @property
     def index(self) -> Any:

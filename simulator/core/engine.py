@@ -42,6 +42,7 @@ from .errors import (
     infinite_message,
 )
 from .ordering import settle
+from .payloads import returned
 from .program_time import ProgramTimedDevice
 from .rows import SETTLE_EVERY, Recorder
 from .run_errors import not_a_plain_function, raise_deadlock, raise_over_budget, report_leftovers
@@ -172,6 +173,8 @@ class Engine:
     def _body(self, dev: Device, program, args, kwargs) -> Callable[[], None]:
         timed = isinstance(dev, ProgramTimedDevice)
 
+        rank = dev.rank  # its slot, whatever the program does to dev.rank
+
         def run() -> None:
             try:
                 own_args, own_kwargs = arguments_for(dev.rank, args, kwargs)  # private memory, as on real ranks
@@ -182,13 +185,13 @@ class Engine:
                     not_a_plain_function(program, out)
                 if timed:
                     dev.pay_program_time()  # what it ran after its last call
-                self.outputs[dev.rank] = out
+                self.outputs[rank] = returned(out)  # read now, not inside a check (payloads.returned)
             except GreenletExit as exc:
                 if self._closing:  # the engine ends this device (close): let the greenlet go
                     raise
-                self._failure = (dev.rank, exc)  # the program's own: reported as any other of its errors
+                self._failure = (rank, exc)  # the program's own: reported as any other of its errors
             except BaseException as exc:  # reported by the scheduler, with the rank
-                self._failure = (dev.rank, exc)
+                self._failure = (rank, exc)
             dev._done = True
             self._unfinished -= 1
             if not self._unfinished:
@@ -505,6 +508,9 @@ class Engine:
                     "\n  a shape with no elements: was a value split along an axis shorter than the group (a batch\n"
                     "  of 1 along axis 0 gives the other members empty blocks)? split it along another axis="
                     if empty
+                    else "\n  pieces of different sizes: give every member the same shapes= (each member's piece shape, in\n"
+                    "  member order); torch needs equal sizes"
+                    if first_call.only_shapes_differ(call)
                     else ""
                 )
             )

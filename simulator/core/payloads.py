@@ -77,9 +77,9 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
             f"op {name!r} on device {rank} raised {type(exc).__name__}: {exc}\n  its inputs: {describe_inputs(inputs)}"
             f"{read_only_hint(exc)}"
         ) from exc
-    if isinstance(out, np.ndarray) and out.flags.writeable:
-        out = sealed(out)
-    return out
+    if isinstance(out, np.ndarray):
+        return sealed(out) if out.flags.writeable else out
+    return returned(out)  # read now, as a device's result is (an object read as an array only later could lie)
 
 
 def kept(out: Any) -> Any:
@@ -193,3 +193,33 @@ def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
             f"this device ({dev.rank}) among them"
         )
     return group
+
+
+_PLAIN = (np.ndarray, MetaArray, np.generic, int, float, complex, bool, str, bytes, type(None))
+
+
+def returned(value: Any) -> Any:
+    """What a device returns, as the value it is when it returns: an object NumPy reads as an array (it has
+    ``__array__``, as a tensor does) is read now, and a mapping or sequence of another kind is read into a dict, list
+    or tuple (a named tuple keeps its class), item by item. Read later, inside a check, such an object could answer with
+    whatever the check holds at that moment (the model's value, from its frame); arrays, numbers, strings and plain
+    containers of them are kept as they are."""
+    if isinstance(value, _PLAIN):
+        return value
+    if isinstance(value, Mapping):
+        items = {k: returned(v) for k, v in value.items()}
+        plain = type(value) is dict and all(items[k] is v for k, v in value.items())
+        return value if plain else items
+    if isinstance(value, (list, tuple)):
+        items = [returned(v) for v in value]
+        if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
+            return value
+        if isinstance(value, tuple):
+            return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
+        return items
+    if hasattr(value, "__array__") or hasattr(value, "__array_interface__"):
+        try:
+            return np.asarray(value)
+        except Exception:  # noqa: BLE001 (one NumPy cannot read here, a GPU's tensor: left as it is)
+            return value
+    return value

@@ -22,6 +22,7 @@ as ``Message``/``Op`` views.
 from __future__ import annotations
 
 import struct
+from bisect import bisect_right
 from collections.abc import Callable
 from itertools import repeat
 from typing import Any
@@ -101,8 +102,9 @@ class Recorder:
     msgs, recvs, ops: packed rows (MSG, RECV, OP); log: one byte per event (EV_*), in execution order,
     holding only the events not settled yet (see ``simulator.core.ordering.settle``).
     msg_payloads, op_payloads: each message's payload by row, and each op's (inputs, output), only when kept; a
-    ring booked whole makes its own objects when either list is first read (``keep_later``). The engine's hot
-    paths append through ``add_msg_payload`` and ``add_op_payload``.
+    ring booked whole makes its own objects when either list is first read (``keep_later``), or when one of its rows
+    is read (``msg_payload``, ``op_payload``, ``make_rows``). The engine's hot paths append through
+    ``add_msg_payload`` and ``add_op_payload``.
     msg_extra: row -> (name, index) of messages received with a name or an index.
     op_extra: row -> (index, doc, partial) of ops that have any of them.
     """
@@ -123,7 +125,10 @@ class Recorder:
         self._op_payloads: list[Any] = []
         self.add_msg_payload = self._msg_payloads.append  # (bound once: the hot paths call them for every event)
         self.add_op_payload = self._op_payloads.append
-        self._later: list[tuple[int, int, Callable[[], tuple[list, list]]]] = []  # see keep_later
+        # see keep_later: (first message row, messages, first op row, ops, make) per block not made yet
+        self._later: list[tuple[int, int, int, int, Callable[[], tuple[list, list]]]] = []
+        self._bounds: tuple[np.ndarray, ...] | None = None  # the blocks' first and past-last rows (see _holding)
+        self.blocks_made = 0  # how many blocks of later payloads were made so far (a reader's cue to look again)
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
 
@@ -131,37 +136,116 @@ class Recorder:
     def msg_payloads(self) -> list[Any]:
         """Each message's payload, by row (where the run keeps payloads)."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self._msg_payloads
 
     @property
     def op_payloads(self) -> list[Any]:
         """Each op's ``(inputs, output)``, by row (where the run keeps payloads)."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self._op_payloads
+
+    @property
+    def all_made(self) -> bool:
+        """Whether every payload kept is made (no block of later payloads waits)."""
+        return not self._later
+
+    def msg_payload(self, row: int) -> Any:
+        """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
+        p = self._msg_payloads
+        if row >= len(p):
+            return None
+        if p[row] is None and self._later:  # (a placeholder: a payload kept is never None)
+            self._make_block_of(row, 0)
+        return p[row]
+
+    def op_payload(self, row: int) -> tuple[Any, Any]:
+        """Op ``row``'s ``(inputs, output)`` (``(None, None)`` where not kept), making only its block of later
+        payloads."""
+        p = self._op_payloads
+        if row >= len(p):
+            return (None, None)
+        if p[row] is None and self._later:
+            self._make_block_of(row, 2)
+        return p[row]
 
     def keep_later(self, msgs: int, ops: int, make: Callable[[], tuple[list, list]]) -> None:
         """The payloads of the next ``msgs`` message rows and ``ops`` op rows, made by ``make()`` (two lists) when
         either list is first read: until then each row has a placeholder, so rows written after them keep their
         places. A ring booked whole keeps its payloads so: a run that nobody reads the payloads of (a benchmark's,
         a what-if's) does not make its thousands of views and tuples."""
-        self._later.append((len(self._msg_payloads), len(self._op_payloads), make))
+        self._later.append((len(self._msg_payloads), msgs, len(self._op_payloads), ops, make))
+        self._bounds = None
         self._msg_payloads += repeat(None, msgs)
         self._op_payloads += repeat(None, ops)
+
+    def unmade(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Which of these message rows and op rows have payloads not made yet (two boolean arrays): a reader that
+        needs only what those payloads are, not the objects, can work it out without making them."""
+        return self._inside(msg_rows, 0), self._inside(op_rows, 2)
+
+    def make_rows(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[list[Any], list[Any]]:
+        """The two payload lists with the payloads of these message rows and op rows made (and their blocks'); rows
+        of a block of later payloads not asked for hold None until they are made."""
+        if self._later:
+            self._make_blocks(np.concatenate([self._holding(msg_rows, 0), self._holding(op_rows, 2)]))
+        return self._msg_payloads, self._op_payloads
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled or deep-copied with every payload made: a copy holds the objects, not how to make them."""
         if self._later:
-            self._make_later()
+            self._make_later(self._later)
         return self.__dict__.copy()
 
-    def _make_later(self) -> None:
-        later, self._later = self._later, []
-        for msg_at, op_at, make in later:
+    def _holding(self, rows: np.ndarray, field: int) -> np.ndarray:
+        """For each row (message rows: ``field`` 0, op rows: 2), the place in ``_later`` of the block of later
+        payloads it is in, or -1 (the blocks stand in row order: one binary search a row)."""
+        if not self._later:
+            return np.full(len(rows), -1)
+        starts, ends = self._block_bounds(field)
+        at = np.searchsorted(starts, rows, side="right") - 1
+        return np.where((at >= 0) & (rows < ends[at]), at, -1)
+
+    def _inside(self, rows: np.ndarray, field: int) -> np.ndarray:
+        """Whether each row is in a block of later payloads (``_holding`` >= 0): with a few blocks, row against bounds."""
+        if len(self._later) > 8:
+            return self._holding(rows, field) >= 0
+        inside = np.zeros(len(rows), bool)
+        for first, past in zip(*self._block_bounds(field)):
+            inside |= (rows >= first) & (rows < past)
+        return inside
+
+    def _block_bounds(self, field: int) -> tuple[np.ndarray, np.ndarray]:
+        """The blocks' first rows and past-last rows (message rows: ``field`` 0, op rows: 2), kept until they change."""
+        if self._bounds is None:
+            b = np.array([block[:4] for block in self._later], np.int64).reshape(-1, 4)
+            self._bounds = (b[:, 0], b[:, 0] + b[:, 1], b[:, 2], b[:, 2] + b[:, 3])
+        return self._bounds[field], self._bounds[field + 1]
+
+    def _make_block_of(self, row: int, field: int) -> None:
+        """Make the block of later payloads that one row is in, if any (``_holding`` for one row, without arrays)."""
+        starts, ends = self._block_bounds(field)
+        at = bisect_right(starts, row) - 1
+        if at >= 0 and row < ends[at]:
+            self._make_later([self._later[at]])
+
+    def _make_blocks(self, places: np.ndarray) -> None:
+        """Make the blocks of later payloads at these places in ``_later`` (-1: none)."""
+        places = np.unique(places[places >= 0]).tolist() if len(places) else []
+        if places:
+            self._make_later([self._later[i] for i in places])
+
+    def _make_later(self, blocks: list) -> None:
+        """Make these blocks of later payloads (each in its rows)."""
+        making = set(map(id, blocks))
+        self._later = [b for b in self._later if id(b) not in making]
+        self._bounds = None
+        for msg_at, _, op_at, _, make in blocks:
             msgs, ops = make()
             self._msg_payloads[msg_at : msg_at + len(msgs)] = msgs
             self._op_payloads[op_at : op_at + len(ops)] = ops
+        self.blocks_made += len(blocks)
 
     def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
         """The id of a (shape, dtype) pair, and its byte count."""

@@ -276,7 +276,7 @@ class Achieved:
         if flops <= 0:
             return 0.0
         if fp8 and self.matmul_fp8 is None:
-            raise ValueError("this GPU has no FP8 tensor cores (no FP8 rate was measured): use precision bf16")
+            raise ValueError("this GPU has no FP8 tensor cores (no FP8 rate was measured): use precision='bf16'")
         if fp8:
             rate = self.matmul_fp8.at(flops)
         elif self.matmul_shapes is not None:

@@ -69,6 +69,7 @@ Sources, shortened in the fields below:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -326,7 +327,8 @@ def with_network(base: System, nics_per_node: int | None = None, nic_gbps: float
     bandwidth = a.nic_bandwidth if nic_gbps is None else nic_gbps / 8 * GBS * NIC_SHARE
     ports = a.nics_per_node if nics_per_node is None else nics_per_node
     sources = dict(a.sources)
-    what = f"{ports or a.node_size} ports a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
+    count = ports or a.node_size
+    what = f"{count} port{'s' * (count != 1)} a node of {bandwidth * 8 / GBS / NIC_SHARE:.0f} Gb/s"
     sources["nic_bandwidth"] = f"given: {what}, at the 96% of line rate [NCCL-412] measured"
     one_per_node = a.nic_one_per_node
     if one_per_node and bandwidth != a.nic_bandwidth:  # NCCL's measured share of the port, on the port given
@@ -354,6 +356,19 @@ def with_memory(base: System, gigabytes: float | None) -> System:
 
 
 SYSTEMS: dict[str, Callable[[], System]] = {"dgx-a100": dgx_a100_system, "dgx-h100": dgx_h100_system}
+
+
+def references() -> dict[str, str]:
+    """Each source this module's rates cite, by its key (``"AZ-A100"``): the entry in full, as the docstring's
+    list of sources gives it, on one line."""
+    listed = (__doc__ or "").split("Sources, shortened in the fields below:", 1)[-1]
+    found = {}
+    for entry in re.split(r"\n- (?=\[)", listed)[1:]:
+        keys, text = entry.split(":", 1)
+        for key in re.findall(r"\[([A-Z0-9-]+)\]", keys):
+            text = re.sub(r"``[^`]+``", lambda m: "".join(m[0].split()), text)  # a name wrapped at its dot
+            found[key] = " ".join(re.sub(r"(?<=\w/)\n\s*", "", text).split())  # a path wrapped at its slash
+    return found
 
 
 def system(name: str) -> System:

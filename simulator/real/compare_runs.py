@@ -35,7 +35,8 @@ class Comparison:
 
     def __str__(self) -> str:
         if self.ok:
-            return f"same run: {self.messages} messages and {self.ops} ops/values match, outputs equal"
+            messages = f"{self.messages} message{'s' * (self.messages != 1)}"
+            return f"same run: {messages} and {self.ops} ops/values match, outputs equal"
         shown = "\n".join(f"  {d}" for d in self.differences[:10])
         more = f"\n  ... and {len(self.differences) - 10} more" if len(self.differences) > 10 else ""
         return f"the runs differ in {len(self.differences)} place(s):\n{shown}{more}"

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from ..core.payloads import returned
 from .device import RankResources, TorchDevice
 from .heap import keep_freed_memory
 from .worker import all_on_this_host, common_epoch
@@ -58,7 +59,7 @@ def run_rank(
         )
         dev.start_clock(common_epoch(device, same_host))
         dev.record.t_begin = dev.clock
-        output = program(dev, *args)
+        output = returned(program(dev, *args))  # read here, as a simulated device's is
         gathered: list[Any] | None = [None] * world_size if rank == 0 else None
         dist.gather_object((output, dev.record), gathered, dst=0)
         clean = [None]

@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 
 from ..core.arguments import parts_for
+from ..core.payloads import returned
 from .device import RankResources, TorchDevice
 from .errors import CommError, CommTimeoutError
 from .heap import keep_freed_memory
@@ -176,7 +177,7 @@ def serve(rank: int, config: WorkerConfig, device: torch.device, conn: Any) -> N
             dev.start_clock(common_epoch(device, same_host))  # t = 0 on every rank, right before the program
             dev.record.t_begin = dev.clock
             args, kwargs = parts_for(rank, args, kwargs)  # PerDevice: this rank's part (its own copy: unpickled)
-            output = program(dev, *args, **kwargs)
+            output = returned(program(dev, *args, **kwargs))  # read here, as a simulated device's is
             conn.send(("done", run, output, dev.record, dev.open_receives()))
         except BaseException as exc:
             dev = None

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import difflib
 import os
 import re
 import tempfile
@@ -131,10 +132,12 @@ def _load_and_grade(row: Row, answer: RemoteAnswer) -> Grade | None:
     if loaded["exercise"] in EXERCISES and loaded["exercise"] != named:  # its process was set up for another
         row.detail = f'write the exercise\'s name on a line of its own: EXERCISE = "{loaded["exercise"]}"'
     elif loaded["exercise"] not in EXERCISES:
+        close = difflib.get_close_matches(str(loaded["exercise"]), EXERCISES, n=1)
         what = (
             "names no exercise"
             if loaded["exercise"] is None
             else f"names the exercise {loaded['exercise']!r}, which is not one"
+            + (f" (did you mean {close[0]!r}?)" if close else "")
         )
         row.detail = f"the file {what}: write EXERCISE = one of {', '.join(EXERCISES)}"
     elif loaded["answer"]:

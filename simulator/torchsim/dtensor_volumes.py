@@ -17,7 +17,9 @@ and destroyed around each call, so nothing stays behind.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import logging
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -90,11 +92,30 @@ def dtensor_bytes(
             local, mesh, [_torch_placement(p) for p in src], run_check=False, shape=tuple(shape),
             stride=tuple(int(s) for s in np.cumprod((1, *reversed(shape[1:])))[::-1]),
         )  # fmt: skip
-        with Record():
+        with Record(), _quiet(_DTENSOR_ADVICE):
             d.redistribute(mesh, [_torch_placement(p) for p in dst])
     finally:
         dist.destroy_process_group()
     return out
+
+
+# DTensor's warnings while it plans on the fake group ("2 sequential all_reduce operations ... suboptimal", "CPU
+# process group does not support alltoall yet"): advice for a real run, noise in a table that measures its plans
+_DTENSOR_ADVICE = ("torch.distributed.tensor._redistribute", "torch.distributed.tensor._collective_utils")
+
+
+@contextlib.contextmanager
+def _quiet(names: Sequence[str]) -> Iterator[None]:
+    """The loggers ``names`` keep their errors only, for the block."""
+    loggers = [logging.getLogger(name) for name in names]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 def dtensor_plan(

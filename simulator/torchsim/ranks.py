@@ -368,12 +368,9 @@ class RankThread:
         except RankAborted:
             answer = ()
         except BaseException as exc:  # the program's own error: the device raises it, naming the rank
-            if "default process group twice" in str(exc) and exc.args:
-                exc.args = (
-                    f"{exc.args[0]}: simulate_torch and run_real initialise torch.distributed on each rank; leave "
-                    "init_process_group out of the program (a script that runs it under torchrun calls it first)",
-                    *exc.args[1:],
-                )
+            fix = _launcher_fix(exc)
+            if fix and exc.args:
+                exc.args = (f"{exc.args[0]}: {fix}", *exc.args[1:])
             answer = ("error", exc, None)
         finally:
             with self._state:
@@ -383,6 +380,24 @@ class RankThread:
             _TURN.release()
         if answer:
             self._to_device.put(answer)
+
+
+LAUNCHER_VARIABLES = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def _launcher_fix(exc: BaseException) -> str | None:
+    """The fix for what a script written for torchrun does that simulated ranks provide otherwise: they are
+    initialised already, threads of one process (no RANK per rank in the environment), on the CPU."""
+    if "default process group twice" in str(exc):
+        return ("simulate_torch and run_real initialise torch.distributed on each rank; leave init_process_group out "
+                "of the program (a script that runs it under torchrun calls it first)")  # fmt: skip
+    if isinstance(exc, KeyError) and exc.args and exc.args[0] in LAUNCHER_VARIABLES:
+        return (f"torchrun's {exc.args[0]} is not set: the simulated ranks are threads of one process, which share "
+                "its environment; ask torch.distributed instead (dist.get_rank(), dist.get_world_size())")  # fmt: skip
+    if "cuda" in str(exc).lower() and not torch.cuda.is_available():
+        return ("the simulated ranks run on the CPU, without CUDA: leave .cuda(), .to('cuda') and "
+                "torch.cuda.set_device out, or choose the device by torch.cuda.is_available()")  # fmt: skip
+    return None
 
 
 def _plan(sink: RankSink, out: Any, name: str = "output") -> Any:

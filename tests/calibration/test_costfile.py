@@ -85,3 +85,29 @@ def test_numbers_past_a_float_and_deep_nesting_are_named(tmp_path, text, words):
 def test_an_endless_file_is_read_only_so_far():
     with pytest.raises(ValueError, match="cannot read a cost model from /dev/zero: it is larger than 64 MiB"):
         load_cost("/dev/zero")
+
+
+def test_calibrate_says_how_to_use_the_file_it_writes(tmp_path, monkeypatch, capsys):
+    import simulator.calibration.calibrate as calibrate_module
+    from simulator import World
+    from simulator.cli.main import main
+
+    class Measured:  # what calibrate() returns, without starting real ranks
+        cost = CostModel(latency=2e-6, bandwidth=3e9)
+
+        def summary(self):
+            return "calibrated"
+
+        def save(self, path):
+            save_cost(path, self.cost)
+            return path
+
+    monkeypatch.setattr(calibrate_module, "calibrate", lambda *args, **kwargs: Measured())
+    out = tmp_path / "cost.json"
+    assert main(["calibrate", "-o", str(out)]) == 0
+    said = capsys.readouterr().out
+    assert f"World(n, cost=load_cost({str(out)!r}))" in said and "simulator.calibration.costfile" in said
+    assert World(2, cost=load_cost(str(out))).cost.latency == 2e-6  # and what it says works
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--help"])
+    assert "World(n, cost=load_cost('cost.json'))" in " ".join(capsys.readouterr().out.split())

@@ -136,7 +136,10 @@ def test_a_value_no_device_computed_is_said_once_though_each_replica_has_its_ref
     run = World(2).run(local_only, data.X, data.Y, data.W)
     refs = {r: Reference.of(data.one_device_gradients, data.X, data.Y, data.W, r) for r in range(2)}
     lines = [u.text for u in check(run, refs).unchecked if u.kind == "never computed"]
-    assert lines == ["no device computed g under that name (the single-device run does), so it was not compared"]
+    assert lines == [
+        "no device computed g under that name (the single-device run does), so it was not compared: compute it with "
+        "dev.compute('g', ...) on the device that makes it (with index= for a block, partial=True for a term of a sum)"
+    ]
 
 
 def test_without_a_split_the_checker_says_what_it_said_before():

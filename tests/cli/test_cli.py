@@ -3,6 +3,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from simulator.cli.main import main
 
 
@@ -57,3 +59,48 @@ def test_filters_outside_the_run_are_errors_that_name_its_range(capsys):
 def test_a_step_range_that_overlaps_the_run_is_shown(capsys):
     assert main(["run", "split", "--steps", "3:60", "--devices", "1"]) == 0
     assert "showing 3 of 5 events (devices 1; steps 3 to 60)" in capsys.readouterr().out
+
+
+def test_a_mistyped_flag_gets_the_flag_it_meant(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["whatif", "--model", "llama3-8b", "--tpp", "2"])
+    assert stop.value.code == 2
+    err = capsys.readouterr().err
+    assert "python -m simulator whatif: error: unrecognized arguments: --tpp 2" in err
+    assert "did you mean --tp?" in err and "usage: python -m simulator whatif" in err
+
+
+def test_an_unknown_word_points_at_the_commands_help(capsys):
+    with pytest.raises(SystemExit) as stop:
+        main(["demo", "extra"])
+    assert stop.value.code == 2
+    assert "`python -m simulator demo --help` lists its options" in capsys.readouterr().err
+
+
+def test_a_range_written_high_first_gets_the_range_to_write(capsys):
+    with pytest.raises(SystemExit):
+        main(["timeline", "split", "--devices", "1-0"])
+    assert "devices '1-0': write a range lower rank first, e.g. 0-1" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "pointer"),
+    [([], "start with `python -m simulator demo`"), (["export"], "`python -m simulator list` names them")],
+)
+def test_a_missing_argument_says_where_to_find_one(argv, pointer, capsys):
+    with pytest.raises(SystemExit):
+        main(argv)
+    assert pointer in capsys.readouterr().err
+
+
+def test_the_timelines_key_keeps_within_the_columns_asked(capsys):
+    assert main(["timeline", "pipeline-1f1b", "--columns", "50"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 50, max(lines, key=len)
+    assert lines[1].startswith("device 0  ") and any("receiving" in line for line in lines)
+
+
+def test_the_demo_keeps_within_a_narrow_terminal(capsys):
+    assert main(["demo", "--brief", "--width", "60"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert max(map(len, lines)) <= 60, max(lines, key=len)

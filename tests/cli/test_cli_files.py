@@ -1,11 +1,12 @@
 """Writing files: whole or not at all, and every bad --out / bound refused by the parser with a clear message."""
 
+import json
 import os
 import sys
 
 import pytest
 
-from simulator.cli.main import main
+from simulator.cli.main import build_parser, main
 from simulator.teach.examples import get
 from simulator.views.plot import chrome_trace
 
@@ -167,3 +168,25 @@ def test_a_lone_surrogate_in_a_title_is_named_not_a_unicode_traceback(tmp_path):
         write_html("split", tmp_path / "x.html", title="loss \udc80 curve")
     assert not isinstance(info.value, UnicodeError) and "loss" in str(info.value)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_every_command_that_writes_a_file_takes_dash_o(tmp_path):
+    # `html wrong-input -o bug.html` is in the top-level help: a teacher then types -o for the trace too
+    trace = tmp_path / "bug.trace.json"
+    assert main(["export", "wrong-input", "-o", str(trace)]) == 0
+    events = json.loads(trace.read_text())["traceEvents"]
+    assert {e["ph"] for e in events} >= {"M", "X", "s", "f"}
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    writers = [name for name, p in commands.items() if any("--out" in a.option_strings for a in p._actions)]
+    assert {"html", "export", "figures", "explore", "memory", "calibrate"} <= set(writers)
+    for name in writers:
+        (out,) = [a for a in commands[name]._actions if "--out" in a.option_strings]
+        assert "-o" in out.option_strings, name
+
+
+def test_a_page_step_out_of_range_is_said_with_its_flag(tmp_path, capsys):
+    assert main(["html", "wrong-input", "-o", str(tmp_path / "bug.html"), "--step", "99"]) == 2
+    assert capsys.readouterr().err.strip() == "cannot write the page: --step 99: this run has steps 0 to 5"
+    assert main(["html", "wrong-input", "-o", str(tmp_path / "bug.html"), "--first-event", "99"]) == 2
+    assert "--first-event 99: the run has events 0 to 4" in capsys.readouterr().err

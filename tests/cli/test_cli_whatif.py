@@ -1,6 +1,7 @@
 """``python -m simulator whatif`` and ``validate``: a step planned from flags, and the planner checked."""
 
 import json
+import re
 from dataclasses import replace
 
 import pytest
@@ -19,6 +20,7 @@ def test_whatif_prints_where_the_time_goes(capsys):
     out = capsys.readouterr().out
     assert "TFLOP/s per GPU, MFU" in out and "where the time goes" in out and "matrix products" in out
     assert "pipeline rank   0:" in out and "DOES NOT FIT" not in out
+    assert "communication only where no computation hides it" in out  # why an overlapped all-reduce reads 0.000
 
 
 def test_whatif_says_its_band_and_the_knobs_that_move_it(capsys):
@@ -33,6 +35,16 @@ def test_whatif_says_its_band_and_the_knobs_that_move_it(capsys):
     assert {k["knob"] for k in data["knobs"]} == {"interleaving depth", "microbatch", "recompute"}
     assert main(["whatif", *flags, "--no-knobs"]) == 0
     assert "unpublished knobs" not in capsys.readouterr().out
+
+
+def test_a_step_of_a_few_tokens_prints_its_fraction_of_a_tflop_not_zero(capsys):
+    """One token a microbatch runs at a third of a TFLOP/s a GPU: the report said "0 TFLOP/s" and "MFU 0.0%"."""
+    assert main(["whatif", "--model", "llama2-7b", "--seq-len", "1", "--dp", "8", "--zero", "1"]) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    step = re.search(r"step [0-9.]+ s: ([0-9.]+) TFLOP/s per GPU, MFU ([0-9.]+)%", out)
+    assert step is not None and 0.1 < float(step[1]) < 10 and 0 < float(step[2]) < 1
+    band = re.search(r"expect ([0-9.]+) to ([0-9.]+) TFLOP/s per GPU", out)
+    assert band is not None and 0 < float(band[1]) < float(step[1]) < float(band[2])
 
 
 def test_uneven_layers_and_a_network_by_flags(capsys):
@@ -174,4 +186,102 @@ def test_the_frameworks_software_flags_reach_the_layout_and_the_memory_shows_the
         memory["needed"] == pytest.approx(memory["total"] + memory["framework"], abs=2e-3) and memory["framework"] > 2
     )
     assert main(["whatif", *flags, "--grad-reduce", "all-reduce"]) == 2  # ZeRO-2 keeps a shard: refused
-    assert "--grad-reduce reduce-scatter or --zero 1" in capsys.readouterr().err  # the flags, as typed
+    assert "use --grad-reduce reduce-scatter or --zero 1" in capsys.readouterr().err
+
+
+def test_where_the_time_goes_keeps_its_columns(capsys):
+    # the longest label ("products slowed by overlapped comm.", with tp overlap) pushed its numbers one column right
+    assert main(["whatif", "--model", "llama3-8b", "--tp", "2", "--dp", "4", "--no-knobs"]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("average"))
+    rows = lines[header + 1 : lines.index("", header)]
+    assert any("overlapped comm." in row for row in rows) and len(rows) >= 5
+    ends = {lines[header].index("average") + len("average")} | {re.search(r"\d\.\d{3}", row).end() for row in rows}
+    assert len(ends) == 1, "\n".join(lines[header : header + len(rows) + 1])
+
+
+@pytest.mark.parametrize("hardware", ["dgx-a100", "dgx-h100"])
+def test_every_rate_says_its_source_in_full(hardware, capsys):
+    flags = ["whatif", *TINY, "--tp", "2", "--hardware", hardware, "--no-knobs"]
+    assert main(flags) == 0
+    assert "--sources lists them" in capsys.readouterr().out  # the plain report says where to look
+    assert main([*flags, "--sources"]) == 0
+    out = capsys.readouterr().out
+    rates, full = out.split("\npriced with:\n")[1].split("\nsources:\n")
+    cited = set(re.findall(r"\[([A-Z0-9-]+)\]", rates))
+    listed = set(re.findall(r"^  \[([A-Z0-9-]+)\] ", full, re.M))
+    assert "NCCL-412" in cited and cited <= listed  # each cited source is given in full, and what it cites
+    assert max(map(len, out.split("\npriced with:\n")[1].splitlines())) <= 120
+    assert main([*flags, "--json", "--nic-gbps", "400"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["sources"]["nic_bandwidth"].startswith("given: ")
+    assert set(data["references"]) >= {
+        key for where in data["sources"].values() for key in re.findall(r"\[([A-Z0-9-]+)\]", where)
+    }
+
+
+def test_bad_layer_counts_and_metrics_are_said_in_the_flags_typed(capsys):
+    assert main(["whatif", "--model", "llama3-8b", "--pp", "2", "--first-stage-layers", "40", "--no-knobs"]) == 2
+    err = capsys.readouterr().err
+    assert "--first-stage-layers 40 put 40 layers in one end of the pipeline, and the model has 32" in err
+    assert "None" not in err and "-8" not in err
+    with pytest.raises(SystemExit):
+        main(["whatif", "--model", "llama3-8b", "--train-metrics", "-3"])
+    assert "argument --train-metrics: -3 is out of range" in capsys.readouterr().err
+
+
+def test_the_band_gives_the_step_time_too(capsys):
+    # someone renting GPUs reads the time a step takes: the band says it, as the throughput's band does
+    flags = ["whatif", "--model", "llama2-7b", "--tp", "2", "--dp", "2", "--no-knobs"]
+    assert main([*flags, "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    step, band = data["step_seconds"], data["band_step_seconds"]
+    tflops = data["band_tflops_per_gpu"]
+    assert band["low"] < step < band["high"]
+    assert band["low"] * tflops["high"] == pytest.approx(step * data["tflops_per_gpu"])  # the same ratios
+    assert main(flags) == 0
+    out = " ".join(capsys.readouterr().out.split())
+    assert f"TFLOP/s per GPU, a step of {band['low']:.3g} to {band['high']:.3g} s" in out
+
+
+def test_a_layout_that_does_not_fit_is_told_only_what_it_does_not_do_yet(capsys):
+    base = ["whatif", "--model", "llama3-70b", "--tp", "8", "--no-knobs"]
+    assert main([*base, "--recompute", "full", "--sequence-parallel", "--zero", "3"]) == 1
+    advice = capsys.readouterr().out.split("DOES NOT FIT: ")[1].split("\n")[0]
+    assert advice.endswith("try --dp > 1 with --zero (ZeRO shards over the data-parallel ranks) or a larger tp or pp")
+    assert main([*base, "--pp", "2", "--dp", "2", "--microbatch", "2"]) == 1
+    advice = capsys.readouterr().out.split("DOES NOT FIT: ")[1].split("\n")[0]
+    for way in ("--recompute full", "a higher --zero", "--sequence-parallel", "a larger tp or pp", "--microbatch"):
+        assert way in advice, way
+
+
+def test_tensor_parallelism_across_nodes_is_pointed_out(capsys):
+    assert main(["whatif", *TINY, "--tp", "16", "--heads", "16", "--no-knobs"]) == 0
+    out = capsys.readouterr().out
+    assert "(tp 16 spans 2 nodes of 8 GPUs: its all-reduces cross the network between nodes" in out
+    assert main(["whatif", *TINY, "--tp", "8", "--no-knobs"]) == 0
+    assert "spans" not in capsys.readouterr().out
+
+
+def test_mfu_names_the_peak_it_divides_by(capsys):
+    for hardware, peak in (("dgx-a100", 312), ("dgx-h100", 989)):
+        assert main(["whatif", *TINY, "--tp", "2", "--hardware", hardware, "--no-knobs"]) == 0
+        out = capsys.readouterr().out
+        assert f"% of the {peak} TFLOP/s peak (" in out, out.splitlines()[1]
+
+
+def test_the_planners_refusals_name_the_flags_to_type(capsys):
+    assert main(["whatif", *TINY, "--cp", "2", "--attention", "unfused", "--no-knobs"]) == 2
+    assert capsys.readouterr().err.strip().endswith("use --attention flash")
+    assert main(["whatif", *TINY, "--grad-accumulation", "fsdp", "--no-knobs"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("whatif: --grad-accumulation fsdp, --zero 0: ") and "use --zero 2 or 3" in err
+    assert "TrainingSetup" not in err and "='" not in err
+    assert main(["whatif", "--model", "llama3-8b", "--kv-heads", "5", "--no-knobs"]) == 2
+    assert capsys.readouterr().err.strip() == "whatif: --kv-heads 5 must divide --heads 32"
+    assert main(["whatif", *TINY, "--pp", "2", "--virtual-stages", "2", "--no-knobs"]) == 2
+    assert "drop --virtual-stages 2 or use one of interleaved-1f1b" in capsys.readouterr().err
+    assert main(["whatif", *TINY, "--hardware", "dgx-a100", "--precision", "fp8", "--no-knobs"]) == 2
+    assert (
+        capsys.readouterr().err.strip().endswith("no FP8 tensor cores (no FP8 rate was measured): use --precision bf16")
+    )

@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_network
+from simulator.cost.systems import dgx_a100_system, dgx_h100_system, with_memory, with_network
 from simulator.parallel.whatif import SetupError, TrainingSetup, Transformer, named_model, whatif
 from simulator.parallel.whatif.memory import chunk_activations, rank_params
 from simulator.parallel.whatif.outside import BLOOM, LLAMA3, MEGASCALE, MOSAIC, MT_NLG, OPT, mpt, outside_rows
@@ -30,11 +30,21 @@ def test_megatron_first_and_last_stage_layers_split_the_rest_evenly():
     ("layout", "words"),
     [
         (TrainingSetup(pp=4), "do not split evenly"),
-        (TrainingSetup(pp=4, first_stage_layers=2), "leave 8 for the other 3"),
+        (
+            TrainingSetup(pp=4, first_stage_layers=2),
+            "leave 8 of the model's 10 layers for the other 3 of 4 model chunks",
+        ),
         (TrainingSetup(pp=2, stage_layers=(5, 4)), "summing to the model's layers"),
         (TrainingSetup(pp=2, stage_layers=(5, 3, 2)), "one count per chunk"),
         (TrainingSetup(first_stage_layers=10), "need pp > 1"),
-        (TrainingSetup(pp=2, first_stage_layers=6, last_stage_layers=6), "leave -2 for the other 0"),
+        (
+            TrainingSetup(pp=2, first_stage_layers=6, last_stage_layers=6),
+            "the ends are every chunk: give counts that add up to 10",
+        ),
+        (
+            TrainingSetup(pp=2, first_stage_layers=12),
+            "--first-stage-layers 12 put 12 layers in one end of the pipeline, and the model has 10: give at most 10",
+        ),
     ],
 )
 def test_layer_counts_that_do_not_add_up_are_refused_with_the_fix(layout, words):
@@ -73,11 +83,15 @@ def test_a_network_given_by_its_ports_shares_them_between_the_gpus():
     four = with_network(base, nics_per_node=4, nic_gbps=100)
     assert four.achieved.gpu_nic_bandwidth == pytest.approx(100 / 8 * 1e9 * 0.96 / 2)
     assert "4 ports a node of 100 Gb/s" in four.name
+    assert "(1 port a node of 100 Gb/s)" in with_network(base, nics_per_node=1, nic_gbps=100).name
     assert with_network(base) is base
     between = four.achieved.collective_time("all_reduce", 1e9, 16, 8)
     assert between > base.achieved.collective_time("all_reduce", 1e9, 16, 8) * 3  # a quarter of the bandwidth
-    with pytest.raises(ValueError, match="nic-gbps"):
-        with_network(base, nic_gbps=0)
+    for bad in (0, -100, float("nan"), float("inf")):  # an infinite port made every step's network free
+        with pytest.raises(ValueError, match="nic-gbps"):
+            with_network(base, nic_gbps=bad)
+        with pytest.raises(ValueError, match="gpu-memory"):
+            with_memory(base, bad)
 
 
 def test_every_out_of_sample_row_runs_as_its_source_publishes_it():

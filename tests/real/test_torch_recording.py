@@ -111,7 +111,8 @@ def test_compare_ignores_time_but_not_values():
             self.trace = merge(2, _split_records(payload, [0, 1, 2, 3, 9, 10, 11]))
             self.outputs = [None, out]
 
-    assert compare(sim, Run(np.array([7.0]), np.array([49.0])), exact=True).ok
+    same = compare(sim, Run(np.array([7.0]), np.array([49.0])), exact=True)
+    assert same.ok and str(same) == "same run: 1 message and 3 ops/values match, outputs equal"
     diff = compare(sim, Run(np.array([7.0 + 1e-12]), np.array([49.0])), exact=True)
     assert [d.split(":")[0] for d in diff.differences] == ["channel 0->1 tag 0, message 0", "device 1"]
     assert diff.differences[1].startswith("device 1: op B = [49.] simulated, [49.] measured")  # B squared it

@@ -216,3 +216,8 @@ def test_grade_is_a_function_of_the_program_alone_for_a_folder_of_files():
 
     a, b = grade("split-the-seed", split, seed=1), grade("split-the-seed", split, seed=1)
     assert a.ok and b.ok and a.reason == b.reason and a.diagnosis == "passed"
+
+
+def test_a_misspelt_exercise_name_gets_the_one_it_meant():
+    with pytest.raises(KeyError, match="no exercise named 'ring_all_reduce'; did you mean 'ring-all-reduce'?"):
+        start("ring_all_reduce")

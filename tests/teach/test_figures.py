@@ -255,3 +255,8 @@ def test_the_page_screenshots_are_16_9_slides_with_legible_text():
     assert {"view_split.png", "view_wrong_input.png", "view_tp_row.png", "memory_calculator.png"} <= set(pages)
     for o in pages:
         assert Image.open(ROOT / "figures" / o).size == (1920, 1080), o
+
+
+def test_one_figure_file_is_counted_as_one(tmp_path, capsys):
+    assert main(["figures", "gpipe-two-stages-text", "--out", str(tmp_path)]) == 0
+    assert f"1 file in {tmp_path}/" in capsys.readouterr().out

@@ -178,3 +178,11 @@ def test_the_csv_is_written_whole(tmp_path):
 
     path = write_csv([Row("a.py", "a", "ring-all-reduce", "passed")], tmp_path / "g.csv")
     assert path.read_text().splitlines()[0] == ",".join(COLUMNS) and not list(tmp_path.glob(".*tmp"))
+
+
+def test_a_misspelt_exercise_gets_the_name_it_meant(tmp_path):
+    path = tmp_path / "zed.py"
+    path.write_text('EXERCISE = "ring-alreduce"\n\ndef ring(dev, x):\n    return x\n')
+    row = grade_file(path)
+    assert row["verdict"] == "not graded"
+    assert "names the exercise 'ring-alreduce', which is not one (did you mean 'ring-all-reduce'?)" in row["detail"]

@@ -81,7 +81,7 @@ def test_in_a_notebook_numpy_patched_with_the_snapshot_disabled_does_not_pass_th
     off and makes numpy's comparisons say yes still gets the partial sum FAILED."""
     import numpy as np
 
-    from simulator.teach.exercises import integrity, start
+    from simulator.teach.exercises import grading, start
 
     def rows(dev, x, w):  # the starter: a partial sum returned, and a message so something "arrives"
         r = dev.rank
@@ -92,7 +92,7 @@ def test_in_a_notebook_numpy_patched_with_the_snapshot_disabled_does_not_pass_th
         return dev.compute("Y", np.matmul, x, w)
 
     ex = start("row-split")
-    monkeypatch.setattr(integrity.Snapshot, "changed", lambda self: [])
+    monkeypatch.setattr(grading, "_CHANGED", lambda snapshot: [])  # the comparison the grade loaded with, made blind
     for name in ("isclose", "allclose", "array_equal", "all"):
         monkeypatch.setattr(np, name, lambda *a, **k: True)
     monkeypatch.setattr(np, "median", lambda *a, **k: 1e300)

@@ -16,7 +16,7 @@ def test_torch_notebook_executes():
     assert assert_every_plot_shows(nb) == 2  # the simulated and measured timelines, plain and calibrated
     text = outputs_text(nb)
     assert text.count("check passed: 7 values and the result match the single-device run") == 2  # sim and real
-    assert "same run: 1 messages and 3 ops/values match, outputs equal" in text
+    assert "same run: 1 message and 3 ops/values match, outputs equal" in text
     assert "same explanation: True" in text
     assert "replicated on real processes: [[49.0], [81.0]] messages: 0" in text
     assert "torch backend: device 1 raised ContractError: contract violated" in text

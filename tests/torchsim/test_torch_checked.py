@@ -254,3 +254,41 @@ def test_tensor_parallel_groups_of_any_ranks_are_checked_by_each_rank_s_place_in
     report, text = failure(simulate_torch(tp.tp_mlp_in_groups, 4, STATE, X, strided, "wrong shard"), mlp_ref)
     assert report.first.name == "fc1" and report.first.rank == 0
     assert "It is the block [:, 8:16] of fc1, not the block [:, 0:8] this device should hold" in text
+
+
+def tp_mlp_by_arithmetic(state, x, forget_the_all_reduce=False):
+    """Right, but written with tensor arithmetic where the model calls fc1 and fc2: nothing is named by module."""
+    rank, p = dist.get_rank(), dist.get_world_size()
+    w1, b1 = state["fc1.weight"].chunk(p, dim=0)[rank], state["fc1.bias"].chunk(p, dim=0)[rank]
+    y = torch.relu(x @ w1.T + b1) @ state["fc2.weight"].chunk(p, dim=1)[rank].T
+    if not forget_the_all_reduce:
+        dist.all_reduce(y)
+    if forget_the_all_reduce:  # each rank returns its term of the sum (its share of the bias too)
+        return y + state["fc2.bias"] / p
+    return y + state["fc2.bias"]
+
+
+def test_values_not_named_by_module_are_said_with_the_fix(mlp_ref):
+    report = check(simulate_torch(tp_mlp_by_arithmetic, 2, STATE, X), mlp_ref)
+    assert report.verdict == "not verified"
+    (never,) = [u.text for u in report.unchecked if u.kind == "never computed"]
+    assert never.startswith("no device computed fc1, fc2 under that name") and "call the module itself" in never
+    assert "dev.compute" not in never  # a torch program has no dev.compute to call
+
+
+def test_a_missing_all_reduce_in_torch_code_is_said_in_torch_words(mlp_ref):
+    report = check(simulate_torch(tp_mlp_by_arithmetic, 2, STATE, X, True), mlp_ref)
+    assert report.verdict == "FAILED"
+    text = words(report)
+    assert "partial sum used as if it were the complete value" in text and "all-reduce that adds them" in text
+    assert "partial=True" not in text  # dev.compute's keyword: a torch program has none to write
+
+
+def test_gradients_against_a_forward_only_reference_ask_for_its_backward(mlp_ref, step_ref):
+    # the program runs a backward pass and the reference only the forward: "give the module its path" was no fix
+    run = simulate_torch(tp.dtensor_mlp, 2, STATE, X)
+    report = check(run, mlp_ref)
+    grads = [u.text for u in report.unchecked if u.kind == "unknown name" and ".grad" in u.text]
+    assert report.verdict == "not verified" and grads
+    assert all("ran no backward pass" in text and "path it has" not in text for text in grads)
+    assert check(run, step_ref).ok  # and the reference that runs the backward passes it

@@ -1,6 +1,7 @@
 """Bad torch programs on simulated ranks get the simulator's errors, naming the ranks and their torch calls; never
 a hang, never a traceback from deep inside torch."""
 
+import os
 import threading
 
 import pytest
@@ -152,6 +153,27 @@ def initialises_itself():
 def test_a_program_that_initialises_torch_distributed_itself():
     with pytest.raises(RankError, match="leave init_process_group out of the program"):
         simulate_torch(initialises_itself, 2)
+
+
+def reads_torchrun_variables():
+    rank = int(os.environ["RANK"])  # as a script written for torchrun does
+    return torch.ones(1) * rank
+
+
+def moves_to_the_gpu():
+    torch.cuda.set_device(dist.get_rank())
+    return torch.ones(1).cuda()
+
+
+def test_a_program_written_for_torchrun_is_told_what_simulated_ranks_give_instead(monkeypatch):
+    monkeypatch.delenv("RANK", raising=False)
+    with pytest.raises(
+        RankError, match=r"torchrun's RANK is not set: .* ask torch.distributed instead \(dist.get_rank"
+    ):
+        simulate_torch(reads_torchrun_variables, 2)
+    if not torch.cuda.is_available():
+        with pytest.raises(RankError, match=r"the simulated ranks run on the CPU, without CUDA: leave .cuda\(\)"):
+            simulate_torch(moves_to_the_gpu, 2)
 
 
 def destroys_its_group():

@@ -226,3 +226,39 @@ def test_export_command(tmp_path, capsys):
     assert sorted(e["pid"] for e in waiting) == [0, 1], waiting
     end = max(e["ts"] + e["dur"] for e in doc["traceEvents"] if e.get("ph") == "X")
     assert all(e["ts"] + e["dur"] == pytest.approx(end) for e in waiting)  # (device 1 posted its send at the end)
+
+
+def test_the_classroom_bug_s_export_marks_its_first_divergence(tmp_path):
+    """A teacher exports the wrong-input run to Perfetto: the file says the check FAILED, the message that carried x
+    where A should have crossed is named by what it carried, and an instant marks where device 1 got it. Before,
+    the slice read "A -> 1", as the receiver declared it, and nothing said the run was wrong."""
+    out = tmp_path / "bug.json"
+    assert main(["export", "wrong-input", "-o", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    check_valid(doc)
+    assert doc["otherData"]["check"]["verdict"] == "FAILED"
+    marked = [e for e in doc["traceEvents"] if e.get("ph") == "X" and "first divergence" in e["name"]]
+    assert sorted(e["name"] for e in marked) == [
+        "x, not A, -> 1 (first divergence)",
+        "x, not A, <- 0 (first divergence)",
+    ]
+    assert all("carried [3.]" in e["args"]["check"] for e in marked)
+    (instant,) = [e for e in doc["traceEvents"] if e.get("ph") == "i"]
+    recv = next(e for e in marked if e["pid"] == 1)
+    assert instant["pid"] == 1 and instant["ts"] == pytest.approx(recv["ts"] + recv["dur"])
+    assert "should have received A" in instant["args"]["explain"]
+    # a run that passes says so, and marks nothing
+    assert main(["export", "split", "-o", str(tmp_path / "ok.json")]) == 0
+    ok = json.loads((tmp_path / "ok.json").read_text())
+    assert ok["otherData"]["check"]["verdict"] == "passed"
+    assert not any("first divergence" in e.get("name", "") for e in ok["traceEvents"])
+
+
+def test_a_collapsed_export_still_says_the_verdict_and_where_it_first_diverged():
+    from simulator.teach.examples import get
+
+    run = get("tp-bug-forgot-all-reduce").run()
+    doc = chrome_trace(run.result, max_events=12, report=run.report)
+    check_valid(doc)
+    assert doc["otherData"]["check"]["verdict"] == "FAILED" and "collapsed" in doc["otherData"]
+    assert any(e.get("ph") == "i" and e["name"] == "check FAILED: the first divergence" for e in doc["traceEvents"])

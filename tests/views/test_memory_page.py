@@ -97,6 +97,8 @@ def test_each_bar_is_explained_and_the_page_fits_one_screen(page):
     assert "ZeRO-3 shards them over dp x cp = 64" in shown["why"][0] and "two layers gathered" in shown["why"][0]
     assert "only each layer's input" in shown["why"][3] and "pp = 1 microbatches" in shown["why"][3]
     assert shown["verdict"].startswith(f"{want.total / 1e9:.2f} GB on each device")
+    # its room to spare is counted from the 85.5 GB an H100 80GB holds, which it says (not from 80)
+    assert "fits an H100 80GB (85.5 GB usable), " in shown["verdict"]
     assert shown["size"] == [1280, 720] and shown["smallest"] >= 12
 
 

@@ -23,7 +23,7 @@ from typing import Any
 
 from ...cost.systems import System
 from .model import Transformer
-from .report import Report
+from .report import Report, tflops_text
 from .run import whatif
 from .training_setup import SetupError, TrainingSetup
 
@@ -50,7 +50,7 @@ class Knob:
 
     def text(self, base: float) -> str:
         low, high = self.swing(base)
-        tried = ", ".join(f"{v} {t:.0f}{'' if fits else ' (does not fit)'}" for v, t, fits in self.values)
+        tried = ", ".join(f"{v} {tflops_text(t)}{'' if fits else ' (does not fit)'}" for v, t, fits in self.values)
         return f"{self.name}: {low:+.0%} to {high:+.0%} ({tried})"
 
     def to_json(self) -> dict[str, Any]:

@@ -35,6 +35,21 @@ LABELS = {
     "sp_cp": "sequence/context-parallel comm.", "ep": "expert-parallel all-to-all", "pp": "pipeline sends",
     "dp": "data-parallel gradients", "bubble": "pipeline bubble", "idle": "idle (waiting for the slowest)",
 }  # fmt: skip
+_LABEL_WIDTH = max(map(len, LABELS.values()))  # the numbers' columns start past the longest label
+
+
+def _to_fit(lay: TrainingSetup) -> str:
+    """What would make room, less what the layout already does (full recomputation, sequence parallelism, ...)."""
+    ways = [
+        ("more recomputation (--recompute full)", lay.recompute != "full"),
+        ("a higher --zero", lay.dp > 1 and lay.zero < (2 if lay.pp > 1 else 3)),
+        ("--dp > 1 with --zero (ZeRO shards over the data-parallel ranks)", lay.dp == 1),
+        ("--sequence-parallel", lay.tp > 1 and not lay.sequence_parallel),
+        ("a larger tp or pp", True),
+        ("a smaller --microbatch", lay.microbatch > 1),
+    ]
+    chosen = [way for way, useful in ways if useful]
+    return ", ".join(chosen[:-1]) + f" or {chosen[-1]}" if len(chosen) > 1 else chosen[0]
 
 
 def model_flops(model: Transformer, sequences: int) -> float:
@@ -59,6 +74,12 @@ def recompute_flops(model: Transformer, layout: TrainingSetup, sequences: int) -
         return sequences * model.layers * 2 * s * per_token
     layer = model_flops(model, sequences) / 3 - sequences * 2 * s * h * model.vocab
     return layer
+
+
+def tflops_text(tflops: float) -> str:
+    """TFLOP/s as a report prints them: whole numbers, and three digits below 10 (a step of a few tokens runs at a
+    fraction of one, which rounding would print as 0)."""
+    return f"{tflops:.0f}" if tflops >= 10 else f"{tflops:.3g}"
 
 
 @dataclass
@@ -137,18 +158,22 @@ class Report:
             f"{f' with {lay.virtual_stages} stages per rank' if lay.virtual_stages > 1 else ''}, recompute "
             f"{lay.recompute}{', sequence parallel' if lay.sequence_parallel else ''}"
             f"{f', ZeRO-{lay.zero}' if lay.zero else ''})",
-            f"step {self.step_seconds:.3f} s: {self.tflops_per_gpu:.0f} TFLOP/s per GPU, MFU {self.mfu:.1%} "
-            f"({self.hardware_tflops_per_gpu:.0f} TFLOP/s counting recomputation)",
+            f"step {self.step_seconds:.3f} s: {tflops_text(self.tflops_per_gpu)} TFLOP/s per GPU, MFU {self.mfu:.{1 if self.mfu >= 0.01 else 2}%} of the "
+            f"{self.peak_flops / 1e12:.0f} TFLOP/s peak ({tflops_text(self.hardware_tflops_per_gpu)} TFLOP/s counting "
+            "recomputation)",
             "",
-            "where the time goes (seconds per device; average over the pipeline ranks, its share of the step, and the "
-            "first and the last pipeline rank's):",
-            f"  {'':<34} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
+            "where the time goes (seconds per device, communication only where no computation hides it; average over "
+            "the pipeline ranks, its share of the step, and the first and the last pipeline rank's):",
+            f"  {'':<{_LABEL_WIDTH}} {'average':>9}  {'share':>6}   {'first rank':>10} {'last rank':>9}",
         ]
         first, last = self.stages[0], self.stages[-1]
         for k, v in self.breakdown.items():
             if v > 0 or first.get(k, 0) > 0 or last.get(k, 0) > 0:
-                lines.append(f"  {LABELS[k]:<34} {v:9.3f}  {v / self.step_seconds:6.1%}   "
+                lines.append(f"  {LABELS[k]:<{_LABEL_WIDTH}} {v:9.3f}  {v / self.step_seconds:6.1%}   "
                              f"{first.get(k, 0):10.3f} {last.get(k, 0):9.3f}")  # fmt: skip
+        if lay.tp > lay.node_size:  # priced so, but rarely meant: say why its all-reduces cost what they cost
+            lines.append(f"  (tp {lay.tp} spans {-(-lay.tp // lay.node_size)} nodes of {lay.node_size} GPUs: its "
+                         "all-reduces cross the network between nodes; Megatron-LM keeps tp within a node)")  # fmt: skip
         lines += ["", "memory per device (GiB): weights, gradients, optimizer state, activations + CUDA context and NCCL "
                   "buffers = total of capacity"]  # fmt: skip
         fullest = max(range(len(self.memory)), key=lambda r: self.memory[r].needed)
@@ -160,8 +185,6 @@ class Report:
         if worst.over > 0:
             lines.append(
                 f"DOES NOT FIT: pipeline rank {fullest}'s devices need {worst.needed / GIB:.1f} GiB, "
-                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.3g} GiB; try more recomputation, "
-                f"{'a higher --zero, ' if lay.zero < (2 if lay.pp > 1 else 3) else ''}sequence parallelism, a larger "
-                "tp or pp, or a smaller microbatch"
+                f"{worst.over / GIB:.1f} GiB more than their {worst.capacity / GIB:.3g} GiB; try {_to_fit(lay)}"
             )
         return "\n".join(lines)

@@ -238,12 +238,20 @@ class TrainingSetup:
         ends = [n for n in (first, last) if n is not None]
         inner = chunks - len(ends)
         rest = model.layers - sum(ends)
-        if rest < 0 or (inner == 0 and rest) or (inner and rest % inner):
-            given = [f"{n} in the {end} chunk" for n, end in ((first, "first"), (last, "last")) if n is not None]
+        given = " and ".join(
+            f"--{end}-stage-layers {n}" for end, n in (("first", first), ("last", last)) if n is not None
+        )
+        if rest < 0 or (inner == 0 and rest):
             raise SetupError(
-                f"{model.layers} layers with {' and '.join(given)} leave {rest} for the other {inner} of {where}: "
-                f"choose --first-stage-layers and --last-stage-layers that leave a multiple of {max(inner, 1)}, or give "
-                "every chunk's count (--stage-layers)"
+                f"{given} put {sum(ends)} layers in {'its ends' if len(ends) == 2 else 'one end'} of the pipeline, "
+                f"and the model has {model.layers}: "
+                + (f"give at most {model.layers} in all" if inner else f"with {where}, the ends are every chunk: "
+                   f"give counts that add up to {model.layers}")
+            )  # fmt: skip
+        if inner and rest % inner:
+            raise SetupError(
+                f"{given} leave {rest} of the model's {model.layers} layers for the other {inner} of {where}, "
+                f"which do not split evenly: choose counts that leave a multiple of {inner}"
             )
         middle = rest // inner if inner else 0
         counts = [middle] * chunks
@@ -306,8 +314,8 @@ class TrainingSetup:
                               "chunks per rank); with 1 it is plain 1f1b")  # fmt: skip
         fixed = record.stages_per_rank
         if fixed not in (None, 1) and self.virtual_stages not in (1, fixed):
-            raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop --virtual-stages "
-                              f"(virtual_stages={self.virtual_stages}) or use one of {looped}")  # fmt: skip
+            raise SetupError(f"schedule {self.schedule} holds {fixed} stages per rank: drop "
+                              f"virtual_stages={self.virtual_stages} or use one of {looped}")  # fmt: skip
         self.chunk_layers(model)  # raises if the layers do not split as asked
         if self.sequence_parallel and t == 1:
             raise SetupError("sequence parallelism splits the tensor-parallel group's work: it needs tp > 1")
@@ -348,8 +356,8 @@ class TrainingSetup:
                 "(FSDP's sharded gradients, reduce-scattered every microbatch) with pp > 1"
             )
         if fixed == 1 and self.virtual_stages != 1:
-            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop virtual_stages or use "
-                              f"one of {looped}")  # fmt: skip
+            raise SetupError(f"schedule {self.schedule} holds one stage per rank: drop "
+                              f"virtual_stages={self.virtual_stages} or use one of {looped}")  # fmt: skip
         if self.pp > MOST_STAGES:  # one simulated device a pipeline rank: beyond, minutes per step
             raise SetupError(
                 f"pp={self.pp}: the what-if simulates one device a pipeline rank and takes up to {MOST_STAGES:,} "

@@ -25,6 +25,7 @@ and ``sealed`` (answers kept as digests); one module per topic defines its exerc
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Callable
 from types import MappingProxyType
 from typing import Any
@@ -60,7 +61,9 @@ def _made(name: str) -> Callable[[], Exercise]:
     try:
         return EXERCISES[name]
     except KeyError:
-        raise KeyError(f"no exercise named {name!r}; choose one of: {', '.join(EXERCISES)}") from None
+        close = difflib.get_close_matches(str(name), EXERCISES, n=1)
+        meant = f" did you mean {close[0]!r}?" if close else ""
+        raise KeyError(f"no exercise named {name!r};{meant} choose one of: {', '.join(EXERCISES)}") from None
 
 
 def start(name: str) -> Session:

@@ -6,12 +6,16 @@ folder of students' files call the same thing. A grade:
 1. refuses to run if the grader was changed since it loaded (``integrity``);
 2. runs the program on the notebook's inputs, then on ``exercise.trials`` random ones, then on the notebook's
    with half the devices' own data drawn again (a device's cache kept from an earlier run then answers stale
-   values: ``_mixed_sets``), each device given only its part (``Exercise.run_program``); any error, ``SystemExit`` and bare ``BaseException`` included, is a
-   FAILED try with the error and the student's line (only Ctrl-C, KeyboardInterrupt, stops the grade);
-3. checks each run against the single-device reference *and* the exercise's declared split, with the
-   student's own names for intermediates allowed (``check(..., split=..., own_names=True)``), and that nothing
-   reaches a device outside messages: the program runs again with each device's own part of the inputs
-   changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's requirements;
+   values: ``_mixed_sets``), each set written into the same arrays (a cache kept by the inputs' identity answers
+   stale values too: ``_written_into``), each device given only its part (``Exercise.run_program``); any error,
+   ``SystemExit`` and bare ``BaseException`` included, is a FAILED try with the error and the student's line (only
+   Ctrl-C, KeyboardInterrupt, stops the grade);
+3. refuses a run that changed what it is graded against (the inputs, the split, the exercise: a program can find
+   them in the grader's frames; ``_held``), then checks it against the single-device reference *and* the exercise's
+   declared split, with the student's own names for intermediates allowed (``check(..., split=...,
+   own_names=True)``), and that nothing reaches a device outside messages: the program runs again with each
+   device's own part of the inputs changed (``isolation=``, ``simulator.checker.isolation``); then the exercise's
+   requirements;
 4. stops at the first input set that does not pass, and says which inputs they were.
 
 The result, ``Grade``, holds the verdict, the reason in words, the diagnosis (``hints.diagnosis``), the
@@ -21,7 +25,7 @@ student's line it points at, and the check report.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
 import numpy as np
@@ -76,9 +80,11 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
     base = exercise.inputs(None)
     drawn = [exercise.inputs(rng) for _ in range(exercise.trials)]
     halves = _mixed_sets(exercise, base, rng)
-    sets = [base, *drawn, *halves]
+    sets = [_own_copies(s) for s in (base, *drawn, *halves)]
     first: Grade | None = None
-    for k, inputs in enumerate(sets):
+    inputs = sets[0]
+    for k, numbers in enumerate(sets):
+        inputs = _written_into(inputs, numbers)
         result = _one(exercise, program, inputs, snapshot)
         if not result.ok:
             if k == 0:
@@ -89,6 +95,32 @@ def grade(exercise: Exercise, program: Any, *, seed: int | None = None, snapshot
     also = f" and {len(halves)} with half the devices' own data drawn again" if halves else ""
     reason = f"{head} (with the notebook's inputs, {len(drawn)} random ones{also}){sep}{notes}"
     return Grade(exercise.name, PASSED, reason, "passed", report=first.report)
+
+
+def _own_copies(inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """An input set whose arrays are its own (a set of mixed halves shares the arrays it took from the notebook's)."""
+    return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in inputs.items()}
+
+
+def _written_into(previous: dict[str, Any], numbers: dict[str, Any]) -> dict[str, Any]:
+    """The next input set, as the previous set's own dict and arrays holding its numbers (where shape and dtype
+    allow). The isolation check's reruns change the inputs in place, so a program that keeps what it worked out from
+    the inputs it found (in the grader's frames) under their identity answers each rerun as it did the first run,
+    as if it used nothing of another device's; with the next set written into the same objects, it answers the next
+    set with numbers made from the last one, and the values are checked."""
+    for name, value in numbers.items():
+        old = previous.get(name)
+        if (
+            type(old) is np.ndarray
+            and type(value) is np.ndarray
+            and old.shape == value.shape
+            and old.dtype == value.dtype
+            and old.flags.writeable
+        ):
+            old[...] = value
+        else:
+            previous[name] = value
+    return previous
 
 
 def _mixed_sets(exercise: Exercise, base: Mapping[str, Any], rng: np.random.Generator) -> list[dict[str, Any]]:
@@ -108,6 +140,7 @@ def _mixed_sets(exercise: Exercise, base: Mapping[str, Any], rng: np.random.Gene
 def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: Snapshot | None) -> Grade:
     name = exercise.name
     split = exercise.split(inputs)
+    held = _held(exercise, inputs, split)
     sites = CallSites()
     try:
         with sites:
@@ -122,6 +155,8 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
+    if _held(exercise, inputs, split) != held:
+        return refused_set(name)
     if isinstance(program, AnswerElsewhere):  # its lines were noted where it ran (before any rerun)
         sites.calls = program.calls()
     report = check(
@@ -135,6 +170,8 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
         refused = _tampered(exercise, snapshot)
         if refused is not None:
             return refused
+    if _held(exercise, inputs, split) != held:
+        return refused_set(name)
     if report.verdict != PASSED:
         kind = diagnosis(report)
         record = _pointed(report)
@@ -149,6 +186,28 @@ def _one(exercise: Exercise, program: Any, inputs: Mapping[str, Any], snapshot: 
     done = f" ({', '.join(r.what for r in exercise.requirements)})" if exercise.requirements else ""
     head, sep, notes = report.text(width=None).removeprefix("check ").partition("\n  note: ")
     return Grade(name, PASSED, f"{head}{done}{sep}{notes}", "passed", report=report)
+
+
+def _held(exercise: Exercise, inputs: Mapping[str, Any], split: Any) -> tuple:
+    """What a run may not change, as values no program can reach: the inputs' numbers (bytes), the split (its text)
+    and the exercise's definition (which objects it holds). A program that finds the originals in the grader's frames
+    and zeroes the inputs (the model's result is then zero, as its own is), or lets its split allow any collective,
+    changes these."""
+    numbers = tuple(
+        (k, v.dtype.str, v.shape, v.tobytes()) if isinstance(v, np.ndarray) else (k, repr(v)) for k, v in inputs.items()
+    )
+    return numbers, repr(split), tuple(id(getattr(exercise, f.name)) for f in fields(exercise))
+
+
+def refused_set(name: str) -> Grade:
+    """The grade of a try whose run changed what it is graded against."""
+    return Grade(
+        name,
+        FAILED,
+        "FAILED: the program changed the exercise's inputs, its split or its definition while it ran (found through "
+        "the grader's frames), so this try was not graded: a program reads only its arguments and what it receives.",
+        "grader",
+    )
 
 
 def _differential(exercise: Exercise, program: Any, inputs: Mapping[str, Any], split: Any) -> Differential | bool:
@@ -192,8 +251,11 @@ def _describe(inputs: Mapping[str, Any]) -> str:
     return ", ".join(f"{k} = {value_text(np.asarray(v), 60)}" for k, v in inputs.items())
 
 
+_CHANGED = Snapshot.changed  # the snapshot's comparison as loaded (``Snapshot.changed`` rebound is then named)
+
+
 def _tampered(exercise: Exercise, snapshot: Snapshot) -> Grade | None:
-    changed = snapshot.changed()
+    changed = _CHANGED(snapshot)
     if not changed:
         return None
     shown = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")

@@ -2,10 +2,12 @@
 
 A notebook imports the exercises before any of the student's code runs. At that moment ``Snapshot`` notes
 every function, method and property of the checker, the engine, the collectives, the tensors and the grader itself
-(the object and its code), every constant (a tolerance, a limit, a table of them: its value), and every
-callable NumPy offers at its top level and in ``numpy.testing``, its classes too (the grader's comparisons go
-through them: ``np.finfo`` gives the float floor's ulp); a
-grade compares them again before it runs a program and before it gives its verdict. Replacing
+(the object and its code), every constant (a tolerance, a limit, a table of them: its value), every callable NumPy
+offers at its top level, in ``numpy.testing``, ``numpy.linalg`` and ``numpy.random``, its classes too (the grader's
+comparisons go through them: ``np.finfo`` gives the float floor's ulp; ``np.random.default_rng`` draws the grade's
+input sets, and one that draws the notebook's numbers passed a hard-coded answer), and Python's own builtins (the
+grader's code calls ``max``, ``any``, ``len`` by name: ``builtins.max`` rebound loosened the float tolerance to
+anything); a grade compares them again before it runs a program and before it gives its verdict. Replacing
 ``check`` or ``numpy.allclose``, patching a method of the checker, or swapping an exercise's definition makes the grade FAILED
 with what was changed, and how to start clean. (A program run in the same process could still do worse;
 this catches the monkeypatch a curious student tries, not a determined attack: ``grade FOLDER`` runs no student
@@ -14,6 +16,7 @@ code in the process that decides.)
 
 from __future__ import annotations
 
+import builtins
 import importlib
 import inspect
 import pkgutil
@@ -51,17 +54,27 @@ GUARDED = (
     "simulator.teach.exercises.ring",
     "simulator.teach.exercises.schedule",
     "simulator.teach.exercises.data",
+    "simulator.teach.exercises.session",
+    "simulator.teach.exercises.integrity",  # the snapshot's own code: Snapshot.changed made to say [] passed anything
 )
-NUMPY = ("numpy", "numpy.testing", "numpy.linalg")
+NUMPY = ("numpy", "numpy.testing", "numpy.linalg", "numpy.random")  # (numpy.random draws the grade's input sets)
 # every module of these is guarded too: what a run goes through (a collective's label, the engine's records), so
 # that dressing the library's all-reduce as a hand-written ring is a change the grade refuses
 PACKAGES = ("simulator.core", "simulator.cost", "simulator.tensors", "simulator.collectives", "simulator.checker")
+# the functions and classes Python gives every module, by name, as the grader loaded (not ``_``, the prompt's last
+# value, which may be a class; a name a notebook adds later, IPython's ``display``, is no code of the grader's)
+_BUILTIN_NAMES = tuple(
+    attr
+    for attr, value in vars(builtins).items()
+    if (inspect.isbuiltin(value) or inspect.isclass(value)) and (attr.startswith("__") or attr[:1] != "_")
+)
 
 
 class Snapshot:
     """Every guarded module's functions and classes' methods, with their code, as they are now."""
 
     def __init__(self) -> None:
+        self._take = _take  # as loaded: ``integrity._take`` rebound to give the snapshot back changes nothing
         self.taken = _take()
 
     def registered(self, name: str, make: object) -> bool:
@@ -71,7 +84,7 @@ class Snapshot:
 
     def changed(self) -> list[str]:
         """What differs from the snapshot, as dotted names (empty: nothing)."""
-        now = _take()
+        now = self._take()
         return sorted(k for k in self.taken.keys() | now.keys() if self.taken.get(k) != now.get(k))
 
 
@@ -106,6 +119,8 @@ def _take() -> dict[str, tuple[int, Any]]:
         for attr, value in list(vars(importlib.import_module(name)).items()):
             if callable(value) and not attr.startswith("_"):
                 seen[f"{name}.{attr}"] = (id(value), None)
+    for attr in _BUILTIN_NAMES:
+        seen[f"builtins.{attr}"] = (id(vars(builtins).get(attr)), None)
     return seen
 
 

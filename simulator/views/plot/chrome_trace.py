@@ -10,7 +10,10 @@ Layout in the viewer:
   ``s``/``f`` phases with ``bp: "e"`` (bind to the enclosing slice) and carry the same ``ts``, ``cat``,
   ``pid`` and ``tid`` as the slice they bind to, which is what both Perfetto and the Chrome DevTools
   importer match on; each flow event is written right after its slice;
-- a ``memory`` counter per device (bytes held, from ``simulator.views.memory``).
+- a ``memory`` counter per device (bytes held, from ``simulator.views.memory``);
+- given the run's check report, its verdict in ``otherData`` and, where it FAILED, the first divergent message or
+  op marked ("first divergence", with the checker's explanation in its args) and an instant event at that time
+  (the classroom bug's wrong input shows where it crosses, named as the receiver declared it).
 
 Timestamps and durations are in microseconds (the format's unit), as floats. Slices come from
 ``simulator.views.activity``, so their times are exactly the simulated ones.
@@ -27,6 +30,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +42,7 @@ from ..memory_columns import memory_steps
 from .chrome_thin import thinned_events
 
 if TYPE_CHECKING:
+    from ...checker.verdict import CheckReport
     from ...core.engine import RunResult
     from ...cost.model import CostModel
 
@@ -73,10 +78,15 @@ class ExportInfo:
 
 
 def chrome_trace(
-    run: RunResult | Trace, *, cost: CostModel | None = None, max_events: int = MAX_EVENTS, memory: bool = True
+    run: RunResult | Trace,
+    *,
+    cost: CostModel | None = None,
+    max_events: int = MAX_EVENTS,
+    memory: bool = True,
+    report: CheckReport | None = None,
 ) -> dict[str, Any]:
-    """The run as a Chrome Trace Event JSON object (a dict with ``traceEvents``)."""
-    events, info, other = _export(run, cost, max_events, memory)
+    """The run as a Chrome Trace Event JSON object (a dict with ``traceEvents``); ``report``: its check's report."""
+    events, info, other = _export(run, cost, max_events, memory, report)
     listed = [json.loads(ev) if isinstance(ev, str) else ev for ev in events]  # (thinned events come as text)
     return {"traceEvents": listed, "displayTimeUnit": "ns", "otherData": other}
 
@@ -88,6 +98,7 @@ def write_chrome_trace(
     cost: CostModel | None = None,
     max_events: int = MAX_EVENTS,
     memory: bool = True,
+    report: CheckReport | None = None,
 ) -> ExportInfo:
     """Write the run as Chrome Trace Event JSON to ``path``, one event per line (streamed).
 
@@ -102,6 +113,8 @@ def write_chrome_trace(
         max_events: past this many events, each device's tracks are thinned into slices that fit (the file
             says so).
         memory: add each device's memory as a counter track.
+        report: the run's check report (``check(run, reference)``): its verdict goes in the file, and where it
+            FAILED its first divergence is marked.
 
     Returns:
         An ``ExportInfo``: how many events were written, and whether any were collapsed.
@@ -117,7 +130,7 @@ def write_chrome_trace(
         36
     """
     path = Path(path)
-    events, info, other = _export(run, cost, max_events, memory)
+    events, info, other = _export(run, cost, max_events, memory, report)
     count = 0
     with atomic_write(path) as f:
         f.write('{"displayTimeUnit": "ns", "otherData": ' + json.dumps(other) + ',\n"traceEvents": [\n')
@@ -131,7 +144,19 @@ def write_chrome_trace(
     return info
 
 
-def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], ExportInfo, dict]:
+def _export(run, cost, max_events: int, memory: bool, report=None) -> tuple[Iterator[dict], ExportInfo, dict]:
+    events, info, other = _export_run(run, cost, max_events, memory, report)
+    if report is None:
+        return events, info, other
+    other["check"] = {"verdict": report.verdict, "text": str(report)}
+    mark = _divergence_mark(report)
+    if mark is None:
+        return events, info, other
+    info.run_events += 1
+    return chain(events, [mark]), info, other
+
+
+def _export_run(run, cost, max_events: int, memory: bool, report) -> tuple[Iterator[dict], ExportInfo, dict]:
     if max_events < 1:
         raise ValueError(f"max_events={max_events}: give a positive event budget (viewers handle ~1,000,000)")
     trace, cost = unpack(run, cost)
@@ -153,6 +178,8 @@ def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], E
     full = len(trace.ops) + 4 * len(msgs) + len(waiting) + counters + fixed
     if full <= max_events:
         slices = _op_slices(trace.ops) + _message_slices(msgs, cost) + waiting
+        if report is not None:
+            _mark_first(slices, report)
         return (
             _events(trace.world_size, slices, mem, ExportInfo(full, full, False, "")),
             ExportInfo(full, full, False, ""),
@@ -161,6 +188,52 @@ def _export(run, cost, max_events: int, memory: bool) -> tuple[Iterator[dict], E
     events, note = thinned_events(trace, cost, max_events, full, memory)
     other["collapsed"] = note
     return events, ExportInfo(0, full, True, note), other
+
+
+def _divergent(report: CheckReport) -> tuple[str, int, Any] | None:
+    """("message" or "op", its id, its record) of a FAILED report's first divergence, where it is one event's."""
+    first = report.first
+    rec = getattr(first, "record", None)
+    if rec is None or rec.id is None:
+        return None
+    return ("message" if first.where == "message" else "op", rec.id, rec)
+
+
+def _mark_first(slices: list[Slice], report: CheckReport) -> None:
+    """The first divergent message's (or op's) slices named so, with the checker's explanation in their args."""
+    found = _divergent(report)
+    if found is None:
+        return
+    key, ident, rec = found
+    first = report.first
+    explain = first.explain()
+    for s in slices:
+        if s.args.get(key) == ident:
+            if key == "message" and first.is_also:  # named by what it carried, not by what the receiver declared
+                arrow = f"-> {rec.dst}" if s.track == "send" else f"<- {rec.src}"
+                s.name = f"{first.is_also[0]}, not {first.name}, {arrow}"
+            s.name += " (first divergence)"
+            s.args = {**s.args, "check": explain}
+
+
+def _divergence_mark(report: CheckReport) -> dict | None:
+    """An instant event on the device that holds the first wrong value, when it has it."""
+    found = _divergent(report)
+    if found is None:
+        return None
+    key, _, rec = found
+    t = rec.t_arrive if key == "message" else rec.t_end
+    if t is None:
+        return None
+    return {
+        "ph": "i",
+        "s": "p",
+        "name": f"check {report.verdict}: the first divergence",
+        "ts": t * US,
+        "pid": report.first.rank,
+        "tid": 0,
+        "args": {"explain": report.first.explain()},
+    }
 
 
 def _op_slices(ops) -> list[Slice]:

@@ -111,7 +111,7 @@ export function calculate(el, data) {
     for (const [k, , colour] of KINDS) stack.append(h("div", { class: "mc-part", style: `width: ${(100 * m[k]) / scale}%; background: ${colour}`, title: `${k}: ${gb(m[k])}` }));
     stack.append(h("div", { class: "mc-capacity", style: `left: ${(100 * m.capacity) / scale}%`, title: "H100 80GB: 85.5 GB usable (79.6 GiB)" }));
     const fits = m.total <= m.capacity;
-    const verdict = h("p", { class: `mc-verdict ${fits ? "mc-fits" : "mc-over"}`, "data-total": m.total, text: `${gb(m.total)} on each device of the first pipeline stage: ${fits ? `fits an H100 80GB, ${gb(m.capacity - m.total)} to spare` : `${gb(m.total - m.capacity)} over an H100 80GB (85.5 GB usable)`}` });
+    const verdict = h("p", { class: `mc-verdict ${fits ? "mc-fits" : "mc-over"}`, "data-total": m.total, text: `${gb(m.total)} on each device of the first pipeline stage: ${fits ? `fits an H100 80GB (${gb(m.capacity)} usable), ${gb(m.capacity - m.total)} to spare` : `${gb(m.total - m.capacity)} over an H100 80GB (${gb(m.capacity)} usable)`}` });
     const rows = KINDS.map(([k, name, colour]) =>
       h(
         "div",
@@ -122,7 +122,7 @@ export function calculate(el, data) {
         h("span", { class: "mc-why", text: words[k] }),
       ),
     );
-    out.replaceChildren(verdict, stack, ...rows, h("p", { class: "mc-note", text: "bf16 weights, fp32 gradients and Adam state (18 bytes a parameter before sharding); FlashAttention; the 1F1B schedule with one microbatch per stage (m = pp); the what-if's model (docs/whatif.md)." }));
+    out.replaceChildren(verdict, stack, ...rows, h("p", { class: "mc-note", text: "bf16 weights, fp32 gradients and Adam state (18 bytes a parameter before sharding); FlashAttention; the 1F1B schedule with one microbatch per stage (m = pp); the what-if's model (docs/whatif.md). Not in the bars: the CUDA context and NCCL's buffers, a GB or two more, which python -m simulator whatif counts." }));
     root.dataset.ready = "true";
     return m;
   }
