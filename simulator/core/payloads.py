@@ -98,6 +98,13 @@ def kept_inputs(inputs: tuple) -> tuple:
     return tuple(np.array(a) if isinstance(a, np.ndarray) and not _immutable(a) else a for a in inputs)
 
 
+def kept_reduction_inputs(inputs: tuple) -> tuple:
+    """A collective's reduction's inputs as the trace keeps them: a copy of a writable one. A read-only one is a
+    view of the collective's own working copy, which nothing writes after the reduction (so a booked ring, which
+    keeps such views, and the same ring message by message keep the same objects)."""
+    return tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
+
+
 def _held(view: np.ndarray) -> int:
     """The bytes of the array that owns a view's memory (its last base that is an array)."""
     while type(view.base) is np.ndarray:
