@@ -99,3 +99,33 @@ def test_a_run_pickled_or_copied_before_its_payloads_are_read_keeps_them(made, c
     assert len(copied.msg_payloads) == len(original.msg_payloads) == len(run.trace.messages)
     for a, b in zip(copied.msg_payloads + copied.op_payloads, original.msg_payloads + original.op_payloads):
         assert type(a) is type(b) and repr(a) == repr(b)
+
+
+def test_reading_many_rings_message_by_message_makes_each_block_once_and_works_out_the_bounds_once(made, monkeypatch):
+    """A training loop's rings read in order, one message at a time (a view stepping through the run): each block is
+    made when its first row is read, and the blocks' bounds are worked out once (each block made used to rebuild the
+    list of those waiting and their bounds: 4,000 rings read so took 3.7 s where making them at once took 0.4)."""
+    builds = [0]
+    bounds = Recorder._block_bounds
+
+    def counted(self, field):
+        builds[0] += self._bounds is None
+        return bounds(self, field)
+
+    monkeypatch.setattr(Recorder, "_block_bounds", counted)
+
+    def loop(dev, k):
+        y = values_of(8, dev.rank, np.float64)
+        for _ in range(k):
+            y = dev.all_reduce(y, op="avg")
+        return y
+
+    run = World(4).run(loop, 50)
+    eager = World(4).run(loop, 50)
+    at_once = eager.trace.recorder.msg_payloads
+    assert made[0] == 50
+    payloads = [m.payload for m in run.trace.messages]
+    assert made[0] == 100 and builds[0] == 1 and run.trace.recorder.all_made
+    assert len(payloads) == len(at_once) and all(np.array_equal(a, b) for a, b in zip(payloads, at_once, strict=True))
+    ops = [op.output for op in run.trace.ops]
+    assert made[0] == 100 and all(out is not None for out in ops)
