@@ -247,7 +247,6 @@ class Recorder:
         """Make the blocks of later payloads at these places in ``_later`` that wait (each in its rows). A block made
         leaves None at its place, so that no other block moves (reading a run's rings one by one costs what making
         them at once does); once none waits, the lists are let go."""
-        made = 0
         for i in places:
             make = self._later[i]
             if make is None:
@@ -259,9 +258,8 @@ class Recorder:
             self._later[i] = None
             if self._bounds is not None:
                 self._bounds[4][i] = False
-            made += 1
-        self._waiting -= made
-        self.blocks_made += made
+            self._waiting -= 1
+            self.blocks_made += 1
         if not self._waiting:
             self._later, self._later_rows, self._bounds = [], [], None
 

@@ -129,3 +129,21 @@ def test_reading_many_rings_message_by_message_makes_each_block_once_and_works_o
     assert len(payloads) == len(at_once) and all(np.array_equal(a, b) for a, b in zip(payloads, at_once, strict=True))
     ops = [op.output for op in run.trace.ops]
     assert made[0] == 100 and all(out is not None for out in ops)
+
+
+def test_a_block_whose_making_fails_still_waits_and_the_ones_made_before_it_stay_made():
+    rec = Recorder(True)
+    rec.keep_later(1, 0, lambda: (["a"], []))
+    tries = [0]
+
+    def fails_once():
+        tries[0] += 1
+        if tries[0] == 1:
+            raise MemoryError("no room for the views")
+        return ["b"], []
+
+    rec.keep_later(1, 0, fails_once)
+    with pytest.raises(MemoryError):
+        _ = rec.msg_payloads
+    assert rec.msg_payload(0) == "a" and not rec.all_made and rec.blocks_made == 1
+    assert rec.msg_payloads == ["a", "b"] and rec.all_made and rec.blocks_made == 2
