@@ -94,8 +94,16 @@ def kept(out: Any) -> Any:
 
 def kept_inputs(inputs: tuple) -> tuple:
     """An op's inputs as the trace keeps them: a copy of any the program could still change (a read-only view of a
-    buffer the program writes included: the trace keeps what the op read, not what the buffer holds later)."""
-    return tuple(np.array(a) if isinstance(a, np.ndarray) and not _immutable(a) else a for a in inputs)
+    buffer the program writes included: the trace keeps what the op read, not what the buffer holds later). A
+    read-only view larger than its memory (a broadcast) stays as it is, as ``kept`` leaves one: its copy could be
+    gigabytes."""
+    return tuple(a if not isinstance(a, np.ndarray) or not _copied_input(a) else np.array(a) for a in inputs)
+
+
+def _copied_input(a: np.ndarray) -> bool:
+    """Whether ``kept_inputs`` copies this array: a writable one, or a read-only view the program can still write
+    through whose copy is no larger than the memory under it."""
+    return a.flags.writeable or (not _immutable(a) and a.nbytes <= _held(a))
 
 
 def kept_reduction_inputs(inputs: tuple) -> tuple:
