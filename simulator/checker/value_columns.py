@@ -389,8 +389,10 @@ class LateOrigins:
         found: dict[int, dict] = defaultdict(dict)
         _put_origins(found, by, rows, took, _ids(self.rec, rows, took), len(origin))
         for r, kept in found.items():  # ... and what the walk put there since stands over it
-            kept.update(origin[r])
-            origin[r].update(kept)
+            mine = origin[r]
+            for key in [key for key in kept if key in mine]:  # (only what is settled is walked, never the whole map)
+                del kept[key]
+            mine.update(kept)
         return True
 
 

@@ -233,3 +233,29 @@ def test_a_mix_of_collectives_checked_lazily_says_what_it_says_with_the_objects_
     assert eager_run.trace.recorder.msg_payloads
     assert lazy.text() == check(eager_run, ref).text()
     assert lazy.text() == check(World(8, book_collectives=False).run(mixed, 8, seed), ref).text()
+
+
+class WholeMapNotWalked(dict):
+    """A device's map of origins that may be looked up and added to, but not walked whole."""
+
+    def _walked(self, *args):
+        raise AssertionError("settle walked a device's whole map of origins")
+
+    __iter__ = keys = items = values = copy = _walked
+
+
+def test_settling_walks_only_what_it_settles_never_a_devices_whole_map():
+    """Each settle merged by copying every device's whole map (what the walk put there was kept over the rows
+    settled): a check of 400 steps of a ring kept by row, a named ring and an unnamed message of the program's own
+    (which asks where a value came from) took 16.3 s, made first 0.9 s; now 1.2 s."""
+    rec = Recorder(True)
+    x, y = np.zeros(2), np.ones(2)
+    rec.keep_later(2, 0, lambda: ([x, y], []))
+    late = value_columns.LateOrigins(rec)
+    late.add(np.array([0, 0]), np.array([0, 1]), np.array([False, False]))
+    mine = WholeMapNotWalked({k: "an earlier object's" for k in range(-1000, 0)})
+    dict.__setitem__(mine, id(y), "a later event's")
+    assert rec.msg_payloads == [x, y]
+    assert late.settle([mine])
+    assert dict.__getitem__(mine, id(x)) == 0 << 1 and dict.__getitem__(mine, id(y)) == "a later event's"
+    assert len(mine) == 1002
