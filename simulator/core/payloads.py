@@ -79,7 +79,8 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
         ) from exc
     if isinstance(out, np.ndarray):
         return sealed(out) if out.flags.writeable else out
-    return returned(out)  # read now, as a device's result is (an object read as an array only later could lie)
+    # read now, as a device's result is (an object read as an array only later could lie); a torch tensor stays one
+    return returned(out, tensors=True)
 
 
 def kept(out: Any) -> Any:
@@ -213,20 +214,22 @@ def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
 _PLAIN = (np.ndarray, MetaArray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
 
-def returned(value: Any) -> Any:
+def returned(value: Any, tensors: bool = False) -> Any:
     """What a device returns, as the value it is when it returns: an object NumPy reads as an array (it has
     ``__array__``, as a tensor does) is read now, and a mapping or sequence of another kind is read into a dict, list
     or tuple (a named tuple keeps its class), item by item. Read later, inside a check, such an object could answer with
     whatever the check holds at that moment (the model's value, from its frame); arrays, numbers, strings and plain
-    containers of them are kept as they are."""
-    if isinstance(value, _PLAIN):
+    containers of them are kept as they are. ``tensors``: a torch tensor (exactly ``torch.Tensor`` or a
+    ``Parameter``) is kept too, as an op's output is: the program computes on with it (torch's own ``__array__``
+    reads what it holds)."""
+    if isinstance(value, _PLAIN) or (tensors and _torch_tensor(value)):
         return value
     if isinstance(value, Mapping):
-        items = {k: returned(v) for k, v in value.items()}
+        items = {k: returned(v, tensors) for k, v in value.items()}
         plain = type(value) is dict and all(items[k] is v for k, v in value.items())
         return value if plain else items
     if isinstance(value, (list, tuple)):
-        items = [returned(v) for v in value]
+        items = [returned(v, tensors) for v in value]
         if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
             return value
         if isinstance(value, tuple):
@@ -237,4 +240,15 @@ def returned(value: Any) -> Any:
             return np.asarray(value)
         except Exception:  # noqa: BLE001 (one NumPy cannot read here, a GPU's tensor: left as it is)
             return value
+    return value
+
+
+def _torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor of torch's own classes (torch is not imported for it: a run without torch
+    has none)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and type(value) in (
+        getattr(torch, "Tensor", None),
+        getattr(getattr(torch, "nn", None), "Parameter", None),
+    )
     return value

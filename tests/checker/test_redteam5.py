@@ -263,3 +263,27 @@ def test_the_library_s_other_all_reduces_under_a_program_s_tag_are_refused(algor
     with pytest.raises(RankError, match="sends under its call's own tag .* call a collective through the device"):
         run = World(4, book_collectives=book).run(program)
         check(run, Reference.of(one_device), split=Split(collectives=()), own_names=True)
+
+
+def computes_with_torch(dev, xs):
+    """An engineer's program that computes with torch tensors inside its ops, then all-reduces the result."""
+    import torch
+
+    t = dev.compute("t", lambda: torch.as_tensor(xs[dev.rank]) * 2.0)
+    u = dev.compute("u", lambda a: torch.relu(a - 1.0), t)  # a torch function of the op before's tensor
+    return dev.all_reduce(u.numpy())
+
+
+def relu_summed(dev, xs):
+    return dev.hold("v", sum(np.maximum(2.0 * x - 1.0, 0.0) for x in xs))
+
+
+@pytest.mark.parametrize("book", [True, False])
+def test_an_op_s_torch_tensor_stays_a_tensor_for_the_program(book):
+    """Reading every op's output that NumPy can read when the op returns made a torch tensor a NumPy array: the next
+    op's torch.relu then raised TypeError (must be Tensor, not numpy.ndarray). A torch tensor stays one; an object of
+    another class is still read when the op returns (test_an_op_whose_output_answers_what_the_check_holds_fails)."""
+    pytest.importorskip("torch")
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    run = World(4, book_collectives=book).run(computes_with_torch, xs)
+    assert check(run, Reference.of(relu_summed, xs), own_names=True).verdict == "passed"
