@@ -287,3 +287,11 @@ def test_an_op_s_torch_tensor_stays_a_tensor_for_the_program(book):
     xs = np.arange(32.0).reshape(4, 8) % 7 - 3
     run = World(4, book_collectives=book).run(computes_with_torch, xs)
     assert check(run, Reference.of(relu_summed, xs), own_names=True).verdict == "passed"
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+def test_on_gloo_an_op_s_torch_tensor_stays_a_tensor_for_the_program(gloo_worlds):
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    run = gloo_worlds(4, timeout=30).run(computes_with_torch, xs)
+    assert check(run, Reference.of(relu_summed, xs), own_names=True).verdict == "passed"
