@@ -132,6 +132,8 @@ class Recorder:
         self._waiting = 0
         self._bounds: tuple[np.ndarray, ...] | None = None  # the blocks' bounds and which wait (see _block_bounds)
         self.blocks_made = 0  # how many blocks of later payloads were made so far (a reader's cue to look again)
+        # ... and each one's (first message row, messages, first op row, ops), in the order made (what to look at again)
+        self.made_blocks: list[tuple[int, int, int, int]] = []
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
 
@@ -260,6 +262,7 @@ class Recorder:
                 self._bounds[4][i] = False
             self._waiting -= 1
             self.blocks_made += 1
+            self.made_blocks.append(self._later_rows[i])
         if not self._waiting:
             self._later, self._later_rows, self._bounds = [], [], None
 

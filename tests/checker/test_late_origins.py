@@ -259,3 +259,25 @@ def test_settling_walks_only_what_it_settles_never_a_devices_whole_map():
     assert late.settle([mine])
     assert dict.__getitem__(mine, id(x)) == 0 << 1 and dict.__getitem__(mine, id(y)) == "a later event's"
     assert len(mine) == 1002
+
+
+def test_settling_looks_again_only_at_the_stretches_with_rows_in_the_blocks_made_since(monkeypatch):
+    """Each settle asked every stretch still kept by row which of its rows were made: a check of 400 rings never
+    made, then 400 steps of a named ring and a message of the program's own, took 4.2 s (0.6 s with the objects made
+    first); now 0.9 s. A stretch whose rows lie outside the blocks made since is not asked again."""
+    rec = Recorder(True)
+    objects = [np.full(2, float(k)) for k in range(50)]
+    for k in range(50):  # fifty blocks of one message and one op each
+        rec.keep_later(1, 1, lambda k=k: ([objects[k]], [((objects[k],), objects[k])]))
+    late = value_columns.LateOrigins(rec)
+    for k in range(50):  # ... each one stretch's: device k % 3 receives message k, then makes op k
+        late.add(np.array([k % 3, k % 3]), np.array([k, k]), np.array([False, True]))
+    asked = []
+    unmade = value_columns._unmade
+    monkeypatch.setattr(value_columns, "_unmade", lambda rec, rows, took: asked.append(rows) or unmade(rec, rows, took))
+    assert rec.msg_payload(10) is objects[10]
+    origin: list[dict] = [{}, {}, {}]
+    assert late.settle(origin) and len(asked) == 1 and len(late.pending) == 49
+    assert origin[1] == {id(objects[10]): 10 << 1 | 1}  # (the op, the later event, has the last word)
+    assert rec.op_payload(20) == ((objects[20],), objects[20]) and late.settle(origin) and len(asked) == 2
+    assert origin[2] == {id(objects[20]): 20 << 1 | 1}
