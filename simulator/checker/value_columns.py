@@ -360,7 +360,8 @@ class LateOrigins:
 
     def __init__(self, recorder: Any) -> None:
         self.rec = recorder
-        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # (devices, rows, took) per stretch
+        # (devices, rows, took, their rows' span: first and last message row, first and last op row) per stretch
+        self.pending: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int, int, int]]] = []
         self.seen = -1  # the recorder's count of blocks made when last settled
 
     def add(self, by: np.ndarray, rows: np.ndarray, took: np.ndarray) -> None:
@@ -368,18 +369,32 @@ class LateOrigins:
             return
         if not self.pending:
             self.seen = self.rec.blocks_made  # (they are not made now: nothing to settle until another block is)
-        self.pending.append((by, rows, took))
+        msgs, ops = rows[~took], rows[took]
+        span = (
+            int(msgs.min()) if len(msgs) else _NO_ROW,
+            int(msgs.max()) if len(msgs) else -1,
+            int(ops.min()) if len(ops) else _NO_ROW,
+            int(ops.max()) if len(ops) else -1,
+        )
+        self.pending.append((by, rows, took, span))
 
     def settle(self, origin: list[dict]) -> bool:
         """Put in ``origin`` (one map per device) what has been made since last asked; True where anything was."""
         if not self.pending or self.rec.blocks_made == self.seen:
             return False
-        self.seen = self.rec.blocks_made
+        made = self.rec.made_blocks[self.seen :]  # the blocks made since: only stretches with rows among them can
+        self.seen = self.rec.blocks_made  # ... have anything made (no stretch's rows asked again each time)
+        m_lo, m_hi = min(b[0] for b in made), max(b[0] + b[1] for b in made)
+        o_lo, o_hi = min(b[2] for b in made), max(b[2] + b[3] for b in made)
         ready, still = [], []
-        for by, rows, took in self.pending:
+        for stretch in self.pending:
+            by, rows, took, (first_msg, last_msg, first_op, last_op) = stretch
+            if (last_msg < m_lo or first_msg >= m_hi) and (last_op < o_lo or first_op >= o_hi):
+                still.append(stretch)
+                continue
             late = _unmade(self.rec, rows, took)
             if late.any():
-                still.append((by[late], rows[late], took[late]))
+                still.append((by[late], rows[late], took[late], stretch[3]))
             if not late.all():
                 ready.append((by[~late], rows[~late], took[~late]))
         self.pending = still
@@ -389,9 +404,14 @@ class LateOrigins:
         found: dict[int, dict] = defaultdict(dict)
         _put_origins(found, by, rows, took, _ids(self.rec, rows, took), len(origin))
         for r, kept in found.items():  # ... and what the walk put there since stands over it
-            kept.update(origin[r])
-            origin[r].update(kept)
+            mine = origin[r]
+            for key in [key for key in kept if key in mine]:  # (only what is settled is walked, never the whole map)
+                del kept[key]
+            mine.update(kept)
         return True
+
+
+_NO_ROW = 1 << 62  # a stretch's first row of a kind it has none of (past every block)
 
 
 def _unmade(rec: Any, rows: np.ndarray, took: np.ndarray) -> np.ndarray:

@@ -160,19 +160,23 @@ class _Call:
         request to wait on, or None when the send is complete already (an eager one). The device's post
         (``simulator.core.hooks``) with this call's tag and label bound: a simulated device records step and chunk as numbers beside
         the call's interned label (``simulator.core.rows``), never a text per message."""
+        return hooks.poster(self.dev, self.own_tag(), self.label)
+
+    def own_tag(self) -> CollectiveTag:
+        """The call's tag, refused unless it is a collective's (its messages would pass for the program's own)."""
         tag = self.tag
-        if type(tag) is not CollectiveTag or tag < TAG_BASE:  # its messages would pass for the program's own
+        if type(tag) is not CollectiveTag or tag < TAG_BASE:
             raise ValueError(
                 f"device {self.dev.rank}: {self.label} sends under its call's own tag (from {TAG_BASE:,}), not "
                 f"{int(tag)!r}: call a collective through the device (dev.all_reduce(...), dev.all_gather(...), ...)"
             )
-        return hooks.poster(self.dev, tag, self.label)
+        return tag
 
     def lane(self, right: int, left: int) -> Any:
         """This member's ring steps in one loop on a simulated device (``simulator.core.hooks.ring_lane``:
         ``lane.pass_along(first, chunk0, count, step0, blocks, reduce_name, fn)``), sending to rank ``right`` and
         receiving from rank ``left``; None where each step takes ``poster``, ``recv`` and ``reducer``."""
-        return hooks.ring_lane(self.dev, self.tag, self.label, right, left, self.p)
+        return hooks.ring_lane(self.dev, self.own_tag(), self.label, right, left, self.p)
 
     def reducer(self) -> Callable[[Any, Any, float], Any]:
         """``reduce(received, local, flops)``: this call's reduction of a received chunk into a local one,
@@ -191,7 +195,7 @@ class _Call:
     def send(self, value: Any, pos: int, step: Any, what: Any) -> Request | None:
         """Send part (step, what) to member ``pos``: a request to ``wait`` on, or None (complete already)."""
         dev = self.dev
-        return hooks.post(dev, self.tag, hooks.call_label(dev, self.label), value, self.group[pos], step, what)
+        return hooks.post(dev, self.own_tag(), hooks.call_label(dev, self.label), value, self.group[pos], step, what)
 
     def wait(self, req: Request | None) -> None:
         """Wait for a send of ``send`` (None: complete already)."""

@@ -32,6 +32,7 @@ from .payloads import (  # noqa: F401  (re-exported: the torch backend and other
     frozen,
     kept,
     kept_inputs,
+    kept_reduction_inputs,
     partial_group,
     run_op,
     sealed,
@@ -166,8 +167,8 @@ class Device(DeviceMemory, Messaging):
             )
         if not self.clock + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, before any view sees it
             raise infinite_op(eng.cost, self.rank, name, flops, seconds, self.clock)
-        if self._rec.keep_payloads:  # (a collective's own op reads its working copy: see _kept_reduction_inputs)
-            inputs = kept_inputs(inputs) if label is None else _kept_reduction_inputs(inputs)
+        if self._rec.keep_payloads:  # (a collective's own op reads its working copy: see kept_reduction_inputs)
+            inputs = kept_inputs(inputs) if label is None else kept_reduction_inputs(inputs)
         else:
             inputs = None
         self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
@@ -260,7 +261,7 @@ class Device(DeviceMemory, Messaging):
         rec.ops.extend(_pack_op(OP_DROPPED, self.rank, name, label, t0, t0 + seconds, flops, 0))
         self._log(EV_OP)
         if rec.keep_payloads:
-            rec.add_op_payload((_kept_reduction_inputs((received, local)), out))
+            rec.add_op_payload((kept_reduction_inputs((received, local)), out))
         if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and usually what is sent next
             sig = rec.sigs.get((out.shape, out.dtype))
             if sig is not None:
@@ -285,10 +286,3 @@ class Device(DeviceMemory, Messaging):
     def _agree_collective(self, members: tuple[int, ...], number: int, call: Any) -> None:
         """A collective call about to start (see collectives._Call.agree): the engine compares members' calls."""
         self._engine._agree(self.rank, members, number, call)
-
-
-def _kept_reduction_inputs(inputs: tuple) -> tuple:
-    """A collective's reduction's inputs as the trace keeps them: a copy of a writable one. A read-only one is a
-    view of the collective's own working copy, which nothing writes after the reduction (so a booked ring, which
-    keeps such views, and the same ring message by message keep the same objects)."""
-    return tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)

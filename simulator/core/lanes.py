@@ -24,9 +24,9 @@ from typing import Any
 import numpy as np
 
 from ..cost.meta import MetaArray
-from .device import Device, _kept_reduction_inputs
+from .device import Device
 from .errors import infinite_message, infinite_op
-from .payloads import run_op
+from .payloads import kept_reduction_inputs, run_op
 from .rows import EV_OP, EV_RECV, EV_SEND, MSG, OP, OP_DROPPED, RECV
 
 INF = float("inf")
@@ -195,7 +195,7 @@ class RingLane:
             else:
                 events.extend(_RECV_OP)
             if keep:
-                rec.add_op_payload((_kept_reduction_inputs((got, into)), out))
+                rec.add_op_payload((kept_reduction_inputs((got, into)), out))
             if type(out) is _ndarray or type(out) is MetaArray:  # immutable, and what is sent next
                 sig = sigs.get((out.shape, out.dtype))
                 if sig is not None:

@@ -79,7 +79,8 @@ def run_op(rank: int, name: str, fn: Callable[..., Any], inputs: tuple) -> Any:
         ) from exc
     if isinstance(out, np.ndarray):
         return sealed(out) if out.flags.writeable else out
-    return returned(out)  # read now, as a device's result is (an object read as an array only later could lie)
+    # read now, as a device's result is (an object read as an array only later could lie); a torch tensor stays one
+    return returned(out, tensors=True)
 
 
 def kept(out: Any) -> Any:
@@ -94,8 +95,23 @@ def kept(out: Any) -> Any:
 
 def kept_inputs(inputs: tuple) -> tuple:
     """An op's inputs as the trace keeps them: a copy of any the program could still change (a read-only view of a
-    buffer the program writes included: the trace keeps what the op read, not what the buffer holds later)."""
-    return tuple(np.array(a) if isinstance(a, np.ndarray) and not _immutable(a) else a for a in inputs)
+    buffer the program writes included: the trace keeps what the op read, not what the buffer holds later). A
+    read-only view larger than its memory (a broadcast) stays as it is, as ``kept`` leaves one: its copy could be
+    gigabytes."""
+    return tuple(a if not isinstance(a, np.ndarray) or not _copied_input(a) else np.array(a) for a in inputs)
+
+
+def _copied_input(a: np.ndarray) -> bool:
+    """Whether ``kept_inputs`` copies this array: a writable one, or a read-only view the program can still write
+    through whose copy is no larger than the memory under it."""
+    return a.flags.writeable or (not _immutable(a) and a.nbytes <= _held(a))
+
+
+def kept_reduction_inputs(inputs: tuple) -> tuple:
+    """A collective's reduction's inputs as the trace keeps them: a copy of a writable one. A read-only one is a
+    view of the collective's own working copy, which nothing writes after the reduction (so a booked ring, which
+    keeps such views, and the same ring message by message keep the same objects)."""
+    return tuple(np.array(a) if isinstance(a, np.ndarray) and a.flags.writeable else a for a in inputs)
 
 
 def _held(view: np.ndarray) -> int:
@@ -198,20 +214,22 @@ def partial_group(dev: Any, partial: Any, name: str) -> tuple[int, ...] | None:
 _PLAIN = (np.ndarray, MetaArray, np.generic, int, float, complex, bool, str, bytes, type(None))
 
 
-def returned(value: Any) -> Any:
+def returned(value: Any, tensors: bool = False) -> Any:
     """What a device returns, as the value it is when it returns: an object NumPy reads as an array (it has
     ``__array__``, as a tensor does) is read now, and a mapping or sequence of another kind is read into a dict, list
     or tuple (a named tuple keeps its class), item by item. Read later, inside a check, such an object could answer with
     whatever the check holds at that moment (the model's value, from its frame); arrays, numbers, strings and plain
-    containers of them are kept as they are."""
-    if isinstance(value, _PLAIN):
+    containers of them are kept as they are. ``tensors``: a torch tensor (exactly ``torch.Tensor`` or a
+    ``Parameter``) is kept too, as an op's output is: the program computes on with it (torch's own ``__array__``
+    reads what it holds)."""
+    if isinstance(value, _PLAIN) or (tensors and _torch_tensor(value)):
         return value
     if isinstance(value, Mapping):
-        items = {k: returned(v) for k, v in value.items()}
+        items = {k: returned(v, tensors) for k, v in value.items()}
         plain = type(value) is dict and all(items[k] is v for k, v in value.items())
         return value if plain else items
     if isinstance(value, (list, tuple)):
-        items = [returned(v) for v in value]
+        items = [returned(v, tensors) for v in value]
         if type(value) in (list, tuple) and all(a is b for a, b in zip(items, value, strict=True)):
             return value
         if isinstance(value, tuple):
@@ -222,4 +240,15 @@ def returned(value: Any) -> Any:
             return np.asarray(value)
         except Exception:  # noqa: BLE001 (one NumPy cannot read here, a GPU's tensor: left as it is)
             return value
+    return value
+
+
+def _torch_tensor(value: Any) -> bool:
+    """Whether ``value`` is a torch tensor of torch's own classes (torch is not imported for it: a run without torch
+    has none)."""
+    torch = sys.modules.get("torch")
+    return torch is not None and type(value) in (
+        getattr(torch, "Tensor", None),
+        getattr(getattr(torch, "nn", None), "Parameter", None),
+    )
     return value

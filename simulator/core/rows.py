@@ -125,38 +125,43 @@ class Recorder:
         self._op_payloads: list[Any] = []
         self.add_msg_payload = self._msg_payloads.append  # (bound once: the hot paths call them for every event)
         self.add_op_payload = self._op_payloads.append
-        # see keep_later: (first message row, messages, first op row, ops, make) per block not made yet
-        self._later: list[tuple[int, int, int, int, Callable[[], tuple[list, list]]]] = []
-        self._bounds: tuple[np.ndarray, ...] | None = None  # the blocks' first and past-last rows (see _holding)
+        # see keep_later: each block's make (None once made), its (first message row, messages, first op row, ops),
+        # and how many blocks wait
+        self._later: list[Callable[[], tuple[list, list]] | None] = []
+        self._later_rows: list[tuple[int, int, int, int]] = []
+        self._waiting = 0
+        self._bounds: tuple[np.ndarray, ...] | None = None  # the blocks' bounds and which wait (see _block_bounds)
         self.blocks_made = 0  # how many blocks of later payloads were made so far (a reader's cue to look again)
+        # ... and each one's (first message row, messages, first op row, ops), in the order made (what to look at again)
+        self.made_blocks: list[tuple[int, int, int, int]] = []
         self.msg_extra: dict[int, tuple[Any, Any]] = {}
         self.op_extra: dict[int, tuple[Any, Any, Any]] = {}
 
     @property
     def msg_payloads(self) -> list[Any]:
         """Each message's payload, by row (where the run keeps payloads)."""
-        if self._later:
-            self._make_later(self._later)
+        if self._waiting:
+            self._make_places(range(len(self._later)))
         return self._msg_payloads
 
     @property
     def op_payloads(self) -> list[Any]:
         """Each op's ``(inputs, output)``, by row (where the run keeps payloads)."""
-        if self._later:
-            self._make_later(self._later)
+        if self._waiting:
+            self._make_places(range(len(self._later)))
         return self._op_payloads
 
     @property
     def all_made(self) -> bool:
         """Whether every payload kept is made (no block of later payloads waits)."""
-        return not self._later
+        return not self._waiting
 
     def msg_payload(self, row: int) -> Any:
         """Message ``row``'s payload (None where not kept), making only the block of later payloads it is in."""
         p = self._msg_payloads
         if row >= len(p):
             return None
-        if p[row] is None and self._later:  # (a placeholder: a payload kept is never None)
+        if p[row] is None and self._waiting:  # (a placeholder: a payload kept is never None)
             self._make_block_of(row, 0)
         return p[row]
 
@@ -166,7 +171,7 @@ class Recorder:
         p = self._op_payloads
         if row >= len(p):
             return (None, None)
-        if p[row] is None and self._later:
+        if p[row] is None and self._waiting:
             self._make_block_of(row, 2)
         return p[row]
 
@@ -175,7 +180,9 @@ class Recorder:
         either list is first read: until then each row has a placeholder, so rows written after them keep their
         places. A ring booked whole keeps its payloads so: a run that nobody reads the payloads of (a benchmark's,
         a what-if's) does not make its thousands of views and tuples."""
-        self._later.append((len(self._msg_payloads), msgs, len(self._op_payloads), ops, make))
+        self._later.append(make)
+        self._later_rows.append((len(self._msg_payloads), msgs, len(self._op_payloads), ops))
+        self._waiting += 1
         self._bounds = None
         self._msg_payloads += repeat(None, msgs)
         self._op_payloads += repeat(None, ops)
@@ -188,39 +195,47 @@ class Recorder:
     def make_rows(self, msg_rows: np.ndarray, op_rows: np.ndarray) -> tuple[list[Any], list[Any]]:
         """The two payload lists with the payloads of these message rows and op rows made (and their blocks'); rows
         of a block of later payloads not asked for hold None until they are made."""
-        if self._later:
-            self._make_blocks(np.concatenate([self._holding(msg_rows, 0), self._holding(op_rows, 2)]))
+        if self._waiting:
+            places = np.concatenate([self._holding(msg_rows, 0), self._holding(op_rows, 2)])
+            if len(places):
+                self._make_places(np.unique(places[places >= 0]).tolist())
         return self._msg_payloads, self._op_payloads
 
     def __getstate__(self) -> dict[str, Any]:
         """Pickled or deep-copied with every payload made: a copy holds the objects, not how to make them."""
-        if self._later:
-            self._make_later(self._later)
+        if self._waiting:
+            self._make_places(range(len(self._later)))
         return self.__dict__.copy()
 
     def _holding(self, rows: np.ndarray, field: int) -> np.ndarray:
         """For each row (message rows: ``field`` 0, op rows: 2), the place in ``_later`` of the block of later
-        payloads it is in, or -1 (the blocks stand in row order: one binary search a row)."""
-        if not self._later:
+        payloads not made yet that it is in, or -1 (the blocks stand in row order: one binary search a row)."""
+        if not self._waiting:
             return np.full(len(rows), -1)
         starts, ends = self._block_bounds(field)
         at = np.searchsorted(starts, rows, side="right") - 1
-        return np.where((at >= 0) & (rows < ends[at]), at, -1)
+        return np.where((at >= 0) & (rows < ends[at]) & self._bounds[4][at], at, -1)
 
     def _inside(self, rows: np.ndarray, field: int) -> np.ndarray:
         """Whether each row is in a block of later payloads (``_holding`` >= 0): with a few blocks, row against bounds."""
+        inside = np.zeros(len(rows), bool)
+        if not self._waiting:
+            return inside
         if len(self._later) > 8:
             return self._holding(rows, field) >= 0
-        inside = np.zeros(len(rows), bool)
-        for first, past in zip(*self._block_bounds(field)):
-            inside |= (rows >= first) & (rows < past)
+        starts, ends = self._block_bounds(field)
+        for first, past, waits in zip(starts, ends, self._bounds[4]):
+            if waits:
+                inside |= (rows >= first) & (rows < past)
         return inside
 
     def _block_bounds(self, field: int) -> tuple[np.ndarray, np.ndarray]:
-        """The blocks' first rows and past-last rows (message rows: ``field`` 0, op rows: 2), kept until they change."""
+        """The blocks' first rows and past-last rows (message rows: ``field`` 0, op rows: 2), kept until a block is
+        kept (``_bounds[4]``: which blocks wait, kept up to date as they are made)."""
         if self._bounds is None:
-            b = np.array([block[:4] for block in self._later], np.int64).reshape(-1, 4)
-            self._bounds = (b[:, 0], b[:, 0] + b[:, 1], b[:, 2], b[:, 2] + b[:, 3])
+            b = np.array(self._later_rows, np.int64).reshape(-1, 4)
+            waits = np.array([make is not None for make in self._later], bool)
+            self._bounds = (b[:, 0], b[:, 0] + b[:, 1], b[:, 2], b[:, 2] + b[:, 3], waits)
         return self._bounds[field], self._bounds[field + 1]
 
     def _make_block_of(self, row: int, field: int) -> None:
@@ -228,24 +243,28 @@ class Recorder:
         starts, ends = self._block_bounds(field)
         at = bisect_right(starts, row) - 1
         if at >= 0 and row < ends[at]:
-            self._make_later([self._later[at]])
+            self._make_places([at])
 
-    def _make_blocks(self, places: np.ndarray) -> None:
-        """Make the blocks of later payloads at these places in ``_later`` (-1: none)."""
-        places = np.unique(places[places >= 0]).tolist() if len(places) else []
-        if places:
-            self._make_later([self._later[i] for i in places])
-
-    def _make_later(self, blocks: list) -> None:
-        """Make these blocks of later payloads (each in its rows)."""
-        making = set(map(id, blocks))
-        self._later = [b for b in self._later if id(b) not in making]
-        self._bounds = None
-        for msg_at, _, op_at, _, make in blocks:
+    def _make_places(self, places: Any) -> None:
+        """Make the blocks of later payloads at these places in ``_later`` that wait (each in its rows). A block made
+        leaves None at its place, so that no other block moves (reading a run's rings one by one costs what making
+        them at once does); once none waits, the lists are let go."""
+        for i in places:
+            make = self._later[i]
+            if make is None:
+                continue
+            msg_at, _, op_at, _ = self._later_rows[i]
             msgs, ops = make()
             self._msg_payloads[msg_at : msg_at + len(msgs)] = msgs
             self._op_payloads[op_at : op_at + len(ops)] = ops
-        self.blocks_made += len(blocks)
+            self._later[i] = None
+            if self._bounds is not None:
+                self._bounds[4][i] = False
+            self._waiting -= 1
+            self.blocks_made += 1
+            self.made_blocks.append(self._later_rows[i])
+        if not self._waiting:
+            self._later, self._later_rows, self._bounds = [], [], None
 
     def sig(self, shape: tuple[int, ...], dtype: np.dtype, nbytes: int) -> tuple[int, int]:
         """The id of a (shape, dtype) pair, and its byte count."""

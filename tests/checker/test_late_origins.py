@@ -233,3 +233,51 @@ def test_a_mix_of_collectives_checked_lazily_says_what_it_says_with_the_objects_
     assert eager_run.trace.recorder.msg_payloads
     assert lazy.text() == check(eager_run, ref).text()
     assert lazy.text() == check(World(8, book_collectives=False).run(mixed, 8, seed), ref).text()
+
+
+class WholeMapNotWalked(dict):
+    """A device's map of origins that may be looked up and added to, but not walked whole."""
+
+    def _walked(self, *args):
+        raise AssertionError("settle walked a device's whole map of origins")
+
+    __iter__ = keys = items = values = copy = _walked
+
+
+def test_settling_walks_only_what_it_settles_never_a_devices_whole_map():
+    """Each settle merged by copying every device's whole map (what the walk put there was kept over the rows
+    settled): a check of 400 steps of a ring kept by row, a named ring and an unnamed message of the program's own
+    (which asks where a value came from) took 16.3 s, made first 0.9 s; now 1.2 s."""
+    rec = Recorder(True)
+    x, y = np.zeros(2), np.ones(2)
+    rec.keep_later(2, 0, lambda: ([x, y], []))
+    late = value_columns.LateOrigins(rec)
+    late.add(np.array([0, 0]), np.array([0, 1]), np.array([False, False]))
+    mine = WholeMapNotWalked({k: "an earlier object's" for k in range(-1000, 0)})
+    dict.__setitem__(mine, id(y), "a later event's")
+    assert rec.msg_payloads == [x, y]
+    assert late.settle([mine])
+    assert dict.__getitem__(mine, id(x)) == 0 << 1 and dict.__getitem__(mine, id(y)) == "a later event's"
+    assert len(mine) == 1002
+
+
+def test_settling_looks_again_only_at_the_stretches_with_rows_in_the_blocks_made_since(monkeypatch):
+    """Each settle asked every stretch still kept by row which of its rows were made: a check of 400 rings never
+    made, then 400 steps of a named ring and a message of the program's own, took 4.2 s (0.6 s with the objects made
+    first); now 0.9 s. A stretch whose rows lie outside the blocks made since is not asked again."""
+    rec = Recorder(True)
+    objects = [np.full(2, float(k)) for k in range(50)]
+    for k in range(50):  # fifty blocks of one message and one op each
+        rec.keep_later(1, 1, lambda k=k: ([objects[k]], [((objects[k],), objects[k])]))
+    late = value_columns.LateOrigins(rec)
+    for k in range(50):  # ... each one stretch's: device k % 3 receives message k, then makes op k
+        late.add(np.array([k % 3, k % 3]), np.array([k, k]), np.array([False, True]))
+    asked = []
+    unmade = value_columns._unmade
+    monkeypatch.setattr(value_columns, "_unmade", lambda rec, rows, took: asked.append(rows) or unmade(rec, rows, took))
+    assert rec.msg_payload(10) is objects[10]
+    origin: list[dict] = [{}, {}, {}]
+    assert late.settle(origin) and len(asked) == 1 and len(late.pending) == 49
+    assert origin[1] == {id(objects[10]): 10 << 1 | 1}  # (the op, the later event, has the last word)
+    assert rec.op_payload(20) == ((objects[20],), objects[20]) and late.settle(origin) and len(asked) == 2
+    assert origin[2] == {id(objects[20]): 20 << 1 | 1}

@@ -230,3 +230,68 @@ def test_an_op_whose_output_answers_what_the_check_holds_fails():
     for book in (True, False):
         run = World(4, book_collectives=book).run(names_what_it_is_compared_with, xs)
         assert check(run, Reference.of(summed_vectors, xs)).verdict == "FAILED"
+
+
+@pytest.mark.parametrize(
+    "algorithm, function",
+    [
+        ("tree", "simulator.collectives.tree._all_reduce_tree"),
+        ("direct", "simulator.collectives.direct._all_reduce_direct"),
+        ("halving_doubling", "simulator.collectives.halving_doubling._all_reduce_halving_doubling"),
+    ],
+)
+@pytest.mark.parametrize("book", [True, False])
+def test_the_library_s_other_all_reduces_under_a_program_s_tag_are_refused(algorithm, function, book):
+    """The ring's sends were refused under a tag of the program's, but the tree's, the direct and the halving-doubling
+    all-reduce send through ``_Call.send``, which took any tag: the library's tree all-reduce called through its
+    internals with its tag set to 7 passed a split that allows no collective (its messages the program's own)."""
+    import importlib
+
+    from simulator.checker import Split
+    from simulator.collectives.call import _Call
+    from simulator.core.errors import RankError
+    from simulator.teach.exercises.ring import XS, one_device
+
+    module, name = function.rsplit(".", 1)
+    all_reduce = getattr(importlib.import_module(module), name)
+
+    def program(dev):
+        call = _Call(dev, "my sum", None, algorithm, op="sum")
+        call.tag = 7
+        return all_reduce(call, XS[dev.rank])
+
+    with pytest.raises(RankError, match="sends under its call's own tag .* call a collective through the device"):
+        run = World(4, book_collectives=book).run(program)
+        check(run, Reference.of(one_device), split=Split(collectives=()), own_names=True)
+
+
+def computes_with_torch(dev, xs):
+    """An engineer's program that computes with torch tensors inside its ops, then all-reduces the result."""
+    import torch
+
+    t = dev.compute("t", lambda: torch.as_tensor(xs[dev.rank]) * 2.0)
+    u = dev.compute("u", lambda a: torch.relu(a - 1.0), t)  # a torch function of the op before's tensor
+    return dev.all_reduce(u.numpy())
+
+
+def relu_summed(dev, xs):
+    return dev.hold("v", sum(np.maximum(2.0 * x - 1.0, 0.0) for x in xs))
+
+
+@pytest.mark.parametrize("book", [True, False])
+def test_an_op_s_torch_tensor_stays_a_tensor_for_the_program(book):
+    """Reading every op's output that NumPy can read when the op returns made a torch tensor a NumPy array: the next
+    op's torch.relu then raised TypeError (must be Tensor, not numpy.ndarray). A torch tensor stays one; an object of
+    another class is still read when the op returns (test_an_op_whose_output_answers_what_the_check_holds_fails)."""
+    pytest.importorskip("torch")
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    run = World(4, book_collectives=book).run(computes_with_torch, xs)
+    assert check(run, Reference.of(relu_summed, xs), own_names=True).verdict == "passed"
+
+
+@pytest.mark.slow
+@pytest.mark.gloo
+def test_on_gloo_an_op_s_torch_tensor_stays_a_tensor_for_the_program(gloo_worlds):
+    xs = np.arange(32.0).reshape(4, 8) % 7 - 3
+    run = gloo_worlds(4, timeout=30).run(computes_with_torch, xs)
+    assert check(run, Reference.of(relu_summed, xs), own_names=True).verdict == "passed"
