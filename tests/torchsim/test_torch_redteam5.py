@@ -5,21 +5,13 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from simulator import Reference, World, check, simulate_torch  # noqa: E402
+from simulator import Reference, check  # noqa: E402
 from simulator.torchsim import programs as tp  # noqa: E402
 from tests.torchsim import engineers as en  # noqa: E402
 from tests.torchsim import redteam5_programs as rp  # noqa: E402
+from tests.torchsim.test_torch_redteam4 import verdicts  # noqa: E402
 
 X = torch.arange(16.0).reshape(8, 2) % 5 - 2
-
-
-def verdicts(program, n, args, reference) -> set[str]:
-    """The verdicts of one torch program simulated, with its collectives booked and message by message."""
-    found = set()
-    for book in (True, False):
-        run = simulate_torch(program, n, *args, world=World(n, send_mode="rendezvous", book_collectives=book))
-        found.add(check(run, reference()).verdict)
-    return found
 
 
 REDUCE = {  # bug -> verdict
