@@ -103,7 +103,7 @@ def cmd_export(args: argparse.Namespace) -> int:
     """Export a scenario's run as Chrome Trace Event JSON (open it in ui.perfetto.dev or chrome://tracing)."""
     from ..views.plot.chrome_trace import write_chrome_trace
 
-    result, report = _result(args.scenario, with_report=True)
+    result, report = _result(args.scenario)
     if result is None:
         return 2
     try:
@@ -223,7 +223,7 @@ def cmd_timeline(args: argparse.Namespace) -> int:
     """Print a scenario's timeline as a text grid (one row per device)."""
     from ..views.textgrid import text_timeline
 
-    result = _result(args.scenario)
+    result, _ = _result(args.scenario)
     if result is None:
         return 2
     try:
@@ -282,20 +282,19 @@ def _where(path: object) -> str:
     return "standard output" if str(path) == STDOUT else str(path)
 
 
-def _result(name: str, with_report: bool = False):
-    """The finished run of a named scenario, or None (with the reason on stderr); ``with_report``: and its check's
-    report (None where it was not checked)."""
+def _result(name: str):
+    """The finished run of a named scenario and its check's report (None where it was not checked), or (None, None),
+    with the reason on stderr."""
     try:
         run = get(name).run()
     except KeyError as exc:
         print(exc.args[0], file=sys.stderr)
-        return (None, None) if with_report else None
-    if with_report:
-        return _result_of(name, run), run.report
-    return _result_of(name, run)
+        return None, None
+    return _result_of(name, run), run.report
 
 
 def _result_of(name: str, run):
+    """A scenario run's result; for a deadlock, the run up to it; else None (each with the reason on stderr)."""
     if run.result is None:
         partial = getattr(run.error, "partial", None)
         if partial is not None:  # a deadlock: what happened before it is worth seeing
