@@ -13,7 +13,7 @@ Layout in the viewer:
 - a ``memory`` counter per device (bytes held, from ``simulator.views.memory``);
 - given the run's check report, its verdict in ``otherData`` and, where it FAILED, the first divergent message or
   op marked ("first divergence", with the checker's explanation in its args) and an instant event at that time
-  (the classroom bug's wrong input shows where it crosses, named as the receiver declared it).
+  (the classroom bug's wrong input shows where it crosses, named by what it carried: "x, not A, -> 1").
 
 Timestamps and durations are in microseconds (the format's unit), as floats. Slices come from
 ``simulator.views.activity``, so their times are exactly the simulated ones.
@@ -145,18 +145,19 @@ def write_chrome_trace(
 
 
 def _export(run, cost, max_events: int, memory: bool, report=None) -> tuple[Iterator[dict], ExportInfo, dict]:
-    events, info, other = _export_run(run, cost, max_events, memory, report)
+    first = _divergent(report) if report is not None else None
+    events, info, other = _export_run(run, cost, max_events, memory, first)
     if report is None:
         return events, info, other
     other["check"] = {"verdict": report.verdict, "text": str(report)}
-    mark = _divergence_mark(report)
+    mark = _divergence_mark(report.verdict, first) if first is not None else None
     if mark is None:
         return events, info, other
     info.run_events += 1
     return chain(events, [mark]), info, other
 
 
-def _export_run(run, cost, max_events: int, memory: bool, report) -> tuple[Iterator[dict], ExportInfo, dict]:
+def _export_run(run, cost, max_events: int, memory: bool, first) -> tuple[Iterator[dict], ExportInfo, dict]:
     if max_events < 1:
         raise ValueError(f"max_events={max_events}: give a positive event budget (viewers handle ~1,000,000)")
     trace, cost = unpack(run, cost)
@@ -178,8 +179,8 @@ def _export_run(run, cost, max_events: int, memory: bool, report) -> tuple[Itera
     full = len(trace.ops) + 4 * len(msgs) + len(waiting) + counters + fixed
     if full <= max_events:
         slices = _op_slices(trace.ops) + _message_slices(msgs, cost) + waiting
-        if report is not None:
-            _mark_first(slices, report)
+        if first is not None:
+            _mark_first(slices, first)
         return (
             _events(trace.world_size, slices, mem, ExportInfo(full, full, False, "")),
             ExportInfo(full, full, False, ""),
@@ -190,49 +191,50 @@ def _export_run(run, cost, max_events: int, memory: bool, report) -> tuple[Itera
     return events, ExportInfo(0, full, True, note), other
 
 
-def _divergent(report: CheckReport) -> tuple[str, int, Any] | None:
-    """("message" or "op", its id, its record) of a FAILED report's first divergence, where it is one event's."""
+@dataclass
+class _FirstDivergence:
+    """Where a FAILED report first diverges, when that is one event: its kind ("message" or "op"), its record, the
+    report's divergence and the checker's explanation of it."""
+
+    key: str
+    record: Any
+    divergence: Any
+    explain: str
+
+
+def _divergent(report: CheckReport) -> _FirstDivergence | None:
     first = report.first
     rec = getattr(first, "record", None)
     if rec is None or rec.id is None:
         return None
-    return ("message" if first.where == "message" else "op", rec.id, rec)
+    return _FirstDivergence("message" if first.where == "message" else "op", rec, first, first.explain())
 
 
-def _mark_first(slices: list[Slice], report: CheckReport) -> None:
+def _mark_first(slices: list[Slice], first: _FirstDivergence) -> None:
     """The first divergent message's (or op's) slices named so, with the checker's explanation in their args."""
-    found = _divergent(report)
-    if found is None:
-        return
-    key, ident, rec = found
-    first = report.first
-    explain = first.explain()
+    rec, d = first.record, first.divergence
     for s in slices:
-        if s.args.get(key) == ident:
-            if key == "message" and first.is_also:  # named by what it carried, not by what the receiver declared
+        if s.args.get(first.key) == rec.id:
+            if first.key == "message" and d.is_also:  # named by what it carried, not by what the receiver declared
                 arrow = f"-> {rec.dst}" if s.track == "send" else f"<- {rec.src}"
-                s.name = f"{first.is_also[0]}, not {first.name}, {arrow}"
+                s.name = f"{d.is_also[0]}, not {d.name}, {arrow}"
             s.name += " (first divergence)"
-            s.args = {**s.args, "check": explain}
+            s.args = {**s.args, "check": first.explain}
 
 
-def _divergence_mark(report: CheckReport) -> dict | None:
+def _divergence_mark(verdict: str, first: _FirstDivergence) -> dict | None:
     """An instant event on the device that holds the first wrong value, when it has it."""
-    found = _divergent(report)
-    if found is None:
-        return None
-    key, _, rec = found
-    t = rec.t_arrive if key == "message" else rec.t_end
+    t = first.record.t_arrive if first.key == "message" else first.record.t_end
     if t is None:
         return None
     return {
         "ph": "i",
         "s": "p",
-        "name": f"check {report.verdict}: the first divergence",
+        "name": f"check {verdict}: the first divergence",
         "ts": t * US,
-        "pid": report.first.rank,
+        "pid": first.divergence.rank,
         "tid": 0,
-        "args": {"explain": report.first.explain()},
+        "args": {"explain": first.explain},
     }
 
 
