@@ -167,10 +167,7 @@ class Device(DeviceMemory, Messaging):
             )
         if not self.clock + seconds < INF:  # (NaN too) tiny FLOP/s, say: refused here, before any view sees it
             raise infinite_op(eng.cost, self.rank, name, flops, seconds, self.clock)
-        if self._rec.keep_payloads:  # (a collective's own op reads its working copy: see kept_reduction_inputs)
-            inputs = kept_inputs(inputs) if label is None else kept_reduction_inputs(inputs)
-        else:
-            inputs = None
+        inputs = kept_inputs(inputs, label) if self._rec.keep_payloads else None
         self._record_op(name, out, inputs, flops, seconds, index, group, doc, keep, label)
         if keep:
             self._memory[name] = out

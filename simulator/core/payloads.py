@@ -93,11 +93,13 @@ def kept(out: Any) -> Any:
     return out
 
 
-def kept_inputs(inputs: tuple) -> tuple:
+def kept_inputs(inputs: tuple, label: str | None = None) -> tuple:
     """An op's inputs as the trace keeps them: a copy of any the program could still change (a read-only view of a
     buffer the program writes included: the trace keeps what the op read, not what the buffer holds later). A
     read-only view larger than its memory (a broadcast) stays as it is, as ``kept`` leaves one: its copy could be
-    gigabytes."""
+    gigabytes. A collective's own op (``label`` given) reads its working copy: ``kept_reduction_inputs``."""
+    if label is not None:
+        return kept_reduction_inputs(inputs)
     return tuple(a if not isinstance(a, np.ndarray) or not _copied_input(a) else np.array(a) for a in inputs)
 
 
@@ -251,4 +253,3 @@ def _torch_tensor(value: Any) -> bool:
         getattr(torch, "Tensor", None),
         getattr(getattr(torch, "nn", None), "Parameter", None),
     )
-    return value

@@ -42,7 +42,7 @@ import torch.distributed as dist
 from ..collectives import CollectiveMethods
 from ..core.device import DeviceMemory, kept, partial_group, run_op
 from ..core.errors import ContractError, SimulationError
-from ..core.payloads import kept_inputs, kept_reduction_inputs, nbytes_of
+from ..core.payloads import kept_inputs, nbytes_of
 from ..core.trace import Op
 from ..cost.model import op_flops
 from .errors import CommError, CommTimeoutError
@@ -224,8 +224,7 @@ class TorchDevice(DeviceMemory, TorchMessaging):
             flops = op_flops(fn, inputs, out)
         nbytes = nbytes_of(out) if keep else 0
         if self.keep_payloads:
-            ins = kept_inputs(inputs) if label is None else kept_reduction_inputs(inputs)
-            op = Op(None, self.rank, name, t0, t1, flops, ins, out, index, doc, keep, nbytes)
+            op = Op(None, self.rank, name, t0, t1, flops, kept_inputs(inputs, label), out, index, doc, keep, nbytes)
         else:
             op = Op(None, self.rank, name, t0, t1, flops, None, None, index, doc, keep, nbytes)
         op.partial, op.label = group, label
